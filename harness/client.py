@@ -1,0 +1,140 @@
+"""Talking to the deployed server over HTTP or gRPC with tritonclient.
+
+:class:`TritonClient` hides the protocol difference and knows the repository's contract:
+ensembles ``classify_<pipeline>``, the preprocessing taps, and the tensor names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from harness.preprocessing import TAP_TENSORS
+
+PROTOCOLS = ("http", "grpc")
+IMAGE = "IMAGE"
+LOGITS = "LOGITS"
+PROBABILITIES = "PROBABILITIES"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One deployed preprocessing path and the models that expose it."""
+
+    name: str
+    ensemble: str
+    taps_model: str
+    """A model returning every preprocessing stage (DALI cannot skip outputs, so the DALI
+    path has a separate taps model; the OpenCV model computes only what is requested)."""
+
+
+PIPELINES = {
+    "dali": Pipeline("dali", "classify_dali", "preprocess_dali_taps"),
+    "opencv": Pipeline("opencv", "classify_opencv", "preprocess_opencv"),
+}
+CLASSIFIER = "classifier"
+
+
+class InferenceError(RuntimeError):
+    """The server answered a request with an error (its message is kept)."""
+
+
+def pack_images(images: Sequence[bytes]) -> np.ndarray:
+    """Encoded files -> one [batch, max_len] UINT8 tensor, shorter files zero padded."""
+    length = max((len(b) for b in images), default=0)
+    batch = np.zeros((len(images), length), np.uint8)
+    for row, data in zip(batch, images):
+        row[:len(data)] = np.frombuffer(data, np.uint8)
+    return batch
+
+
+@dataclass(frozen=True)
+class TopK:
+    """One class of a top-k answer."""
+
+    index: int
+    label: str
+    score: float
+
+
+def parse_classification(entries: np.ndarray) -> list[TopK]:
+    """Triton's classification extension answers ``b"score:index:label"`` per class."""
+    out = []
+    for entry in entries:
+        text = entry.decode() if isinstance(entry, bytes) else str(entry)
+        score, index, label = text.split(":", 2)
+        out.append(TopK(int(index), label, float(score)))
+    return out
+
+
+class TritonClient:
+    """A tritonclient (HTTP or gRPC) bound to one server URL (``host:port``)."""
+
+    def __init__(self, url: str, protocol: str = "grpc", timeout: float = 60.0):
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+        self.url, self.protocol, self.timeout = url, protocol, timeout
+        if protocol == "grpc":
+            import tritonclient.grpc as module
+            self._client = module.InferenceServerClient(url)
+        else:
+            import tritonclient.http as module
+            self._client = module.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
+        self._module = module
+        from tritonclient.utils import InferenceServerException
+        self._exception = InferenceServerException
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def is_ready(self, model: str | None = None) -> bool:
+        try:
+            return self._client.is_model_ready(model) if model else self._client.is_server_ready()
+        except Exception:  # connection refused, timeouts: not ready
+            return False
+
+    def infer(self, model: str, inputs: dict[str, np.ndarray], outputs: Sequence[str],
+              class_count: int = 0) -> dict[str, np.ndarray]:
+        """One request; raises :class:`InferenceError` with the server's message."""
+        from tritonclient.utils import np_to_triton_dtype
+
+        request_inputs = []
+        for name, array in inputs.items():
+            tensor = self._module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+            tensor.set_data_from_numpy(array)
+            request_inputs.append(tensor)
+        kwargs = {"binary_data": True} if self.protocol == "http" else {}
+        request_outputs = [self._module.InferRequestedOutput(name, class_count=class_count, **kwargs) for name in outputs]
+        try:
+            kw = {"client_timeout": self.timeout} if self.protocol == "grpc" else {}
+            result = self._client.infer(model, request_inputs, outputs=request_outputs, **kw)
+        except self._exception as exc:
+            raise InferenceError(exc.message() if hasattr(exc, "message") else str(exc)) from None
+        return {name: result.as_numpy(name) for name in outputs}
+
+    def classify(self, images: Sequence[bytes], pipeline: str = "dali", top_k: int = 5) -> list[list[TopK]]:
+        """Top-k classes of each image through the ``classify_<pipeline>`` ensemble."""
+        out = self.infer(PIPELINES[pipeline].ensemble, {IMAGE: pack_images(images)}, [PROBABILITIES], class_count=top_k)
+        return [parse_classification(row) for row in out[PROBABILITIES]]
+
+    def logits(self, images: Sequence[bytes], pipeline: str = "dali") -> np.ndarray:
+        """[batch, classes] logits of the ``classify_<pipeline>`` ensemble."""
+        return self.infer(PIPELINES[pipeline].ensemble, {IMAGE: pack_images(images)}, [LOGITS])[LOGITS]
+
+    def stages(self, image: bytes, pipeline: str = "dali", stages: Sequence[str] = tuple(TAP_TENSORS)) -> dict[str, np.ndarray]:
+        """The deployed preprocessing stages of one image, read from the taps model."""
+        names = [TAP_TENSORS[s] for s in stages]
+        out = self.infer(PIPELINES[pipeline].taps_model, {IMAGE: pack_images([image])}, names)
+        return {stage: out[name][0] for stage, name in zip(stages, names)}
+
+    def classifier_logits(self, model_input: np.ndarray) -> np.ndarray:
+        """The deployed classifier alone on given [batch, 3, H, W] inputs."""
+        return self.infer(CLASSIFIER, {"input": np.ascontiguousarray(model_input, np.float32)}, ["logits"])["logits"]

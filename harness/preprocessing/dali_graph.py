@@ -1,0 +1,183 @@
+"""The DALI implementation of the spec, as pipeline-graph building blocks.
+
+``model_repository/preprocess_dali*/1/dali.py`` builds the production graph from these
+with the GPU ("mixed") decoder; the cpu profile's Python-backend models and the harness
+run the very same graph with the CPU decoder through :class:`CpuPipelineRunner`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import nvidia.dali.fn as fn
+import nvidia.dali.types as types
+from nvidia.dali import pipeline_def
+
+from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+
+INPUT_NAME = "IMAGE"
+"""Name of the external source: the DALI backend binds the Triton input of this name to it."""
+
+INTERPOLATION = {
+    "nearest": types.INTERP_NN,
+    "linear": types.INTERP_LINEAR,
+    "cubic": types.INTERP_CUBIC,
+    "lanczos": types.INTERP_LANCZOS3,
+}
+
+
+def check_supported(p: Preprocess) -> None:
+    """Raise :class:`SpecError` for settings DALI cannot honour."""
+    if p.resize.interpolation not in INTERPOLATION:
+        raise SpecError(f"DALI's resize has no '{p.resize.interpolation}' interpolation; "
+                        f"use one of {', '.join(INTERPOLATION)}")
+
+
+def decode(encoded, spec: DecodeSpec, device: str):
+    """File bytes -> HWC uint8 RGB, on the CPU (``device="cpu"``) or with nvJPEG (``"mixed"``)."""
+    return fn.decoders.image(
+        encoded,
+        device=device,
+        output_type=types.RGB,
+        adjust_orientation=spec.exif_orientation,
+        jpeg_fancy_upsampling=spec.fancy_upsampling,
+        use_fast_idct=spec.fast_idct,
+    )
+
+
+def resize(image, spec: ResizeSpec):
+    """Resize to ``spec.output_size`` of each image."""
+    if spec.mode == "stretch":
+        extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
+    else:
+        extent = dict(resize_shorter=spec.size[0])
+    return fn.resize(
+        image,
+        **extent,
+        interp_type=INTERPOLATION[spec.interpolation],
+        antialias=spec.antialias,
+        # DALI's default keeps the exact scale factor and shifts the source window when
+        # the output size is rounded; cv2, PIL and torchvision map the whole source onto
+        # the rounded size. That alone moves pixels by up to ~70 levels, so match them.
+        subpixel_scale=False,
+        dtype=types.FLOAT if spec.dtype == "float32" else types.UINT8,
+    )
+
+
+def crop(image, spec: CropSpec):
+    """Center crop (DALI rounds the offsets half up)."""
+    return fn.crop(image, crop_h=spec.size[0], crop_w=spec.size[1], crop_pos_x=0.5, crop_pos_y=0.5)
+
+
+def normalize(image, p: Preprocess):
+    """HWC RGB -> CHW float32 model input in the model's channel order."""
+    mean, std = p.normalize.mean_std_in_pixels()
+    bgr = p.input.channel_order == "BGR"
+    if bgr:  # mean/std are given in model (BGR) order; the image is still RGB here
+        mean, std = mean[::-1], std[::-1]
+    chw = fn.crop_mirror_normalize(image, dtype=types.FLOAT, output_layout="CHW", mean=list(mean), std=list(std))
+    if bgr:
+        chw = fn.cat(chw[2:3], chw[1:2], chw[0:1], axis=0)
+    return chw
+
+
+def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False):
+    """The whole graph from the ``IMAGE`` input: the model input, or every stage if ``taps``.
+
+    Tap order matches the taps model's outputs: DECODED, RESIZED, CROPPED, INPUT. The
+    resized and cropped taps are sent as float32 whatever ``resize.dtype`` is (lossless),
+    so one model config serves every spec.
+    """
+    check_supported(p)
+    encoded = fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1)
+    decoded = decode(encoded, p.decode, decoder_device)
+    resized = resize(decoded, p.resize)
+    cropped = crop(resized, p.crop)
+    model_input = normalize(cropped, p)
+    if not taps:
+        return model_input
+    return decoded, fn.cast(resized, dtype=types.FLOAT), fn.cast(cropped, dtype=types.FLOAT), model_input
+
+
+@dataclass
+class SampleResult:
+    """The outputs for one image, or the reason it failed."""
+
+    outputs: tuple[np.ndarray, ...] | None = None
+    error: ImageError | None = None
+
+
+class CpuPipelineRunner:
+    """Runs :func:`preprocess_graph` with DALI's CPU decoder, in this process.
+
+    A failed batch leaves a DALI pipeline usable (with ``prefetch_queue_depth=1``), so on a
+    failure the batch is re-run image by image to pin the error on the right images only.
+    """
+
+    def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False):
+        @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=None, prefetch_queue_depth=1)
+        def pipeline():
+            return preprocess_graph(p, decoder_device="cpu", taps=taps)
+
+        self.max_batch_size = max_batch_size
+        self._pipe = pipeline()
+        self._pipe.build()
+
+    def run(self, images: list[np.ndarray]) -> list[SampleResult]:
+        """Preprocess encoded images (1-D uint8 arrays, zero padding allowed)."""
+        results = [SampleResult() for _ in images]
+        valid = []
+        for i, data in enumerate(images):
+            try:
+                identify(image_bytes(data))
+                valid.append(i)
+            except ImageError as exc:
+                results[i].error = exc
+        for start in range(0, len(valid), self.max_batch_size):
+            chunk = valid[start:start + self.max_batch_size]
+            try:
+                for i, outputs in zip(chunk, self._run_batch([images[i] for i in chunk])):
+                    results[i].outputs = outputs
+            except RuntimeError:
+                for i in chunk:
+                    try:
+                        results[i].outputs = self._run_batch([images[i]])[0]
+                    except RuntimeError as exc:
+                        results[i].error = ImageError(f"could not decode {identify(image_bytes(images[i]))}: {_dali_reason(exc)}")
+        return results
+
+    def _run_batch(self, images: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:
+        self._pipe.feed_input(INPUT_NAME, [np.ascontiguousarray(x, dtype=np.uint8).reshape(-1) for x in images])
+        outputs = self._pipe.run()
+        return [tuple(np.array(out[i]) for out in outputs) for i in range(len(images))]
+
+
+def _dali_reason(exc: Exception) -> str:
+    """The operator's own message from a DALI pipeline error, without its traceback."""
+    text = str(exc)
+    if "encountered:" in text:
+        text = text.split("encountered:", 1)[1]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "pipeline object is no longer valid" not in ln]
+    return lines[0].rstrip(" :") if lines else "DALI decoder error"
+
+
+def production_pipeline(model_file: str, taps: bool):
+    """The ``pipeline_def`` a model repository's ``dali.py`` hands to ``@autoserialize``.
+
+    Reads the spec at the repository root (two levels above ``<model>/1/dali.py``) and
+    decodes on the GPU. The DALI backend replaces batch size, thread count and device with
+    the model config's ``max_batch_size``, ``num_threads`` parameter and instance's GPU.
+    """
+    from pathlib import Path
+
+    from harness.spec import SPEC_FILENAME, load_spec
+
+    spec = load_spec(Path(model_file).resolve().parents[2] / SPEC_FILENAME).preprocess
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0)
+    def preprocess():
+        return preprocess_graph(spec, decoder_device="mixed", taps=taps)
+
+    return preprocess

@@ -1,0 +1,81 @@
+"""The OpenCV implementation of the spec: the training-style CPU preprocessing.
+
+Served by the ``preprocess_opencv`` model and replayed by the harness's ``opencv``
+reference recipe: one implementation, so the two can only differ through the server.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import cv2
+import numpy as np
+
+from harness.preprocessing import PREPROCESS_STAGES
+from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+
+INTERPOLATION = {
+    "nearest": cv2.INTER_NEAREST,
+    "linear": cv2.INTER_LINEAR,
+    "cubic": cv2.INTER_CUBIC,
+    "area": cv2.INTER_AREA,
+    "lanczos": cv2.INTER_LANCZOS4,
+}
+
+
+def check_supported(p: Preprocess) -> None:
+    """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them)."""
+    if p.resize.antialias and p.resize.interpolation != "area":
+        raise SpecError(
+            f"cv2.resize cannot antialias with interpolation '{p.resize.interpolation}': "
+            "set resize.antialias = false, or interpolation = \"area\" (which averages when shrinking)"
+        )
+    if not p.decode.fancy_upsampling or p.decode.fast_idct:
+        raise SpecError("cv2.imdecode always uses fancy upsampling and the accurate IDCT; "
+                        "set decode.fancy_upsampling = true and decode.fast_idct = false")
+
+
+def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
+    """File bytes -> HWC uint8 RGB."""
+    kind = identify(image_bytes(data))
+    buf = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray)) else np.ascontiguousarray(data).reshape(-1)
+    flags = cv2.IMREAD_COLOR if spec.exif_orientation else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
+    bgr = cv2.imdecode(buf, flags)
+    if bgr is None:
+        raise ImageError(f"corrupt {kind}: OpenCV could not decode it")
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
+    """HWC -> HWC of ``spec.output_size``; float32 input or ``dtype = "float32"`` keeps fractions."""
+    height, width = spec.output_size(*image.shape[:2])
+    if spec.dtype == "float32":
+        image = image.astype(np.float32)
+    return cv2.resize(image, (width, height), interpolation=INTERPOLATION[spec.interpolation])
+
+
+def crop(image: np.ndarray, spec: CropSpec) -> np.ndarray:
+    """Center crop, offsets rounded half up."""
+    top, left = spec.offsets(*image.shape[:2])
+    return image[top:top + spec.size[0], left:left + spec.size[1]]
+
+
+def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
+    """HWC RGB -> CHW float32 model input in the model's channel order."""
+    x = image.astype(np.float32)
+    if p.input.channel_order == "BGR":
+        x = x[..., ::-1]
+    mean, std = p.normalize.mean_std_in_pixels()
+    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return np.ascontiguousarray(x.transpose(2, 0, 1))
+
+
+def run(data: np.ndarray | bytes, p: Preprocess, stages: Iterable[str] = PREPROCESS_STAGES) -> dict[str, np.ndarray]:
+    """Every stage of one image; ``stages`` says which to return (all are computed up to the last)."""
+    wanted = set(stages)
+    out = {"decode": decode(data, p.decode)}
+    out["resize"] = resize(out["decode"], p.resize)
+    out["crop"] = crop(out["resize"], p.crop)
+    out["input"] = normalize(out["crop"], p)
+    return {k: v for k, v in out.items() if k in wanted}

@@ -1,0 +1,69 @@
+"""Shared plumbing of the preprocessing models: requests in, per-image work, responses out.
+
+A request's ``IMAGE`` is a [batch, bytes] UINT8 tensor (files zero padded to one length).
+Dynamic batching hands several requests over at once; all their images are preprocessed
+together, and an image that fails fails only its own request, with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from harness.preprocessing import TAP_TENSORS, ImageError
+from harness.spec import SPEC_FILENAME, Preprocess, load_spec
+
+STAGE_OF_TENSOR = {tensor: stage for stage, tensor in TAP_TENSORS.items()}
+
+
+class PreprocessModel:
+    """Base of the preprocessing models; subclasses implement :meth:`preprocess`."""
+
+    def initialize(self, args):
+        self.config = json.loads(args["model_config"])
+        self.model_dir = Path(args["model_repository"])
+        self.spec = load_spec(self.model_dir.parent / SPEC_FILENAME).preprocess
+        self.output_dtypes = {
+            o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in self.config["output"]
+        }
+        self.setup(self.spec)
+
+    def setup(self, spec: Preprocess) -> None:
+        """Prepare to preprocess (build a pipeline, check the spec is supported)."""
+
+    def preprocess(self, images: list[np.ndarray], outputs: list[str]) -> list[dict[str, np.ndarray] | ImageError]:
+        """Each image's requested output tensors (by tensor name), or the error it raised."""
+        raise NotImplementedError
+
+    def execute(self, requests):
+        images, owners = [], []
+        for r, request in enumerate(requests):
+            batch = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()
+            images.extend(batch)
+            owners.extend([r] * len(batch))
+        wanted = [self._requested(request) for request in requests]
+        union = sorted({name for names in wanted for name in names})
+        results = self.preprocess(images, union)
+        return [self._respond(wanted[r], [res for res, o in zip(results, owners) if o == r]) for r in range(len(requests))]
+
+    def _requested(self, request) -> list[str]:
+        names = request.requested_output_names()
+        return [n for n in self.output_dtypes if n in names] if names else list(self.output_dtypes)
+
+    def _respond(self, names: list[str], results):
+        errors = [(i, res) for i, res in enumerate(results) if isinstance(res, ImageError)]
+        if errors:
+            i, exc = errors[0]
+            where = f"image {i} of the request: " if len(results) > 1 else ""
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{where}{exc}"))
+        tensors = []
+        for name in names:
+            arrays = [res[name] for res in results]
+            if len({a.shape for a in arrays}) > 1:
+                return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    f"{name} has a different shape for each image of this request; request it one image at a time"))
+            tensors.append(pb_utils.Tensor(name, np.stack(arrays).astype(self.output_dtypes[name], copy=False)))
+        return pb_utils.InferenceResponse(output_tensors=tensors)

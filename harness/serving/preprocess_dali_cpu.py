@@ -1,0 +1,22 @@
+"""preprocess_dali (cpu profile): the same DALI graph as the GPU model, with DALI's CPU
+decoder, run in the Python backend because the DALI backend needs a GPU here."""
+
+from __future__ import annotations
+
+from harness.preprocessing.dali_graph import CpuPipelineRunner
+from harness.serving.preprocess import PreprocessModel
+
+
+class TritonPythonModel(PreprocessModel):
+    def setup(self, spec):
+        params = self.config.get("parameters", {})
+        threads = int(params.get("num_threads", {}).get("string_value", "1"))
+        # Same output order as the DALI backend model: the graph yields one tensor per output.
+        self.names = list(self.output_dtypes)
+        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=len(self.names) > 1)
+
+    def preprocess(self, images, outputs):
+        return [
+            res.error if res.error else {name: t for name, t in zip(self.names, res.outputs) if name in outputs}
+            for res in self.runner.run(images)
+        ]

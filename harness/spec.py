@@ -1,0 +1,299 @@
+"""The preprocessing spec: one TOML file holds every preprocessing parameter.
+
+The deployed pipelines (the DALI model, the OpenCV model, both profiles) read the base
+sections; the harness's reference recipe reads the same sections with the ``[reference]``
+overrides applied, which is how a spec says "training did this differently".
+
+This module imports only the standard library: it also runs inside the Triton container,
+where the DALI backend imports the model repository's ``dali.py``.
+
+A spec file looks like this (every key has a default, see the dataclasses)::
+
+    [decode]
+    exif_orientation = true
+    [resize]
+    mode = "shorter_side"       # or "stretch"
+    size = 256
+    interpolation = "linear"
+    antialias = false
+    [crop]
+    size = [224, 224]
+    [normalize]
+    pixel_range = 255.0
+    mean = [127.0, 127.0, 127.0]
+    std = [128.0, 128.0, 128.0]
+    [input]
+    channel_order = "RGB"
+    [reference]
+    recipe = "opencv"
+    [reference.resize]          # training differed from deployment here
+    antialias = true
+
+``extends = "other.toml"`` (relative to the file) starts from another spec and overrides
+only the keys given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+SPEC_FILENAME = "preprocessing.toml"
+"""Name of the spec at the root of a model repository; every model there reads it."""
+
+INTERPOLATIONS = ("nearest", "linear", "cubic", "area", "lanczos")
+RESIZE_MODES = ("shorter_side", "stretch")
+CHANNEL_ORDERS = ("RGB", "BGR")
+DTYPES = ("uint8", "float32")
+RECIPES = ("opencv", "torchvision")
+
+
+class SpecError(ValueError):
+    """A spec file is missing, malformed, or asks for something unsupported."""
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """JPEG decoding. Defaults match libjpeg-turbo as OpenCV and PIL use it."""
+
+    exif_orientation: bool = True
+    """Rotate the image as its EXIF orientation tag says (cv2 and DALI do by default, PIL not)."""
+    fancy_upsampling: bool = True
+    """Smooth chroma upsampling like libjpeg; DALI's GPU decoder needs it set explicitly."""
+    fast_idct: bool = False
+    """libjpeg's fast, less accurate integer IDCT (DALI ``use_fast_idct``)."""
+
+
+@dataclass(frozen=True)
+class ResizeSpec:
+    """Resize before the crop. Output sizes round half up, as DALI rounds them."""
+
+    mode: str = "shorter_side"
+    """``shorter_side``: scale so the shorter side is ``size``, keeping the aspect ratio;
+    ``stretch``: scale to exactly ``size`` (an int for a square, or [height, width])."""
+    size: tuple[int, ...] = (256,)
+    interpolation: str = "linear"
+    antialias: bool = False
+    """Low-pass filter when scaling down (DALI and PIL do by default, cv2 INTER_LINEAR cannot)."""
+    dtype: str = "uint8"
+    """Resize output type: ``uint8`` rounds to integers, ``float32`` keeps fractions."""
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) after resizing an image of the given size."""
+        if self.mode == "stretch":
+            return (self.size[0], self.size[-1])
+        scale = self.size[0] / min(height, width)
+        return (max(1, _round_half_up(height * scale)), max(1, _round_half_up(width * scale)))
+
+
+@dataclass(frozen=True)
+class CropSpec:
+    """Center crop after the resize; offsets round half up, as DALI's ``crop_pos=0.5``."""
+
+    size: tuple[int, int] = (224, 224)
+
+    def offsets(self, height: int, width: int) -> tuple[int, int]:
+        """(top, left) of the centered crop window in an image of the given size."""
+        return (_round_half_up((height - self.size[0]) / 2), _round_half_up((width - self.size[1]) / 2))
+
+
+@dataclass(frozen=True)
+class NormalizeSpec:
+    """``(pixel / 255 * pixel_range - mean) / std``, per channel in model channel order."""
+
+    pixel_range: float = 255.0
+    """255 keeps raw pixel values; 1.0 is torchvision's ``ToTensor()`` scaling."""
+    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
+    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
+
+    def mean_std_in_pixels(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """mean and std on the 0-255 pixel scale, as DALI's crop_mirror_normalize takes them."""
+        k = 255.0 / self.pixel_range
+        return tuple(m * k for m in self.mean), tuple(s * k for s in self.std)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """The model input tensor: float32, NCHW."""
+
+    channel_order: str = "RGB"
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """Every parameter of one preprocessing pipeline, from file bytes to model input."""
+
+    decode: DecodeSpec = DecodeSpec()
+    resize: ResizeSpec = ResizeSpec()
+    crop: CropSpec = CropSpec()
+    normalize: NormalizeSpec = NormalizeSpec()
+    input: InputSpec = InputSpec()
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(channels, height, width) of one model input."""
+        return (3, *self.crop.size)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The training-time preprocessing the harness replays: a recipe and its parameters."""
+
+    recipe: str = "opencv"
+    preprocess: Preprocess = Preprocess()
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A whole spec file: the deployed preprocessing, the reference, and comparison settings."""
+
+    preprocess: Preprocess = Preprocess()
+    reference: Reference = Reference()
+    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Per-stage overrides of the comparison tolerances, e.g. ``{"resize": {"atol": 2}}``."""
+    source: str = "<defaults>"
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The merged TOML table, as written to reports."""
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec file (following ``extends``)."""
+    path = Path(path)
+    table = _read_with_extends(path, seen=())
+    return parse_spec(table, source=str(path))
+
+
+def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
+    """Validate a spec table (as read from TOML) into a :class:`Spec`."""
+    table = dict(table)
+    table.pop("extends", None)
+    unknown = set(table) - {"decode", "resize", "crop", "normalize", "input", "reference", "tolerances"}
+    if unknown:
+        raise SpecError(f"{source}: unknown section(s) {sorted(unknown)}")
+    try:
+        base = _preprocess(table, source)
+        ref_table = dict(table.get("reference", {}))
+        recipe = ref_table.pop("recipe", "opencv")
+        _check_choice(f"{source}: reference.recipe", recipe, RECIPES + ("custom",))
+        reference = Reference(recipe, _preprocess(_merge(table, ref_table), f"{source} [reference]"))
+        tolerances = {str(k): dict(v) for k, v in table.get("tolerances", {}).items()}
+    except (TypeError, KeyError) as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    return Spec(base, reference, tolerances, source, raw=table)
+
+
+def with_overrides(preprocess: Preprocess, **sections: Mapping[str, Any]) -> Preprocess:
+    """A copy of ``preprocess`` with some keys replaced, e.g. ``resize={"antialias": True}``."""
+    replaced = {
+        name: dataclasses.replace(getattr(preprocess, name), **_coerce(name, dict(values)))
+        for name, values in sections.items()
+    }
+    out = dataclasses.replace(preprocess, **replaced)
+    _validate(out, "override")
+    return out
+
+
+def to_table(preprocess: Preprocess) -> dict[str, dict[str, Any]]:
+    """The preprocess sections as a plain TOML-shaped table (for reports and docs)."""
+    return {
+        name: {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(getattr(preprocess, name)).items()}
+        for name in ("decode", "resize", "crop", "normalize", "input")
+    }
+
+
+# -- internals ---------------------------------------------------------------------------
+
+_SECTIONS = {"decode": DecodeSpec, "resize": ResizeSpec, "crop": CropSpec, "normalize": NormalizeSpec, "input": InputSpec}
+
+
+def _round_half_up(x: float) -> int:
+    # DALI rounds output sizes and crop offsets half up; Python's round() rounds half to even.
+    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
+
+
+def _read_with_extends(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    path = path.resolve()
+    if path in seen:
+        raise SpecError(f"{path}: 'extends' loops back to itself")
+    try:
+        with path.open("rb") as f:
+            table = tomllib.load(f)
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+    parent = table.pop("extends", None)
+    if parent is None:
+        return table
+    return _merge(_read_with_extends(path.parent / parent, seen + (path,)), table)
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _preprocess(table: Mapping[str, Any], source: str) -> Preprocess:
+    sections = {}
+    for name, cls in _SECTIONS.items():
+        values = dict(table.get(name, {}))
+        known = {f.name for f in dataclasses.fields(cls)}
+        if set(values) - known:
+            raise SpecError(f"{source}: unknown key(s) {sorted(set(values) - known)} in [{name}]; known: {sorted(known)}")
+        sections[name] = cls(**_coerce(name, values))
+    out = Preprocess(**sections)
+    _validate(out, source)
+    return out
+
+
+def _coerce(section: str, values: dict[str, Any]) -> dict[str, Any]:
+    """TOML gives lists and ints; the dataclasses hold tuples and floats."""
+    if section == "resize" and "size" in values:
+        size = values["size"]
+        values["size"] = tuple(size) if isinstance(size, (list, tuple)) else (size,)
+    if section == "crop" and "size" in values:
+        size = values["size"]
+        values["size"] = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+    for key in ("mean", "std"):
+        if key in values:
+            values[key] = tuple(float(v) for v in values[key])
+    if "pixel_range" in values:
+        values["pixel_range"] = float(values["pixel_range"])
+    return values
+
+
+def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise SpecError(f"{what} = {value!r}; expected one of {', '.join(choices)}")
+
+
+def _validate(p: Preprocess, source: str) -> None:
+    _check_choice(f"{source}: resize.mode", p.resize.mode, RESIZE_MODES)
+    _check_choice(f"{source}: resize.interpolation", p.resize.interpolation, INTERPOLATIONS)
+    _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
+    _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
+    size = p.resize.size
+    if p.resize.mode == "shorter_side" and len(size) != 1:
+        raise SpecError(f"{source}: resize.size must be one number in shorter_side mode, got {list(size)}")
+    if not 1 <= len(size) <= 2 or any(not isinstance(s, int) or s <= 0 for s in size):
+        raise SpecError(f"{source}: resize.size must be a positive int or [height, width], got {list(size)}")
+    if len(p.crop.size) != 2 or any(not isinstance(s, int) or s <= 0 for s in p.crop.size):
+        raise SpecError(f"{source}: crop.size must be [height, width] of positive ints, got {list(p.crop.size)}")
+    smallest = min(size) if p.resize.mode == "stretch" else size[0]
+    if p.resize.mode == "stretch" and (size[0] < p.crop.size[0] or size[-1] < p.crop.size[1]):
+        raise SpecError(f"{source}: crop.size {list(p.crop.size)} is larger than resize.size {list(size)}")
+    if p.resize.mode == "shorter_side" and smallest < max(p.crop.size):
+        raise SpecError(f"{source}: crop.size {list(p.crop.size)} is larger than the resized shorter side {smallest}")
+    n = p.normalize
+    if len(n.mean) != 3 or len(n.std) != 3:
+        raise SpecError(f"{source}: normalize.mean and normalize.std need 3 values each")
+    if any(s == 0 for s in n.std) or n.pixel_range <= 0:
+        raise SpecError(f"{source}: normalize.std and normalize.pixel_range must be non-zero")
