@@ -30,6 +30,10 @@ site-packages because pytriton's own dependencies are not wanted."""
 PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
+_CPU_ONLY_NOISE = ("CudaDriverHelper", "NVML", "DCGM", "CUDA", "GPU metrics")
+"""Errors tritonserver logs on every start without a GPU; not worth showing."""
+
+
 class ServerError(RuntimeError):
     """The server could not be started, did not become ready, or did not stop."""
 
@@ -218,12 +222,14 @@ class TritonServer:
                 self.process.wait(10)
         return self.process.returncode
 
-    def log_tail(self, lines: int = 25) -> str:
+    def log_tail(self, lines: int = 10) -> str:
+        """The server's error lines (CPU-only noise left out), then its last lines."""
         try:
             text = self.log_file.read_text(errors="replace").splitlines()
         except FileNotFoundError:
             return "(no log)"
-        return "\n".join(text[-lines:])
+        errors = [ln for ln in text if ln.startswith("E") and not any(n in ln for n in _CPU_ONLY_NOISE)]
+        return "\n".join(errors[-lines:] + ["..."] + text[-lines:])
 
     def __enter__(self) -> "TritonServer":
         return self.start()

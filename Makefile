@@ -1,0 +1,59 @@
+# Two commands do everything on a fresh machine (Debian, Python 3.11, no GPU needed):
+#   make demo   set up, start the embedded Triton server, check it against training on real photos
+#   make test   set up, run the test suite (what CI runs)
+# Set-up steps are idempotent and skipped when done.
+
+PYTHON  ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+HARNESS := $(BIN)/harness
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := libpython3.11 opencv-doc wrk
+TRITON_WHEEL := nvidia-pytriton==0.7.0
+TRITON_HOME  := $(VENV)/pytriton
+STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backend_stub
+
+.PHONY: setup demo test bench serve clean
+
+setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos/.done
+
+demo: setup
+	$(HARNESS) infer data/photos --pipeline both
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/serve_vs_inprocess.py
+
+serve: setup
+	$(HARNESS) serve
+
+# The Python backend stub links the system libpython3.11; opencv-doc holds the photos and
+# ImageNet labels; wrk is the independent load generator.
+$(VENV)/.system:
+	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $(APT_PACKAGES); }
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (the Triton Python-backend stub is built for it)"'
+	$(PYTHON) -m venv $(VENV)
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.system requirements.lock pyproject.toml
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+# The wheel only for its tritonserver binary and backends: --target keeps its own
+# dependencies (and their numpy requirements) out of the environment.
+$(STUB): $(VENV)/.installed
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(TRITON_HOME) $(TRITON_WHEEL)
+	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
+
+model_repository/classifier/model.onnx: $(VENV)/.installed
+	$(HARNESS) model export
+
+data/photos/.done: $(VENV)/.installed
+	$(HARNESS) corpus --out data/photos
+	touch $@
+
+clean:
+	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt

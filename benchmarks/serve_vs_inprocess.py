@@ -1,0 +1,93 @@
+"""Throughput of the cpu profile served by Triton vs the same pipeline run in-process.
+
+Both sides run DALI (CPU decoder) preprocessing and then the EfficientNet-Lite0 ONNX in
+ONNX Runtime, on the real photo corpus, one image per request/call, with 1 and 2
+concurrent clients. Printed: images/s of each side and served / in-process, measured
+in this one run (target: served >= 0.7x in-process).
+
+    .venv/bin/python benchmarks/serve_vs_inprocess.py [--seconds 10] [--protocol grpc]
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from harness.cli.common import DEFAULT_PHOTOS, DEFAULT_REPOSITORY, embedded_server
+from harness.client import TritonClient
+from harness.corpus import list_images
+from harness.model import ONNX_FILENAME
+from harness.preprocessing.dali_graph import CpuPipelineRunner
+from harness.spec import SPEC_FILENAME, load_spec
+
+
+def measure(worker_factory, images: list[bytes], clients: int, seconds: float) -> float:
+    """Images/s of ``clients`` threads, each calling its own worker on images in turn."""
+    workers = [worker_factory() for _ in range(clients)]
+    for w in workers:  # warm-up, not timed
+        w(images[0])
+    counts = [0] * clients
+    stop = threading.Event()
+
+    def loop(k):
+        i = k
+        while not stop.is_set():
+            workers[k](images[i % len(images)])
+            counts[k] += 1
+            i += clients
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement (default: %(default)s)")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+
+    spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess
+    images = [p.read_bytes() for p in list_images(DEFAULT_PHOTOS)]
+    session = ort.InferenceSession(str(DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME), providers=["CPUExecutionProvider"])
+
+    def in_process_worker():
+        runner = CpuPipelineRunner(spec, max_batch_size=1, num_threads=1)
+
+        def classify(data: bytes):
+            x = runner.run([np.frombuffer(data, np.uint8)])[0].outputs[0]
+            return session.run(["logits"], {"input": x[None]})[0]
+
+        return classify
+
+    rows = []
+    with embedded_server(DEFAULT_REPOSITORY, None) as server:
+        def served_worker():
+            client = TritonClient(server.url(args.protocol), args.protocol)
+            return lambda data: client.logits([data], "dali")
+
+        for clients in args.clients:
+            local = measure(in_process_worker, images, clients, args.seconds)
+            served = measure(served_worker, images, clients, args.seconds)
+            rows.append((clients, local, served))
+
+    print(f"\n{len(images)} real photos, DALI CPU preprocessing + EfficientNet-Lite0 (ONNX Runtime), {args.protocol}")
+    print(f"{'clients':>8} {'in-process img/s':>17} {'served img/s':>13} {'served/in-process':>18}")
+    for clients, local, served in rows:
+        print(f"{clients:>8} {local:>17.1f} {served:>13.1f} {served / local:>17.2f}x")
+
+
+if __name__ == "__main__":
+    main()

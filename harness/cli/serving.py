@@ -1,0 +1,190 @@
+"""Commands that set up and use the deployment: model, repo, serve, infer, corpus."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from rich.progress import track
+from rich.table import Table
+
+from harness.cli.common import (BUILD_DIR, DEFAULT_PHOTOS, PROJECT_ROOT, UsageError, add_repository_args,
+                                add_server_args, connect, console, spec_path)
+from harness.client import PIPELINES, InferenceError
+from harness.spec import load_spec
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    model = commands.add_parser("model", help="export or import the classifier ONNX")
+    model_commands = model.add_subparsers(dest="model_command", required=True)
+    export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels")
+    add_repository_args(export)
+    export.set_defaults(run=run_model_export)
+    imp = model_commands.add_parser("import", help="install your own ONNX classifier and label file")
+    imp.add_argument("onnx", type=Path)
+    imp.add_argument("--labels", type=Path, required=True, help="class names, one a line, in output order")
+    add_repository_args(imp)
+    imp.set_defaults(run=run_model_import)
+
+    repo = commands.add_parser("repo", help="build a profile of the model repository")
+    repo_commands = repo.add_subparsers(dest="repo_command", required=True)
+    build = repo_commands.add_parser("build", help="write the cpu profile (or a gpu copy with another spec)")
+    build.add_argument("--profile", choices=("cpu", "gpu"), default="cpu")
+    build.add_argument("--out", type=Path, required=True)
+    add_repository_args(build)
+    build.set_defaults(run=run_repo_build)
+
+    serve = commands.add_parser("serve", help="serve the repository with the embedded tritonserver")
+    serve.add_argument("--profile", choices=("cpu", "gpu"), default="cpu")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    serve.add_argument("--http-port", type=int, default=8000)
+    serve.add_argument("--grpc-port", type=int, default=8001)
+    serve.add_argument("--metrics-port", type=int, default=8002)
+    serve.add_argument("--log-file", type=Path, default=BUILD_DIR / "tritonserver.log")
+    add_repository_args(serve)
+    serve.set_defaults(run=run_serve)
+
+    infer = commands.add_parser("infer", help="top-k classes of images (or directories of images) through the server")
+    infer.add_argument("images", nargs="+", type=Path)
+    infer.add_argument("--pipeline", choices=(*PIPELINES, "both"), default="dali")
+    infer.add_argument("--top-k", type=int, default=5)
+    add_server_args(infer)
+    add_repository_args(infer)
+    infer.set_defaults(run=run_infer)
+
+    corpus = commands.add_parser("corpus", help="gather the real-photo corpus (and re-encoded variants)")
+    corpus.add_argument("--out", type=Path, default=DEFAULT_PHOTOS)
+    corpus.add_argument("--variants", type=int, default=0, metavar="N",
+                        help="also write N re-encoded variants (quality, subsampling, progressive, EXIF, gray, CMYK)")
+    corpus.add_argument("--variants-out", type=Path, default=None, help="default: <out>-variants")
+    corpus.set_defaults(run=run_corpus)
+
+
+def run_model_export(args) -> int:
+    from harness.model import export_default
+
+    spec = load_spec(spec_path(args))
+    path = export_default(args.repository / "classifier", spec.preprocess.crop.size)
+    console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
+    return 0
+
+
+def run_model_import(args) -> int:
+    from harness.model import import_onnx
+
+    spec = load_spec(spec_path(args))
+    path = import_onnx(args.onnx, args.labels, args.repository / "classifier", spec.preprocess.crop.size)
+    console.print(f"installed {args.onnx} as {path}")
+    return 0
+
+
+def run_repo_build(args) -> int:
+    import shutil
+
+    from harness.repository import build_cpu_profile, check_classifier, load_repository
+
+    if args.profile == "cpu":
+        out = build_cpu_profile(args.repository, args.out, args.spec)
+    else:
+        check_classifier(args.repository, load_spec(spec_path(args)))
+        if args.out.exists():
+            shutil.rmtree(args.out)
+        shutil.copytree(args.repository, args.out)
+        if args.spec:
+            shutil.copyfile(args.spec, args.out / "preprocessing.toml")
+        out = args.out
+    console.print(f"{args.profile} profile written to {out}: {', '.join(load_repository(out))}")
+    return 0
+
+
+def run_serve(args) -> int:
+    from harness.repository import build_cpu_profile
+    from harness.server import TritonServer
+
+    if args.profile == "gpu":
+        raise UsageError("the gpu profile needs the DALI and TensorRT backends and a GPU: "
+                         "serve it with `docker compose up` (see README)")
+    repo = build_cpu_profile(args.repository, BUILD_DIR / "repository-cpu", args.spec)
+    server = TritonServer(repo, args.host, args.http_port, args.grpc_port, args.metrics_port, log_file=args.log_file)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with console.status("starting tritonserver"):
+        server.start()
+    try:
+        console.print(f"serving {repo} (cpu profile)\n  HTTP    {server.http_url}\n  gRPC    {server.grpc_url}\n"
+                      f"  metrics {server.metrics_url}\n  log     {server.log_file}\nCtrl-C to stop.")
+        while not stop.wait(1.0):
+            if not server.is_running():
+                raise UsageError(f"tritonserver exited unexpectedly; log {server.log_file}:\n{server.log_tail()}")
+    finally:
+        code = server.stop()
+        console.print(f"tritonserver stopped (exit code {code})")
+    return 0
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    from harness.corpus import list_images
+
+    files = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(list_images(p))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise UsageError(f"no such image or directory: {p}")
+    return files
+
+
+def run_infer(args) -> int:
+    files = _expand(args.images)
+    pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
+    table = Table(title=f"top-{args.top_k} classes" if len(pipelines) == 1 else "top-1 class per pipeline")
+    table.add_column("image")
+    for name in pipelines:
+        table.add_column(f"classify_{name}")
+    if len(pipelines) > 1:
+        table.add_column("agree")
+    failures = 0
+    with connect(args) as client:
+        for path in track(files, description="classifying", console=console, transient=True):
+            data = path.read_bytes()
+            cells = []
+            for name in pipelines:
+                try:
+                    top = client.classify([data], name, args.top_k)[0]
+                    cells.append(top)
+                except InferenceError as exc:
+                    cells.append(exc)
+            ok = [c for c in cells if not isinstance(c, Exception)]
+            failures += len(ok) < len(cells)
+            if len(pipelines) == 1:
+                c = cells[0]
+                text = f"[red]{c}[/]" if isinstance(c, Exception) else "\n".join(f"{t.score:.3f} {t.label}" for t in c)
+                table.add_row(path.name, text)
+            else:
+                texts = [f"[red]{c}[/]" if isinstance(c, Exception) else f"{c[0].label} ({c[0].score:.3f})" for c in cells]
+                agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
+                table.add_row(path.name, *texts, "yes" if agree else "[yellow]no[/]")
+    from rich.console import Console
+
+    Console().print(table)
+    return 1 if failures else 0
+
+
+def run_corpus(args) -> int:
+    from harness.corpus import build_corpus, make_variants
+
+    photos = build_corpus(args.out, BUILD_DIR / "wheels", progress=console.print)
+    console.print(f"{len(photos)} photos in {args.out}")
+    if args.variants:
+        target = args.variants_out or args.out.with_name(args.out.name + "-variants")
+        variants = make_variants(photos, target, args.variants)
+        console.print(f"{len(variants)} re-encoded variants in {target}")
+    return 0
+
+
+__all__ = ["register", "PROJECT_ROOT"]

@@ -1,0 +1,105 @@
+"""Both profiles of the model repository, checked with Triton's own config schema."""
+
+import pytest
+
+from harness.client import PIPELINES
+from harness.model import ONNX_FILENAME, onnx_signature
+from harness.preprocessing import TAP_TENSORS
+from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
+
+EXPECTED_MODELS = {"preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier", "classify_dali", "classify_opencv"}
+
+
+def dtype_name(value: int) -> str:
+    from tritonclient.grpc import model_config_pb2
+
+    return model_config_pb2.DataType.Name(value)
+
+
+def signature(config):
+    def tensors(ts):
+        return [(t.name, dtype_name(t.data_type), list(t.dims), getattr(t, "label_filename", "")) for t in ts]
+
+    steps = [(s.model_name, dict(s.input_map), dict(s.output_map)) for s in config.ensemble_scheduling.step]
+    return config.max_batch_size, tensors(config.input), tensors(config.output), steps, config.HasField("dynamic_batching")
+
+
+@pytest.fixture(scope="module")
+def gpu(repository):
+    return load_repository(repository)
+
+
+@pytest.fixture(scope="module")
+def cpu(cpu_repository):
+    return load_repository(cpu_repository)
+
+
+def test_every_config_parses_with_tritons_schema(gpu, cpu):
+    assert set(gpu) == set(cpu) == EXPECTED_MODELS
+
+
+def test_gpu_profile_uses_the_gpu_backends(gpu):
+    assert gpu["preprocess_dali"].backend == gpu["preprocess_dali_taps"].backend == "dali"
+    assert gpu["classifier"].platform == "tensorrt_plan"
+    assert gpu["preprocess_opencv"].backend == "python"
+    assert all(g.kind == g.KIND_GPU for g in gpu["classifier"].instance_group)
+
+
+def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
+    for name in EXPECTED_MODELS:
+        assert signature(cpu[name]) == signature(gpu[name]), name
+    for name in ("preprocess_dali", "preprocess_dali_taps", "classifier"):
+        assert cpu[name].backend == "python" and not cpu[name].platform
+        assert all(g.kind == g.KIND_CPU for g in cpu[name].instance_group)
+
+
+def test_ensembles_chain_preprocessing_into_the_classifier(gpu):
+    for pipeline in PIPELINES.values():
+        steps = gpu[pipeline.ensemble].ensemble_scheduling.step
+        assert [s.model_name for s in steps] == [f"preprocess_{pipeline.name}", "classifier"]
+        assert steps[0].output_map["INPUT"] == steps[1].input_map["input"]
+        taps = gpu[pipeline.taps_model]
+        assert [o.name for o in taps.output] == list(TAP_TENSORS.values())
+
+
+def test_onnx_io_matches_the_classifier_config(gpu, repository):
+    inputs, outputs = onnx_signature(repository / "classifier" / ONNX_FILENAME)
+    config = gpu["classifier"]
+    for onnx_tensors, config_tensors in ((inputs, config.input), (outputs, config.output)):
+        assert [t.name for t in onnx_tensors] == [t.name for t in config_tensors]
+        for o, c in zip(onnx_tensors, config_tensors):
+            assert dtype_name(c.data_type) == "TYPE_" + {"float32": "FP32"}[o.dtype]
+            assert list(o.shape[1:]) == list(c.dims)  # the batch dim is Triton's max_batch_size
+    assert config.output[1].label_filename == "labels.txt"
+    assert (repository / "classifier" / "labels.txt").exists()
+
+
+def test_configs_agree_with_the_spec(gpu, spec):
+    c, h, w = spec.preprocess.input_shape
+    for name in ("preprocess_dali", "preprocess_dali_taps", "preprocess_opencv"):
+        outputs = {o.name: list(o.dims) for o in gpu[name].output}
+        assert outputs["INPUT"] == [c, h, w]
+        if "CROPPED" in outputs:
+            assert outputs["CROPPED"] == [h, w, c]
+    assert list(gpu["classifier"].input[0].dims) == [c, h, w]
+
+
+def test_gpu_dali_pipelines_serialize_without_a_gpu(repository):
+    import importlib.util
+
+    for name in ("preprocess_dali", "preprocess_dali_taps"):
+        module_spec = importlib.util.spec_from_file_location(f"{name}_dali", repository / name / "1" / "dali.py")
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        assert module.preprocess._is_autoserialize
+        # device_id=None: serializing needs no GPU; building the mixed decoder would.
+        serialized = module.preprocess(device_id=None).serialize()
+        assert b"mixed" in serialized and b"decoders__Image" in serialized.replace(b".", b"__")
+
+
+def test_malformed_config_is_reported_with_its_path(tmp_path):
+    bad = tmp_path / "m" / CONFIG_FILENAME
+    bad.parent.mkdir()
+    bad.write_text('name: "m"\nbackend: "python"\nmax_batch_size: "eight"\n')
+    with pytest.raises(RepositoryError, match=str(bad)):
+        load_config(bad)
