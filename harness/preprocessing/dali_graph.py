@@ -181,3 +181,39 @@ def production_pipeline(model_file: str, taps: bool):
         return preprocess_graph(spec, decoder_device="mixed", taps=taps)
 
     return preprocess
+
+
+class CpuStageRunner:
+    """One stage of the deployed DALI graph alone, on a given input (CPU, batch of one).
+
+    Isolation by substitution: feed the reference's previous stage into the deployed
+    implementation of a stage, to see the error that stage adds by itself. One pipeline
+    per (stage, input dtype), built on first use; not thread-safe (one per thread).
+    """
+
+    STAGES = {"resize": lambda x, p: resize(x, p.resize), "crop": lambda x, p: crop(x, p.crop), "input": normalize}
+
+    def __init__(self, p: Preprocess):
+        check_supported(p)
+        self.p = p
+        self._pipes = {}
+
+    def run(self, stage: str, image: np.ndarray) -> np.ndarray:
+        image = np.ascontiguousarray(image if image.dtype == np.uint8 else image.astype(np.float32))
+        key = (stage, image.dtype.str)
+        if key not in self._pipes:
+            self._pipes[key] = self._build(stage, types.UINT8 if image.dtype == np.uint8 else types.FLOAT)
+        pipe = self._pipes[key]
+        pipe.feed_input("X", [image])
+        return np.array(pipe.run()[0][0])
+
+    def _build(self, stage: str, dtype):
+        p, op = self.p, self.STAGES[stage]
+
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1)
+        def pipeline():
+            return op(fn.external_source(name="X", device="cpu", layout="HWC", dtype=dtype, ndim=3), p)
+
+        pipe = pipeline()
+        pipe.build()
+        return pipe

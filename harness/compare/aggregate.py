@@ -1,0 +1,141 @@
+"""Streaming aggregation over images: memory stays flat however many images there are.
+
+Each metric keeps its worst value (max for errors; min for PSNR, cosine, SQNR and
+agreement) and its mean; verdicts are counted; histograms summed; the ``worst`` few
+image names per stage are kept by their largest absolute error.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.compare.result import STAGES, ImageResult, StageResult
+from harness.compare.tolerance import Verdict
+
+HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "top5_overlap", "same_order"}
+SIGNED = {"top1_prob_change"}
+"""Signed metrics: the worst is the one furthest from zero, either way."""
+NOT_AGGREGATED = {"reference_shape", "deployed_shape", "reference_top1", "deployed_top1"}
+WORST_KEPT = 5
+
+
+@dataclass
+class MetricStats:
+    worst: float
+    total: float = 0.0
+    count: int = 0
+
+    def add(self, key: str, value: float) -> None:
+        if key in SIGNED:
+            self.worst = max(self.worst, value, key=abs)
+        elif key in HIGHER_IS_BETTER:
+            self.worst = min(self.worst, value)
+        else:
+            self.worst = max(self.worst, value)
+        if math.isfinite(value):
+            self.total += value
+            self.count += 1
+
+    def to_dict(self) -> dict:
+        return {"worst": self.worst, "mean": self.total / self.count if self.count else self.worst, "images": self.count}
+
+
+def _add_metrics(stats: dict[str, MetricStats], metrics: dict) -> None:
+    for key, value in metrics.items():
+        if key in NOT_AGGREGATED or not isinstance(value, (int, float)):
+            continue
+        if key not in stats:
+            stats[key] = MetricStats(worst=value)
+        stats[key].add(key, float(value))
+
+
+@dataclass
+class StageSummary:
+    name: str
+    verdicts: Counter = field(default_factory=Counter)
+    isolated_verdicts: Counter = field(default_factory=Counter)
+    metrics: dict[str, MetricStats] = field(default_factory=dict)
+    isolated: dict[str, MetricStats] = field(default_factory=dict)
+    histogram: list[int] = field(default_factory=list)
+    worst_images: list[tuple[float, str]] = field(default_factory=list)
+
+    def add(self, image: str, result: StageResult) -> None:
+        self.verdicts[result.verdict.value] += 1
+        _add_metrics(self.metrics, result.metrics)
+        if result.isolated is not None:
+            self.isolated_verdicts[result.isolated_verdict.value] += 1
+            _add_metrics(self.isolated, result.isolated)
+        if result.histogram:
+            if not self.histogram:
+                self.histogram = [0] * len(result.histogram)
+            self.histogram = [a + b for a, b in zip(self.histogram, result.histogram)]
+        score = severity(result)
+        if len(self.worst_images) < WORST_KEPT:
+            heapq.heappush(self.worst_images, (score, image))
+        else:
+            heapq.heappushpop(self.worst_images, (score, image))
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.worst(Verdict(v) for v in self.verdicts)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "verdict": self.verdict.value,
+            "images": dict(self.verdicts),
+            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+            "isolated": {k: v.to_dict() for k, v in self.isolated.items()} or None,
+            "isolated_verdict": Verdict.worst(Verdict(v) for v in self.isolated_verdicts).value if self.isolated_verdicts else None,
+            "isolated_images": dict(self.isolated_verdicts) or None,
+            "histogram": self.histogram,
+            "worst_images": [name for _, name in sorted(self.worst_images, reverse=True)],
+        }
+
+
+def severity(result: StageResult) -> float:
+    """How bad one image's stage is, for ranking the worst images."""
+    m = result.metrics
+    if m.get("shape_mismatch"):
+        return math.inf
+    if result.stage == "topk":
+        return (1 - m["top1_agree"]) * 10 + abs(m["top1_prob_change"])
+    return m.get("max_abs", 0.0) + m.get("mean_abs", 0.0)
+
+
+class RunSummary:
+    """Everything a report needs, folded one :class:`ImageResult` at a time."""
+
+    def __init__(self):
+        self.stages = {name: StageSummary(name) for name in STAGES}
+        self.compared = 0
+        self.failed: list[dict] = []
+        self.first_divergent = Counter()
+
+    def add(self, result: ImageResult) -> None:
+        if result.failed:
+            self.failed.append({"image": result.image, "reason": result.error})
+            return
+        self.compared += 1
+        for stage in result.stages:
+            self.stages[stage.stage].add(result.image, stage)
+        self.first_divergent[result.first_divergent or "none"] += 1
+
+    @property
+    def first_divergent_stage(self) -> str | None:
+        """The earliest stage, in pipeline order, that diverged on any image."""
+        return next((s.name for s in self.stages.values() if s.verdicts and s.verdict is Verdict.DIVERGED), None)
+
+    def to_dict(self) -> dict:
+        present = [s for s in self.stages.values() if s.verdicts]
+        return {
+            "images": self.compared + len(self.failed),
+            "compared": self.compared,
+            "failed": sorted(self.failed, key=lambda f: f["image"]),
+            "first_divergent_stage": self.first_divergent_stage,
+            "first_divergent_per_image": dict(self.first_divergent),
+            "stages": [s.to_dict() for s in present],
+        }

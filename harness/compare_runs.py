@@ -1,0 +1,69 @@
+"""``harness compare RUN_A RUN_B``: compare the stage tensors two ``check --save-tensors`` runs
+saved, offline. For example the GPU deployment's run against the cpu profile's, or today's
+server against last release's. Run A plays the reference, run B the deployed side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
+from harness.compare.aggregate import RunSummary
+from harness.compare.metrics import IMAGE_STAGES, error_histogram, error_metrics, topk_metrics, topk_verdict, verdict
+from harness.compare.result import ImageResult, StageResult
+from harness.compare.tolerance import Tolerance
+from harness.preprocessing import PREPROCESS_STAGES
+from harness.report import versions, write_reports
+from harness.report.data import explain
+
+
+def _tolerances(run: Path) -> dict[str, Tolerance]:
+    saved = json.loads((run / "report.json").read_text())["spec"]["tolerances"]
+    return {stage: Tolerance(**values) for stage, values in saved.items()}
+
+
+def compare_pair(name: str, a: dict, b: dict, tolerances: dict[str, Tolerance]) -> ImageResult:
+    stages = []
+    for stage in (*PREPROCESS_STAGES, "output"):
+        if stage in a and stage in b:
+            m = error_metrics(a[stage], b[stage], tolerances[stage], stage in IMAGE_STAGES)
+            stages.append(StageResult(stage, verdict(m, tolerances[stage]), m, histogram=error_histogram(a[stage], b[stage])))
+    if "output" in a and "output" in b:
+        top = topk_metrics(a["output"], b["output"])
+        stages.append(StageResult("topk", topk_verdict(top), top))
+    return ImageResult(name, tuple(stages))
+
+
+def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
+    dirs = [run / TENSORS_DIRNAME for run in (run_a, run_b)]
+    for d in dirs:
+        if not d.is_dir():
+            raise FileNotFoundError(f"{d} not found: run `harness check --save-tensors` first")
+    names_a, names_b = ({p.name for p in d.glob("*.npz")} for d in dirs)
+    tolerances = _tolerances(run_a)
+    summary = RunSummary()
+    for name in sorted(names_a | names_b):
+        image = name.removesuffix(".npz")
+        if name not in names_a or name not in names_b:
+            summary.add(ImageResult(image, error=f"only in run {'A' if name in names_a else 'B'}"))
+            continue
+        a: ImageTensors = load_image_tensors(dirs[0] / name)
+        b: ImageTensors = load_image_tensors(dirs[1] / name)
+        summary.add(compare_pair(image, getattr(a, side), getattr(b, side), tolerances))
+    report = summary.to_dict()
+    for stage in report["stages"]:
+        stage["why"] = explain(stage)
+    meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
+    report.update(
+        title=f"Run comparison: {run_b} against {run_a} ({side} side)",
+        verdict=max((s["verdict"] for s in report["stages"]), key=("equal", "close", "diverged").index, default=None),
+        reference={"recipe": f"run A ({run_a}), {side} side", "model": meta[0]["reference"]["model"]},
+        deployed={"ensemble": f"run B ({run_b}), {side} side", "taps_model": meta[1]["deployed"]["taps_model"],
+                  "pipeline": meta[1]["deployed"]["pipeline"], "url": meta[1]["deployed"]["url"],
+                  "protocol": meta[1]["deployed"]["protocol"]},
+        spec={"source": meta[0]["spec"]["source"], "tolerances": meta[0]["spec"]["tolerances"]},
+        versions=versions(), run={"compared_runs": [str(run_a), str(run_b)], "side": side, "incomplete": False},
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_reports(out_dir, report)
+    return report

@@ -1,0 +1,144 @@
+"""The user's own training preprocessing: a torchvision ``Compose``, or any callable.
+
+Given as ``path/to/file.py:name``. For a ``Compose``, the image is opened the way
+torchvision's ``ImageFolder`` opens it (PIL, ``convert("RGB")``, no EXIF rotation) and
+each transform's output is captured as a stage: ``Resize`` -> ``resize``, ``CenterCrop``
+-> ``crop``, the final output -> ``input``. A callable takes the file bytes and returns
+either the model input (CHW) or a dict of some of the stages, ``input`` included.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from harness.preprocessing import PREPROCESS_STAGES
+from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.reference.base import Recipe
+from harness.spec import SpecError
+
+# Which stage a transform's output is, by class name (torchvision v1 and v2 share names).
+STAGE_OF_TRANSFORM = {"Resize": "resize", "CenterCrop": "crop", "RandomResizedCrop": "crop", "Crop": "crop"}
+# Transforms after which float tensors hold values on the 0-1 scale.
+SCALING_TRANSFORMS = {"ToTensor", "ConvertImageDtype"}
+
+
+def load_object(ref: str) -> Any:
+    """``path/to/file.py:name`` -> the object ``name`` defined in that file."""
+    path_text, _, name = ref.rpartition(":")
+    path = Path(path_text)
+    if not path_text or not name or path.suffix != ".py":
+        raise SpecError(f"reference {ref!r}: expected NAME (opencv, torchvision) or path/to/file.py:name")
+    if not path.exists():
+        raise SpecError(f"reference {ref!r}: {path} not found")
+    module_name = f"harness_reference_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise SpecError(f"reference {ref!r}: importing {path} failed: {type(exc).__name__}: {exc}") from None
+    if not hasattr(module, name):
+        raise SpecError(f"reference {ref!r}: {path} defines no {name!r}")
+    return getattr(module, name)
+
+
+def is_compose(obj: Any) -> bool:
+    return type(obj).__name__ == "Compose" and hasattr(obj, "transforms")
+
+
+def to_hwc_255(value: Any, scaled: bool) -> np.ndarray:
+    """A PIL image or CHW tensor -> HWC numpy on the 0-255 scale (the stage convention)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(value, torch.Tensor):
+        array = value.detach().cpu().permute(1, 2, 0).numpy()
+        return array.astype(np.float32) * 255.0 if scaled and array.dtype.kind == "f" else array
+    return np.asarray(value)
+
+
+def as_input(value: Any, where: str) -> np.ndarray:
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    array = np.asarray(value, dtype=np.float32)
+    if array.ndim == 4 and array.shape[0] == 1:
+        array = array[0]
+    if array.ndim != 3:
+        raise SpecError(f"{where} must produce a CHW model input, got shape {list(array.shape)}")
+    return np.ascontiguousarray(array)
+
+
+class ComposeRecipe(Recipe):
+    """A torchvision ``Compose`` with each transform's output captured as a stage."""
+
+    def __init__(self, compose: Any, name: str = "compose"):
+        self.compose = compose
+        self.name = name
+        captured = [STAGE_OF_TRANSFORM[type(t).__name__] for t in compose.transforms if type(t).__name__ in STAGE_OF_TRANSFORM]
+        self.stages = tuple(s for s in PREPROCESS_STAGES if s in {"decode", "input", *captured})
+
+    def __call__(self, data: bytes) -> dict[str, np.ndarray]:
+        from PIL import Image
+
+        kind = identify(image_bytes(data))
+        try:
+            image = Image.open(io.BytesIO(bytes(data))).convert("RGB")
+        except Exception as exc:
+            raise ImageError(f"corrupt {kind}: PIL could not decode it ({exc})") from None
+        out = {"decode": np.asarray(image)}
+        scaled = False
+        value: Any = image
+        for transform in self.compose.transforms:
+            value = transform(value)
+            kind_name = type(transform).__name__
+            scaled = scaled or kind_name in SCALING_TRANSFORMS or getattr(transform, "scale", False) is True
+            stage = STAGE_OF_TRANSFORM.get(kind_name)
+            if stage:
+                out[stage] = to_hwc_255(value, scaled)
+        out["input"] = as_input(value, f"reference {self.name}")
+        return out
+
+    def describe(self):
+        return f"{self.name}: " + " -> ".join(type(t).__name__ for t in self.compose.transforms)
+
+
+class CallableRecipe(Recipe):
+    """Any ``fn(file_bytes)`` returning the model input, or a dict of stages."""
+
+    def __init__(self, fn: Callable[[bytes], Any], name: str):
+        self.fn, self.name = fn, name
+        self.stages = ("input",)  # refined after the first call if fn returns a dict
+
+    def __call__(self, data: bytes) -> dict[str, np.ndarray]:
+        kind = identify(image_bytes(data))
+        try:
+            result = self.fn(bytes(data))
+        except Exception as exc:
+            raise ImageError(f"reference {self.name} failed on this {kind}: {type(exc).__name__}: {exc}") from None
+        if isinstance(result, dict):
+            unknown = set(result) - set(PREPROCESS_STAGES)
+            if unknown or "input" not in result:
+                raise SpecError(f"reference {self.name} returned stages {sorted(result)}; "
+                                f"expected some of {list(PREPROCESS_STAGES)}, with 'input'")
+            out = {k: np.asarray(v) for k, v in result.items() if k != "input"}
+            out["input"] = as_input(result["input"], f"reference {self.name}")
+        else:
+            out = {"input": as_input(result, f"reference {self.name}")}
+        self.stages = tuple(s for s in PREPROCESS_STAGES if s in out)
+        return out
+
+    def describe(self):
+        return f"{self.name}: user callable"

@@ -1,0 +1,121 @@
+"""Built-in recipes, read from the spec's reference section: ``opencv`` and ``torchvision``."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from harness.preprocessing import opencv
+from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.reference.base import Recipe
+from harness.spec import Preprocess, SpecError
+
+
+class OpenCVRecipe(Recipe):
+    """cv2.imdecode, BGR->RGB, cv2.resize, center crop, normalize, CHW: the same code the
+    ``preprocess_opencv`` model serves (:mod:`harness.preprocessing.opencv`)."""
+
+    name = "opencv"
+
+    def __init__(self, p: Preprocess):
+        opencv.check_supported(p)
+        self.p = p
+
+    def decode(self, data):
+        return opencv.decode(data, self.p.decode)
+
+    def resize(self, image):
+        return opencv.resize(image, self.p.resize)
+
+    def crop(self, image):
+        return opencv.crop(image, self.p.crop)
+
+    def to_input(self, image):
+        return opencv.normalize(image, self.p)
+
+    def describe(self):
+        r = self.p.resize
+        return f"opencv: cv2.imdecode, cv2.resize({r.mode} {list(r.size)}, {r.interpolation}), center crop, normalize"
+
+
+class TorchvisionRecipe(Recipe):
+    """The classic torchvision training pipeline on PIL images::
+
+        Image.open(f).convert("RGB") -> Resize(size, interpolation) -> CenterCrop -> ToTensor -> Normalize
+
+    Exactly as torchvision does it, rounding included: ``Resize(256)`` truncates the long
+    side (int()), ``CenterCrop`` rounds offsets half to even. PIL always antialiases when
+    shrinking, so ``antialias = false`` (or ``dtype = "float32"``) resizes the image as a
+    tensor instead, where torchvision honours it.
+    """
+
+    name = "torchvision"
+
+    def __init__(self, p: Preprocess):
+        from torchvision import transforms as T
+        from torchvision.transforms import InterpolationMode as IM
+
+        modes = {"nearest": IM.NEAREST, "linear": IM.BILINEAR, "cubic": IM.BICUBIC, "lanczos": IM.LANCZOS}
+        if p.resize.interpolation not in modes:
+            raise SpecError(f"torchvision has no '{p.resize.interpolation}' interpolation; use one of {', '.join(modes)}")
+        self.p = p
+        self.on_tensor = not p.resize.antialias or p.resize.dtype == "float32"
+        if self.on_tensor and p.resize.interpolation == "lanczos":
+            raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
+        size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
+        self._resize = T.Resize(size, interpolation=modes[p.resize.interpolation], antialias=p.resize.antialias)
+        self._crop = T.CenterCrop(p.crop.size)
+        mean, std = p.normalize.mean_std_in_pixels()
+        if p.input.channel_order == "BGR":  # normalize in RGB, flip afterwards
+            mean, std = mean[::-1], std[::-1]
+        self._normalize = T.Normalize([m / 255 for m in mean], [s / 255 for s in std])
+
+    def decode(self, data):
+        from PIL import Image, ImageOps
+
+        kind = identify(image_bytes(data))
+        try:
+            image = Image.open(io.BytesIO(bytes(data)))
+            if self.p.decode.exif_orientation:
+                image = ImageOps.exif_transpose(image)
+            image = image.convert("RGB")
+        except Exception as exc:  # PIL raises several types for corrupt files
+            raise ImageError(f"corrupt {kind}: PIL could not decode it ({exc})") from None
+        return image
+
+    def resize(self, image):
+        if self.on_tensor:
+            import torch
+            from torchvision.transforms.functional import pil_to_tensor
+
+            image = pil_to_tensor(image)
+            if self.p.resize.dtype == "float32":
+                image = image.to(torch.float32)
+        return self._resize(image)
+
+    def crop(self, image):
+        return self._crop(image)
+
+    def to_input(self, image):
+        import torch
+        from torchvision.transforms.functional import pil_to_tensor
+
+        tensor = pil_to_tensor(image) if not isinstance(image, torch.Tensor) else image
+        x = self._normalize(tensor.to(torch.float32) / 255.0)
+        if self.p.input.channel_order == "BGR":
+            x = x.flip(0)
+        return x.numpy()
+
+    def to_array(self, image):
+        import torch
+
+        if isinstance(image, torch.Tensor):
+            return image.permute(1, 2, 0).numpy()
+        return np.asarray(image)
+
+    def describe(self):
+        r = self.p.resize
+        path = "uint8 tensor" if self.on_tensor else "PIL"
+        return (f"torchvision: PIL decode, Resize({list(r.size)}, {r.interpolation}, antialias={r.antialias}) on {path}, "
+                "CenterCrop, ToTensor, Normalize")

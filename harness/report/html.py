@@ -1,0 +1,129 @@
+"""report.html: per-stage tables, error histograms, difference heat maps and side-by-side
+crops of the worst images, as one self-contained file (plots embedded as PNG)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import numpy as np
+
+from harness.compare.metrics import HISTOGRAM_EDGES
+from harness.report.markdown import COLUMNS, stage_rows, topk_line
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
+td:first-child, th:first-child { text-align: left; } .diverged { color: #b00; font-weight: bold; }
+.close { color: #a60; } .equal { color: #070; } figure { display: inline-block; margin: 6px; }
+figcaption { font-size: 12px; text-align: center; } .note { color: #555; }
+"""
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _histogram(stage: dict) -> str:
+    import matplotlib.pyplot as plt
+
+    counts = np.asarray(stage["histogram"], dtype=float)
+    labels = [f"<{e:g}" for e in HISTOGRAM_EDGES[1:-1]] + [f">={HISTOGRAM_EDGES[-2]:g}"]
+    fig, ax = plt.subplots(figsize=(6.5, 2.4))
+    ax.bar(range(len(counts)), counts, color="#4a7ab5")
+    ax.set_yscale("log", nonpositive="mask")
+    ax.set_xticks(range(len(counts)), labels[: len(counts)], rotation=45, fontsize=7)
+    ax.set_title(f"{stage['name']}: |deployed - reference| over all elements", fontsize=9)
+    ax.set_ylabel("elements", fontsize=8)
+    return _png(fig)
+
+
+def _heatmap(diff: np.ndarray, title: str) -> str:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3.2, 3.2))
+    im = ax.imshow(diff.astype(np.float32), cmap="inferno")
+    ax.set_title(title, fontsize=8)
+    ax.axis("off")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return _png(fig)
+
+
+def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> str:
+    import matplotlib.pyplot as plt
+
+    diff = np.abs(deployed.astype(np.float32) - reference.astype(np.float32)).mean(axis=2)
+    fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
+    for ax, img, name in zip(axes, (reference, deployed), ("reference", "deployed")):
+        ax.imshow(img)
+        ax.set_title(name, fontsize=8)
+        ax.axis("off")
+    axes[2].imshow(diff, cmap="inferno")
+    axes[2].set_title(f"|difference| (max {diff.max():.1f})", fontsize=8)
+    axes[2].axis("off")
+    fig.suptitle(title, fontsize=9)
+    return _png(fig)
+
+
+def _visuals(stage: str, visuals) -> list[str]:
+    if visuals is None:
+        return []
+    figures = []
+    for image, path in visuals.worst(stage):
+        if not path.exists():
+            continue
+        with np.load(path) as z:
+            if stage == "crop" and "reference" in z.files:
+                figures.append(_side_by_side(z["reference"], z["deployed"], image))
+            else:
+                figures.append(_heatmap(z["diff"], f"{image}: |difference|"))
+    return figures
+
+
+def write_html(path: Path, report: dict, visuals=None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    e = html.escape
+    d = report["deployed"]
+    first = report["first_divergent_stage"]
+    parts = [f"<!doctype html><meta charset=utf-8><title>Consistency report</title><style>{STYLE}</style>",
+             f"<h1>{e(report.get('title') or 'Consistency report: ' + d['ensemble'] + ' vs the training reference')}</h1>"]
+    if report["run"].get("incomplete"):
+        parts.append(f"<p class=diverged>Incomplete run: {e(report['run']['stopped_reason'])}. Continue with --resume.</p>")
+    parts.append(f"<p><b>First divergent stage: {e(first)}</b></p>" if first else "<p><b>No stage diverged.</b></p>")
+    parts.append(f"<p>Reference: {e(report['reference']['recipe'])}; model: {e(report['reference']['model'])}<br>"
+                 f"Deployed: {e(d['ensemble'])} at {e(d['url'])} ({e(d['protocol'])})<br>"
+                 f"Images: {report['images']} ({report['compared']} compared, {len(report['failed'])} failed)</p>")
+    parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
+    for row in stage_rows(report):
+        verdict = row[1].strip("*")
+        cells = [e(row[0]), f"<span class={verdict}>{verdict}</span>", *map(e, row[2:])]
+        parts.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    parts.append("</table>")
+    top = topk_line(report)
+    if top:
+        parts.append(f"<p>{e(top).replace('**', '')}</p>")
+    for stage in report["stages"]:
+        if stage["name"] == "topk":
+            continue
+        parts.append(f"<h2>{e(stage['name'])} <span class={stage['verdict']}>{stage['verdict']}</span></h2>")
+        if stage.get("why"):
+            parts.append(f"<p class=note>{e(stage['why'])}</p>")
+        if stage.get("histogram"):
+            parts.append(_histogram(stage))
+        figures = _visuals(stage["name"], visuals)
+        if figures:
+            parts.append("<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures))
+    if report["failed"]:
+        parts.append("<h2>Failed images</h2><table><tr><th>image</th><th>reason</th></tr>")
+        parts += [f"<tr><td>{e(f['image'])}</td><td style='text-align:left'>{e(f['reason'])}</td></tr>" for f in report["failed"]]
+        parts.append("</table>")
+    path.write_text("\n".join(parts) + "\n")
