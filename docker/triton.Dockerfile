@@ -1,0 +1,32 @@
+# The Triton server of the gpu profile: the official image (DALI, TensorRT and Python
+# backends) plus what the repository's Python code imports.
+#
+# Build context: the project root (docker-compose.yml sets it); triton.Dockerfile.dockerignore
+# keeps the context to pyproject.toml, README.md and harness/.
+FROM nvcr.io/nvidia/tritonserver:24.12-py3
+
+# numpy must stay < 2 (the Python backend's tensors and the harness are tested with 1.26);
+# opencv-python-headless 4.11 is the last release built for numpy 1. The image already
+# sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04 marks its
+# Python as externally managed, and this image's Python *is* the backends' environment).
+RUN pip install --no-cache-dir --break-system-packages \
+        numpy==1.26.4 \
+        opencv-python-headless==4.11.0.86
+
+# The models (preprocess_dali*/1/dali.py, preprocess_opencv/1/model.py) import the
+# harness package. --no-deps: its other dependencies (torch, DALI wheel, ...) are for the
+# harness's own tools, not the server; DALI comes with the image's DALI backend (on
+# PYTHONPATH, used for autoserialization). --ignore-requires-python: the project pins
+# Python 3.11 for the embedded server's backend stub; this image's Python is 3.12, which
+# the serving code (tomllib, dataclasses) supports.
+COPY pyproject.toml README.md /src/harness-project/
+COPY harness /src/harness-project/harness
+RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
+    && rm -rf /src/harness-project \
+    && python3 -c "import numpy, harness.preprocessing.opencv, harness.preprocessing.dali_graph; \
+assert numpy.__version__ == '1.26.4', numpy.__version__"
+# (That import check fails the build early if the DALI package autoserialization uses,
+# or OpenCV, is not importable by the image's python3.)
+
+# The repository is mounted read-only: do not try to write __pycache__ into it.
+ENV PYTHONDONTWRITEBYTECODE=1

@@ -1,0 +1,268 @@
+"""Locust users calling the Triton ensembles through tritonclient, over gRPC or HTTP.
+
+Each user is one client in a closed loop: it sends one photo of the corpus (rotating
+through them) to the ensemble and sends the next as soon as the answer arrives. Every
+request is reported through Locust's ``request`` event with its real response time,
+response size and error; listeners below collect exact per-request samples for the
+sweep (:mod:`loadtest.sweep`), which reads them through two web routes.
+
+Run it on its own, with the web UI or headless::
+
+    locust -f loadtest/locustfile.py --host 127.0.0.1:8001                # web UI on :8089
+    locust -f loadtest/locustfile.py --headless -u 5 -r 5 -t 30s \\
+        --host http://127.0.0.1:8000 --ensemble classify_opencv --bad-fraction 0.05
+
+Options (each also an environment variable; defaults in brackets):
+
+- ``--host``: Triton's address; ``grpc://h:p`` or ``http://h:p`` choose the protocol,
+  a bare ``h:p`` uses ``--protocol`` (``LOCUST_HOST``);
+- ``--protocol`` grpc|http [grpc] (``LOCUST_PROTOCOL``);
+- ``--ensemble`` [classify_dali] (``LOCUST_ENSEMBLE``);
+- ``--images`` directory of photos [data/photos of this project] (``LOCUST_IMAGES``);
+- ``--bad-fraction`` share of requests sent with a bad payload [0] (``LOCUST_BAD_FRACTION``);
+- ``--request-timeout`` seconds [60] (``LOCUST_REQUEST_TIMEOUT``).
+
+Distributed: ``locust -f loadtest/locustfile.py --master`` and any number of
+``locust -f loadtest/locustfile.py --worker --master-host HOST``.
+
+Depends only on locust, gevent, tritonclient and numpy (the Locust image stays slim).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import grpc.experimental.gevent as grpc_gevent
+
+# gRPC's own I/O threads would block the gevent loop Locust runs on: make gRPC use gevent.
+# Must happen before any gRPC channel exists.
+grpc_gevent.init_gevent()
+
+from locust import User, constant, events, task  # noqa: E402
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner  # noqa: E402
+
+try:
+    import loadtest  # noqa: F401
+except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make the package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loadtest.payloads import PayloadSchedule, as_request_tensor, list_photos  # noqa: E402
+from loadtest.samples import Sample, WindowRecorder, error_type  # noqa: E402
+from loadtest.triton import target_address  # noqa: E402
+
+DEFAULT_IMAGES = Path(__file__).resolve().parents[1] / "data" / "photos"
+INPUT = "IMAGE"
+OUTPUT = "PROBABILITIES"
+TOP_K = 5
+"""Each request asks for the top-5 classes (Triton's classification extension), as a
+client of the classifier would; the answer is checked to hold them."""
+
+logger = logging.getLogger("loadtest")
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group("Triton load test (loadtest/locustfile.py)")
+    group.add_argument("--protocol", choices=["grpc", "http"], default="grpc", env_var="LOCUST_PROTOCOL",
+                       help="tritonclient protocol when --host has no grpc:// or http:// scheme (default: grpc)")
+    group.add_argument("--ensemble", default="classify_dali", env_var="LOCUST_ENSEMBLE",
+                       help="model to call: classify_dali (GPU decode) or classify_opencv (CPU decode)")
+    group.add_argument("--images", default=str(DEFAULT_IMAGES), env_var="LOCUST_IMAGES",
+                       help="directory of photos sent in turn (default: the project's data/photos)")
+    group.add_argument("--bad-fraction", type=float, default=0.0, env_var="LOCUST_BAD_FRACTION",
+                       help="share of requests sent with a bad payload (truncated JPEG or not an image)")
+    group.add_argument("--request-timeout", type=float, default=60.0, env_var="LOCUST_REQUEST_TIMEOUT",
+                       help="seconds before a request fails with a timeout (default: 60)")
+
+
+@functools.lru_cache(maxsize=4)
+def load_photos(directory: str) -> list[bytes]:
+    """The photos' bytes, read once per process."""
+    return [p.read_bytes() for p in list_photos(Path(directory))]
+
+
+class RequestFailed(Exception):
+    """A failed request as Locust sees it: its text is the error *type*, so Locust's failure
+    table groups failures by type; the server's full message is in ``detail``."""
+
+    def __init__(self, error: str, detail: str):
+        super().__init__(error)
+        self.error, self.detail = error, detail
+
+
+class TritonInferClient:
+    """One tritonclient connection sending photos to an ensemble; returns response sizes."""
+
+    def __init__(self, protocol: str, url: str, timeout: float):
+        self.protocol, self.timeout = protocol, timeout
+        if protocol == "grpc":
+            import tritonclient.grpc as module
+            self.client = module.InferenceServerClient(url)
+            self.outputs = [module.InferRequestedOutput(OUTPUT, class_count=TOP_K)]
+        else:
+            import tritonclient.http as module
+            self.client = module.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
+            self.outputs = [module.InferRequestedOutput(OUTPUT, class_count=TOP_K, binary_data=True)]
+        self.module = module
+
+    def infer(self, ensemble: str, data: bytes) -> int:
+        """Send one file; returns the response's size in bytes, raises on any failure."""
+        tensor = as_request_tensor(data)
+        request_input = self.module.InferInput(INPUT, list(tensor.shape), "UINT8")
+        request_input.set_data_from_numpy(tensor)
+        if self.protocol == "grpc":
+            result = self.client.infer(ensemble, [request_input], outputs=self.outputs, client_timeout=self.timeout)
+            size = result.get_response().ByteSize()  # the serialized ModelInferResponse
+        else:
+            result = self.client.infer(ensemble, [request_input], outputs=self.outputs)
+            response = result.get_response()
+            # The body: Triton's compact JSON header, then the binary output data.
+            size = len(json.dumps(response, separators=(",", ":"))) + sum(
+                o.get("parameters", {}).get("binary_data_size", 0) for o in response.get("outputs", []))
+        top = result.as_numpy(OUTPUT)
+        if top is None or top.shape != (1, TOP_K):
+            raise RequestFailed("bad response", f"{OUTPUT} has shape {None if top is None else top.shape}, "
+                                                f"expected (1, {TOP_K})")
+        return size
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def as_request_failure(exc: Exception) -> RequestFailed:
+    """Any exception of a request -> :class:`RequestFailed` carrying its error type."""
+    if isinstance(exc, RequestFailed):
+        return exc
+    from tritonclient.utils import InferenceServerException
+
+    if isinstance(exc, InferenceServerException):
+        message = exc.message() or ""
+        fallback = str(exc.status()) if exc.status() else type(exc).__name__
+    else:
+        message, fallback = str(exc), type(exc).__name__
+    return RequestFailed(error_type(message, fallback), message)
+
+
+_user_numbers = itertools.count()
+
+
+class TritonUser(User):
+    """One client: one photo per request, the next request as soon as the answer arrives."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        options = self.environment.parsed_options
+        self.protocol, self.url = target_address(self.environment.host, options.protocol)
+        self.ensemble = options.ensemble
+        self.schedule = PayloadSchedule(load_photos(options.images), options.bad_fraction, start=next(_user_numbers))
+        self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout)
+
+    def on_stop(self) -> None:
+        self.triton.close()
+
+    @task
+    def infer(self) -> None:
+        payload, data = self.schedule.next()
+        start_time = time.time()
+        started = time.perf_counter()
+        size, failure = 0, None
+        try:
+            size = self.triton.infer(self.ensemble, data)
+        except Exception as exc:  # every failure is a result to count, never a crash of the user
+            failure = as_request_failure(exc)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        self.environment.events.request.fire(
+            request_type=self.protocol, name=self.ensemble, response_time=latency_ms, response_length=size,
+            exception=failure, start_time=start_time, url=self.url,
+            context={"payload": payload, "end": time.time()},
+        )
+
+
+# --- Collecting samples (decoupled from the users: they only fire `request` events) ---
+
+recorder = WindowRecorder()
+"""The samples of the open measurement window, kept where the web UI runs (the master or the
+single process)."""
+_outbox: list[list] = []
+"""On a worker: samples not yet sent to the master."""
+_role = {"worker": False}
+_logged_error_types: set[str] = set()
+
+
+@events.request.add_listener
+def collect_sample(request_type, name, response_time, response_length, exception, context=None, **kwargs) -> None:
+    if not context or "payload" not in context:
+        return  # not a request of TritonUser
+    error = None
+    if exception is not None:
+        error = exception.error if isinstance(exception, RequestFailed) else error_type(str(exception), type(exception).__name__)
+        if error not in _logged_error_types:  # the full message once per type, not once per request
+            _logged_error_types.add(error)
+            logger.warning("first '%s' error: %s", error, getattr(exception, "detail", exception))
+    sample = Sample(context["end"], response_time, response_length, context["payload"], error)
+    if _role["worker"]:
+        _outbox.append(sample.as_row())
+    else:
+        recorder.add([sample])
+
+
+@events.report_to_master.add_listener
+def send_samples(client_id, data) -> None:
+    # Runs in the worker's stats reporter: every sample recorded so far goes in this report.
+    data["loadtest"] = {"samples": list(_outbox), "reported_at": time.time()}
+    _outbox.clear()
+
+
+@events.worker_report.add_listener
+def receive_samples(client_id, data) -> None:
+    report = data.get("loadtest")
+    if report:
+        recorder.add((Sample.from_row(row) for row in report["samples"]), source=client_id,
+                     reported_at=report["reported_at"])
+
+
+@events.init.add_listener
+def on_init(environment, runner=None, web_ui=None, **kwargs) -> None:
+    _role["worker"] = isinstance(runner, WorkerRunner)
+    if web_ui is None:
+        return
+    from flask import jsonify, request
+
+    def reporting_workers() -> list[str]:
+        if not isinstance(runner, MasterRunner):
+            return []
+        return [w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)]
+
+    @web_ui.app.route("/loadtest/window", methods=["POST"])
+    @web_ui.auth_required_if_enabled
+    def window():
+        """``action=open`` starts a measurement window now, ``action=close`` ends it."""
+        action = request.form.get("action", "")
+        now = time.time()
+        if action == "open":
+            recorder.open(now, reporting_workers())
+        elif action == "close" and recorder.start is not None:
+            recorder.close(now)
+        else:
+            return jsonify({"success": False, "message": f"bad action {action!r} (open, close after open)"}), 400
+        return jsonify({"success": True, "action": action, "time": now})
+
+    @web_ui.app.route("/loadtest/progress")
+    @web_ui.auth_required_if_enabled
+    def progress():
+        return jsonify({"start": recorder.start, "end": recorder.end, "count": recorder.count(),
+                        "complete": recorder.complete, "missing_workers": recorder.missing_sources})
+
+    @web_ui.app.route("/loadtest/samples")
+    @web_ui.auth_required_if_enabled
+    def samples():
+        return jsonify({"start": recorder.start, "end": recorder.end, "complete": recorder.complete,
+                        "missing_workers": recorder.missing_sources,
+                        "samples": [s.as_row() for s in recorder.samples]})

@@ -1,0 +1,291 @@
+"""The sweep: every ensemble x client count x protocol, one bounded Locust run each.
+
+For each point: start the users, let them warm up (not measured), then measure for a
+fixed duration (or until a number of requests), scraping Triton's metrics at both ends of
+the window. Afterwards: the comparison table (Markdown and CSV), the server-side
+breakdown per model, and PNG plots, all in ``--out``.
+
+    python -m loadtest.sweep                          # embedded server (cpu profile), local Locust
+    python -m loadtest.sweep --url 127.0.0.1:8000     # a running server (gRPC 8001, metrics 8002)
+    python -m loadtest.sweep --url triton:8000 --locust http://locust-master:8089   # docker compose
+
+Exit status: 0 done; 1 a point had no successful request or a photo failed; 2 the server
+(or Locust) is unreachable or not ready, or bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ContextManager, Iterator
+
+from loadtest.locust_control import LocalLocust, LocustControl, LocustError
+from loadtest.metrics import MetricsError, ModelBreakdown, breakdown, scrape
+from loadtest.samples import PHOTO
+from loadtest.stats import RunStats, summarize
+from loadtest.triton import Endpoints, ServerNotReady, check_ready, ensemble_models
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_IMAGES = PROJECT_ROOT / "data" / "photos"
+DEFAULT_OUT = PROJECT_ROOT / "build" / "loadtest"
+ENSEMBLES = ("classify_dali", "classify_opencv")
+PROTOCOLS = ("grpc", "http")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What to run; defaults are the issue's sweep (1, 5, 10 clients, both ensembles and protocols)."""
+
+    ensembles: tuple[str, ...] = ENSEMBLES
+    clients: tuple[int, ...] = (1, 5, 10)
+    protocols: tuple[str, ...] = PROTOCOLS
+    warmup: float = 5.0
+    """Seconds of load before measuring (not counted)."""
+    duration: float = 20.0
+    """Seconds measured per point (the bound when ``requests`` is also given)."""
+    requests: int | None = None
+    """Stop measuring a point after this many requests (or ``duration``, whichever first)."""
+    bad_fraction: float = 0.0
+    request_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the sweep."""
+
+    protocol: str
+    ensemble: str
+    clients: int
+
+
+@dataclass(frozen=True)
+class PointResult:
+    point: Point
+    stats: RunStats
+    breakdown: tuple[ModelBreakdown, ...]
+    """The ensemble, then each model it runs."""
+
+    @property
+    def failed_photos(self) -> int:
+        """Requests carrying a good photo that failed: each is an unexpected error."""
+        return self.stats.payloads.get(PHOTO, 0) - self.stats.requests
+
+    def to_dict(self) -> dict:
+        return {"protocol": self.point.protocol, "ensemble": self.point.ensemble, "clients": self.point.clients,
+                "stats": self.stats.to_dict(), "breakdown": [b.to_dict() for b in self.breakdown]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PointResult":
+        return cls(Point(d["protocol"], d["ensemble"], d["clients"]), RunStats.from_dict(d["stats"]),
+                   tuple(ModelBreakdown.from_dict(b) for b in d["breakdown"]))
+
+
+def sweep_points(config: SweepConfig) -> list[Point]:
+    """Protocol by protocol, client count by client count, the ensembles side by side (so
+    a slow drift of the machine affects both ensembles of a comparison alike)."""
+    return [Point(p, e, c) for p in config.protocols for c in config.clients for e in config.ensembles]
+
+
+def run_point(locust: LocustControl, endpoints: Endpoints, point: Point, config: SweepConfig,
+              models: list[str]) -> PointResult:
+    """One bounded run: spawn, warm up, measure, stop."""
+    locust.swarm(point.clients, endpoints.url(point.protocol), protocol=point.protocol, ensemble=point.ensemble,
+                 bad_fraction=config.bad_fraction, request_timeout=config.request_timeout)
+    try:
+        locust.wait_running(point.clients)
+        time.sleep(config.warmup)
+        locust.reset_stats()
+        start = locust.open_window()
+        before = scrape(endpoints.metrics)
+        deadline = time.monotonic() + config.duration
+        while time.monotonic() < deadline:
+            time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+            if config.requests and locust.progress()["count"] >= config.requests:
+                break
+        after = scrape(endpoints.metrics)
+        end = locust.close_window()
+        start, end, samples = locust.samples()
+    finally:
+        locust.stop()
+    return PointResult(point, summarize(samples, start, end), tuple(breakdown(before, after, m) for m in models))
+
+
+def run_sweep(locust: LocustControl, endpoints: Endpoints, config: SweepConfig,
+              on_point: Callable[[Point, PointResult | None], None] = lambda point, result: None) -> list[PointResult]:
+    """Every point of the sweep in turn; ``on_point`` is told before (``None``) and after each."""
+    models = {e: ensemble_models(endpoints, e) for e in config.ensembles}
+    results = []
+    for point in sweep_points(config):
+        on_point(point, None)
+        result = run_point(locust, endpoints, point, config, models[point.ensemble])
+        results.append(result)
+        on_point(point, result)
+    return results
+
+
+# --- command line ---
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's options (shared by ``python -m loadtest.sweep`` and ``harness loadtest``)."""
+    server = parser.add_argument_group("server under test")
+    server.add_argument("--url", default=None,
+                        help="HTTP address (host:port) of a running Triton server; without it an embedded "
+                             "server (cpu profile) is started on free loopback ports and stopped afterwards")
+    server.add_argument("--grpc-url", default=None, help="gRPC address (default: the --url host, port 8001)")
+    server.add_argument("--metrics-url", default=None,
+                        help="metrics endpoint (default: http://<--url host>:8002/metrics)")
+    sweep = parser.add_argument_group("sweep")
+    sweep.add_argument("--ensembles", nargs="+", default=list(ENSEMBLES), help="default: %(default)s")
+    sweep.add_argument("--clients", nargs="+", type=int, default=[1, 5, 10], help="default: %(default)s")
+    sweep.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS), help="default: %(default)s")
+    sweep.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring (default: %(default)s)")
+    sweep.add_argument("--duration", type=float, default=20.0, help="seconds measured per point (default: %(default)s)")
+    sweep.add_argument("--requests", type=int, default=None,
+                       help="end a point after this many requests (still at most --duration seconds)")
+    sweep.add_argument("--bad-fraction", type=float, default=0.0,
+                       help="share of requests with a bad payload, counted as errors by type (default: 0)")
+    sweep.add_argument("--request-timeout", type=float, default=60.0, help="seconds (default: %(default)s)")
+    sweep.add_argument("--images", type=Path, default=DEFAULT_IMAGES, help="photos to send (default: %(default)s)")
+    sweep.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports go here (default: %(default)s)")
+    load = parser.add_argument_group("load generator")
+    load.add_argument("--locust", default=None, metavar="URL",
+                      help="drive this running Locust master (e.g. http://locust-master:8089) instead of "
+                           "starting Locust here")
+    load.add_argument("--workers", type=int, default=0,
+                      help="start Locust in distributed mode here: a master and N worker processes "
+                           "(default: 0, one process)")
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    if any(c < 1 for c in args.clients):
+        raise ValueError("client counts must be >= 1")
+    if not 0.0 <= args.bad_fraction < 1.0:
+        raise ValueError("--bad-fraction must be in [0, 1)")
+    if args.duration <= 0 or args.warmup < 0:
+        raise ValueError("--duration must be > 0 and --warmup >= 0")
+    return SweepConfig(tuple(args.ensembles), tuple(args.clients), tuple(args.protocols), args.warmup, args.duration,
+                       args.requests, args.bad_fraction, args.request_timeout)
+
+
+@contextlib.contextmanager
+def _embedded_server() -> Iterator[Endpoints]:
+    try:
+        from harness.cli.common import DEFAULT_REPOSITORY, embedded_server
+    except ImportError:
+        raise ServerNotReady("no --url given and the harness package (embedded server) is not installed") from None
+    with embedded_server(DEFAULT_REPOSITORY, None) as server:
+        yield server
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)  # whole lines in logs, not 80-column wraps
+
+
+def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | None = None) -> int:
+    """Run the sweep described by ``args``; ``start_server`` makes the embedded server
+    (a context manager yielding an object with ``http_url``, ``grpc_url``, ``metrics_url``)."""
+    console = _console()
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        return 2
+    try:
+        with contextlib.ExitStack() as stack:
+            if args.url:
+                endpoints = Endpoints.from_url(args.url, args.grpc_url, args.metrics_url)
+            else:
+                server = stack.enter_context((start_server or _embedded_server)())
+                endpoints = Endpoints(server.http_url, server.grpc_url, server.metrics_url)
+            check_ready(endpoints, list(config.ensembles), list(config.protocols))
+            if args.locust:
+                locust = LocustControl(args.locust)
+                locust.check()
+                if locust.is_master():  # a master without workers runs no users
+                    locust.wait_workers()
+            else:
+                options = {"images": args.images}
+                if not args.images.is_dir():
+                    raise ServerNotReady(f"image directory not found: {args.images}")
+                locust = stack.enter_context(LocalLocust(options, args.workers, log_dir=args.out / "logs"))
+            mode = f"Locust at {args.locust} ({locust.worker_count()} workers)" if args.locust else (
+                f"local Locust, master + {args.workers} workers" if args.workers else "local Locust")
+            console.print(f"sweeping {endpoints.http} (HTTP) / {endpoints.grpc} (gRPC) with {mode}")
+            results = _run_with_progress(locust, endpoints, config, console)
+    except (ServerNotReady, LocustError, MetricsError, ValueError) as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        console.print("[bold red]error:[/] interrupted")
+        return 2
+
+    from loadtest.report import comparison_markdown, breakdown_markdown, write_report
+
+    meta = {
+        "date": dt.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+        "server": {"http": endpoints.http, "grpc": endpoints.grpc, "metrics": endpoints.metrics,
+                   "embedded_cpu_profile": not args.url},
+        "load_generator": mode,
+        "config": {**config.__dict__, "ensembles": list(config.ensembles), "clients": list(config.clients),
+                   "protocols": list(config.protocols)},
+    }
+    paths = write_report(results, args.out, meta)
+    sys.stdout.write(comparison_markdown(results) + "\n\n" + breakdown_markdown(results) + "\n")
+    console.print("reports: " + ", ".join(str(p) for p in paths))
+    return _exit_status(results, console)
+
+
+def _run_with_progress(locust, endpoints, config, console) -> list[PointResult]:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    points = sweep_points(config)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} points"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("sweep", total=len(points))
+
+        def on_point(point: Point, result: PointResult | None) -> None:
+            if result is None:
+                progress.update(task, description=f"{point.protocol} {point.ensemble} x{point.clients}")
+                return
+            progress.advance(task)
+            s = result.stats
+            console.print(f"{point.protocol:4} {point.ensemble:16} {point.clients:3} clients: {s.qps:7.1f} QPS, "
+                          f"TP50 {s.p50_ms:7.1f} ms, TP99 {s.p99_ms:7.1f} ms, {s.error_count} errors")
+
+        return run_sweep(locust, endpoints, config, on_point)
+
+
+def _exit_status(results: list[PointResult], console) -> int:
+    status = 0
+    for r in results:
+        where = f"{r.point.protocol} {r.point.ensemble} x{r.point.clients}"
+        if r.stats.requests == 0:
+            console.print(f"[bold red]no successful request[/] in {where} (errors: {r.stats.errors})")
+            status = 1
+        elif r.failed_photos:
+            console.print(f"[bold red]{r.failed_photos} good photos failed[/] in {where} (errors: {r.stats.errors})")
+            status = 1
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The sweep's reports, from given results: table, CSV, breakdown, plots."""
+
+import csv
+
+import matplotlib.image
+import pytest
+
+from loadtest.metrics import ModelBreakdown
+from loadtest.report import (BASELINE, CANDIDATE, comparison_markdown, comparison_rows, breakdown_markdown,
+                             write_report)
+from loadtest.stats import RunStats
+from loadtest.sweep import Point, PointResult
+
+
+def result(protocol, ensemble, clients, qps, errors=None):
+    stats = RunStats(seconds=10.0, requests=int(qps * 10), qps=qps, avg_ms=20.0, p50_ms=18.0, p90_ms=30.0,
+                     p99_ms=45.0, max_ms=60.0, avg_response_bytes=230.0, errors=errors or {},
+                     payloads={"photo": int(qps * 10)})
+    models = [ensemble, "preprocess_" + ensemble.split("_")[1], "classifier"]
+    parts = tuple(ModelBreakdown(m, int(qps * 10), 0, 1.5, 900.0, 10.0, 50.0, 700.0, 20.0) for m in models)
+    return PointResult(Point(protocol, ensemble, clients), stats, parts)
+
+
+@pytest.fixture
+def results():
+    return [result("grpc", CANDIDATE, 1, 90.0), result("grpc", BASELINE, 1, 70.0),
+            result("grpc", CANDIDATE, 5, 321.0), result("grpc", BASELINE, 5, 276.0, {"truncated JPEG": 3}),
+            result("http", CANDIDATE, 1, 80.0)]  # no baseline at this point
+
+
+def test_improvement_of_dali_over_opencv_at_equal_protocol_and_clients(results):
+    improvement = {(r.protocol, r.ensemble, r.clients): r.qps_improvement for r in comparison_rows(results)}
+    assert improvement[("grpc", CANDIDATE, 1)] == pytest.approx(90 / 70 - 1)
+    assert improvement[("grpc", CANDIDATE, 5)] == pytest.approx(321 / 276 - 1)
+    assert improvement[("grpc", BASELINE, 1)] is None and improvement[("http", CANDIDATE, 1)] is None
+
+
+def test_markdown_table(results):
+    lines = comparison_markdown(results).splitlines()
+    assert lines[0].startswith("| protocol | ensemble | clients | QPS | avg ms | TP50 ms | TP90 ms | TP99 ms | errors")
+    assert len(lines) == 2 + len(results)
+    assert "| grpc | classify_dali | 1 | 90.0 | 20.0 | 18.0 | 30.0 | 45.0 | 0 | +28.6% |" in lines
+    assert "| grpc | classify_opencv | 5 | 276.0 | 20.0 | 18.0 | 30.0 | 45.0 | 3 (truncated JPEG 3) |  |" in lines
+    assert len(breakdown_markdown(results).splitlines()) == 2 + 3 * len(results)
+
+
+def test_every_report_file(results, tmp_path):
+    paths = write_report(results, tmp_path / "out", {"date": "2026-11-21"})
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
+    by_name = {p.name: p for p in paths}
+    with by_name["comparison.csv"].open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["protocol"], r["ensemble"], int(r["clients"])) for r in rows] == \
+        [(r.point.protocol, r.point.ensemble, r.point.clients) for r in results]
+    assert float(rows[0]["qps_improvement_pct"]) == pytest.approx(100 * (90 / 70 - 1), abs=0.01)
+    assert rows[3]["errors"] == "3" and rows[3]["errors_by_type"] == '{"truncated JPEG": 3}'
+    with by_name["breakdown.csv"].open() as f:
+        assert len(list(csv.DictReader(f))) == 3 * len(results)
+    for name in ("throughput.png", "latency.png"):
+        image = matplotlib.image.imread(by_name[name])
+        assert image.shape[0] > 300 and image.shape[1] > 600  # two panels: grpc and http

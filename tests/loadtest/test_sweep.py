@@ -1,0 +1,138 @@
+"""Real short sweeps against the embedded server, run as a user runs them (a subprocess).
+
+A few seconds per point: 1 and 2 clients, both ensembles, both protocols.
+"""
+
+import csv
+import itertools
+import json
+import subprocess
+import sys
+
+import matplotlib.image
+import pytest
+
+from loadtest.report import CANDIDATE
+
+ENSEMBLES = ("classify_dali", "classify_opencv")
+SHORT = ["--warmup", "1", "--duration", "3"]
+
+
+def sweep(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "loadtest.sweep", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def against(server):
+    return ["--url", server.http_url, "--grpc-url", server.grpc_url, "--metrics-url", server.metrics_url]
+
+
+@pytest.fixture(scope="module")
+def full_sweep(server, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    run = sweep(*against(server), "--clients", 1, 2, *SHORT, "--out", out)
+    assert run.returncode == 0, run.stderr
+    return run, out, json.loads((out / "results.json").read_text())
+
+
+def test_every_point_has_qps_and_ordered_percentiles(full_sweep):
+    _, _, results = full_sweep
+    points = {(p["protocol"], p["ensemble"], p["clients"]): p for p in results["points"]}
+    assert set(points) == set(itertools.product(("grpc", "http"), ENSEMBLES, (1, 2)))
+    for key, point in points.items():
+        s = point["stats"]
+        assert s["requests"] > 0 and s["qps"] > 0, key
+        assert s["qps"] == pytest.approx(s["requests"] / s["seconds"])
+        assert 0 < s["p50_ms"] <= s["p90_ms"] <= s["p99_ms"] <= s["max_ms"], key
+        assert s["errors"] == {} and s["payloads"] == {"photo": s["requests"]}, key
+        assert s["avg_response_bytes"] > 0  # top-5 labels came back
+
+
+def test_server_side_breakdown_matches_the_clients(full_sweep):
+    _, _, results = full_sweep
+    for point in results["points"]:
+        ensemble = point["ensemble"]
+        preprocess = "preprocess_" + ensemble.removeprefix("classify_")
+        parts = {b["model"]: b for b in point["breakdown"]}
+        assert list(parts) == [ensemble, preprocess, "classifier"]
+        served, seen = parts[ensemble]["requests"], point["stats"]["requests"]
+        # Metrics are scraped inside the client's window: the two counts differ by at most
+        # the requests in flight at its two ends.
+        assert abs(served - seen) <= 2 * point["clients"] + 2, (served, seen)
+        for b in parts.values():
+            assert b["requests"] > 0 and b["failures"] == 0
+            assert b["compute_infer_us"] > 0 and b["queue_us"] >= 0 and b["avg_batch"] >= 1.0
+
+
+def test_table_csv_and_plots(full_sweep):
+    run, out, results = full_sweep
+    table = (out / "comparison.md").read_text()
+    assert table.strip() in run.stdout  # printed too
+    assert len(table.strip().splitlines()) == 2 + 8
+    with (out / "comparison.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    qps = {(r["protocol"], r["ensemble"], r["clients"]): float(r["qps"]) for r in rows}
+    for r in rows:
+        if r["ensemble"] == CANDIDATE:
+            expected = 100 * (qps[(r["protocol"], r["ensemble"], r["clients"])] /
+                              qps[(r["protocol"], "classify_opencv", r["clients"])] - 1)
+            assert float(r["qps_improvement_pct"]) == pytest.approx(expected, abs=0.01)
+        else:
+            assert r["qps_improvement_pct"] == ""
+    with (out / "breakdown.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 8 * 3
+    for name in ("throughput.png", "latency.png"):
+        assert matplotlib.image.imread(out / name).shape[1] > 600
+    assert results["config"]["clients"] == [1, 2] and results["server"]["embedded_cpu_profile"] is False
+
+
+def test_bad_payloads_are_errors_by_type_and_nothing_else(server, tmp_path):
+    run = sweep(*against(server), "--protocols", "grpc", "--clients", 2, "--bad-fraction", 0.25, *SHORT,
+                "--out", tmp_path)
+    assert run.returncode == 0, run.stderr  # bad payloads failing is expected, not a failed sweep
+    for point in json.loads((tmp_path / "results.json").read_text())["points"]:
+        s = point["stats"]
+        payloads = s["payloads"]
+        assert s["errors"] == {"truncated JPEG": payloads["truncated"], "not an image": payloads["not_an_image"]}
+        assert s["requests"] == payloads["photo"] > 0  # the server kept serving the good ones
+        total = sum(payloads.values())
+        # Each user sends exactly floor(n / 4) bad payloads of its n requests.
+        assert abs((total - payloads["photo"]) / total - 0.25) <= 2 / total + 1e-9, payloads
+        ensemble = {b["model"]: b for b in point["breakdown"]}[point["ensemble"]]
+        # The server saw the failures too (Triton 2.51 counts each failed ensemble request
+        # twice), and its per-request figures are of the successful requests only.
+        assert ensemble["failures"] >= sum(s["errors"].values()) - 2 * point["clients"]
+        assert abs(ensemble["requests"] - s["requests"]) <= 2 * point["clients"] + 2
+    assert "truncated JPEG" in (tmp_path / "comparison.md").read_text()
+
+
+def test_locust_distributed_mode_master_and_worker(server, tmp_path):
+    run = sweep(*against(server), "--workers", 1, "--protocols", "grpc", "--ensembles", "classify_dali",
+                "--clients", 2, *SHORT, "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["load_generator"] == "local Locust, master + 1 workers"
+    assert results["points"][0]["stats"]["requests"] > 0
+    assert {p.name for p in (tmp_path / "logs").iterdir()} == {"locust-master.log", "locust-worker-1.log"}
+
+
+def test_without_url_it_serves_the_cpu_profile_itself(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "harness", "loadtest", "--protocols", "http", "--ensembles",
+                          "classify_opencv", "--clients", "1", "--warmup", "0.5", "--duration", "2", "--out",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "embedded Triton server ready" in run.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["server"]["embedded_cpu_profile"] is True and results["points"][0]["stats"]["requests"] > 0
+
+
+def test_refuses_an_unreachable_or_not_ready_server_before_starting(server, tmp_path):
+    unreachable = sweep("--url", "127.0.0.1:9", "--out", tmp_path)
+    assert unreachable.returncode == 2 and "is not reachable" in unreachable.stderr
+    missing = sweep(*against(server), "--ensembles", "classify_missing", "--out", tmp_path)
+    assert missing.returncode == 2 and "'classify_missing' is not ready" in missing.stderr
+    no_locust = sweep(*against(server), "--locust", "http://127.0.0.1:9", "--out", tmp_path)
+    assert no_locust.returncode == 2 and "Locust at http://127.0.0.1:9 is not reachable" in no_locust.stderr
+    bad = sweep(*against(server), "--bad-fraction", "1.5", "--out", tmp_path)
+    assert bad.returncode == 2 and "--bad-fraction" in bad.stderr
+    assert not any(tmp_path.iterdir())  # nothing was run, nothing written
