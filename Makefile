@@ -18,13 +18,14 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos/.done
 
 demo: setup
-	$(HARNESS) infer data/photos --pipeline both
+	$(HARNESS) check data/photos --report reports/demo
 
 test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/serve_vs_inprocess.py
+	$(BIN)/python benchmarks/check_scaling.py
 
 serve: setup
 	$(HARNESS) serve

@@ -47,6 +47,9 @@ class ServerUnavailable(RuntimeError):
 
 # gRPC status codes meaning "no answer", as opposed to the server rejecting the request.
 _UNAVAILABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
+# Answers about the server's state, not the request: a server shutting down or reloading
+# unloads its models first. Retried like no answer, never blamed on the image.
+_NOT_SERVING = ("has no available versions", "is not ready", "server is stopping", "unknown model")
 
 
 def pack_images(images: Sequence[bytes]) -> np.ndarray:
@@ -126,7 +129,9 @@ class TritonClient:
             result = self._client.infer(model, request_inputs, outputs=request_outputs, **kw)
         except self._exception as exc:
             message = exc.message() if hasattr(exc, "message") else str(exc)
-            if any(code in str(exc.status()) for code in _UNAVAILABLE) or "timed out" in str(message).lower():
+            text = str(message).lower()
+            if any(code in str(exc.status()) for code in _UNAVAILABLE) or "timed out" in text or any(
+                    state in text for state in _NOT_SERVING):
                 raise ServerUnavailable(f"{self.url} ({self.protocol}): {message}") from None
             raise InferenceError(message) from None
         except (OSError, TimeoutError) as exc:  # HTTP: connection refused/reset, socket timeouts

@@ -1,0 +1,62 @@
+"""`harness check` and `harness compare` as a user runs them, against the real server."""
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from tests.cli.test_serving_commands import harness
+
+FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "messi5.jpg"]
+
+
+@pytest.fixture(scope="module")
+def images(photos_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("images")
+    for name in FEW:
+        shutil.copy(photos_dir / name, d / name)
+    return d
+
+
+def test_aligned_check_writes_every_report_and_exits_0(server, images, tmp_path):
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--save-tensors")
+    assert result.returncode == 0, result.stderr
+    assert "No stage diverged" in result.stdout and str(tmp_path / "report.md") in result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {"images", "failed", "stages", "first_divergent_stage", "spec", "versions"} <= set(report)
+    assert [s["name"] for s in report["stages"]] == ["decode", "resize", "crop", "input", "output", "topk"]
+    assert all({"name", "metrics", "isolated", "verdict"} <= set(s) for s in report["stages"])
+    assert report["versions"]["tritonserver"] == "2.51.0" and report["versions"]["numpy"].startswith("1.")
+    with (tmp_path / "per_image.csv").open() as f:
+        assert sorted(row["image"] for row in csv.DictReader(f)) == sorted(FEW)
+    html = (tmp_path / "report.html").read_text()
+    assert "data:image/png;base64" in html and "<h2>resize" in html
+    assert len(list((tmp_path / "tensors").glob("*.npz"))) == len(FEW)
+    # `compare` against itself: every stage equal
+    again = harness("compare", tmp_path, tmp_path, "--report", tmp_path / "self")
+    assert again.returncode == 0, again.stderr
+    assert all(s["verdict"] == "equal" for s in json.loads((tmp_path / "self" / "report.json").read_text())["stages"])
+
+
+def test_fail_on_close_makes_the_aligned_check_fail(server, images, tmp_path):
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--fail-on", "close", "--no-isolate")
+    assert result.returncode == 1  # the resize is close, not equal
+
+
+def test_misaligned_spec_names_resize_and_exits_1(server, images, tmp_path, repository):
+    spec = repository.parent / "specs" / "misaligned_resize.toml"
+    result = harness("check", images, "--url", server.grpc_url, "--spec", spec, "--report", tmp_path,
+                     "--fail-on", "diverged", "--protocol", "grpc")
+    assert result.returncode == 1, result.stderr
+    assert json.loads((tmp_path / "report.json").read_text())["first_divergent_stage"] == "resize"
+    assert "**First divergent stage: resize**" in result.stdout
+
+
+def test_usage_errors_exit_2(server, images, tmp_path):
+    missing_run = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "none", "--resume")
+    assert missing_run.returncode == 2 and "no earlier run" in missing_run.stderr
+    bad_reference = harness("check", images, "--url", server.grpc_url, "--reference", "nowhere.py:fn")
+    assert bad_reference.returncode == 2 and "nowhere.py not found" in bad_reference.stderr
+    no_dir = harness("check", tmp_path / "missing", "--url", server.grpc_url)
+    assert no_dir.returncode == 2 and "image directory not found" in no_dir.stderr
