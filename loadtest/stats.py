@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from loadtest.samples import Sample
+from loadtest.samples import PHOTO, Sample
 
 PERCENTILES = (50, 90, 99)
 
@@ -37,6 +37,8 @@ class RunStats:
     """Failed requests by error type."""
     payloads: dict[str, int] = field(default_factory=dict)
     """All requests (successful or not) by payload kind."""
+    failed_photos: int = 0
+    """Failed requests that carried a good photo: unexpected errors."""
 
     @property
     def error_count(self) -> int:
@@ -47,7 +49,7 @@ class RunStats:
             "seconds": self.seconds, "requests": self.requests, "qps": self.qps,
             "avg_ms": self.avg_ms, "p50_ms": self.p50_ms, "p90_ms": self.p90_ms, "p99_ms": self.p99_ms,
             "max_ms": self.max_ms, "avg_response_bytes": self.avg_response_bytes,
-            "errors": dict(self.errors), "payloads": dict(self.payloads),
+            "errors": dict(self.errors), "payloads": dict(self.payloads), "failed_photos": self.failed_photos,
         }
 
     @classmethod
@@ -76,4 +78,5 @@ def summarize(samples: Iterable[Sample], start: float, end: float) -> RunStats:
         avg_response_bytes=size,
         errors=dict(sorted(Counter(s.error for s in inside if not s.ok).items())),
         payloads=dict(sorted(Counter(s.payload for s in inside).items())),
+        failed_photos=sum(1 for s in inside if not s.ok and s.payload == PHOTO),
     )

@@ -29,7 +29,6 @@ from typing import Callable, ContextManager, Iterator
 
 from loadtest.locust_control import LocalLocust, LocustControl, LocustError
 from loadtest.metrics import MetricsError, ModelBreakdown, breakdown, scrape
-from loadtest.samples import PHOTO
 from loadtest.stats import RunStats, summarize
 from loadtest.triton import Endpoints, ServerNotReady, check_ready, ensemble_models
 
@@ -72,11 +71,6 @@ class PointResult:
     stats: RunStats
     breakdown: tuple[ModelBreakdown, ...]
     """The ensemble, then each model it runs."""
-
-    @property
-    def failed_photos(self) -> int:
-        """Requests carrying a good photo that failed: each is an unexpected error."""
-        return self.stats.payloads.get(PHOTO, 0) - self.stats.requests
 
     def to_dict(self) -> dict:
         return {"protocol": self.point.protocol, "ensemble": self.point.ensemble, "clients": self.point.clients,
@@ -274,8 +268,9 @@ def _exit_status(results: list[PointResult], console) -> int:
         if r.stats.requests == 0:
             console.print(f"[bold red]no successful request[/] in {where} (errors: {r.stats.errors})")
             status = 1
-        elif r.failed_photos:
-            console.print(f"[bold red]{r.failed_photos} good photos failed[/] in {where} (errors: {r.stats.errors})")
+        elif r.stats.failed_photos:
+            console.print(f"[bold red]{r.stats.failed_photos} good photos failed[/] in {where} "
+                          f"(errors: {r.stats.errors})")
             status = 1
     return status
 

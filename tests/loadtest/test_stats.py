@@ -24,6 +24,13 @@ def test_figures_of_successes_only():
     assert stats.max_ms == 100.0 and stats.avg_response_bytes == 200.0
     assert stats.errors == {"not an image": 1, "truncated JPEG": 2} and stats.error_count == 3
     assert stats.payloads == {PHOTO: 100, "not_an_image": 1, "truncated": 2}
+    assert stats.failed_photos == 0
+
+
+def test_a_failed_photo_is_an_unexpected_error():
+    samples = [Sample(1.0, 5.0, 10, PHOTO), Sample(1.1, 60000.0, 0, PHOTO, "StatusCode.DEADLINE_EXCEEDED")]
+    stats = summarize(samples, 0.0, 2.0)
+    assert stats.failed_photos == 1 and stats.requests == 1 and stats.max_ms == 5.0
 
 
 def test_only_the_window_counts():

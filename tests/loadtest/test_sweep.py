@@ -44,7 +44,7 @@ def test_every_point_has_qps_and_ordered_percentiles(full_sweep):
         assert s["requests"] > 0 and s["qps"] > 0, key
         assert s["qps"] == pytest.approx(s["requests"] / s["seconds"])
         assert 0 < s["p50_ms"] <= s["p90_ms"] <= s["p99_ms"] <= s["max_ms"], key
-        assert s["errors"] == {} and s["payloads"] == {"photo": s["requests"]}, key
+        assert s["errors"] == {} and s["payloads"] == {"photo": s["requests"]} and s["failed_photos"] == 0, key
         assert s["avg_response_bytes"] > 0  # top-5 labels came back
 
 
@@ -94,7 +94,7 @@ def test_bad_payloads_are_errors_by_type_and_nothing_else(server, tmp_path):
         s = point["stats"]
         payloads = s["payloads"]
         assert s["errors"] == {"truncated JPEG": payloads["truncated"], "not an image": payloads["not_an_image"]}
-        assert s["requests"] == payloads["photo"] > 0  # the server kept serving the good ones
+        assert s["requests"] == payloads["photo"] > 0 and s["failed_photos"] == 0  # the good ones still served
         total = sum(payloads.values())
         # Each user sends exactly floor(n / 4) bad payloads of its n requests.
         assert abs((total - payloads["photo"]) / total - 0.25) <= 2 / total + 1e-9, payloads
@@ -116,14 +116,16 @@ def test_locust_distributed_mode_master_and_worker(server, tmp_path):
     assert {p.name for p in (tmp_path / "logs").iterdir()} == {"locust-master.log", "locust-worker-1.log"}
 
 
-def test_without_url_it_serves_the_cpu_profile_itself(tmp_path):
+def test_without_url_it_serves_the_cpu_profile_itself_and_a_point_can_end_on_a_request_count(tmp_path):
     run = subprocess.run([sys.executable, "-m", "harness", "loadtest", "--protocols", "http", "--ensembles",
-                          "classify_opencv", "--clients", "1", "--warmup", "0.5", "--duration", "2", "--out",
-                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+                          "classify_opencv", "--clients", "1", "--warmup", "0.5", "--duration", "30", "--requests",
+                          "15", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "embedded Triton server ready" in run.stderr
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["server"]["embedded_cpu_profile"] is True and results["points"][0]["stats"]["requests"] > 0
+    assert results["server"]["embedded_cpu_profile"] is True
+    stats = results["points"][0]["stats"]
+    assert stats["requests"] >= 15 and stats["seconds"] < 15  # ended on the count, long before 30 s
 
 
 def test_refuses_an_unreachable_or_not_ready_server_before_starting(server, tmp_path):
