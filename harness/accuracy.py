@@ -447,8 +447,8 @@ def render_markdown(report: Mapping) -> str:
         f"- Evaluated: {data['evaluated']} images on every path; {data['failed']} failed (excluded from every path"
         + (", listed below)" if data["failed"] else ")"),
         f"- Reference: {report['reference']['recipe']}; model: {report['reference']['model']}",
-        f"- Deployed: {', '.join('`' + p['ensemble'] + '`' for p in paths[1:])} at {report['deployed']['url']} "
-        f"({report['deployed']['protocol']})",
+        f"- Deployed: {', '.join('`' + p['ensemble'] + '`' for p in paths[1:])} over "
+        f"{report['deployed']['protocol']} at {report['deployed']['url']}",
         f"- Spec: `{report['spec']}`", "",
         "| " + " | ".join(TABLE_COLUMNS) + " |",
         "|---|" + "---:|" * (len(TABLE_COLUMNS) - 1),

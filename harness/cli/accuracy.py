@@ -23,9 +23,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "McNemar's exact test. DATASET is an ImageFolder directory (one sub-directory per class, named "
                     "by a class name from the model's labels.txt or a class index), a CSV of file,label rows (paths "
                     "relative to the CSV), or a directory of unlabeled images (flip rates only). Images that fail on "
-                    "any path are listed and excluded from every path. Exit status: 0 no deployed path changes a "
-                    "top-1 class, 1 some deployed path changes the reference's top-1 class on at least one image "
-                    "(flip rate > 0), 2 usage/setup error or the server stopped answering.")
+                    "any path are listed with their reasons and excluded from every path (they do not change the "
+                    "exit status). Exit status: 0 no deployed path changes a top-1 class, 1 some deployed path "
+                    "changes the reference's top-1 class on at least one image (flip rate > 0), 2 usage/setup "
+                    "error, no image classifiable, or the server stopped answering.")
     accuracy.add_argument("dataset", type=Path, metavar="DATASET", help="ImageFolder directory, CSV file, or image directory")
     accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
