@@ -357,8 +357,7 @@ def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequ
     if missing:  # every image in is an image reported
         raise RuntimeError(f"{len(missing)} images neither predicted nor failed: {_some(missing)}")
     failed = {s.name: "; ".join(reasons[s.name]) for s in dataset.samples if s.name in reasons}
-    top_k = {p.path: np.array([p.top_k[s.name] for s in evaluated], dtype=np.int64).reshape(len(evaluated), -1)
-             for p in predictions}
+    top_k = {p.path: _top_k_matrix(p, evaluated) for p in predictions}
     labels = np.array([s.label for s in evaluated], dtype=np.int64) if dataset.labeled else None
     reference = predictions[0].path
     scores = []
@@ -377,6 +376,12 @@ def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequ
             per_class, flips, _rate(flips, len(evaluated)), mcnemar))
     return AccuracyResult(dataset, tuple(scores), evaluated, failed,
                           {p.path: {s.name: p.top_k[s.name] for s in evaluated} for p in predictions})
+
+
+def _top_k_matrix(predictions: Predictions, samples: Sequence[Sample]) -> np.ndarray:
+    """[images, k] class indices, best first (k = TOP_K, also when no image is left)."""
+    rows = [predictions.top_k[s.name] for s in samples]
+    return np.array(rows, np.int64) if rows else np.zeros((0, TOP_K), np.int64)
 
 
 def _rate(count: int | None, total: int) -> float | None:
@@ -473,7 +478,7 @@ def render_markdown(report: Mapping) -> str:
         "(p = 1 when b + c = 0). Macro averages are over the classes present in the dataset; a class a path never "
         "predicts has precision 0.",
     ]
-    if data["labeled"]:
+    if data["labeled"] and paths[0]["per_class"]:
         lines += ["", "## Per class (recall / precision)", "",
                   "| class | images | " + " | ".join(_path_name(p) for p in paths) + " |",
                   "|---|---:|" + "---:|" * len(paths)]

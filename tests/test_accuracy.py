@@ -204,6 +204,16 @@ def test_evaluate_on_a_hand_computed_case():
                    "| 62.50% (5/8) | 3/2, p = 1 |")
 
 
+def test_a_dataset_where_every_image_failed_is_reported_not_scored():
+    samples = (Sample("a.jpg", Path("a.jpg"), 1), Sample("b.jpg", Path("b.jpg"), 2))
+    reference = Predictions(REFERENCE, {}, {"a.jpg": "not an image", "b.jpg": "not an image"})
+    dali = Predictions("dali", {"a.jpg": (1, 2, 3, 4, 5)}, {"b.jpg": "not an image"})
+    result = evaluate(Dataset(Path("all_bad.csv"), "csv", samples), [reference, dali], ["x", "y", "z"])
+    assert result.evaluated == () and list(result.failed) == ["a.jpg", "b.jpg"]
+    assert all(s.top1 is None and s.flip_rate is None for s in result.scores)
+    assert "## Failed images, excluded from every path (2)" in render_markdown(report_dict(result, ["x", "y", "z"], context()))
+
+
 # -- datasets that cannot be read -----------------------------------------------------------
 
 def test_an_unknown_class_directory_is_named(tmp_path, photos_dir, classes):
