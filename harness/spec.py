@@ -48,7 +48,9 @@ INTERPOLATIONS = ("nearest", "linear", "cubic", "area", "lanczos")
 RESIZE_MODES = ("shorter_side", "stretch")
 CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
-RECIPES = ("opencv", "torchvision")
+RECIPES = ("opencv", "torchvision", "dali")
+SIZE_ROUNDINGS = ("auto", "half_up", "floor")
+OFFSET_ROUNDINGS = ("auto", "half_up", "half_even")
 
 
 class SpecError(ValueError):
@@ -80,13 +82,17 @@ class ResizeSpec:
     """Low-pass filter when scaling down (DALI and PIL do by default, cv2 INTER_LINEAR cannot)."""
     dtype: str = "uint8"
     """Resize output type: ``uint8`` rounds to integers, ``float32`` keeps fractions."""
+    size_rounding: str = "auto"
+    """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
+    ``floor`` (torchvision's int()), or ``auto``: the library's own."""
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """(height, width) after resizing an image of the given size."""
+        """(height, width) after resizing an image of the given size (``auto`` rounds half up)."""
         if self.mode == "stretch":
             return (self.size[0], self.size[-1])
         scale = self.size[0] / min(height, width)
-        return (max(1, _round_half_up(height * scale)), max(1, _round_half_up(width * scale)))
+        rnd = int if self.size_rounding == "floor" else _round_half_up
+        return (max(1, rnd(height * scale)), max(1, rnd(width * scale)))
 
 
 @dataclass(frozen=True)
@@ -94,10 +100,13 @@ class CropSpec:
     """Center crop after the resize; offsets round half up, as DALI's ``crop_pos=0.5``."""
 
     size: tuple[int, int] = (224, 224)
+    offset_rounding: str = "auto"
+    """``half_up`` (DALI), ``half_even`` (torchvision's round()), or ``auto``: the library's own."""
 
     def offsets(self, height: int, width: int) -> tuple[int, int]:
-        """(top, left) of the centered crop window in an image of the given size."""
-        return (_round_half_up((height - self.size[0]) / 2), _round_half_up((width - self.size[1]) / 2))
+        """(top, left) of the centered crop window in an image of the given size (``auto``: half up)."""
+        rnd = round if self.offset_rounding == "half_even" else _round_half_up
+        return (rnd((height - self.size[0]) / 2), rnd((width - self.size[1]) / 2))
 
 
 @dataclass(frozen=True)
@@ -280,6 +289,8 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: resize.interpolation", p.resize.interpolation, INTERPOLATIONS)
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
     _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
+    _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
+    _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
     size = p.resize.size
     if p.resize.mode == "shorter_side" and len(size) != 1:
         raise SpecError(f"{source}: resize.size must be one number in shorter_side mode, got {list(size)}")

@@ -86,6 +86,8 @@ def run_check_command(args) -> int:
         raise UsageError(f"--resume: no earlier run in {args.report}")
     recipe = load_recipe(spec, args.reference)
     reference_model = load_reference_model(args.repository / "classifier" / ONNX_FILENAME, args.reference_model)
+    if "crop" in recipe.stages:  # built-in recipes and Composes: their input size is known now
+        reference_model.check_input(spec.reference.preprocess.input_shape)
     tolerances = tolerances_for(spec.preprocess, spec.tolerances)
 
     with connect(args) as client:

@@ -33,6 +33,9 @@ def check_supported(p: Preprocess) -> None:
     if p.resize.interpolation not in INTERPOLATION:
         raise SpecError(f"DALI's resize has no '{p.resize.interpolation}' interpolation; "
                         f"use one of {', '.join(INTERPOLATION)}")
+    if p.resize.size_rounding not in ("auto", "half_up") or p.crop.offset_rounding not in ("auto", "half_up"):
+        raise SpecError("DALI rounds resized sizes and crop offsets half up: "
+                        "set resize.size_rounding and crop.offset_rounding to \"half_up\" (or \"auto\")")
 
 
 def decode(encoded, spec: DecodeSpec, device: str):
@@ -117,6 +120,10 @@ class CpuPipelineRunner:
     """
 
     def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False):
+        if not p.decode.fancy_upsampling:
+            raise SpecError("DALI's CPU decoder always upsamples chroma like libjpeg: decode.fancy_upsampling = false "
+                            "takes effect only on the GPU (mixed) decoder, which this machine cannot run")
+
         @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=None, prefetch_queue_depth=1)
         def pipeline():
             return preprocess_graph(p, decoder_device="cpu", taps=taps)

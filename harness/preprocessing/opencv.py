@@ -24,14 +24,15 @@ INTERPOLATION = {
 }
 
 
-def check_supported(p: Preprocess) -> None:
-    """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them)."""
+def check_supported(p: Preprocess, decode: bool = True) -> None:
+    """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them);
+    ``decode=False`` when another decoder handles the decode options."""
     if p.resize.antialias and p.resize.interpolation != "area":
         raise SpecError(
             f"cv2.resize cannot antialias with interpolation '{p.resize.interpolation}': "
             "set resize.antialias = false, or interpolation = \"area\" (which averages when shrinking)"
         )
-    if not p.decode.fancy_upsampling or p.decode.fast_idct:
+    if decode and (not p.decode.fancy_upsampling or p.decode.fast_idct):
         raise SpecError("cv2.imdecode always uses fancy upsampling and the accurate IDCT; "
                         "set decode.fancy_upsampling = true and decode.fast_idct = false")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from harness.reference.base import Recipe
 from harness.reference.custom import CallableRecipe, ComposeRecipe, is_compose, load_object
-from harness.reference.recipes import OpenCVRecipe, TorchvisionRecipe
+from harness.reference.recipes import DaliRecipe, OpenCVRecipe, TorchvisionRecipe
 from harness.spec import Preprocess, Spec, SpecError
 
-BUILT_IN = {"opencv": OpenCVRecipe, "torchvision": TorchvisionRecipe}
+BUILT_IN = {"opencv": OpenCVRecipe, "torchvision": TorchvisionRecipe, "dali": DaliRecipe}
 
 
 def load_recipe(spec: Spec, reference: str | None = None, preprocess: Preprocess | None = None) -> Recipe:
@@ -28,4 +28,4 @@ def load_recipe(spec: Spec, reference: str | None = None, preprocess: Preprocess
     raise SpecError(f"reference {choice!r} is a {type(obj).__name__}, not a torchvision Compose or a callable")
 
 
-__all__ = ["Recipe", "load_recipe", "OpenCVRecipe", "TorchvisionRecipe", "ComposeRecipe", "CallableRecipe"]
+__all__ = ["Recipe", "load_recipe", "OpenCVRecipe", "TorchvisionRecipe", "DaliRecipe", "ComposeRecipe", "CallableRecipe"]

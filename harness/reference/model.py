@@ -6,31 +6,43 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.model import DEFAULT_MODEL_TAG, LOGITS, model_tag
+from harness.model import DEFAULT_MODEL_TAG, LOGITS, model_tag, onnx_signature
+from harness.spec import SpecError
 
 
 class ReferenceModel:
     """``logits(batch)`` on [batch, 3, H, W] float32."""
 
     name = "model"
+    input_shape: tuple[int, ...] | None = None
+    """(3, H, W) the model takes, when known."""
 
     def logits(self, batch: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def check_input(self, shape: tuple[int, ...]) -> None:
+        """Raise :class:`SpecError` if inputs of this (C, H, W) shape cannot go into the model."""
+        if self.input_shape and tuple(shape) != tuple(self.input_shape):
+            raise SpecError(f"the reference recipe makes {list(shape)} model inputs but the classifier takes "
+                            f"{list(self.input_shape)}: check crop.size in the spec's [reference]")
+
 
 class TorchModel(ReferenceModel):
-    name = "pytorch (EfficientNet-Lite0, eager)"
+    """EfficientNet-Lite0 in PyTorch eager; ``half=True`` runs it in fp16 (as TensorRT --fp16 would)."""
 
-    def __init__(self):
+    def __init__(self, half: bool = False):
         from harness.model import load_torch_model
 
-        self.model = load_torch_model()
+        self.half = half
+        self.model = load_torch_model().half() if half else load_torch_model()
+        self.name = f"pytorch (EfficientNet-Lite0, eager{', fp16' if half else ''})"
 
     def logits(self, batch):
         import torch
 
+        x = torch.from_numpy(np.ascontiguousarray(batch, np.float32))
         with torch.inference_mode():
-            return self.model(torch.from_numpy(np.ascontiguousarray(batch, np.float32))).numpy()
+            return self.model(x.half() if self.half else x).float().numpy()
 
 
 class OnnxModel(ReferenceModel):
@@ -47,6 +59,7 @@ class OnnxModel(ReferenceModel):
 def load_reference_model(onnx_path: Path, choice: str = "auto") -> ReferenceModel:
     """``auto``: PyTorch when the ONNX is the default EfficientNet-Lite0 export, else the
     ONNX itself in ONNX Runtime (all we have of a user's model); or force ``torch``/``onnx``."""
-    if choice == "torch" or (choice == "auto" and model_tag(onnx_path) == DEFAULT_MODEL_TAG):
-        return TorchModel()
-    return OnnxModel(onnx_path)
+    model = TorchModel() if choice == "torch" or (choice == "auto" and model_tag(onnx_path) == DEFAULT_MODEL_TAG) \
+        else OnnxModel(onnx_path)
+    model.input_shape = tuple(onnx_signature(onnx_path)[0][0].shape[1:])
+    return model

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import threading
 
 import numpy as np
 
-from harness.preprocessing import opencv
+from harness.preprocessing import PREPROCESS_STAGES, opencv
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
 from harness.reference.base import Recipe
+from harness.reference.decoders import decode_with_switches
 from harness.spec import Preprocess, SpecError
 
 
@@ -19,11 +21,12 @@ class OpenCVRecipe(Recipe):
     name = "opencv"
 
     def __init__(self, p: Preprocess):
-        opencv.check_supported(p)
+        opencv.check_supported(p, decode=False)  # decode switches go to libjpeg-turbo directly
         self.p = p
 
     def decode(self, data):
-        return opencv.decode(data, self.p.decode)
+        custom = decode_with_switches(data, self.p.decode)
+        return custom if custom is not None else opencv.decode(data, self.p.decode)
 
     def resize(self, image):
         return opencv.resize(image, self.p.resize)
@@ -44,8 +47,9 @@ class TorchvisionRecipe(Recipe):
 
         Image.open(f).convert("RGB") -> Resize(size, interpolation) -> CenterCrop -> ToTensor -> Normalize
 
-    Exactly as torchvision does it, rounding included: ``Resize(256)`` truncates the long
-    side (int()), ``CenterCrop`` rounds offsets half to even. PIL always antialiases when
+    Exactly as torchvision does it, rounding included: with ``auto`` rounding, ``Resize(256)``
+    truncates the long side (int()) and ``CenterCrop`` rounds offsets half to even; an
+    explicit ``half_up`` sizes and crops by the spec instead. PIL always antialiases when
     shrinking, so ``antialias = false`` (or ``dtype = "float32"``) resizes the image as a
     tensor instead, where torchvision honours it.
     """
@@ -63,8 +67,9 @@ class TorchvisionRecipe(Recipe):
         self.on_tensor = not p.resize.antialias or p.resize.dtype == "float32"
         if self.on_tensor and p.resize.interpolation == "lanczos":
             raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
+        self._interpolation = modes[p.resize.interpolation]
         size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
-        self._resize = T.Resize(size, interpolation=modes[p.resize.interpolation], antialias=p.resize.antialias)
+        self._resize = T.Resize(size, interpolation=self._interpolation, antialias=p.resize.antialias)
         self._crop = T.CenterCrop(p.crop.size)
         mean, std = p.normalize.mean_std_in_pixels()
         if p.input.channel_order == "BGR":  # normalize in RGB, flip afterwards
@@ -74,6 +79,9 @@ class TorchvisionRecipe(Recipe):
     def decode(self, data):
         from PIL import Image, ImageOps
 
+        custom = decode_with_switches(data, self.p.decode)
+        if custom is not None:
+            return Image.fromarray(custom)
         kind = identify(image_bytes(data))
         try:
             image = Image.open(io.BytesIO(bytes(data)))
@@ -92,9 +100,21 @@ class TorchvisionRecipe(Recipe):
             image = pil_to_tensor(image)
             if self.p.resize.dtype == "float32":
                 image = image.to(torch.float32)
+        if self.p.resize.size_rounding == "half_up" and self.p.resize.mode == "shorter_side":
+            from torchvision.transforms import functional as F
+
+            height, width = F.get_image_size(image)[::-1]
+            return F.resize(image, list(self.p.resize.output_size(height, width)),
+                            interpolation=self._interpolation, antialias=self.p.resize.antialias)
         return self._resize(image)
 
     def crop(self, image):
+        if self.p.crop.offset_rounding == "half_up":
+            from torchvision.transforms import functional as F
+
+            width, height = F.get_image_size(image)
+            top, left = self.p.crop.offsets(height, width)
+            return F.crop(image, top, left, *self.p.crop.size)
         return self._crop(image)
 
     def to_input(self, image):
@@ -119,3 +139,32 @@ class TorchvisionRecipe(Recipe):
         path = "uint8 tensor" if self.on_tensor else "PIL"
         return (f"torchvision: PIL decode, Resize({list(r.size)}, {r.interpolation}, antialias={r.antialias}) on {path}, "
                 "CenterCrop, ToTensor, Normalize")
+
+
+class DaliRecipe(Recipe):
+    """Training that preprocessed with DALI on the CPU: the same graph as the deployed
+    ``preprocess_dali`` (:mod:`harness.preprocessing.dali_graph`), with the reference's
+    parameters. One pipeline per thread (DALI pipelines are not thread-safe)."""
+
+    name = "dali"
+
+    def __init__(self, p: Preprocess):
+        from harness.preprocessing.dali_graph import CpuPipelineRunner, check_supported
+
+        check_supported(p)
+        self.p = p
+        self._make = lambda: CpuPipelineRunner(p, max_batch_size=1, taps=True)
+        self._make()  # fail now, not in a worker thread, if the spec is unsupported
+        self._local = threading.local()
+
+    def __call__(self, data):
+        runner = getattr(self._local, "runner", None) or self._make()
+        self._local.runner = runner
+        result = runner.run([np.frombuffer(bytes(data), np.uint8)])[0]
+        if result.error:
+            raise result.error
+        return dict(zip(PREPROCESS_STAGES, result.outputs))
+
+    def describe(self):
+        r = self.p.resize
+        return f"dali (CPU): decoders.image, resize({r.mode} {list(r.size)}, {r.interpolation}, antialias={r.antialias}), crop, normalize"
