@@ -26,6 +26,7 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/serve_vs_inprocess.py
 	$(BIN)/python benchmarks/check_scaling.py
+	$(BIN)/python benchmarks/diagnose_vs_check.py
 
 serve: setup
 	$(HARNESS) serve

@@ -12,9 +12,9 @@ from harness.compare.tolerance import Tolerance, Verdict
 STAGE_HINTS = {
     "decode": "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
               "EXIF orientation (decode.exif_orientation), or a different decoder library",
-    "resize": "resize: interpolation, antialias, output-size rounding, resize on uint8 vs float, "
-              "or shorter-side vs stretch (resize.*)",
-    "crop": "crop: size or offset rounding (crop.size), or a different resize mode upstream",
+    "resize": "resize: interpolation, antialias, output-size rounding (resize.size_rounding), resize on uint8 vs "
+              "float, or shorter-side vs stretch (resize.*)",
+    "crop": "crop: size or offset rounding (crop.size, crop.offset_rounding), or a different resize mode upstream",
     "input": "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order (input.channel_order)",
     "output": "the model itself: precision (TensorRT fp16), runtime, or a different model file",
     "topk": "prediction changes follow from the earlier stages",
