@@ -67,7 +67,7 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-NATIVE_ROUNDING = {"torchvision": ("floor", "half_even")}
+NATIVE_ROUNDING = {"torchvision": ("floor", "half_even"), "torch": ("floor", "half_even")}
 """(size, crop offset) rounding of a library's ``auto``; the others round both half up."""
 
 

@@ -48,7 +48,7 @@ INTERPOLATIONS = ("nearest", "linear", "cubic", "area", "lanczos")
 RESIZE_MODES = ("shorter_side", "stretch")
 CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
-RECIPES = ("opencv", "torchvision", "dali")
+RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even")
 

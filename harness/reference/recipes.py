@@ -55,6 +55,7 @@ class TorchvisionRecipe(Recipe):
     """
 
     name = "torchvision"
+    force_tensor = False
 
     def __init__(self, p: Preprocess):
         from torchvision import transforms as T
@@ -64,7 +65,7 @@ class TorchvisionRecipe(Recipe):
         if p.resize.interpolation not in modes:
             raise SpecError(f"torchvision has no '{p.resize.interpolation}' interpolation; use one of {', '.join(modes)}")
         self.p = p
-        self.on_tensor = not p.resize.antialias or p.resize.dtype == "float32"
+        self.on_tensor = self.force_tensor or not p.resize.antialias or p.resize.dtype == "float32"
         if self.on_tensor and p.resize.interpolation == "lanczos":
             raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
         self._interpolation = modes[p.resize.interpolation]
@@ -139,6 +140,14 @@ class TorchvisionRecipe(Recipe):
         path = "uint8 tensor" if self.on_tensor else "PIL"
         return (f"torchvision: PIL decode, Resize({list(r.size)}, {r.interpolation}, antialias={r.antialias}) on {path}, "
                 "CenterCrop, ToTensor, Normalize")
+
+
+class TorchRecipe(TorchvisionRecipe):
+    """torchvision's transforms on uint8 tensors (``PILToTensor`` first): the resize is
+    torch's own kernel (antialiased or not, as the spec says), not PIL's."""
+
+    name = "torch"
+    force_tensor = True
 
 
 class DaliRecipe(Recipe):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.compare.metrics import HISTOGRAM_EDGES
-from harness.report.markdown import COLUMNS, stage_rows, topk_line
+from harness.report.markdown import COLUMNS, fmt, stage_rows, topk_line
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -87,6 +87,18 @@ def _visuals(stage: str, visuals) -> list[str]:
     return figures
 
 
+def _metrics_table(stage: dict) -> str:
+    """Every metric of a stage: worst and mean over images, cumulative and isolated."""
+    iso = stage.get("isolated") or {}
+    rows = ["<table><tr><th>metric</th><th>worst</th><th>mean</th><th>isolated worst</th><th>isolated mean</th></tr>"]
+    for name, stats in stage["metrics"].items():
+        i = iso.get(name, {})
+        cells = [fmt(stats.get("worst")), fmt(stats.get("mean")), fmt(i.get("worst")), fmt(i.get("mean"))]
+        rows.append(f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    counts = ", ".join(f"{k} {v}" for k, v in stage["images"].items())
+    return "".join(rows) + f"</table><p class=note>images: {html.escape(counts)}</p>"
+
+
 def write_html(path: Path, report: dict, visuals=None) -> None:
     import matplotlib
 
@@ -112,12 +124,11 @@ def write_html(path: Path, report: dict, visuals=None) -> None:
     if top:
         parts.append(f"<p>{e(top).replace('**', '')}</p>")
     for stage in report["stages"]:
-        if stage["name"] == "topk":
-            continue
         parts.append(f"<h2>{e(stage['name'])} <span class={stage['verdict']}>{stage['verdict']}</span></h2>")
         if stage.get("why"):
             parts.append(f"<p class=note>{e(stage['why'])}</p>")
-        if stage.get("histogram"):
+        parts.append(_metrics_table(stage))
+        if stage["name"] != "topk" and stage.get("histogram"):
             parts.append(_histogram(stage))
         figures = _visuals(stage["name"], visuals)
         if figures:
