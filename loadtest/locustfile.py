@@ -168,7 +168,8 @@ class TritonUser(User):
         self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout)
 
     def on_stop(self) -> None:
-        self.triton.close()
+        if hasattr(self, "triton"):  # on_start may have failed (e.g. no --host)
+            self.triton.close()
 
     @task
     def infer(self) -> None:

@@ -132,7 +132,8 @@ def _figure(results, title: str):
     import matplotlib.pyplot as plt
 
     protocols = sorted({r.point.protocol for r in results})
-    fig, axes = plt.subplots(1, len(protocols), figsize=(6 * len(protocols), 4.5), squeeze=False)
+    # One y scale for all panels, so the protocols compare at a glance.
+    fig, axes = plt.subplots(1, len(protocols), figsize=(6 * len(protocols), 4.5), squeeze=False, sharey=True)
     fig.suptitle(title)
     clients = sorted({r.point.clients for r in results})
     for ax in axes[0]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import json
 import os
 import platform
 import sys
@@ -27,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
-from loadtest.locust_control import LocalLocust, LocustControl, LocustError
-from loadtest.metrics import MetricsError, ModelBreakdown, breakdown, scrape
+from loadtest.locust_control import LocalLocust, LocustControl
+from loadtest.metrics import ModelBreakdown, breakdown, scrape
 from loadtest.stats import RunStats, summarize
 from loadtest.triton import Endpoints, ServerNotReady, check_ready, ensemble_models
 
@@ -208,15 +207,17 @@ def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | N
                 if locust.is_master():  # a master without workers runs no users
                     locust.wait_workers()
             else:
-                options = {"images": args.images}
                 if not args.images.is_dir():
-                    raise ServerNotReady(f"image directory not found: {args.images}")
+                    raise ValueError(f"image directory not found: {args.images}")
+                options = {"images": args.images}
                 locust = stack.enter_context(LocalLocust(options, args.workers, log_dir=args.out / "logs"))
             mode = f"Locust at {args.locust} ({locust.worker_count()} workers)" if args.locust else (
                 f"local Locust, master + {args.workers} workers" if args.workers else "local Locust")
             console.print(f"sweeping {endpoints.http} (HTTP) / {endpoints.grpc} (gRPC) with {mode}")
+            load_before = os.getloadavg()
             results = _run_with_progress(locust, endpoints, config, console)
-    except (ServerNotReady, LocustError, MetricsError, ValueError) as exc:
+            load_after = os.getloadavg()
+    except (RuntimeError, ValueError) as exc:  # ServerNotReady, LocustError, MetricsError, the server's own
         console.print(f"[bold red]error:[/] {exc}")
         return 2
     except KeyboardInterrupt:
@@ -231,6 +232,8 @@ def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | N
         "server": {"http": endpoints.http, "grpc": endpoints.grpc, "metrics": endpoints.metrics,
                    "embedded_cpu_profile": not args.url},
         "load_generator": mode,
+        # Other work on the machine skews the figures: the 1, 5, 15-minute load averages say how busy it was.
+        "load_average": {"before": list(load_before), "after": list(load_after)},
         "config": {**config.__dict__, "ensembles": list(config.ensembles), "clients": list(config.clients),
                    "protocols": list(config.protocols)},
     }
