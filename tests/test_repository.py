@@ -103,3 +103,25 @@ def test_malformed_config_is_reported_with_its_path(tmp_path):
     bad.write_text('name: "m"\nbackend: "python"\nmax_batch_size: "eight"\n')
     with pytest.raises(RepositoryError, match=str(bad)):
         load_config(bad)
+
+
+def test_the_package_the_triton_image_installs_has_every_module_the_models_import(repository, tmp_path):
+    # docker/triton.Dockerfile installs the project without dependencies; the models'
+    # dali.py / model.py files import from it. Build that wheel and look.
+    import ast
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path), str(repository.parent)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("harness-*.whl")
+    files = set(zipfile.ZipFile(wheel).namelist())
+    imported = set()
+    for entry in list(repository.glob("*/1/dali.py")) + list(repository.glob("*/1/model.py")):
+        for node in ast.walk(ast.parse(entry.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module.startswith("harness"):
+                imported.add(node.module)
+    imported |= {"harness.serving.preprocess_dali_cpu", "harness.serving.classifier_onnx"}  # the cpu profile's
+    assert imported and all(m.replace(".", "/") + ".py" in files for m in imported), sorted(imported)
+    assert "harness/__init__.py" in files
