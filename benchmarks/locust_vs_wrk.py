@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import tritonclient.http as httpclient
+from rich.console import Console
 
 from loadtest.locust_control import LocalLocust
 from loadtest.sweep import DEFAULT_IMAGES, Point, SweepConfig, run_point
@@ -143,12 +144,15 @@ def main() -> int:
         point = Point("http", args.ensemble, args.clients)
         models = ensemble_models(endpoints, args.ensemble)
         rounds: list[tuple[ToolResult, ToolResult]] = []
+        console = Console(stderr=True)
         with LocalLocust({"images": photos}, log_dir=tmp / "logs") as locust:
             # Alternate the tools, so a change of the machine's load affects both alike.
-            for _ in range(args.rounds):
-                run_wrk(infer_url, script, args.clients, args.warmup)  # warm-up, not measured
-                wrk = run_wrk(infer_url, script, args.clients, args.seconds)
-                stats = run_point(locust, endpoints, point, config, models).stats
+            for i in range(1, args.rounds + 1):
+                with console.status(f"round {i}/{args.rounds}: wrk"):
+                    run_wrk(infer_url, script, args.clients, args.warmup)  # warm-up, not measured
+                    wrk = run_wrk(infer_url, script, args.clients, args.seconds)
+                with console.status(f"round {i}/{args.rounds}: Locust"):
+                    stats = run_point(locust, endpoints, point, config, models).stats
                 rounds.append((wrk, ToolResult("Locust", stats.qps, stats.p50_ms, stats.p90_ms, stats.p99_ms,
                                                 stats.error_count)))
 

@@ -214,9 +214,9 @@ def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | N
             mode = f"Locust at {args.locust} ({locust.worker_count()} workers)" if args.locust else (
                 f"local Locust, master + {args.workers} workers" if args.workers else "local Locust")
             console.print(f"sweeping {endpoints.http} (HTTP) / {endpoints.grpc} (gRPC) with {mode}")
-            load_before = os.getloadavg()
+            started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
             results = _run_with_progress(locust, endpoints, config, console)
-            load_after = os.getloadavg()
+            finished, load_after = dt.datetime.now(dt.timezone.utc), os.getloadavg()
     except (RuntimeError, ValueError) as exc:  # ServerNotReady, LocustError, MetricsError, the server's own
         console.print(f"[bold red]error:[/] {exc}")
         return 2
@@ -227,7 +227,9 @@ def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | N
     from loadtest.report import comparison_markdown, breakdown_markdown, write_report
 
     meta = {
-        "date": dt.date.today().isoformat(),
+        "date": started.date().isoformat(),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": finished.isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
         "server": {"http": endpoints.http, "grpc": endpoints.grpc, "metrics": endpoints.metrics,
                    "embedded_cpu_profile": not args.url},
