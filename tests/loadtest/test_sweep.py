@@ -12,6 +12,7 @@ import sys
 import matplotlib.image
 import pytest
 
+from loadtest.locust_control import LocalLocust
 from loadtest.report import CANDIDATE
 
 ENSEMBLES = ("classify_dali", "classify_opencv")
@@ -114,6 +115,17 @@ def test_locust_distributed_mode_master_and_worker(server, tmp_path):
     assert results["load_generator"] == "local Locust, master + 1 workers"
     assert results["points"][0]["stats"]["requests"] > 0
     assert {p.name for p in (tmp_path / "logs").iterdir()} == {"locust-master.log", "locust-worker-1.log"}
+
+
+def test_drives_a_running_locust_master_as_in_docker_compose(server, photos_dir, tmp_path):
+    with LocalLocust({"images": photos_dir}, workers=1, log_dir=tmp_path / "locust") as master:
+        run = sweep(*against(server), "--locust", master.base_url, "--protocols", "http", "--ensembles",
+                    "classify_opencv", "--clients", 2, *SHORT, "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["load_generator"] == f"Locust at {master.base_url} (1 workers)"
+    assert results["points"][0]["stats"]["requests"] > 0
+    assert not (tmp_path / "out" / "logs").exists()  # no Locust of its own was started
 
 
 def test_without_url_it_serves_the_cpu_profile_itself_and_a_point_can_end_on_a_request_count(tmp_path):
