@@ -26,11 +26,9 @@ from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.spec import SPEC_FILENAME, load_spec
 
 
-def measure(worker_factory, images: list[bytes], clients: int, seconds: float) -> float:
-    """Images/s of ``clients`` threads, each calling its own worker on images in turn."""
-    workers = [worker_factory() for _ in range(clients)]
-    for w in workers:  # warm-up, not timed
-        w(images[0])
+def measure(workers, images: list[bytes], seconds: float) -> float:
+    """Images/s of one thread per worker, each calling it on the images in turn."""
+    clients = len(workers)
     counts = [0] * clients
     stop = threading.Event()
 
@@ -54,9 +52,10 @@ def measure(worker_factory, images: list[bytes], clients: int, seconds: float) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement (default: %(default)s)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="per side and client count (default: %(default)s)")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (default: %(default)s)")
     args = parser.parse_args()
 
     spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess
@@ -79,9 +78,18 @@ def main() -> None:
             return lambda data: client.logits([data], "dali")
 
         for clients in args.clients:
-            local = measure(in_process_worker, images, clients, args.seconds)
-            served = measure(served_worker, images, clients, args.seconds)
-            rows.append((clients, local, served))
+            sides = {"local": [in_process_worker() for _ in range(clients)],
+                     "served": [served_worker() for _ in range(clients)]}
+            for workers in sides.values():  # warm-up, not timed: every server instance and pipeline
+                for w in workers:
+                    for data in images[:4]:
+                        w(data)
+            # Alternate the two sides in rounds, so drift in a noisy machine hits both alike.
+            rates = {side: [] for side in sides}
+            for _ in range(args.rounds):
+                for side, workers in sides.items():
+                    rates[side].append(measure(workers, images, args.seconds / args.rounds))
+            rows.append((clients, sum(rates["local"]) / args.rounds, sum(rates["served"]) / args.rounds))
 
     print(f"\n{len(images)} real photos, DALI CPU preprocessing + EfficientNet-Lite0 (ONNX Runtime), {args.protocol}")
     print(f"{'clients':>8} {'in-process img/s':>17} {'served img/s':>13} {'served/in-process':>18}")

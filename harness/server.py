@@ -79,11 +79,19 @@ def find_install() -> TritonInstall:
     return install
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and that this process
+    has not handed out before (a server given three ports must not get one twice)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -190,20 +198,26 @@ class TritonServer:
         return self
 
     def _wait_ready(self) -> None:
+        # Triton opens its endpoints one after the other: ready means the HTTP health check
+        # answers *and* the metrics endpoint is up (load tests read it from the start).
         deadline = time.monotonic() + self.startup_timeout
-        url = f"http://{self.http_url}/v2/health/ready"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerError(f"tritonserver exited with code {self.process.returncode} while starting; "
-                                  f"log {self.log_file}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.25)
-        raise ServerError(f"tritonserver not ready after {self.startup_timeout:.0f} s; log {self.log_file}:\n{self.log_tail()}")
+        for url in (f"http://{self.http_url}/v2/health/ready", self.metrics_url):
+            while not self._answers(url):
+                if self.process.poll() is not None:
+                    raise ServerError(f"tritonserver exited with code {self.process.returncode} while starting; "
+                                      f"log {self.log_file}:\n{self.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise ServerError(f"tritonserver not ready after {self.startup_timeout:.0f} s; "
+                                      f"log {self.log_file}:\n{self.log_tail()}")
+                time.sleep(0.25)
+
+    @staticmethod
+    def _answers(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
