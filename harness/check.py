@@ -23,7 +23,7 @@ import numpy as np
 
 from harness.client import InferenceError, ServerUnavailable, TritonClient
 from harness.compare.aggregate import RunSummary, severity
-from harness.compare.metrics import IMAGE_STAGES, error_histogram, error_metrics, topk_metrics, topk_verdict, verdict
+from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import STAGES, ImageResult, StageResult
 from harness.compare.tolerance import Tolerance
 from harness.deployed import ISOLATED_INPUT, stage_runner
@@ -138,16 +138,24 @@ class ImageChecker:
             if stage not in t.reference or stage not in t.deployed:
                 continue
             ref, tol, image = t.reference[stage], self.tolerances[stage], stage in IMAGE_STAGES
-            metrics = error_metrics(ref, t.deployed[stage], tol, image)
-            isolated = error_metrics(ref, t.isolated[stage], tol, image) if stage in t.isolated else None
-            yield StageResult(
-                stage, verdict(metrics, tol), metrics,
-                verdict(isolated, tol) if isolated else None, isolated,
-                error_histogram(ref, t.deployed[stage]),
-            )
+            convert = as_8bit if image else (lambda x: x)
+            metrics, histogram = compare_arrays(ref, convert(t.deployed[stage]), tol, image)
+            isolated = compare_arrays(ref, convert(t.isolated[stage]), tol, image)[0] if stage in t.isolated else None
+            yield StageResult(stage, verdict(metrics, tol), metrics,
+                              verdict(isolated, tol) if isolated else None, isolated, histogram)
         top = topk_metrics(t.reference["output"], t.deployed["output"], self.top_k)
         isolated_top = topk_metrics(t.reference["output"], t.isolated["output"], self.top_k) if "output" in t.isolated else None
         yield StageResult("topk", topk_verdict(top), top, topk_verdict(isolated_top) if isolated_top else None, isolated_top)
+
+
+def as_8bit(image: np.ndarray) -> np.ndarray:
+    """An image stage holding whole levels 0..255 as uint8 (the taps send resized and
+    cropped images as float32 whatever their type), so it compares on the exact 8-bit path."""
+    if image.dtype == np.float32 and image.ndim == 3:
+        as_uint8 = image.astype(np.uint8)
+        if np.array_equal(as_uint8, image):
+            return as_uint8
+    return image
 
 
 # -- visuals of the worst images ----------------------------------------------------------
@@ -248,7 +256,7 @@ def run_check(
     out_dir: Path,
     resume: bool = False,
     save_tensors: bool = False,
-    workers: int = 2,
+    workers: int = 4,
     on_result: Callable[[ImageResult], None] = lambda r: None,
 ) -> RunOutcome:
     """Check every image, streaming results to ``out_dir``. Images already in

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.compare.aggregate import RunSummary
-from harness.compare.metrics import IMAGE_STAGES, error_histogram, error_metrics, topk_metrics, topk_verdict, verdict
+from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import ImageResult, StageResult
 from harness.compare.tolerance import Tolerance
 from harness.preprocessing import PREPROCESS_STAGES
@@ -26,8 +26,8 @@ def compare_pair(name: str, a: dict, b: dict, tolerances: dict[str, Tolerance]) 
     stages = []
     for stage in (*PREPROCESS_STAGES, "output"):
         if stage in a and stage in b:
-            m = error_metrics(a[stage], b[stage], tolerances[stage], stage in IMAGE_STAGES)
-            stages.append(StageResult(stage, verdict(m, tolerances[stage]), m, histogram=error_histogram(a[stage], b[stage])))
+            m, histogram = compare_arrays(a[stage], b[stage], tolerances[stage], stage in IMAGE_STAGES)
+            stages.append(StageResult(stage, verdict(m, tolerances[stage]), m, histogram=histogram))
     if "output" in a and "output" in b:
         top = topk_metrics(a["output"], b["output"])
         stages.append(StageResult("topk", topk_verdict(top), top))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -14,6 +15,7 @@ from harness.client import PIPELINES, TritonClient
 from harness.compare.tolerance import Verdict
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "check"
+DEFAULT_WORKERS = min(8, 2 * (os.cpu_count() or 1))
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,7 +33,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--save-tensors", action="store_true", help="also write both sides' stage tensors (npz)")
     check.add_argument("--resume", action="store_true", help="continue a stopped run in --report without redoing images")
     check.add_argument("--no-isolate", dest="isolate", action="store_false", help="skip the per-stage isolated runs")
-    check.add_argument("--workers", type=int, default=2, help="images in parallel (default: %(default)s)")
+    check.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                       help="images in flight: while some wait for the server, others compute "
+                            "(default: twice the cores, at most 8: %(default)s here)")
     check.add_argument("--retries", type=int, default=3, help="retries of a request the server does not answer")
     add_server_args(check)
     add_repository_args(check)
@@ -85,7 +89,8 @@ def run_check_command(args) -> int:
     if args.resume and not (args.report / "images.jsonl").exists():
         raise UsageError(f"--resume: no earlier run in {args.report}")
     recipe = load_recipe(spec, args.reference)
-    reference_model = load_reference_model(args.repository / "classifier" / ONNX_FILENAME, args.reference_model)
+    reference_model = load_reference_model(args.repository / "classifier" / ONNX_FILENAME, args.reference_model,
+                                           threads=max(1, (os.cpu_count() or 1) // args.workers))
     if "crop" in recipe.stages:  # built-in recipes and Composes: their input size is known now
         reference_model.check_input(spec.reference.preprocess.input_shape)
     tolerances = tolerances_for(spec.preprocess, spec.tolerances)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from harness.compare.tolerance import Verdict
 
@@ -44,11 +44,11 @@ class ImageResult:
         return next((s for s in self.stages if s.stage == name), None)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        for s in d["stages"]:
-            s["verdict"] = s["verdict"].value
-            s["isolated_verdict"] = s["isolated_verdict"].value if s["isolated_verdict"] else None
-        return d
+        # By hand rather than dataclasses.asdict: that deep-copies every metrics dict.
+        stages = [{"stage": s.stage, "verdict": s.verdict.value, "metrics": s.metrics,
+                   "isolated_verdict": s.isolated_verdict.value if s.isolated_verdict else None,
+                   "isolated": s.isolated, "histogram": s.histogram} for s in self.stages]
+        return {"image": self.image, "stages": stages, "error": self.error}
 
     @staticmethod
     def from_dict(d: dict) -> "ImageResult":

@@ -30,9 +30,13 @@ class ReferenceModel:
 class TorchModel(ReferenceModel):
     """EfficientNet-Lite0 in PyTorch eager; ``half=True`` runs it in fp16 (as TensorRT --fp16 would)."""
 
-    def __init__(self, half: bool = False):
+    def __init__(self, half: bool = False, threads: int | None = None):
+        import torch
+
         from harness.model import load_torch_model
 
+        if threads:
+            torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
         self.half = half
         self.model = load_torch_model().half() if half else load_torch_model()
         self.name = f"pytorch (EfficientNet-Lite0, eager{', fp16' if half else ''})"
@@ -46,20 +50,25 @@ class TorchModel(ReferenceModel):
 
 
 class OnnxModel(ReferenceModel):
-    def __init__(self, onnx_path: Path):
+    def __init__(self, onnx_path: Path, threads: int | None = None):
         import onnxruntime as ort
 
         self.name = f"onnxruntime ({onnx_path.name})"
-        self.session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or 0
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see classifier_onnx
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
     def logits(self, batch):
         return self.session.run([LOGITS], {self.session.get_inputs()[0].name: np.ascontiguousarray(batch, np.float32)})[0]
 
 
-def load_reference_model(onnx_path: Path, choice: str = "auto") -> ReferenceModel:
+def load_reference_model(onnx_path: Path, choice: str = "auto", threads: int | None = None) -> ReferenceModel:
     """``auto``: PyTorch when the ONNX is the default EfficientNet-Lite0 export, else the
-    ONNX itself in ONNX Runtime (all we have of a user's model); or force ``torch``/``onnx``."""
-    model = TorchModel() if choice == "torch" or (choice == "auto" and model_tag(onnx_path) == DEFAULT_MODEL_TAG) \
-        else OnnxModel(onnx_path)
+    ONNX itself in ONNX Runtime (all we have of a user's model); or force ``torch``/``onnx``.
+    ``threads``: intra-op threads per call (default: the library's); with several images in
+    flight, one each is faster than oversubscribing the cores."""
+    model = TorchModel(threads=threads) if choice == "torch" or (
+        choice == "auto" and model_tag(onnx_path) == DEFAULT_MODEL_TAG) else OnnxModel(onnx_path, threads=threads)
     model.input_shape = tuple(onnx_signature(onnx_path)[0][0].shape[1:])
     return model
