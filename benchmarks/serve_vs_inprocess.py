@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from harness.cli.common import DEFAULT_PHOTOS, DEFAULT_REPOSITORY, embedded_server
 from harness.client import TritonClient
 from harness.corpus import list_images
-from harness.model import ONNX_FILENAME
+from harness.model import ONNX_FILENAME, onnx_session
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.spec import SPEC_FILENAME, load_spec
 
@@ -60,7 +58,7 @@ def main() -> None:
 
     spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess
     images = [p.read_bytes() for p in list_images(DEFAULT_PHOTOS)]
-    session = ort.InferenceSession(str(DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME), providers=["CPUExecutionProvider"])
+    session = onnx_session(DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME)
 
     def in_process_worker():
         runner = CpuPipelineRunner(spec, max_batch_size=1, num_threads=1)

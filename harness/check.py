@@ -239,7 +239,8 @@ def csv_row(result: ImageResult) -> list:
     if top is None:
         return row + [""] * 6
     m = top.metrics
-    return row + [top.verdict.value, m["top1_agree"], m["reference_top1"], m["deployed_top1"], m["top1_prob_change"], m["top5_overlap"]]
+    return row + [top.verdict.value, m["top1_agree"], m["reference_top1"], m["deployed_top1"], m["top1_prob_change"],
+                  m["top5_overlap"]]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from harness.compare.metrics import quick_verdict, topk_metrics
-from harness.compare.tolerance import Tolerance, Verdict
+from harness.compare.tolerance import Tolerance
 from harness.preprocessing import PREPROCESS_STAGES, ImageError
 from harness.reference import BUILT_IN
 from harness.reference.model import ReferenceModel

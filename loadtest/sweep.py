@@ -224,7 +224,7 @@ def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | N
         console.print("[bold red]error:[/] interrupted")
         return 2
 
-    from loadtest.report import comparison_markdown, breakdown_markdown, write_report
+    from loadtest.report import breakdown_markdown, comparison_markdown, write_report
 
     meta = {
         "date": started.date().isoformat(),

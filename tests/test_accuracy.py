@@ -7,8 +7,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.accuracy import (REFERENCE, Dataset, DatasetError, Predictions, Sample, evaluate, load_dataset,
-                              mcnemar_exact, predict_deployed, predict_reference, render_markdown, report_dict)
+from harness.accuracy import (
+    REFERENCE,
+    Dataset,
+    DatasetError,
+    Predictions,
+    Sample,
+    evaluate,
+    load_dataset,
+    mcnemar_exact,
+    predict_deployed,
+    predict_reference,
+    render_markdown,
+    report_dict,
+)
 from harness.client import TritonClient
 from harness.corpus import VARIANTS, make_variants
 from harness.model import read_labels

@@ -2,12 +2,21 @@
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 import torch
 
-from harness.model import (LABELS_FILENAME, ONNX_FILENAME, ModelError, check_onnx, import_onnx, load_torch_model,
-                           onnx_signature, read_labels, softmax)
+from harness.model import (
+    LABELS_FILENAME,
+    ONNX_FILENAME,
+    ModelError,
+    check_onnx,
+    import_onnx,
+    load_torch_model,
+    onnx_session,
+    onnx_signature,
+    read_labels,
+    softmax,
+)
 from harness.preprocessing import opencv
 
 
@@ -27,7 +36,7 @@ def test_exported_onnx_meets_the_contract(onnx_path, repository):
 
 
 def test_onnx_runtime_matches_pytorch_on_real_photos(onnx_path, spec, photo):
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    session = onnx_session(onnx_path)
     batch = np.stack([opencv.run(photo(n), spec.preprocess)["input"] for n in ("squirrel_cls.jpg", "baboon.jpg", "orange.jpg")])
     logits, probabilities = session.run(None, {"input": batch})
     expected = load_torch_model()(torch.from_numpy(batch)).numpy()
@@ -44,7 +53,7 @@ def test_import_appends_probabilities_to_a_logits_only_model(onnx_path, reposito
     logits_only = tmp_path / "mine.onnx"
     onnx.save(model, str(logits_only))
     installed = import_onnx(logits_only, repository / "classifier" / LABELS_FILENAME, tmp_path / "classifier", (224, 224))
-    session = ort.InferenceSession(str(installed), providers=["CPUExecutionProvider"])
+    session = onnx_session(installed)
     x = opencv.run(photo("squirrel_cls.jpg"), spec.preprocess)["input"][None]
     logits, probabilities = session.run(["logits", "probabilities"], {"input": x})
     assert np.allclose(probabilities, softmax(logits), atol=1e-6)

@@ -7,7 +7,8 @@ from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
 
-EXPECTED_MODELS = {"preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier", "classify_dali", "classify_opencv"}
+EXPECTED_MODELS = {"preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier", "classify_dali",
+                   "classify_opencv"}
 
 
 def dtype_name(value: int) -> str:

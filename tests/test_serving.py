@@ -3,11 +3,10 @@
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from harness.client import PIPELINES, InferenceError, TritonClient
-from harness.model import ONNX_FILENAME
+from harness.model import ONNX_FILENAME, onnx_session
 from harness.preprocessing import PREPROCESS_STAGES, opencv
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from tests.conftest import encode, random_bytes
@@ -18,7 +17,7 @@ ALL_MODELS = ["classify_dali", "classify_opencv", "preprocess_dali", "preprocess
 
 @pytest.fixture(scope="module")
 def session(repository):
-    return ort.InferenceSession(str(repository / "classifier" / ONNX_FILENAME), providers=["CPUExecutionProvider"])
+    return onnx_session(repository / "classifier" / ONNX_FILENAME)
 
 
 @pytest.fixture(scope="module")

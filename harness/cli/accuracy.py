@@ -7,8 +7,16 @@ import time
 from pathlib import Path
 
 from harness.cli.check import _server_metadata, add_reference_args, progress_bar
-from harness.cli.common import (PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out,
-                                spec_path)
+from harness.cli.common import (
+    PROJECT_ROOT,
+    UsageError,
+    add_repository_args,
+    add_server_args,
+    connect,
+    console,
+    out,
+    spec_path,
+)
 from harness.client import PIPELINES
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "accuracy"
@@ -43,8 +51,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_accuracy_command(args) -> int:
-    from harness.accuracy import (DatasetError, any_flips, evaluate, load_dataset, predict_deployed, predict_reference,
-                                  report_dict, write_report)
+    from harness.accuracy import (
+        DatasetError,
+        any_flips,
+        evaluate,
+        load_dataset,
+        predict_deployed,
+        predict_reference,
+        report_dict,
+        write_report,
+    )
     from harness.client import ServerUnavailable
     from harness.model import LABELS_FILENAME, ONNX_FILENAME, read_labels
     from harness.reference import load_recipe

@@ -10,8 +10,17 @@ from pathlib import Path
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import (BUILD_DIR, DEFAULT_PHOTOS, PROJECT_ROOT, UsageError, add_repository_args,
-                                add_server_args, connect, console, spec_path)
+from harness.cli.common import (
+    BUILD_DIR,
+    DEFAULT_PHOTOS,
+    PROJECT_ROOT,
+    UsageError,
+    add_repository_args,
+    add_server_args,
+    connect,
+    console,
+    spec_path,
+)
 from harness.client import PIPELINES, InferenceError
 from harness.spec import load_spec
 

@@ -89,7 +89,8 @@ class StageSummary:
             "images": dict(self.verdicts),
             "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
             "isolated": {k: v.to_dict() for k, v in self.isolated.items()} or None,
-            "isolated_verdict": Verdict.worst(Verdict(v) for v in self.isolated_verdicts).value if self.isolated_verdicts else None,
+            "isolated_verdict": (Verdict.worst(Verdict(v) for v in self.isolated_verdicts).value
+                                 if self.isolated_verdicts else None),
             "isolated_images": dict(self.isolated_verdicts) or None,
             "histogram": self.histogram,
             "worst_images": [name for _, name in sorted(self.worst_images, reverse=True)],

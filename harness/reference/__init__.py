@@ -29,4 +29,5 @@ def load_recipe(spec: Spec, reference: str | None = None, preprocess: Preprocess
     raise SpecError(f"reference {choice!r} is a {type(obj).__name__}, not a torchvision Compose or a callable")
 
 
-__all__ = ["Recipe", "load_recipe", "OpenCVRecipe", "TorchvisionRecipe", "TorchRecipe", "DaliRecipe", "ComposeRecipe", "CallableRecipe"]
+__all__ = ["Recipe", "load_recipe", "OpenCVRecipe", "TorchvisionRecipe", "TorchRecipe", "DaliRecipe", "ComposeRecipe",
+           "CallableRecipe"]

@@ -51,13 +51,10 @@ class TorchModel(ReferenceModel):
 
 class OnnxModel(ReferenceModel):
     def __init__(self, onnx_path: Path, threads: int | None = None):
-        import onnxruntime as ort
+        from harness.model import onnx_session
 
         self.name = f"onnxruntime ({onnx_path.name})"
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or 0
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see classifier_onnx
-        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self.session = onnx_session(onnx_path, threads or 0)
 
     def logits(self, batch):
         return self.session.run([LOGITS], {self.session.get_inputs()[0].name: np.ascontiguousarray(batch, np.float32)})[0]

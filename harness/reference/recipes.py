@@ -176,4 +176,5 @@ class DaliRecipe(Recipe):
 
     def describe(self):
         r = self.p.resize
-        return f"dali (CPU): decoders.image, resize({r.mode} {list(r.size)}, {r.interpolation}, antialias={r.antialias}), crop, normalize"
+        return (f"dali (CPU): decoders.image, resize({r.mode} {list(r.size)}, {r.interpolation}, "
+                f"antialias={r.antialias}), crop, normalize")

@@ -64,16 +64,18 @@ def render(diagnosis: dict) -> str:
                   + ", ".join(f"{f['image']} ({f['reason']})" for f in diagnosis["failed"]), ""]
     lines += [f"Hypotheses, ranked by images still diverged up to `{stage}`, then its error (mean RMSE per image; "
               "inf = a different shape), then the output's:", "",
-              f"| # | hypothesis | culprit | diverged up to `{stage}` | error at `{stage}` | output error | top-1 agreement | status |",
+              f"| # | hypothesis | culprit | diverged up to `{stage}` | error at `{stage}` | output error "
+              "| top-1 agreement | status |",
               "|---|---|---|---|---|---|---|---|"]
     for i, h in enumerate(diagnosis["hypotheses"], 1):
         evaluated = h["status"].startswith("evaluated")
         lines.append(
-            f"| {i} | {h['hypothesis']} | {h['culprit']} | {h['diverged_before']} -> {h['diverged_after'] if h['images'] else '-'} "
+            f"| {i} | {h['hypothesis']} | {h['culprit']} "
+            f"| {h['diverged_before']} -> {h['diverged_after'] if h['images'] else '-'} "
             f"| {fmt(h['error_before'])} -> {fmt(h['error_after'])} "
             f"| {fmt(h['output_error_before'])} -> {fmt(h['output_error_after']) if evaluated else '-'} "
             f"| {_pct(h['top1_agreement_before'])} -> {_pct(h['top1_agreement_after']) if evaluated else '-'} "
-            f"| {h['status'] if not evaluated else ('**explains**' if h['hypothesis'] == diagnosis['explained_by'] else h['status'])} |")
+            f"| {'**explains**' if evaluated and h['hypothesis'] == diagnosis['explained_by'] else h['status']} |")
     lines += ["", f"Images: {diagnosis['baseline']['images']} (on the first {diagnosis['screen_images']} for rejected "
               "hypotheses). The deployed side was read from the server once and reused for every hypothesis.", ""]
     return "\n".join(lines)

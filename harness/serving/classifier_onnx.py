@@ -7,23 +7,17 @@ import json
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
-from harness.model import ONNX_FILENAME
+from harness.model import ONNX_FILENAME, onnx_session
 
 
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = config.get("parameters", {})
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(params.get("intra_op_threads", {}).get("string_value", "0"))
-        # Idle intra-op threads otherwise spin, burning a core the preprocessing models and
-        # the clients need on a small CPU machine (5x the CPU time for the same work here).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        onnx_path = Path(args["model_repository"]) / ONNX_FILENAME
-        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        threads = int(params.get("intra_op_threads", {}).get("string_value", "0"))
+        self.session = onnx_session(Path(args["model_repository"]) / ONNX_FILENAME, threads)
         self.input_name = config["input"][0]["name"]
         self.outputs = [o["name"] for o in config["output"]]
 

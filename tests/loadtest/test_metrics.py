@@ -5,8 +5,7 @@ import math
 import pytest
 
 from harness.client import TritonClient
-from loadtest.metrics import (DURATIONS, EXECUTION_COUNT, REQUEST_SUCCESS, MetricsError, breakdown, parse_metrics,
-                              scrape)
+from loadtest.metrics import DURATIONS, EXECUTION_COUNT, REQUEST_SUCCESS, MetricsError, breakdown, parse_metrics, scrape
 
 
 def test_parses_the_real_endpoint(server):

@@ -6,8 +6,7 @@ import matplotlib.image
 import pytest
 
 from loadtest.metrics import ModelBreakdown
-from loadtest.report import (BASELINE, CANDIDATE, comparison_markdown, comparison_rows, breakdown_markdown,
-                             write_report)
+from loadtest.report import BASELINE, CANDIDATE, breakdown_markdown, comparison_markdown, comparison_rows, write_report
 from loadtest.stats import RunStats
 from loadtest.sweep import Point, PointResult
 

@@ -13,7 +13,8 @@ PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "retina.jpg", "china.j
 
 @pytest.mark.parametrize("overrides", [
     {},
-    {"input": {"channel_order": "BGR"}, "normalize": {"pixel_range": 1.0, "mean": [0.406, 0.456, 0.485], "std": [0.225, 0.224, 0.229]}},
+    {"input": {"channel_order": "BGR"},
+     "normalize": {"pixel_range": 1.0, "mean": [0.406, 0.456, 0.485], "std": [0.225, 0.224, 0.229]}},
     {"resize": {"mode": "stretch", "size": [240, 260], "dtype": "float32"}},
 ])
 def test_dali_cpu_matches_opencv_within_one_level(spec, photo, overrides):
