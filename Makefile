@@ -15,7 +15,7 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 
 .PHONY: setup demo test bench serve clean
 
-setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos/.done
+setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos.sources.json
 
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
@@ -53,9 +53,9 @@ $(STUB): $(VENV)/.installed
 model_repository/classifier/model.onnx: $(VENV)/.installed
 	$(HARNESS) model export
 
-data/photos/.done: $(VENV)/.installed
+# The corpus writes its provenance beside the photos, last: that file marks it complete.
+data/photos.sources.json: $(VENV)/.installed
 	$(HARNESS) corpus --out data/photos
-	touch $@
 
 clean:
 	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt

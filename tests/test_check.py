@@ -11,6 +11,7 @@ import pytest
 from harness.check import ImageChecker, run_check
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
+from harness.corpus import list_images
 from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.server import TritonServer, free_port
@@ -128,7 +129,7 @@ def test_callable_reference_returning_only_the_input(server, spec, reference_mod
 
 def test_server_stopping_mid_run_keeps_the_work_and_resume_finishes_it(cpu_repository, spec, reference_model,
                                                                        photos_dir, tmp_path):
-    images = sorted(photos_dir.iterdir())[:12]
+    images = list_images(photos_dir)[:12]
     ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
     server = TritonServer(cpu_repository, log_file=tmp_path / "t1.log", **ports).start()
     seen = []

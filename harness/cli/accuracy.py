@@ -7,16 +7,7 @@ import time
 from pathlib import Path
 
 from harness.cli.check import _server_metadata, add_reference_args, progress_bar
-from harness.cli.common import (
-    PROJECT_ROOT,
-    UsageError,
-    add_repository_args,
-    add_server_args,
-    connect,
-    console,
-    out,
-    spec_path,
-)
+from harness.cli.common import PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out, spec_path
 from harness.client import PIPELINES
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "accuracy"

@@ -9,16 +9,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness.cli.common import (
-    PROJECT_ROOT,
-    UsageError,
-    add_repository_args,
-    add_server_args,
-    connect,
-    console,
-    out,
-    spec_path,
-)
+from harness.cli.common import PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out, spec_path
 from harness.client import PIPELINES, TritonClient
 from harness.compare.tolerance import Verdict
 

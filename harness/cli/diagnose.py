@@ -6,16 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.check import add_reference_args, progress_bar
-from harness.cli.common import (
-    PROJECT_ROOT,
-    UsageError,
-    add_repository_args,
-    add_server_args,
-    connect,
-    console,
-    out,
-    spec_path,
-)
+from harness.cli.common import PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out, spec_path
 from harness.client import PIPELINES, InferenceError
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "diagnose"
