@@ -17,14 +17,15 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
 from harness.client import InferenceError, ServerUnavailable, TritonClient
 from harness.compare.aggregate import RunSummary, severity
-from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
-from harness.compare.result import STAGES, ImageResult, StageResult
+from harness.compare.metrics import IMAGE_STAGES
+from harness.compare.result import STAGES, ImageResult
+from harness.compare.stages import compare_stages
 from harness.compare.tolerance import Tolerance
 from harness.deployed import ISOLATED_INPUT, stage_runner
 from harness.preprocessing import PREPROCESS_STAGES, ImageError
@@ -116,15 +117,15 @@ class ImageChecker:
         except ImageError as exc:
             errors.append(f"reference: {exc}")
         try:
-            tensors.deployed = self._call(name, lambda c: c.stages(data, self.pipeline))
-            tensors.deployed["output"] = self._call(name, lambda c: c.logits([data], self.pipeline))[0]
+            tensors.deployed = self._call(name, lambda c: c.deployed(data, self.pipeline))
         except InferenceError as exc:
             errors.append(f"deployed: {exc}")
         if errors:
             return ImageResult(name, error="; ".join(errors)), None
         if self.isolate:
             self._isolate(name, tensors)
-        return ImageResult(name, tuple(self._compare(tensors))), tensors
+        return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,
+                                                tensors.isolated, self.top_k)), tensors
 
     def _isolate(self, name: str, t: ImageTensors) -> None:
         runner = self._runner()
@@ -132,30 +133,6 @@ class ImageChecker:
             if stage in t.reference and previous in t.reference:
                 t.isolated[stage] = runner.run(stage, t.reference[previous])
         t.isolated["output"] = self._call(name, lambda c: c.classifier_logits(t.reference["input"][None]))[0]
-
-    def _compare(self, t: ImageTensors) -> Iterable[StageResult]:
-        for stage in (*PREPROCESS_STAGES, "output"):
-            if stage not in t.reference or stage not in t.deployed:
-                continue
-            ref, tol, image = t.reference[stage], self.tolerances[stage], stage in IMAGE_STAGES
-            convert = as_8bit if image else (lambda x: x)
-            metrics, histogram = compare_arrays(ref, convert(t.deployed[stage]), tol, image)
-            isolated = compare_arrays(ref, convert(t.isolated[stage]), tol, image)[0] if stage in t.isolated else None
-            yield StageResult(stage, verdict(metrics, tol), metrics,
-                              verdict(isolated, tol) if isolated else None, isolated, histogram)
-        top = topk_metrics(t.reference["output"], t.deployed["output"], self.top_k)
-        isolated_top = topk_metrics(t.reference["output"], t.isolated["output"], self.top_k) if "output" in t.isolated else None
-        yield StageResult("topk", topk_verdict(top), top, topk_verdict(isolated_top) if isolated_top else None, isolated_top)
-
-
-def as_8bit(image: np.ndarray) -> np.ndarray:
-    """An image stage holding whole levels 0..255 as uint8 (the taps send resized and
-    cropped images as float32 whatever their type), so it compares on the exact 8-bit path."""
-    if image.dtype == np.float32 and image.ndim == 3:
-        as_uint8 = image.astype(np.uint8)
-        if np.array_equal(as_uint8, image):
-            return as_uint8
-    return image
 
 
 # -- visuals of the worst images ----------------------------------------------------------

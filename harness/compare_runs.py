@@ -9,10 +9,9 @@ from pathlib import Path
 
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.compare.aggregate import RunSummary
-from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
-from harness.compare.result import ImageResult, StageResult
-from harness.compare.tolerance import Tolerance
-from harness.preprocessing import PREPROCESS_STAGES
+from harness.compare.result import ImageResult
+from harness.compare.stages import compare_stages
+from harness.compare.tolerance import Tolerance, Verdict
 from harness.report import versions, write_reports
 from harness.report.data import explain
 
@@ -20,18 +19,6 @@ from harness.report.data import explain
 def _tolerances(run: Path) -> dict[str, Tolerance]:
     saved = json.loads((run / "report.json").read_text())["spec"]["tolerances"]
     return {stage: Tolerance(**values) for stage, values in saved.items()}
-
-
-def compare_pair(name: str, a: dict, b: dict, tolerances: dict[str, Tolerance]) -> ImageResult:
-    stages = []
-    for stage in (*PREPROCESS_STAGES, "output"):
-        if stage in a and stage in b:
-            m, histogram = compare_arrays(a[stage], b[stage], tolerances[stage], stage in IMAGE_STAGES)
-            stages.append(StageResult(stage, verdict(m, tolerances[stage]), m, histogram=histogram))
-    if "output" in a and "output" in b:
-        top = topk_metrics(a["output"], b["output"])
-        stages.append(StageResult("topk", topk_verdict(top), top))
-    return ImageResult(name, tuple(stages))
 
 
 def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
@@ -49,14 +36,14 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
             continue
         a: ImageTensors = load_image_tensors(dirs[0] / name)
         b: ImageTensors = load_image_tensors(dirs[1] / name)
-        summary.add(compare_pair(image, getattr(a, side), getattr(b, side), tolerances))
+        summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances)))
     report = summary.to_dict()
     for stage in report["stages"]:
         stage["why"] = explain(stage)
     meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
     report.update(
         title=f"Run comparison: {run_b} against {run_a} ({side} side)",
-        verdict=max((s["verdict"] for s in report["stages"]), key=("equal", "close", "diverged").index, default=None),
+        verdict=Verdict.worst(Verdict(s["verdict"]) for s in report["stages"]).value if report["stages"] else None,
         reference={"recipe": f"run A ({run_a}), {side} side", "model": meta[0]["reference"]["model"]},
         deployed={"ensemble": f"run B ({run_b}), {side} side", "taps_model": meta[1]["deployed"]["taps_model"],
                   "pipeline": meta[1]["deployed"]["pipeline"], "url": meta[1]["deployed"]["url"],

@@ -20,14 +20,14 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from harness.compare.metrics import quick_verdict, topk_metrics
+from harness.compare.result import STAGES
 from harness.compare.tolerance import Tolerance
 from harness.preprocessing import PREPROCESS_STAGES, ImageError
 from harness.reference import BUILT_IN
 from harness.reference.model import ReferenceModel
+from harness.report.markdown import fmt
 from harness.spec import INTERPOLATIONS, Preprocess, SpecError, with_overrides
 
-NUMERIC_STAGES = (*PREPROCESS_STAGES, "output")
-ORDER = (*NUMERIC_STAGES, "topk")
 SCREEN_IMAGES = 8
 """Hypotheses are first tried on this many images; one that does not improve on them is
 dropped without running the rest (most culprits are wrong, and obviously so)."""
@@ -179,10 +179,10 @@ class Evaluation:
     name: str
     culprit: str
     images: int = 0
-    verdicts: dict[str, Counter] = field(default_factory=lambda: {s: Counter() for s in ORDER})
-    errors: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in ORDER})
+    verdicts: dict[str, Counter] = field(default_factory=lambda: {s: Counter() for s in STAGES})
+    errors: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STAGES})
     first_divergent_index: list[int] = field(default_factory=list)
-    """Per image: index in ORDER of its first diverged stage (len(ORDER) if none)."""
+    """Per image: index in STAGES of its first diverged stage (len(STAGES) if none)."""
     status: str = "evaluated"
     """``evaluated``, ``rejected: ...`` (no better on the first images), ``not applicable: ...``."""
     changes: list = field(default_factory=list)
@@ -196,7 +196,7 @@ class Evaluation:
 
     def diverged(self, upto: str) -> int:
         """Images with a diverged stage at or before ``upto``."""
-        return sum(i <= ORDER.index(upto) for i in self.first_divergent_index)
+        return sum(i <= STAGES.index(upto) for i in self.first_divergent_index)
 
     def error(self, stage: str) -> float | None:
         """Mean over images of the stage's RMSE (shape mismatches count as infinite)."""
@@ -204,8 +204,8 @@ class Evaluation:
         return float(np.mean(values)) if values else None
 
     def first_divergent(self) -> str | None:
-        first = min(self.first_divergent_index, default=len(ORDER))
-        return ORDER[first] if first < len(ORDER) else None
+        first = min(self.first_divergent_index, default=len(STAGES))
+        return STAGES[first] if first < len(STAGES) else None
 
     def top1_agreement(self) -> float | None:
         values = self.errors["topk"]
@@ -286,7 +286,7 @@ class Diagnoser:
         for verdicts in per_image.values():
             for stage, v in verdicts.items():
                 ev.verdicts[stage][v] += 1
-            ev.first_divergent_index.append(next((ORDER.index(s) for s in ORDER if verdicts.get(s) == "diverged"), len(ORDER)))
+            ev.first_divergent_index.append(next((STAGES.index(s) for s in STAGES if verdicts.get(s) == "diverged"), len(STAGES)))
         ev.images += len(indices)
         return ev
 
@@ -343,8 +343,8 @@ def diagnose(diagnoser: Diagnoser, hypotheses: Iterable[Hypothesis], deployed_sp
         best = min(explaining(), key=lambda e: (len(e.changes) + 2 * bool(e.hypothesis.recipe), e.score(stage)))
         conclusion = (f"The divergence first appears at `{focus}`; **{best.name}** ({best.culprit}) explains it: "
                       f"with it, every stage up to `{focus}` is equal or close on all {best.images} images "
-                      f"(error at `{focus}` {_fmt(baseline.error(focus))} -> {_fmt(best.error(focus))}; output "
-                      f"{_fmt(baseline.error('output'))} -> {_fmt(best.error('output'))}).")
+                      f"(error at `{focus}` {fmt(baseline.error(focus))} -> {fmt(best.error(focus))}; output "
+                      f"{fmt(baseline.error('output'))} -> {fmt(best.error('output'))}).")
         if best.first_divergent():
             conclusion += (f" What remains diverges first at `{best.first_divergent()}`: run diagnose again with this "
                            "change applied to the spec's [reference] to explain it.")
@@ -353,18 +353,14 @@ def diagnose(diagnoser: Diagnoser, hypotheses: Iterable[Hypothesis], deployed_sp
     if improving():
         best = min(improving(), key=lambda e: e.score(stage))
         conclusion = (f"The divergence first appears at `{focus}`. No known culprit fully explains it; **{best.name}** "
-                      f"({best.culprit}) explains part of it (error at `{focus}` {_fmt(baseline.error(focus))} -> "
-                      f"{_fmt(best.error(focus))}, images diverged there {baseline.diverged(focus)} -> "
+                      f"({best.culprit}) explains part of it (error at `{focus}` {fmt(baseline.error(focus))} -> "
+                      f"{fmt(best.error(focus))}, images diverged there {baseline.diverged(focus)} -> "
                       f"{best.diverged(focus)}). The isolated errors of `harness check` show which stage adds the rest.")
         return Diagnosis(baseline, focus, ranked, conclusion, None, None)
     return Diagnosis(baseline, focus, ranked,
                      f"The divergence first appears at `{focus}`, and none of the {len(hypotheses)} known culprits "
                      f"reduces it: nothing here explains it. Compare that stage's saved tensors "
                      f"(`harness check --save-tensors`) by hand.", None, None)
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else ("inf" if math.isinf(value) else f"{value:.4g}")
 
 
 def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: str) -> str:

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from harness.compare.tolerance import Tolerance, Verdict
+from harness.model import softmax
 
 IMAGE_STAGES = ("decode", "resize", "crop")
 HISTOGRAM_EDGES = np.array([0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, np.inf])
@@ -24,11 +25,6 @@ def shape_metrics(reference: np.ndarray, deployed: np.ndarray) -> dict | None:
     if reference.shape == deployed.shape:
         return None
     return {"shape_mismatch": 1.0, "reference_shape": list(reference.shape), "deployed_shape": list(deployed.shape)}
-
-
-def error_metrics(reference: np.ndarray, deployed: np.ndarray, tolerance: Tolerance, image: bool) -> dict:
-    """Shape check first, then abs/rel error statistics and the fraction beyond tolerance."""
-    return compare_arrays(reference, deployed, tolerance, image)[0]
 
 
 def compare_arrays(reference: np.ndarray, deployed: np.ndarray, tolerance: Tolerance,
@@ -119,7 +115,7 @@ def _psnr(mse: float) -> float:
 
 def quick_verdict(reference: np.ndarray, deployed: np.ndarray, tolerance: Tolerance) -> tuple[Verdict, float]:
     """(verdict, RMSE) only, for searches that compare many times: RMSE is inf when the
-    shapes differ. Same verdict as :func:`verdict` on :func:`error_metrics`."""
+    shapes differ. Same verdict as :func:`verdict` on :func:`compare_arrays`."""
     if reference.shape != deployed.shape:
         return Verdict.DIVERGED, math.inf
     work = np.float32 if reference.dtype.itemsize == 1 and deployed.dtype.itemsize == 1 else np.float64
@@ -147,17 +143,6 @@ def verdict(metrics: dict, tolerance: Tolerance) -> Verdict:
     if metrics["max_abs"] == 0:
         return Verdict.EQUAL
     return Verdict.CLOSE if metrics["fraction_over_tolerance"] <= tolerance.max_fraction else Verdict.DIVERGED
-
-
-def error_histogram(reference: np.ndarray, deployed: np.ndarray) -> list[int]:
-    """Counts of |deployed - reference| in :data:`HISTOGRAM_EDGES` bins (empty if shapes differ)."""
-    return compare_arrays(reference, deployed, Tolerance(), image=False)[1]
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max()
-    e = np.exp(z)
-    return e / e.sum()
 
 
 def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: int = 5) -> dict:

@@ -1,0 +1,47 @@
+"""Every stage of one image compared: the one routine behind ``check`` and ``compare``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
+from harness.compare.result import StageResult
+from harness.compare.tolerance import Tolerance
+from harness.preprocessing import PREPROCESS_STAGES
+
+
+def as_8bit(image: np.ndarray) -> np.ndarray:
+    """An image stage holding whole levels 0..255 as uint8 (the taps send resized and
+    cropped images as float32 whatever their type), so it compares on the exact 8-bit path."""
+    if image.dtype == np.float32 and image.ndim == 3:
+        as_uint8 = image.astype(np.uint8)
+        if np.array_equal(as_uint8, image):
+            return as_uint8
+    return image
+
+
+def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndarray],
+                   tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
+                   top_k: int = 5) -> tuple[StageResult, ...]:
+    """Each stage both sides have, in pipeline order, then ``topk`` from the outputs.
+
+    ``isolated`` holds the deployed stages run alone on the reference's previous stage;
+    where present they are compared too (the error a stage adds by itself).
+    """
+    isolated = isolated or {}
+    results = []
+    for stage in (*PREPROCESS_STAGES, "output"):
+        if stage not in reference or stage not in deployed:
+            continue
+        tol, image = tolerances[stage], stage in IMAGE_STAGES
+        convert = as_8bit if image else (lambda x: x)
+        ref = convert(reference[stage])
+        metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image)
+        alone = compare_arrays(ref, convert(isolated[stage]), tol, image)[0] if stage in isolated else None
+        results.append(StageResult(stage, verdict(metrics, tol), metrics,
+                                   verdict(alone, tol) if alone else None, alone, histogram))
+    if "output" in reference and "output" in deployed:
+        top = topk_metrics(reference["output"], deployed["output"], top_k)
+        alone = topk_metrics(reference["output"], isolated["output"], top_k) if "output" in isolated else None
+        results.append(StageResult("topk", topk_verdict(top), top, topk_verdict(alone) if alone else None, alone))
+    return tuple(results)
