@@ -52,8 +52,7 @@ def baseline(images: list[Path], url: str) -> tuple[float, float]:
     client = TritonClient(url, "grpc")
     start = time.perf_counter()
     for data in datas:
-        client.stages(data, "dali")
-        client.logits([data], "dali")
+        client.deployed(data, "dali")
     server_seconds = time.perf_counter() - start
     spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME)
     recipe = load_recipe(spec)

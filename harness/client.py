@@ -112,6 +112,14 @@ class TritonClient:
         except Exception:  # connection refused, timeouts: not ready
             return False
 
+    def server_metadata(self) -> dict:
+        """The server's name and version, or {} if it does not say (informative only)."""
+        try:
+            meta = self._client.get_server_metadata()
+        except Exception:  # an old or odd server: the report just lacks the version
+            return {}
+        return meta if isinstance(meta, dict) else {"version": meta.version, "name": meta.name}
+
     def infer(self, model: str, inputs: dict[str, np.ndarray], outputs: Sequence[str],
               class_count: int = 0) -> dict[str, np.ndarray]:
         """One request; raises :class:`InferenceError` with the server's message."""
@@ -152,6 +160,13 @@ class TritonClient:
         names = [TAP_TENSORS[s] for s in stages]
         out = self.infer(PIPELINES[pipeline].taps_model, {IMAGE: pack_images([image])}, names)
         return {stage: out[name][0] for stage, name in zip(stages, names)}
+
+    def deployed(self, image: bytes, pipeline: str = "dali") -> dict[str, np.ndarray]:
+        """Everything the harness compares of one image: the preprocessing stages from the
+        taps model, and ``output``, the logits of the production ensemble."""
+        out = self.stages(image, pipeline)
+        out["output"] = self.logits([image], pipeline)[0]
+        return out
 
     def classifier_logits(self, model_input: np.ndarray) -> np.ndarray:
         """The deployed classifier alone on given [batch, 3, H, W] inputs."""

@@ -6,8 +6,18 @@ import argparse
 import time
 from pathlib import Path
 
-from harness.cli.check import _server_metadata, add_reference_args, progress_bar
-from harness.cli.common import PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out, spec_path
+from harness.cli.common import (
+    PROJECT_ROOT,
+    UsageError,
+    add_reference_args,
+    add_repository_args,
+    add_server_args,
+    connect,
+    console,
+    out,
+    progress_bar,
+    spec_path,
+)
 from harness.client import PIPELINES
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "accuracy"
@@ -75,7 +85,7 @@ def run_accuracy_command(args) -> int:
     samples = dataset.samples
     with connect(args) as client:
         url = client.url
-        server_metadata = _server_metadata(client)
+        server_metadata = client.server_metadata()
         with progress_bar(len(samples) * (1 + len(pipelines)), "classifying") as advance:
             predictions = [predict_reference(samples, recipe, reference_model, args.batch_size,
                                              on_image=lambda name: advance(f"reference {name}"))]

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-from harness.cli.common import PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out, spec_path
+from harness.cli.common import (
+    PROJECT_ROOT,
+    UsageError,
+    add_images_args,
+    add_reference_args,
+    add_repository_args,
+    add_server_args,
+    connect,
+    console,
+    out,
+    progress_bar,
+    spec_path,
+)
 from harness.client import PIPELINES, TritonClient
 from harness.compare.tolerance import Verdict
 
@@ -23,10 +32,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Replay the training preprocessing on every image, read every stage from the deployed "
                     "server, compare them in order, and report where they first diverge. Exit status: 0 no "
                     "stage breaks --fail-on, 1 one does, 2 usage/setup error or the server stopped.")
-    check.add_argument("images", type=Path, help="directory of images (every file in it is an input)")
+    add_images_args(check, DEFAULT_REPORT)
     add_reference_args(check)
-    check.add_argument("--pipeline", choices=PIPELINES, default="dali", help="deployed path to check (default: %(default)s)")
-    check.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="report directory (default: %(default)s)")
     check.add_argument("--fail-on", choices=("diverged", "close"), default="diverged",
                        help="exit 1 if any stage's verdict is this or worse (default: %(default)s)")
     check.add_argument("--save-tensors", action="store_true", help="also write both sides' stage tensors (npz)")
@@ -50,25 +57,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     compare.set_defaults(run=run_compare_command)
 
 
-def add_reference_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("reference (training side)")
-    group.add_argument("--reference", default=None, metavar="NAME|FILE.py:NAME",
-                       help="opencv, torchvision, or your own Compose/callable (default: the spec's [reference] recipe)")
-    group.add_argument("--reference-model", choices=("auto", "torch", "onnx"), default="auto",
-                       help="auto: PyTorch for the default EfficientNet-Lite0, else the ONNX in ONNX Runtime")
-
-
 def exit_status(report: dict, fail_on: str) -> int:
     threshold = Verdict(fail_on).rank
     return 1 if any(Verdict(s["verdict"]).rank >= threshold for s in report["stages"]) else 0
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, description: str):
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console, transient=True) as bar:
-        task = bar.add_task(description, total=total, status="")
-        yield lambda status="": bar.update(task, advance=1, status=status)
 
 
 def run_check_command(args) -> int:
@@ -96,7 +87,7 @@ def run_check_command(args) -> int:
 
     with connect(args) as client:
         url, protocol = client.url, client.protocol
-        server_metadata = _server_metadata(client)
+        server_metadata = client.server_metadata()
         checker = ImageChecker(lambda: TritonClient(url, protocol, args.timeout), args.pipeline, recipe,
                                reference_model, spec.preprocess, tolerances, args.isolate, args.retries)
         with progress_bar(len(images), f"checking {args.pipeline}") as advance:
@@ -125,14 +116,6 @@ def run_check_command(args) -> int:
                       f"continue with: harness check {args.images} --report {args.report} --resume")
         return 2
     return exit_status(report, args.fail_on)
-
-
-def _server_metadata(client: TritonClient) -> dict:
-    try:
-        meta = client._client.get_server_metadata()
-        return meta if isinstance(meta, dict) else {"version": meta.version, "name": meta.name}
-    except Exception:  # metadata is informative only
-        return {}
 
 
 def run_compare_command(args) -> int:

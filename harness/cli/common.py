@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Iterator
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness.client import PROTOCOLS, TritonClient
+from harness.client import PIPELINES, PROTOCOLS, TritonClient
 from harness.spec import SPEC_FILENAME
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,30 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
                             "(cpu profile) is started on free loopback ports and stopped afterwards")
     group.add_argument("--protocol", choices=PROTOCOLS, default="grpc", help="default: %(default)s")
     group.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default: %(default)s)")
+
+
+def add_reference_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reference (training side)")
+    group.add_argument("--reference", default=None, metavar="NAME|FILE.py:NAME",
+                       help="opencv, torchvision, or your own Compose/callable (default: the spec's [reference] recipe)")
+    group.add_argument("--reference-model", choices=("auto", "torch", "onnx"), default="auto",
+                       help="auto: PyTorch for the default EfficientNet-Lite0, else the ONNX in ONNX Runtime")
+
+
+def add_images_args(parser: argparse.ArgumentParser, default_report: Path) -> None:
+    """The images to run on, the deployed path, and where the report goes."""
+    parser.add_argument("images", type=Path, help="directory of images (every file in it is an input)")
+    parser.add_argument("--pipeline", choices=PIPELINES, default="dali", help="deployed path (default: %(default)s)")
+    parser.add_argument("--report", type=Path, default=default_report, help="report directory (default: %(default)s)")
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, description: str):
+    """A rich progress bar on stderr; yields ``advance(status="")``."""
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total, status="")
+        yield lambda status="": bar.update(task, advance=1, status=status)
 
 
 def spec_path(args: argparse.Namespace) -> Path:

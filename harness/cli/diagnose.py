@@ -5,8 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.check import add_reference_args, progress_bar
-from harness.cli.common import PROJECT_ROOT, UsageError, add_repository_args, add_server_args, connect, console, out, spec_path
+from harness.cli.common import (
+    PROJECT_ROOT,
+    UsageError,
+    add_images_args,
+    add_reference_args,
+    add_repository_args,
+    add_server_args,
+    connect,
+    console,
+    out,
+    progress_bar,
+    spec_path,
+)
 from harness.client import PIPELINES, InferenceError
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "diagnose"
@@ -19,10 +30,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Try each known culprit as a change to the reference recipe, against deployed tensors read "
                     "from the server once; rank them and recommend a change in spec terms. Exit status: 0 nothing "
                     "diverged or a culprit explains it, 1 a divergence nothing explains, 2 usage/setup errors.")
-    p.add_argument("images", type=Path)
+    add_images_args(p, DEFAULT_REPORT)
     add_reference_args(p)
-    p.add_argument("--pipeline", choices=PIPELINES, default="dali")
-    p.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="default: %(default)s")
     add_server_args(p)
     add_repository_args(p)
     p.set_defaults(run=run_diagnose_command)
@@ -37,8 +46,7 @@ def fetch_deployed(client, images: list[Path], pipeline: str):
         for path in images:
             data = path.read_bytes()
             try:
-                stages = client.stages(data, pipeline)
-                stages["output"] = client.logits([data], pipeline)[0]
+                stages = client.deployed(data, pipeline)
             except InferenceError as exc:
                 deployed.failed.append({"image": path.name, "reason": f"deployed: {exc}"})
             else:

@@ -90,20 +90,9 @@ def run_model_import(args) -> int:
 
 
 def run_repo_build(args) -> int:
-    import shutil
+    from harness.repository import build_profile, load_repository
 
-    from harness.repository import build_cpu_profile, check_classifier, load_repository
-
-    if args.profile == "cpu":
-        out = build_cpu_profile(args.repository, args.out, args.spec)
-    else:
-        check_classifier(args.repository, load_spec(spec_path(args)))
-        if args.out.exists():
-            shutil.rmtree(args.out)
-        shutil.copytree(args.repository, args.out)
-        if args.spec:
-            shutil.copyfile(args.spec, args.out / "preprocessing.toml")
-        out = args.out
+    out = build_profile(args.repository, args.out, args.profile, args.spec)
     console.print(f"{args.profile} profile written to {out}: {', '.join(load_repository(out))}")
     return 0
 
