@@ -81,24 +81,39 @@ def check_classifier(repo: Path, spec: Spec) -> None:
     check_onnx(model_dir / ONNX_FILENAME, spec.preprocess.crop.size, labels=read_labels(labels))
 
 
-def build_cpu_profile(source: Path, out: Path, spec_path: Path | None = None) -> Path:
-    """Write the cpu profile of the repository ``source`` into ``out`` (replaced if present).
+def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path: Path | None = None) -> Path:
+    """Write a profile of the repository ``source`` into ``out`` (replaced if present).
 
-    ``spec_path`` serves a different preprocessing spec than the repository's own.
+    The gpu profile is a copy; the cpu profile swaps the GPU-only models (see the module
+    docstring). Either way the spec goes in resolved (``extends`` followed): a copied
+    ``extends`` path would no longer point anywhere. ``spec_path`` serves another spec
+    than the repository's own.
     """
+    if profile not in PROFILES:
+        raise RepositoryError(f"profile must be one of {PROFILES}, got {profile!r}")
     spec = load_spec(spec_path or source / SPEC_FILENAME)
     check_classifier(source, spec)
     if out.exists():
         shutil.rmtree(out)
-    shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", ONNX_FILENAME))
-    # The ONNX is large and read-only: link it rather than copy it.
-    (out / "classifier" / ONNX_FILENAME).symlink_to((source / "classifier" / ONNX_FILENAME).resolve())
+    if profile == "gpu":
+        # A real copy: it may be mounted into a container, where a link would dangle.
+        shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", ONNX_FILENAME))
+        # The ONNX is large and read-only: link it rather than copy it.
+        (out / "classifier" / ONNX_FILENAME).symlink_to((source / "classifier" / ONNX_FILENAME).resolve())
     (out / SPEC_FILENAME).write_text(
-        f"# Served by the cpu profile; resolved from {spec.source}\n" + tomli_w.dumps(to_table(spec.preprocess))
+        f"# Served by the {profile} profile; resolved from {spec.source}\n" + tomli_w.dumps(to_table(spec.preprocess))
     )
-    for name, replacement in CPU_REPLACEMENTS.items():
-        _to_python_backend(out / name, replacement, source_name=f"{source.name}/{name}")
+    if profile == "cpu":
+        for name, replacement in CPU_REPLACEMENTS.items():
+            _to_python_backend(out / name, replacement, source_name=f"{source.name}/{name}")
     return out
+
+
+def build_cpu_profile(source: Path, out: Path, spec_path: Path | None = None) -> Path:
+    """The cpu profile of ``source`` in ``out``: :func:`build_profile` with ``profile="cpu"``."""
+    return build_profile(source, out, "cpu", spec_path)
 
 
 def _to_python_backend(model_dir: Path, replacement: CpuReplacement, source_name: str) -> None:
