@@ -9,6 +9,7 @@
   :mod:`loadtest.metrics`, :mod:`loadtest.report`, :mod:`loadtest.triton`,
   :mod:`loadtest.locust_control`: small pure pieces the two above are made of.
 
-Nothing here imports the ``harness`` package (except, lazily, to start the embedded server),
+Nothing here imports the ``harness`` package (except, lazily, to start the embedded server and
+local Locust processes),
 so the Locust image only needs locust, tritonclient, numpy, matplotlib and rich.
 """

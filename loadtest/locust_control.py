@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,13 +29,6 @@ WORKER_REPORT_INTERVAL = 3.0
 
 class LocustError(RuntimeError):
     """Locust is unreachable, does not run our locustfile, or misbehaved during a run."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class LocustControl:
@@ -163,6 +155,10 @@ class LocalLocust:
         self.log_dir = Path(log_dir) if log_dir else None
         self.startup_timeout = startup_timeout
         self.processes: dict[str, subprocess.Popen] = {}
+        # Local processes run beside the project (never in the Locust image), so harness is
+        # there; its free_port never hands one port out twice, as two calls in a row could.
+        from harness.server import free_port
+
         self.web_port = free_port()
         self.master_port = free_port()
 
