@@ -4,6 +4,7 @@ for the session (real tritonserver, loopback, free ports, stopped by its own PID
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,14 @@ def server(cpu_repository):
 def client(request, server):
     with TritonClient(server.url(request.param), request.param) as c:
         yield c
+
+
+def copy_photos(photos_dir: Path, names, directory: Path) -> Path:
+    """``directory`` (created if needed) holding copies of the named corpus photos."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy(photos_dir / name, directory / name)
+    return directory
 
 
 def encode(image, fmt: str = "JPEG", **options) -> bytes:

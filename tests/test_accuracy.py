@@ -27,6 +27,7 @@ from harness.model import read_labels
 from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.spec import load_spec
+from tests.conftest import copy_photos
 
 LABELED_PHOTOS = {"squirrel_cls.jpg": "fox squirrel", "baboon.jpg": "baboon", "orange.jpg": "orange",
                   "messi5.jpg": "soccer ball", "grace_hopper.jpg": "military uniform"}
@@ -131,8 +132,7 @@ def test_failed_images_are_listed_and_excluded_from_every_path(server, spec, pho
     data = (photos_dir / "baboon.jpg").read_bytes()
     (tmp_path / "cut.jpg").write_bytes(data[: len(data) // 3])
     (tmp_path / "notes.txt").write_text("not a photo\n")
-    for name in ("baboon.jpg", "orange.jpg", "squirrel_cls.jpg"):
-        shutil.copy(photos_dir / name, tmp_path / name)
+    copy_photos(photos_dir, ("baboon.jpg", "orange.jpg", "squirrel_cls.jpg"), tmp_path)
     (tmp_path / "labels.csv").write_text("file,label\nbaboon.jpg,baboon\ncut.jpg,372\norange.jpg,950\n"
                                          "notes.txt,orange\nmissing.jpg,orange\nsquirrel_cls.jpg,fox squirrel\n")
     dataset = load_dataset(tmp_path / "labels.csv", classes)
@@ -155,10 +155,7 @@ def test_failed_images_are_listed_and_excluded_from_every_path(server, spec, pho
 
 def test_an_unlabeled_directory_gets_flip_rates_only(server, repository, photos_dir, reference_model, classes,
                                                      tmp_path):
-    images = tmp_path / "images"
-    images.mkdir()
-    for name in ("orange.jpg", "grace_hopper.jpg", "baboon.jpg"):
-        shutil.copy(photos_dir / name, images / name)
+    images = copy_photos(photos_dir, ("orange.jpg", "grace_hopper.jpg", "baboon.jpg"), tmp_path / "images")
     dataset = load_dataset(images, classes)
     assert dataset.layout == "unlabeled" and not dataset.labeled
     bgr = load_spec(write_bgr_spec(tmp_path, repository))
@@ -247,10 +244,7 @@ def test_datasets_that_would_lose_images_are_refused(tmp_path, photos_dir, class
     with pytest.raises(DatasetError, match="files outside them: loose.jpg"):
         load_dataset(tmp_path, classes)
 
-    flat = tmp_path / "flat"
-    flat.mkdir()
-    for name in ("orange.jpg", "baboon.jpg"):
-        shutil.copy(photos_dir / name, flat / name)
+    flat = copy_photos(photos_dir, ("orange.jpg", "baboon.jpg"), tmp_path / "flat")
     (tmp_path / "labels.csv").write_text("flat/orange.jpg,orange\n")
     with pytest.raises(DatasetError, match=r"1 image\(s\) of .*flat have no row in .*labels.csv: baboon.jpg"):
         load_dataset(flat, classes, tmp_path / "labels.csv")

@@ -16,16 +16,14 @@ from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.server import TritonServer, free_port
 from harness.spec import load_spec
+from tests.conftest import copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "rocket.jpg", "grace_hopper.jpg"]
 
 
 @pytest.fixture(scope="module")
 def few_photos(photos_dir, tmp_path_factory):
-    d = tmp_path_factory.mktemp("few")
-    for name in FEW:
-        shutil.copy(photos_dir / name, d / name)
-    return d
+    return copy_photos(photos_dir, FEW, tmp_path_factory.mktemp("few"))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from harness.corpus import list_images
 from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose, resolve_auto
 from harness.reference.model import OnnxModel, TorchModel
 from harness.spec import load_spec
+from tests.conftest import copy_photos
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "rocket.jpg", "grace_hopper.jpg",
           "china.jpg", "flower.jpg", "aero3.jpg"]
@@ -104,8 +105,7 @@ def test_hypotheses_cover_the_known_culprits(spec):
 
 def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tmp_path):
     (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
-    for name in PHOTOS[:2]:
-        (tmp_path / name).write_bytes((photos_dir / name).read_bytes())
+    copy_photos(photos_dir, PHOTOS[:2], tmp_path)
     with TritonClient(server.grpc_url, "grpc") as client:
         got = fetch_deployed(client, list_images(tmp_path), "dali")
     assert sorted(got.names) == sorted(PHOTOS[:2]) and [f["image"] for f in got.failed] == ["bad.jpg"]

@@ -2,21 +2,18 @@
 
 import csv
 import json
-import shutil
 
 import pytest
 
 from tests.cli.test_serving_commands import harness
+from tests.conftest import copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "messi5.jpg"]
 
 
 @pytest.fixture(scope="module")
 def images(photos_dir, tmp_path_factory):
-    d = tmp_path_factory.mktemp("images")
-    for name in FEW:
-        shutil.copy(photos_dir / name, d / name)
-    return d
+    return copy_photos(photos_dir, FEW, tmp_path_factory.mktemp("images"))
 
 
 def test_aligned_check_writes_every_report_and_exits_0(server, images, tmp_path):

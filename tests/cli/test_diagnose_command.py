@@ -1,16 +1,13 @@
 """`harness diagnose` as a user runs it."""
 
 import json
-import shutil
 
 from tests.cli.test_serving_commands import harness
+from tests.conftest import copy_photos
 
 
 def test_diagnose_writes_its_report_and_names_the_fix(server, photos_dir, repository, tmp_path):
-    images = tmp_path / "images"
-    images.mkdir()
-    for name in ("squirrel_cls.jpg", "baboon.jpg", "orange.jpg"):
-        shutil.copy(photos_dir / name, images / name)
+    images = copy_photos(photos_dir, ("squirrel_cls.jpg", "baboon.jpg", "orange.jpg"), tmp_path / "images")
     spec = repository.parent / "specs" / "planted" / "channel_order.toml"
     result = harness("diagnose", images, "--spec", spec, "--url", server.grpc_url, "--report", tmp_path / "r",
                      "--reference-model", "onnx")
