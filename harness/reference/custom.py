@@ -10,7 +10,6 @@ either the model input (CHW) or a dict of some of the stages, ``input`` included
 from __future__ import annotations
 
 import importlib.util
-import io
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +19,7 @@ import numpy as np
 from harness.preprocessing import PREPROCESS_STAGES
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
 from harness.reference.base import Recipe
+from harness.reference.decoders import open_rgb
 from harness.spec import SpecError
 
 # Which stage a transform's output is, by class name (torchvision v1 and v2 share names).
@@ -91,13 +91,7 @@ class ComposeRecipe(Recipe):
         self.stages = tuple(s for s in PREPROCESS_STAGES if s in {"decode", "input", *captured})
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
-        from PIL import Image
-
-        kind = identify(image_bytes(data))
-        try:
-            image = Image.open(io.BytesIO(bytes(data))).convert("RGB")
-        except Exception as exc:
-            raise ImageError(f"corrupt {kind}: PIL could not decode it ({exc})") from None
+        image = open_rgb(data, exif_orientation=False)  # as ImageFolder's loader opens it
         out = {"decode": np.asarray(image)}
         scaled = False
         value: Any = image

@@ -48,6 +48,21 @@ def decode_with_switches(data: bytes, spec: DecodeSpec) -> np.ndarray | None:
     return rgb
 
 
+def open_rgb(data: bytes, exif_orientation: bool):
+    """The file as a PIL RGB image, upright if ``exif_orientation`` (PIL itself ignores EXIF,
+    as torchvision's ImageFolder does), or :class:`ImageError` saying why not."""
+    from PIL import Image, ImageOps
+
+    kind = identify(image_bytes(data))
+    try:
+        image = Image.open(io.BytesIO(bytes(data)))
+        if exif_orientation:
+            image = ImageOps.exif_transpose(image)
+        return image.convert("RGB")
+    except Exception as exc:  # PIL raises several types for corrupt files
+        raise ImageError(f"corrupt {kind}: PIL could not decode it ({exc})") from None
+
+
 def exif_orientation(data: bytes) -> int:
     from PIL import Image
 

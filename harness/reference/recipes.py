@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import threading
 
 import numpy as np
 
 from harness.preprocessing import PREPROCESS_STAGES, opencv
-from harness.preprocessing.image_check import ImageError, identify, image_bytes
 from harness.reference.base import Recipe
-from harness.reference.decoders import decode_with_switches
+from harness.reference.decoders import decode_with_switches, open_rgb
 from harness.spec import Preprocess, SpecError
 
 
@@ -78,20 +76,12 @@ class TorchvisionRecipe(Recipe):
         self._normalize = T.Normalize([m / 255 for m in mean], [s / 255 for s in std])
 
     def decode(self, data):
-        from PIL import Image, ImageOps
+        from PIL import Image
 
         custom = decode_with_switches(data, self.p.decode)
         if custom is not None:
             return Image.fromarray(custom)
-        kind = identify(image_bytes(data))
-        try:
-            image = Image.open(io.BytesIO(bytes(data)))
-            if self.p.decode.exif_orientation:
-                image = ImageOps.exif_transpose(image)
-            image = image.convert("RGB")
-        except Exception as exc:  # PIL raises several types for corrupt files
-            raise ImageError(f"corrupt {kind}: PIL could not decode it ({exc})") from None
-        return image
+        return open_rgb(data, self.p.decode.exif_orientation)
 
     def resize(self, image):
         if self.on_tensor:
