@@ -39,8 +39,13 @@ def check_supported(p: Preprocess) -> None:
 
 
 def decode(encoded, spec: DecodeSpec, device: str):
-    """File bytes -> HWC uint8 RGB, on the CPU (``device="cpu"``) or with nvJPEG (``"mixed"``)."""
-    return fn.decoders.image(
+    """File bytes -> HWC uint8 RGB, on the CPU (``device="cpu"``) or with nvJPEG (``"mixed"``).
+
+    ``fn.experimental.decoders.image`` (nvImageCodec), not ``fn.decoders.image``: in the DALI
+    of the production release (deploy/versions.toml) the latter is the legacy decoder, which
+    has no ``adjust_orientation`` and ignores EXIF orientation.
+    """
+    return fn.experimental.decoders.image(
         encoded,
         device=device,
         output_type=types.RGB,

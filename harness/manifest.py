@@ -1,0 +1,85 @@
+"""The production manifest, ``deploy/versions.toml``: one Triton release and the versions
+its containers hold (server, DALI, TensorRT, CUDA, Python), plus the embedded server of
+the cpu profile.
+
+Standard library only: ``harness preflight`` reads it inside the Triton container too.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST_PATH = Path(__file__).resolve().parents[1] / "deploy" / "versions.toml"
+"""The manifest of a source checkout (the Triton image mounts it at the same place)."""
+
+
+class ManifestError(ValueError):
+    """The manifest is missing or lacks a field."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One versioned component and where its version was read."""
+
+    version: str
+    source: str = ""
+    image: str = ""
+    """The container image it ships in, where it has one of its own."""
+    wheel: str = ""
+    """The PyPI distribution of the same build, where one exists."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    release: str
+    """The Triton release, e.g. ``26.06``: the tag of every NVIDIA image."""
+    server: Component
+    dali: Component
+    tensorrt: Component
+    cuda: Component
+    python: Component
+    ubuntu: Component
+    embedded: Component
+    """The cpu profile's tritonserver (``wheel`` pins it)."""
+
+    @property
+    def dali_requirement(self) -> str:
+        """The pip requirement of the production DALI (what the virtualenv installs)."""
+        return f"{self.dali.wheel}=={self.dali.version}"
+
+    @property
+    def tensorrt_major(self) -> int:
+        return int(self.tensorrt.version.split(".")[0])
+
+
+def _component(table: dict, name: str, version_key: str = "version") -> Component:
+    try:
+        section = table[name]
+        return Component(version=str(section[version_key]), source=section.get("source", ""),
+                         image=section.get("image", ""), wheel=section.get("wheel", ""))
+    except KeyError as exc:
+        raise ManifestError(f"the manifest has no {name}.{exc.args[0]}") from None
+
+
+def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
+    """Read the manifest (default: the checkout's ``deploy/versions.toml``)."""
+    try:
+        table = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: the production manifest is missing") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path}: {exc}") from None
+    if "release" not in table.get("triton", {}):
+        raise ManifestError(f"{path}: the manifest has no triton.release")
+    return Manifest(
+        release=table["triton"]["release"],
+        server=_component(table, "triton", "server"),
+        dali=_component(table, "dali"),
+        tensorrt=_component(table, "tensorrt"),
+        cuda=_component(table, "cuda"),
+        python=_component(table, "python"),
+        ubuntu=_component(table, "ubuntu"),
+        embedded=_component(table, "embedded", "server"),
+    )
