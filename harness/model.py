@@ -61,6 +61,14 @@ def load_torch_model():
 
 def export_default(model_dir: Path, input_size: tuple[int, int] = (224, 224)) -> Path:
     """Export EfficientNet-Lite0 to ``model_dir/model.onnx`` (dynamic batch) with its labels."""
+    return export_module(load_torch_model(), model_dir, read_labels(IMAGENET_LABELS), input_size, DEFAULT_MODEL_TAG)
+
+
+def export_module(net, model_dir: Path, labels: list[str], input_size: tuple[int, int] = (224, 224),
+                  tag: str | None = None) -> Path:
+    """Export a PyTorch classifier (NCHW float32 -> logits) to ``model_dir/model.onnx`` with
+    ``probabilities`` appended and ``labels.txt`` beside it, meeting the contract above.
+    ``tag`` is recorded as :data:`TAG_KEY` in the ONNX's metadata (default: none)."""
     import torch
 
     class WithProbabilities(torch.nn.Module):
@@ -74,7 +82,7 @@ def export_default(model_dir: Path, input_size: tuple[int, int] = (224, 224)) ->
 
     model_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = model_dir / ONNX_FILENAME
-    wrapped = WithProbabilities(load_torch_model()).eval()
+    wrapped = WithProbabilities(net).eval()
     example = torch.zeros(1, 3, *input_size)
     torch.onnx.export(
         wrapped, (example,), str(onnx_path),
@@ -82,13 +90,14 @@ def export_default(model_dir: Path, input_size: tuple[int, int] = (224, 224)) ->
         dynamic_axes={INPUT_NAME: {0: "batch"}, LOGITS: {0: "batch"}, PROBABILITIES: {0: "batch"}},
         opset_version=OPSET, dynamo=False,
     )
-    import onnx
+    if tag is not None:
+        import onnx
 
-    exported = onnx.load(str(onnx_path))
-    onnx.helper.set_model_props(exported, {TAG_KEY: DEFAULT_MODEL_TAG})
-    onnx.save(exported, str(onnx_path))
-    write_labels(model_dir / LABELS_FILENAME, read_labels(IMAGENET_LABELS))
-    check_onnx(onnx_path, input_size)
+        exported = onnx.load(str(onnx_path))
+        onnx.helper.set_model_props(exported, {TAG_KEY: tag})
+        onnx.save(exported, str(onnx_path))
+    write_labels(model_dir / LABELS_FILENAME, labels)
+    check_onnx(onnx_path, input_size, labels=labels)
     return onnx_path
 
 

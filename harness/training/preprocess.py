@@ -1,0 +1,196 @@
+"""The preprocessings a training loader can feed a model with, each producing model inputs.
+
+- ``deployed``: the DALI graph the server runs (:mod:`harness.preprocessing.dali_graph`),
+  with DALI's CPU decoder on a CPU, or the ``mixed`` (nvJPEG) decoder on a GPU as in
+  production;
+- ``opencv``: the OpenCV implementation (:mod:`harness.preprocessing.opencv`), the code
+  the ``preprocess_opencv`` model serves;
+- ``torchvision``: the common training recipe, ``Resize`` on PIL images (antialiased;
+  sizes truncated as torchvision does) -> ``CenterCrop`` -> ``ToTensor`` -> ``Normalize``,
+  with the spec's size, crop and normalization;
+- ``mix:F``: each image through ``opencv`` with probability F, else ``deployed`` (the
+  ``cpu_percentage`` of torchpipe's training integration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from harness.preprocessing import ImageError
+from harness.spec import Preprocess, with_overrides
+
+DEPLOYED, OPENCV, TORCHVISION, MIX = "deployed", "opencv", "torchvision", "mix"
+CHOICES = (DEPLOYED, OPENCV, TORCHVISION)
+"""Single preprocessings; ``mix:F`` combines the first two."""
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """A ``--preprocessing`` choice."""
+
+    name: str
+    """deployed, opencv, torchvision or mix."""
+    cpu_fraction: float = 0.0
+    """For ``mix``: the share of images preprocessed by OpenCV instead of the deployed graph."""
+
+    def __str__(self) -> str:
+        return f"{MIX}:{self.cpu_fraction:g}" if self.name == MIX else self.name
+
+
+def parse_preprocessing(text: str) -> Preprocessing:
+    """``deployed``, ``opencv``, ``torchvision`` or ``mix:F`` with F in [0, 1]."""
+    if text in CHOICES:
+        return Preprocessing(text)
+    name, _, fraction = text.partition(":")
+    if name == MIX:
+        try:
+            value = float(fraction)
+        except ValueError:
+            value = -1.0
+        if 0.0 <= value <= 1.0:
+            return Preprocessing(MIX, value)
+        raise ValueError(f"mix:F needs a fraction F between 0 and 1 (the OpenCV share), got {text!r}")
+    raise ValueError(f"preprocessing must be one of {', '.join(CHOICES)} or mix:F, got {text!r}")
+
+
+def torchvision_preprocess(p: Preprocess) -> Preprocess:
+    """The spec as the common torchvision recipe runs it: PIL's antialiased resize."""
+    return with_overrides(p, resize={"antialias": True})
+
+
+class Preprocessor:
+    """Encoded images -> model inputs, one call per chunk of images. Built inside each
+    loader worker (DALI pipelines cannot be pickled or shared between processes)."""
+
+    name = "preprocessor"
+
+    def __call__(self, images: Sequence[bytes]) -> list:
+        """Per image, in order: its CHW float32 model input (numpy on the CPU, a torch
+        tensor on a GPU), or the ImageError saying why it failed (never a raise)."""
+        raise NotImplementedError
+
+
+class DeployedPreprocessor(Preprocessor):
+    """The deployed DALI graph: CPU decoder (``device="cpu"``) or ``mixed`` on GPU ``device``."""
+
+    name = DEPLOYED
+
+    def __init__(self, p: Preprocess, max_batch_size: int, device: str = "cpu"):
+        from harness.preprocessing.dali_graph import CpuPipelineRunner
+
+        self.runner = CpuPipelineRunner(p, max_batch_size) if device == "cpu" else GpuPipelineRunner(
+            p, max_batch_size, _device_id(device))
+
+    def __call__(self, images):
+        results = self.runner.run([np.frombuffer(data, np.uint8) for data in images])
+        return [r.error if r.error is not None else r.outputs[0] for r in results]
+
+
+class _PerImage(Preprocessor):
+    def __init__(self, name: str, run: Callable[[bytes], np.ndarray]):
+        self.name, self._run = name, run
+
+    def __call__(self, images):
+        results = []
+        for data in images:
+            try:
+                results.append(self._run(data))
+            except ImageError as exc:
+                results.append(exc)
+        return results
+
+
+def opencv_preprocessor(p: Preprocess) -> Preprocessor:
+    from harness.preprocessing import opencv
+
+    opencv.check_supported(p)
+    return _PerImage(OPENCV, lambda data: opencv.run(data, p, ("input",))["input"])
+
+
+def torchvision_preprocessor(p: Preprocess) -> Preprocessor:
+    from harness.reference import TorchvisionRecipe
+
+    recipe = TorchvisionRecipe(torchvision_preprocess(p))
+    return _PerImage(TORCHVISION, lambda data: recipe(data)["input"])
+
+
+@dataclass(frozen=True)
+class PreprocessorFactory:
+    """Everything needed to build the preprocessors in a worker process (picklable)."""
+
+    preprocess: Preprocess
+    choice: Preprocessing
+    max_batch_size: int
+    device: str = "cpu"
+
+    def build(self) -> dict[str, Preprocessor]:
+        """Preprocessor name -> preprocessor: one entry, or two for ``mix``."""
+        names = {DEPLOYED: [DEPLOYED], OPENCV: [OPENCV], TORCHVISION: [TORCHVISION], MIX: [DEPLOYED, OPENCV]}
+        built = {}
+        for name in names[self.choice.name]:
+            if name == DEPLOYED:
+                built[name] = DeployedPreprocessor(self.preprocess, self.max_batch_size, self.device)
+            elif name == OPENCV:
+                built[name] = opencv_preprocessor(self.preprocess)
+            else:
+                built[name] = torchvision_preprocessor(self.preprocess)
+        return built
+
+    def route(self, count: int, seed: int | tuple[int, ...]) -> list[str]:
+        """Which preprocessor handles each of ``count`` images (``mix``: OpenCV with
+        probability ``cpu_fraction``, drawn with ``seed``)."""
+        if self.choice.name != MIX:
+            return [self.choice.name] * count
+        draws = np.random.default_rng(seed).random(count)
+        return [OPENCV if u < self.choice.cpu_fraction else DEPLOYED for u in draws]
+
+
+def _device_id(device: str) -> int:
+    """``cuda`` or ``cuda:N`` -> N (default 0)."""
+    name, _, index = device.partition(":")
+    if name != "cuda":
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return int(index or 0)
+
+
+def _gpu_runner_class():
+    from harness.preprocessing.dali_graph import INPUT_NAME, CpuPipelineRunner, check_supported, preprocess_graph
+
+    class _GpuPipelineRunner(CpuPipelineRunner):
+        """The production graph (``mixed`` decoder) on one GPU; outputs stay on that GPU as
+        torch tensors, copied by DALI's PyTorch plugin. Reuses the CPU runner's per-image
+        error handling. Untested on this project's CPU-only machines."""
+
+        def __init__(self, p: Preprocess, max_batch_size: int, device_id: int = 0, num_threads: int = 2):
+            from nvidia.dali import pipeline_def
+
+            check_supported(p)
+
+            @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=device_id,
+                          prefetch_queue_depth=1)
+            def pipeline():
+                return preprocess_graph(p, decoder_device="mixed")
+
+            self.max_batch_size, self.device_id = max_batch_size, device_id
+            self._pipe = pipeline()
+            self._pipe.build()
+
+        def _run_batch(self, images):
+            import torch
+            from nvidia.dali.plugin.pytorch import feed_ndarray
+
+            self._pipe.feed_input(INPUT_NAME, [np.ascontiguousarray(x, dtype=np.uint8).reshape(-1) for x in images])
+            (out,) = self._pipe.run()
+            dense = out.as_tensor()  # every model input has the crop's shape
+            tensor = torch.empty(dense.shape(), dtype=torch.float32, device=f"cuda:{self.device_id}")
+            feed_ndarray(dense, tensor, cuda_stream=torch.cuda.current_stream(self.device_id))
+            return [(tensor[i],) for i in range(len(images))]
+
+    return _GpuPipelineRunner
+
+
+def GpuPipelineRunner(p: Preprocess, max_batch_size: int, device_id: int = 0):  # noqa: N802 - a class factory
+    """The deployed graph with the ``mixed`` decoder on GPU ``device_id`` (needs a GPU)."""
+    return _gpu_runner_class()(p, max_batch_size, device_id)
