@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -285,7 +286,9 @@ def export(net: FineTuneNet, out_dir: Path, result: TrainResult, preprocess: Pre
     """Write ``model.onnx``, ``labels.txt`` and ``training.json`` (config, history, skipped
     images) into ``out_dir``; returns the ONNX path."""
     net = net.cpu().eval()
-    onnx_path = export_module(net, out_dir, list(result.classes), tuple(preprocess.crop.size))
+    with warnings.catch_warnings():  # the TorchScript exporter's constant-folding notes say nothing to a user
+        warnings.simplefilter("ignore", UserWarning)
+        onnx_path = export_module(net, out_dir, list(result.classes), tuple(preprocess.crop.size))
     summary = {
         "config": asdict(result.config), "classes": list(result.classes), "train_images": result.train_images,
         "history": [asdict(s) for s in result.history], "skipped": result.skipped,

@@ -1,0 +1,60 @@
+"""Serve a trained classifier: a copy of the model repository with it installed.
+
+``harness model import`` installs an ONNX and its labels into ``classifier/``; a model with
+another class count than the repository's also needs the output ``dims`` of the classifier
+and of both ensembles changed. :func:`install_classifier` does both in a copy, so the
+checked-in repository is never touched; :func:`serve_trained` serves that copy's cpu profile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+from harness.model import LABELS_FILENAME, ONNX_FILENAME, import_onnx, read_labels
+from harness.repository import CONFIG_FILENAME, build_cpu_profile, build_profile, load_config, save_config
+from harness.spec import SPEC_FILENAME, load_spec
+
+CLASS_OUTPUTS = ("logits", "probabilities", "LOGITS", "PROBABILITIES")
+"""Outputs of the classifier and of the ensembles whose one dimension is the class count."""
+
+
+def install_classifier(source: Path, model_dir: Path, out: Path, spec_path: Path | None = None) -> Path:
+    """Copy the repository ``source`` (gpu profile, spec resolved) to ``out`` with the
+    ``model.onnx`` and ``labels.txt`` of ``model_dir`` as its classifier, imported as
+    ``harness model import`` does, and every class-count dimension set to the label count."""
+    build_profile(source, out, "gpu", spec_path)
+    crop = load_spec(out / SPEC_FILENAME).preprocess.crop.size
+    import_onnx(model_dir / ONNX_FILENAME, model_dir / LABELS_FILENAME, out / "classifier", tuple(crop))
+    set_class_count(out, len(read_labels(out / "classifier" / LABELS_FILENAME)))
+    return out
+
+
+def set_class_count(repo: Path, classes: int) -> list[str]:
+    """Set the class dimension of every classifier-shaped output in ``repo``'s configs;
+    returns the models changed."""
+    changed = []
+    for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
+        config = load_config(config_path)
+        outputs = [o for o in config.output if o.name in CLASS_OUTPUTS and len(o.dims) == 1]
+        if not outputs:
+            continue
+        for output in outputs:
+            output.dims[:] = [classes]
+        header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
+        save_config(config, config_path, header)
+        changed.append(config_path.parent.name)
+    return changed
+
+
+@contextlib.contextmanager
+def serve_trained(source: Path, model_dir: Path, work: Path) -> Iterator["TritonServer"]:  # noqa: F821
+    """The embedded server (cpu profile, free loopback ports) serving the trained model of
+    ``model_dir`` through both ensembles; ``work`` receives the repositories."""
+    from harness.server import TritonServer, free_port
+
+    gpu = install_classifier(source, model_dir, work / "repository")
+    cpu = build_cpu_profile(gpu, work / "repository-cpu")
+    with TritonServer(cpu, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port()) as server:
+        yield server
