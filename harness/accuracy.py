@@ -14,7 +14,14 @@ the CSV), or a flat directory of unlabeled images (flip rates only).
 
 Nothing is dropped silently: an image that fails on any path (unreadable, not an image,
 rejected by the server) is listed with its reasons and excluded from every path alike, so
-all paths are scored on the same images.
+all paths are scored on the same images. An image one side rejects while the other
+classifies it is labelled ``rejected by deployment`` or ``rejected by training``: the
+model cannot serve an image it was trained on (or the reverse), a divergence of its own.
+
+A top-1 change is a **tie** when the reference's margin between its top-1 logit and its
+logit for the deployed top-1 is within ``tie_margin`` (default: the output tolerance; see
+:mod:`harness.compare.ties`); flip rates are given with and without ties. Accuracy,
+McNemar and flip counts stay on all evaluated images: ties are labelled, never dropped.
 """
 
 from __future__ import annotations
@@ -22,16 +29,19 @@ from __future__ import annotations
 import csv
 import difflib
 import json
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.client import PIPELINES, InferenceError, TritonClient
+from harness.client import PIPELINES, InferenceError, ServerUnavailable, TritonClient
+from harness.compare.result import SIDES, one_line
+from harness.compare.ties import margin_verdict, reference_margin
+from harness.compare.tolerance import Verdict
 from harness.corpus import list_images
-from harness.preprocessing import ImageError
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 
@@ -187,6 +197,9 @@ class Predictions:
     """Image name -> the top-5 class indices, best first."""
     failed: Mapping[str, str]
     """Image name -> reason."""
+    logits: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Image name -> logits, kept for the reference only (the tie margins need them; 4 KB
+    an image for 1000 classes). Without them every top-1 change counts as diverged."""
 
 
 def top_k_classes(logits: np.ndarray, k: int = TOP_K) -> list[tuple[int, ...]]:
@@ -207,21 +220,29 @@ def _read(sample: Sample) -> bytes:
 def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: ReferenceModel, batch_size: int = 16,
                       on_image: Callable[[str], None] = lambda name: None) -> Predictions:
     """The training side in-process: the recipe's ``input`` stage, then the reference model,
-    ``batch_size`` images at a time (default 16)."""
-    top_k, failed = {}, {}
+    ``batch_size`` images at a time (default 16). Whatever goes wrong with one image (any
+    decoder's error, a pixel limit, memory, a custom recipe's wrong shape) fails that image
+    alone, with a one-line reason."""
+    top_k, failed, logits = {}, {}, {}
     for batch in _batches(samples, batch_size):
         names, inputs = [], []
         for sample in batch:
             try:
-                inputs.append(recipe(_read(sample))["input"])
+                model_input = recipe(_read(sample))["input"]
+                if model.input_shape and tuple(model_input.shape) != tuple(model.input_shape):
+                    raise ValueError(f"reference {recipe.name} made a {list(model_input.shape)} model input; "
+                                     f"the classifier takes {list(model.input_shape)}")
+                inputs.append(model_input)
                 names.append(sample.name)
-            except (OSError, ImageError) as exc:
+            except Exception as exc:
                 failed[sample.name] = _reason(exc)
         if inputs:
-            top_k.update(zip(names, top_k_classes(model.logits(np.stack(inputs)))))
+            batch_logits = model.logits(np.stack(inputs))
+            top_k.update(zip(names, top_k_classes(batch_logits)))
+            logits.update(zip(names, batch_logits.astype(np.float32)))
         for sample in batch:
             on_image(sample.name)
-    return Predictions(REFERENCE, top_k, failed)
+    return Predictions(REFERENCE, top_k, failed, logits)
 
 
 def predict_deployed(samples: Sequence[Sample], client: TritonClient, pipeline: str, batch_size: int = 8,
@@ -244,9 +265,11 @@ def predict_deployed(samples: Sequence[Sample], client: TritonClient, pipeline: 
             for name, data in readable.items():
                 try:
                     top_k[name] = top_k_classes(client.logits([data], pipeline))[0]
-                except InferenceError as exc:
+                except ServerUnavailable:
+                    raise
+                except Exception as exc:
                     # The path is named beside the reason already: drop Triton's "in ensemble 'classify_dali', ".
-                    failed[name] = re.sub(r"^in ensemble '[^']*', ", "", str(exc))
+                    failed[name] = re.sub(r"^in ensemble '[^']*', ", "", one_line(exc))
         for sample in batch:
             on_image(sample.name)
     return Predictions(pipeline, top_k, failed)
@@ -257,7 +280,7 @@ def _reason(exc: Exception) -> str:
         return f"file not found: {exc.filename}"
     if isinstance(exc, OSError):
         return f"unreadable: {exc.strerror or exc}"
-    return str(exc)
+    return one_line(exc)
 
 
 # -- metrics (pure functions of arrays) -----------------------------------------------------
@@ -313,6 +336,31 @@ def flip_count(reference_top1: np.ndarray, deployed_top1: np.ndarray) -> int:
     return int(np.sum(reference_top1 != deployed_top1))
 
 
+def flip_verdicts(samples: Sequence[Sample], reference: Predictions, deployed: Predictions,
+                  tie_margin: float) -> dict[str, tuple[str, float]]:
+    """Image name -> ("tie" or "diverged", reference margin in logits), for each image whose
+    top-1 class the deployed path changes. The margin is inf where the reference kept no
+    logits (then the change is a divergence)."""
+    out = {}
+    for s in samples:
+        ref_top1, dep_top1 = reference.top_k[s.name][0], deployed.top_k[s.name][0]
+        if ref_top1 == dep_top1:
+            continue
+        logits = reference.logits.get(s.name)
+        margin = reference_margin(logits, dep_top1) if logits is not None else math.inf
+        out[s.name] = (margin_verdict(margin, tie_margin).value, margin)
+    return out
+
+
+def outcome_of(reference_failed: bool, deployed_failed: Sequence[bool]) -> str:
+    """How an image that failed somewhere is labelled: "rejected by deployment" when the
+    reference classified it and some deployed path did not; "rejected by training" when the
+    reference failed and some deployed path classified it; else "failed"."""
+    if not reference_failed:
+        return f"rejected by {SIDES[0]}"
+    return f"rejected by {SIDES[1]}" if not all(deployed_failed) else "failed"
+
+
 # -- the evaluation ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -329,8 +377,17 @@ class PathScore:
     """Macro average over the classes present in the dataset."""
     per_class: tuple[ClassScore, ...]
     flips: int | None
+    """Every image whose top-1 class differs from the reference's, ties included."""
     flip_rate: float | None
     mcnemar: McNemar | None
+    ties: int | None = None
+    """Of the flips, those within the tie margin (see :mod:`harness.compare.ties`)."""
+    flip_verdicts: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    """Flipped image -> ("tie" or "diverged", reference margin in logits)."""
+
+    @property
+    def diverged_flips(self) -> int | None:
+        return None if self.flips is None else self.flips - (self.ties or 0)
 
 
 @dataclass(frozen=True)
@@ -341,13 +398,24 @@ class AccuracyResult:
     evaluated: tuple[Sample, ...]
     """The images every path classified: the only ones scored, on every path."""
     failed: Mapping[str, str]
-    """Image name -> the reasons it failed, per path ("dali: truncated JPEG ...")."""
+    """Image name -> the reasons it failed, per path ("dali: truncated JPEG ..."): every
+    image left out, whatever its outcome."""
     predictions: Mapping[str, Mapping[str, tuple[int, ...]]]
     """Path -> image name -> top-5 class indices."""
+    outcomes: Mapping[str, str] = field(default_factory=dict)
+    """Image name -> "failed", "rejected by deployment" or "rejected by training", for each
+    image of ``failed`` (see :func:`outcome_of`)."""
+    tie_margin: float = 0.0
+
+    def rejected(self, side: str) -> int:
+        return sum(o == f"rejected by {side}" for o in self.outcomes.values())
 
 
-def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequence[str]) -> AccuracyResult:
-    """Score every path on the images that none failed; ``predictions[0]`` is the reference."""
+def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequence[str],
+             tie_margin: float = 0.0) -> AccuracyResult:
+    """Score every path on the images that none failed; ``predictions[0]`` is the reference.
+    ``tie_margin`` in logits (the CLI passes the output tolerance; 0.0 here: only an exact
+    tie is a tie)."""
     reasons: dict[str, list[str]] = {}
     for p in predictions:
         for name, reason in p.failed.items():
@@ -357,6 +425,8 @@ def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequ
     if missing:  # every image in is an image reported
         raise RuntimeError(f"{len(missing)} images neither predicted nor failed: {_some(missing)}")
     failed = {s.name: "; ".join(reasons[s.name]) for s in dataset.samples if s.name in reasons}
+    outcomes = {name: outcome_of(name in predictions[0].failed, [name in p.failed for p in predictions[1:]])
+                for name in failed}
     top_k = {p.path: _top_k_matrix(p, evaluated) for p in predictions}
     labels = np.array([s.label for s in evaluated], dtype=np.int64) if dataset.labeled else None
     reference = predictions[0].path
@@ -365,17 +435,21 @@ def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequ
         top1 = top_k[p.path][:, 0]
         compared = p.path != reference
         flips = flip_count(top_k[reference][:, 0], top1) if compared else None
+        verdicts = flip_verdicts(evaluated, predictions[0], p, tie_margin) if compared else {}
+        ties = sum(v == Verdict.TIE.value for v, _ in verdicts.values()) if compared else None
         if labels is None or not len(evaluated):
-            scores.append(PathScore(p.path, None, None, None, None, (), flips, _rate(flips, len(evaluated)), None))
+            scores.append(PathScore(p.path, None, None, None, None, (), flips, _rate(flips, len(evaluated)), None,
+                                    ties, verdicts))
             continue
         per_class = class_scores(labels, top1, classes)
         mcnemar = mcnemar_exact(top_k[reference][:, 0] == labels, top1 == labels) if compared else None
         scores.append(PathScore(
             p.path, top_k_accuracy(labels, top_k[p.path], 1), top_k_accuracy(labels, top_k[p.path], TOP_K),
             float(np.mean([c.recall for c in per_class])), float(np.mean([c.precision for c in per_class])),
-            per_class, flips, _rate(flips, len(evaluated)), mcnemar))
+            per_class, flips, _rate(flips, len(evaluated)), mcnemar, ties, verdicts))
     return AccuracyResult(dataset, tuple(scores), evaluated, failed,
-                          {p.path: {s.name: p.top_k[s.name] for s in evaluated} for p in predictions})
+                          {p.path: {s.name: p.top_k[s.name] for s in evaluated} for p in predictions}, outcomes,
+                          tie_margin)
 
 
 def _top_k_matrix(predictions: Predictions, samples: Sequence[Sample]) -> np.ndarray:
@@ -406,6 +480,8 @@ def report_dict(result: AccuracyResult, classes: Sequence[str], context: Mapping
                                     for key, attr in (("top1", "top1"), ("top5", "top5"),
                                                       ("recall_macro", "recall"), ("precision_macro", "precision"))}
             entry["flips"], entry["flip_rate"] = s.flips, s.flip_rate
+            entry["ties"], entry["diverged_flips"] = s.ties, s.diverged_flips
+            entry["flip_rate_without_ties"] = _rate(s.diverged_flips, len(result.evaluated))
             entry["mcnemar"] = ({"b": s.mcnemar.b, "c": s.mcnemar.c, "p_value": s.mcnemar.p_value}
                                 if s.mcnemar else None)
         entry["per_class"] = [{"index": c.index, "class": c.name, "images": c.images, "recall": c.recall,
@@ -420,14 +496,25 @@ def report_dict(result: AccuracyResult, classes: Sequence[str], context: Mapping
         "dataset": {"source": str(result.dataset.source), "layout": result.dataset.layout,
                     "labeled": result.dataset.labeled, "images": len(result.dataset.samples),
                     "evaluated": len(result.evaluated), "failed": len(result.failed),
+                    "rejected": {side: result.rejected(side) for side in SIDES},
                     "classes": sorted({label_name(s) for s in result.dataset.samples if s.label is not None})},
         "paths": paths,
-        "failed": [{"image": name, "reason": reason} for name, reason in result.failed.items()],
+        "tie_margin": result.tie_margin,
+        "failed": [{"image": name, "reason": reason, "outcome": result.outcomes.get(name, "failed")}
+                   for name, reason in result.failed.items()],
         "images": [{"image": s.name, "label": label_name(s),
                     "top1": {path: classes[top[s.name][0]] for path, top in result.predictions.items()},
-                    "top5": {path: list(top[s.name]) for path, top in result.predictions.items()}}
+                    "top5": {path: list(top[s.name]) for path, top in result.predictions.items()},
+                    "flips": {score.path: {"verdict": score.flip_verdicts[s.name][0],
+                                           "margin": _finite(score.flip_verdicts[s.name][1])}
+                              for score in result.scores if s.name in score.flip_verdicts}}
                    for s in result.evaluated],
     }
+
+
+def _finite(value: float) -> float | None:
+    """None for inf (strict JSON)."""
+    return value if math.isfinite(value) else None
 
 
 def _points(value: float | None, reference: float | None) -> float | None:
@@ -435,7 +522,7 @@ def _points(value: float | None, reference: float | None) -> float | None:
 
 
 TABLE_COLUMNS = ("path", "top-1", "diff", "top-5", "diff", "recall (macro)", "diff", "precision (macro)", "diff",
-                 "flip rate vs reference", "McNemar b/c, p")
+                 "flip rate vs reference", "without ties", "McNemar b/c, p")
 FLIPS_SHOWN = 50
 
 
@@ -449,8 +536,9 @@ def render_markdown(report: Mapping) -> str:
         "# Accuracy: the deployed preprocessing vs the training reference", "",
         f"- Dataset: `{data['source']}` ({layout}; {data['images']} images"
         + (f", {len(data['classes'])} classes" if data["labeled"] else "") + ")",
-        f"- Evaluated: {data['evaluated']} images on every path; {data['failed']} failed (excluded from every path"
-        + (", listed below)" if data["failed"] else ")"),
+        f"- Evaluated: {data['evaluated']} images on every path; {data['failed']} left out of every path"
+        + "".join(f", {n} of them rejected by {side} only" for side, n in data.get("rejected", {}).items() if n)
+        + (" (listed below)" if data["failed"] else ""),
         f"- Reference: {report['reference']['recipe']}; model: {report['reference']['model']}",
         f"- Deployed: {', '.join('`' + p['ensemble'] + '`' for p in paths[1:])} over "
         f"{report['deployed']['protocol']} at {report['deployed']['url']}",
@@ -464,16 +552,21 @@ def render_markdown(report: Mapping) -> str:
         for key in ("top1", "top5", "recall_macro", "precision_macro"):
             cells += [_percent(p[key]), "" if p is reference else _signed(p["diff_points"][key])]
         if p is reference:
-            cells += ["", ""]
+            cells += ["", "", ""]
         else:
             cells.append("-" if p["flip_rate"] is None else f"{_percent(p['flip_rate'])} ({p['flips']}/{data['evaluated']})")
+            cells.append("-" if p["flip_rate_without_ties"] is None else
+                         f"{_percent(p['flip_rate_without_ties'])} ({p['diverged_flips']}/{data['evaluated']}; "
+                         f"{p['ties']} {'tie' if p['ties'] == 1 else 'ties'})")
             m = p["mcnemar"]
             cells.append("-" if m is None else f"{m['b']}/{m['c']}, p = {m['p_value']:.3g}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
         "Diffs are deployed minus reference, in points. Flip rate: the share of images whose top-1 class differs "
-        "from the reference's. McNemar: b = images the reference classifies correctly and the deployed path "
+        "from the reference's; without ties, the changes that are not ties (a tie: the reference's top-1 logit was "
+        f"ahead of the deployed top-1 by at most {report.get('tie_margin', 0):g}, what the output's error explains). "
+        "McNemar: b = images the reference classifies correctly and the deployed path "
         "does not, c = the reverse; p = exact two-sided binomial test of b against b + c at 1/2 "
         "(p = 1 when b + c = 0). Macro averages are over the classes present in the dataset; a class a path never "
         "predicts has precision 0.",
@@ -490,17 +583,29 @@ def render_markdown(report: Mapping) -> str:
     flipped = [i for i in report["images"] if len(set(i["top1"].values())) > 1]
     if flipped:
         lines += ["", f"## Images whose top-1 class differs between paths ({len(flipped)})", "",
+                  "A deployed top-1 marked *tie* is within the tie margin of the reference's (margin in logits); "
+                  "*diverged* is beyond it.", "",
                   "| image | label | " + " | ".join(_path_name(p) for p in paths) + " |",
                   "|---|---|" + "---|" * len(paths)]
         for i in flipped[:FLIPS_SHOWN]:
-            lines.append(f"| {i['image']} | {i['label'] or '-'} | " + " | ".join(i["top1"][p["path"]] for p in paths) + " |")
+            lines.append(f"| {i['image']} | {i['label'] or '-'} | "
+                         + " | ".join(_flip_cell(i, p["path"]) for p in paths) + " |")
         if len(flipped) > FLIPS_SHOWN:
             lines.append(f"\n{len(flipped) - FLIPS_SHOWN} more in {JSON_FILENAME}.")
     if report["failed"]:
         lines += ["", f"## Failed images, excluded from every path ({len(report['failed'])})", "",
-                  "| image | reason |", "|---|---|"]
-        lines += [f"| {f['image']} | {f['reason']} |" for f in report["failed"]]
+                  "| image | outcome | reason |", "|---|---|---|"]
+        lines += [f"| {f['image']} | {f.get('outcome', 'failed')} | {' '.join(f['reason'].split())} |"
+                  for f in report["failed"]]
     return "\n".join(lines) + "\n"
+
+
+def _flip_cell(image: Mapping, path: str) -> str:
+    flip = image.get("flips", {}).get(path)
+    if flip is None:
+        return image["top1"][path]
+    margin = "inf" if flip["margin"] is None else f"{flip['margin']:.3g}"
+    return f"{image['top1'][path]} ({flip['verdict']}, margin {margin})"
 
 
 def _path_name(p: Mapping) -> str:
@@ -524,12 +629,19 @@ def write_report(out_dir: Path, report: Mapping) -> tuple[Path, Path]:
     return json_path, markdown_path
 
 
-def any_flips(report: Mapping) -> bool:
-    """Does some deployed path change the reference's top-1 class on some image?"""
-    return any(p.get("flips") for p in report["paths"][1:])
+def any_flips(report: Mapping, ties: bool = True) -> bool:
+    """Does some deployed path change the reference's top-1 class on some image (beyond
+    the tie margin unless ``ties``)?"""
+    return any(p.get("flips" if ties else "diverged_flips") for p in report["paths"][1:])
+
+
+def any_rejected(report: Mapping) -> bool:
+    """Did one side alone reject some image?"""
+    return any(report["dataset"].get("rejected", {}).values())
 
 
 __all__ = ["DatasetError", "Dataset", "Sample", "load_dataset", "class_indices", "Predictions", "predict_reference",
            "predict_deployed", "top_k_classes", "McNemar", "mcnemar_exact", "top_k_accuracy", "ClassScore",
-           "class_scores", "flip_count", "PathScore", "AccuracyResult", "evaluate", "report_dict", "render_markdown",
+           "class_scores", "flip_count", "flip_verdicts", "outcome_of", "any_rejected",
+           "PathScore", "AccuracyResult", "evaluate", "report_dict", "render_markdown",
            "write_report", "any_flips"]

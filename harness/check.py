@@ -24,14 +24,15 @@ import numpy as np
 from harness.client import InferenceError, ServerUnavailable, TritonClient
 from harness.compare.aggregate import RunSummary, severity
 from harness.compare.metrics import IMAGE_STAGES
-from harness.compare.result import STAGES, ImageResult
+from harness.compare.result import STAGES, ImageResult, one_line
 from harness.compare.stages import compare_stages
-from harness.compare.tolerance import Tolerance
+from harness.compare.ties import default_tie_margin
+from harness.compare.tolerance import Tolerance, Verdict
 from harness.deployed import ISOLATED_INPUT, stage_runner
-from harness.preprocessing import PREPROCESS_STAGES, ImageError
+from harness.preprocessing import PREPROCESS_STAGES
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
-from harness.spec import Preprocess
+from harness.spec import Preprocess, SpecError
 
 RESULTS_FILENAME = "images.jsonl"
 CSV_FILENAME = "per_image.csv"
@@ -70,10 +71,14 @@ class ImageChecker:
         isolate: bool = True,
         retries: int = 3,
         top_k: int = 5,
+        tie_margin: float | None = None,
     ):
+        """``tie_margin``: a top-1 change within this many logits of the reference's margin
+        is a tie, not a divergence (default: the output tolerance, see harness.compare.ties)."""
         self.connect, self.pipeline, self.recipe = connect, pipeline, recipe
         self.reference_model, self.deployed, self.tolerances = reference_model, deployed, tolerances
         self.isolate, self.retries, self.top_k = isolate, retries, top_k
+        self.tie_margin = default_tie_margin(tolerances) if tie_margin is None else tie_margin
         self._local = threading.local()
 
     # -- per-thread resources ------------------------------------------------------------
@@ -104,28 +109,58 @@ class ImageChecker:
 
     # -- one image -----------------------------------------------------------------------
     def check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
+        """One image's result. Whatever goes wrong with this image (a decoder error of any
+        library, a pixel limit, memory for an absurd size, a broken custom reference) is
+        this image's row with a one-line reason; only :class:`ServerStopped` ends the run."""
+        try:
+            return self._check(path)
+        except ServerStopped:
+            raise
+        except Exception as exc:
+            return ImageResult(path.name, error=f"comparison failed: {one_line(exc)}"), None
+
+    def _check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
         name = path.name
         try:
             data = path.read_bytes()
         except OSError as exc:
-            return ImageResult(name, error=f"unreadable: {exc}"), None
+            return ImageResult(name, error=f"unreadable: {exc.strerror or exc}"), None
         tensors = ImageTensors()
-        errors = []
+        reference_error = deployed_error = None
         try:
             tensors.reference = self.recipe(data)
+        except SpecError as exc:  # the recipe itself is wrong, not this image: failed, not a rejection
+            return ImageResult(name, error=f"reference recipe: {exc}"), None
+        except Exception as exc:  # training could not process this image (cv2.error, PIL, MemoryError, ...)
+            reference_error = one_line(exc)
+        if reference_error is None:
+            problem = self._input_problem(tensors.reference["input"])
+            if problem:
+                return ImageResult(name, error=problem), None
             tensors.reference["output"] = self.reference_model.logits(tensors.reference["input"][None])[0]
-        except ImageError as exc:
-            errors.append(f"reference: {exc}")
         try:
             tensors.deployed = self._call(name, lambda c: c.deployed(data, self.pipeline))
         except InferenceError as exc:
-            errors.append(f"deployed: {exc}")
-        if errors:
-            return ImageResult(name, error="; ".join(errors)), None
+            deployed_error = one_line(exc)
+        if reference_error and deployed_error:
+            return ImageResult(name, error=f"reference: {reference_error}; deployed: {deployed_error}"), None
+        if reference_error:
+            return ImageResult(name, error=f"reference: {reference_error}", rejected_by="training"), None
+        if deployed_error:
+            return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by="deployment"), None
         if self.isolate:
             self._isolate(name, tensors)
         return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,
-                                                tensors.isolated, self.top_k)), tensors
+                                                tensors.isolated, self.top_k, self.tie_margin)), tensors
+
+    def _input_problem(self, model_input: np.ndarray) -> str | None:
+        """Why the reference's model input cannot go into the model (a custom recipe's
+        wrong shape), or None."""
+        expected = self.reference_model.input_shape
+        if expected and tuple(model_input.shape) != tuple(expected):
+            return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
+                    f"the classifier takes {list(expected)}")
+        return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:
         runner = self._runner()
@@ -171,6 +206,8 @@ class VisualStore:
 
     def offer(self, result: ImageResult, tensors: ImageTensors | None) -> None:
         for stage_result in result.stages:
+            if stage_result.verdict is Verdict.EQUAL:
+                continue  # nothing differs: a heat map would be one flat colour
             heap, score = self.heaps[stage_result.stage], severity(stage_result)
             if len(heap) >= self.keep and score <= heap[0][0]:
                 continue
@@ -199,11 +236,18 @@ def csv_header() -> list[str]:
     header = ["image", "status", "first_divergent_stage", "error"]
     for stage in (*PREPROCESS_STAGES, "output"):
         header += [f"{stage}_{f}" for f in CSV_STAGE_FIELDS]
-    return header + ["topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "top5_overlap"]
+    return header + list(CSV_TOPK_FIELDS)
+
+
+CSV_TOPK_FIELDS = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
+                   "reference_margin")
+"""``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k
+(5 by default); ``reference_margin`` is in logits (see harness.compare.ties)."""
 
 
 def csv_row(result: ImageResult) -> list:
-    row = [result.image, "failed" if result.failed else "compared", result.first_divergent or "", result.error or ""]
+    """``status`` is :attr:`ImageResult.outcome`: compared, failed, rejected by deployment/training."""
+    row = [result.image, result.outcome, result.first_divergent or "", result.error or ""]
     for stage in (*PREPROCESS_STAGES, "output"):
         s = result.stage(stage)
         if s is None:
@@ -214,10 +258,8 @@ def csv_row(result: ImageResult) -> list:
             row += [s.verdict.value, s.metrics["max_abs"], s.metrics["mean_abs"], (s.isolated or {}).get("max_abs", "")]
     top = result.stage("topk")
     if top is None:
-        return row + [""] * 6
-    m = top.metrics
-    return row + [top.verdict.value, m["top1_agree"], m["reference_top1"], m["deployed_top1"], m["top1_prob_change"],
-                  m["top5_overlap"]]
+        return row + [""] * len(CSV_TOPK_FIELDS)
+    return row + [top.verdict.value, *(top.metrics.get(f, "") for f in CSV_TOPK_FIELDS[1:])]
 
 
 @dataclass

@@ -11,6 +11,7 @@ from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult
 from harness.compare.stages import compare_stages
+from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance, Verdict
 from harness.report import versions, write_reports
 from harness.report.data import explain
@@ -49,7 +50,8 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
                   "pipeline": meta[1]["deployed"]["pipeline"], "url": meta[1]["deployed"]["url"],
                   "protocol": meta[1]["deployed"]["protocol"]},
         spec={"source": meta[0]["spec"]["source"], "tolerances": meta[0]["spec"]["tolerances"]},
-        versions=versions(), run={"compared_runs": [str(run_a), str(run_b)], "side": side, "incomplete": False},
+        versions=versions(), run={"compared_runs": [str(run_a), str(run_b)], "side": side, "incomplete": False,
+                                  "tie_margin": default_tie_margin(tolerances)},
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_reports(out_dir, report)

@@ -142,6 +142,7 @@ def test_failed_images_are_listed_and_excluded_from_every_path(server, spec, pho
                        *(predict_deployed(dataset.samples, client, p, batch_size=4) for p in PIPELINES)]
     result = evaluate(dataset, predictions, classes)
     assert list(result.failed) == ["cut.jpg", "notes.txt", "missing.jpg"]
+    assert set(result.outcomes.values()) == {"failed"}  # failed on every side: not a one-sided rejection
     for path in (REFERENCE, *PIPELINES):
         assert f"{path}: truncated JPEG" in result.failed["cut.jpg"]
         assert f"{path}: not an image" in result.failed["notes.txt"]
@@ -196,6 +197,7 @@ def test_evaluate_on_a_hand_computed_case():
     result = evaluate(Dataset(Path("hand.csv"), "csv", samples), [reference, dali], classes)
 
     assert result.failed == {"img8": "dali: corrupt JPEG"}
+    assert result.outcomes == {"img8": "rejected by deployment"} and result.rejected("deployment") == 1
     assert [s.name for s in result.evaluated] == [f"img{i}" for i in range(8)]
     assert set(result.predictions[REFERENCE]) == set(result.predictions["dali"]) == {f"img{i}" for i in range(8)}
     ref, dep = result.scores
@@ -205,12 +207,13 @@ def test_evaluate_on_a_hand_computed_case():
     assert dep.recall == pytest.approx((2 / 3 + 1 / 2 + 2 / 3) / 3) and dep.precision == pytest.approx((2 / 3 + 1 / 3 + 1) / 3)
     assert [(c.name, c.images) for c in dep.per_class] == [("cat", 3), ("dog", 2), ("fox", 3)]
     assert dep.flips == 5 and dep.flip_rate == 5 / 8
+    assert dep.ties == 0 and dep.diverged_flips == 5  # no reference logits: no margin, no tie
     assert (dep.mcnemar.b, dep.mcnemar.c, dep.mcnemar.p_value) == (3, 2, 1.0)
     report = report_dict(result, classes, context())
     assert report["paths"][1]["diff_points"]["top1"] == pytest.approx(-12.5)
     row = next(line for line in render_markdown(report).splitlines() if line.startswith("| `classify_dali`"))
     assert row == ("| `classify_dali` | 62.50% | -12.50 | 87.50% | -12.50 | 61.11% | -16.67 | 66.67% | -11.11 "
-                   "| 62.50% (5/8) | 3/2, p = 1 |")
+                   "| 62.50% (5/8) | 62.50% (5/8; 0 ties) | 3/2, p = 1 |")
 
 
 def test_a_dataset_where_every_image_failed_is_reported_not_scored():

@@ -7,6 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
@@ -21,7 +22,7 @@ from harness.cli.common import (
     console,
     spec_path,
 )
-from harness.client import PIPELINES, InferenceError
+from harness.client import PIPELINES
 from harness.spec import load_spec
 
 
@@ -137,6 +138,28 @@ def _expand(paths: list[Path]) -> list[Path]:
     return files
 
 
+def _classify_everywhere(client, path: Path, pipelines: list[str], top_k: int) -> list:
+    """Per pipeline, the top-k answer or a one-line reason why this image has none. Any
+    failure of this image stays in its row; only a server that stopped answering ends
+    the command (exit 2)."""
+    from harness.client import ServerUnavailable
+    from harness.compare.result import one_line
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [f"unreadable: {exc.strerror or exc}"] * len(pipelines)
+    cells = []
+    for name in pipelines:
+        try:
+            cells.append(client.classify([data], name, top_k)[0])
+        except ServerUnavailable as exc:
+            raise UsageError(f"the Triton server stopped answering at {path.name}: {exc}") from None
+        except Exception as exc:
+            cells.append(one_line(exc))
+    return cells
+
+
 def run_infer(args) -> int:
     files = _expand(args.images)
     pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
@@ -149,24 +172,17 @@ def run_infer(args) -> int:
     failures = 0
     with connect(args) as client:
         for path in track(files, description="classifying", console=console, transient=True):
-            data = path.read_bytes()
-            cells = []
-            for name in pipelines:
-                try:
-                    top = client.classify([data], name, args.top_k)[0]
-                    cells.append(top)
-                except InferenceError as exc:
-                    cells.append(exc)
-            ok = [c for c in cells if not isinstance(c, Exception)]
+            cells = _classify_everywhere(client, path, pipelines, args.top_k)
+            ok = [c for c in cells if not isinstance(c, str)]
             failures += len(ok) < len(cells)
             if len(pipelines) == 1:
                 c = cells[0]
-                text = f"[red]{c}[/]" if isinstance(c, Exception) else "\n".join(f"{t.score:.3f} {t.label}" for t in c)
-                table.add_row(path.name, text)
+                text = f"[red]{escape(c)}[/]" if isinstance(c, str) else "\n".join(f"{t.score:.3f} {t.label}" for t in c)
+                table.add_row(escape(path.name), text)
             else:
-                texts = [f"[red]{c}[/]" if isinstance(c, Exception) else f"{c[0].label} ({c[0].score:.3f})" for c in cells]
+                texts = [f"[red]{escape(c)}[/]" if isinstance(c, str) else f"{c[0].label} ({c[0].score:.3f})" for c in cells]
                 agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
-                table.add_row(path.name, *texts, "yes" if agree else "[yellow]no[/]")
+                table.add_row(escape(path.name), *texts, "yes" if agree else "[yellow]no[/]")
     from rich.console import Console
 
     Console().print(table)

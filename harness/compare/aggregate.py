@@ -12,13 +12,15 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.compare.result import STAGES, ImageResult, StageResult
+from harness.compare.result import SIDES, STAGES, ImageResult, StageResult
 from harness.compare.tolerance import Verdict
 
-HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "top5_overlap", "same_order"}
+HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order"}
 SIGNED = {"top1_prob_change"}
 """Signed metrics: the worst is the one furthest from zero, either way."""
-NOT_AGGREGATED = {"reference_shape", "deployed_shape", "reference_top1", "deployed_top1"}
+NOT_AGGREGATED = {"reference_shape", "deployed_shape", "reference_top1", "deployed_top1", "k", "reference_margin"}
+"""Per-image facts, not measures (the reference margin matters only on flipped images: see
+:attr:`RunSummary.flips`)."""
 WORST_KEPT = 5
 
 
@@ -114,9 +116,15 @@ class RunSummary:
         self.stages = {name: StageSummary(name) for name in STAGES}
         self.compared = 0
         self.failed: list[dict] = []
+        self.rejected: dict[str, list[dict]] = {side: [] for side in SIDES}
+        self.flips: list[dict] = []
+        """Every image whose top-1 class changed: a tie or a divergence, with the margin."""
         self.first_divergent = Counter()
 
     def add(self, result: ImageResult) -> None:
+        if result.rejected_by:
+            self.rejected[result.rejected_by].append({"image": result.image, "reason": result.error})
+            return
         if result.failed:
             self.failed.append({"image": result.image, "reason": result.error})
             return
@@ -124,6 +132,11 @@ class RunSummary:
         for stage in result.stages:
             self.stages[stage.stage].add(result.image, stage)
         self.first_divergent[result.first_divergent or "none"] += 1
+        top = result.stage("topk")
+        if top is not None and top.verdict in (Verdict.TIE, Verdict.DIVERGED):
+            m = top.metrics
+            self.flips.append({"image": result.image, "verdict": top.verdict.value, "reference_top1": m["reference_top1"],
+                               "deployed_top1": m["deployed_top1"], "margin": m["reference_margin"]})
 
     @property
     def first_divergent_stage(self) -> str | None:
@@ -132,10 +145,14 @@ class RunSummary:
 
     def to_dict(self) -> dict:
         present = [s for s in self.stages.values() if s.verdicts]
+        flips = sorted(self.flips, key=lambda f: f["image"])
         return {
-            "images": self.compared + len(self.failed),
+            "images": self.compared + len(self.failed) + sum(map(len, self.rejected.values())),
             "compared": self.compared,
             "failed": sorted(self.failed, key=lambda f: f["image"]),
+            "rejected": {side: sorted(r, key=lambda f: f["image"]) for side, r in self.rejected.items()},
+            "ties": sum(f["verdict"] == Verdict.TIE.value for f in flips),
+            "flips": flips,
             "first_divergent_stage": self.first_divergent_stage,
             "first_divergent_per_image": dict(self.first_divergent),
             "stages": [s.to_dict() for s in present],

@@ -12,6 +12,7 @@ import math
 import cv2
 import numpy as np
 
+from harness.compare.ties import margin_verdict, reference_margin
 from harness.compare.tolerance import Tolerance, Verdict
 from harness.model import softmax
 
@@ -146,21 +147,30 @@ def verdict(metrics: dict, tolerance: Tolerance) -> Verdict:
 
 
 def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: int = 5) -> dict:
-    """Top-1 agreement, top-k overlap and the change in the reference top-1's probability."""
+    """Top-1 agreement, top-k overlap (``topk_overlap``, with ``k``), the change in the reference
+    top-1's probability, and ``reference_margin``: how far the reference's top-1 logit is
+    ahead of its logit for the deployed top-1 (0 when they agree)."""
     ref_p, dep_p = softmax(reference_logits.astype(np.float64)), softmax(deployed_logits.astype(np.float64))
     ref_top, dep_top = np.argsort(-ref_p)[:k], np.argsort(-dep_p)[:k]
     return {
         "top1_agree": float(ref_top[0] == dep_top[0]),
-        f"top{k}_overlap": len(set(ref_top) & set(dep_top)) / k,
+        "topk_overlap": len(set(ref_top) & set(dep_top)) / k,
+        "k": k,
         "top1_prob_change": float(dep_p[ref_top[0]] - ref_p[ref_top[0]]),
         "reference_top1": int(ref_top[0]),
         "deployed_top1": int(dep_top[0]),
         "reference_top1_prob": float(ref_p[ref_top[0]]),
         "same_order": float(np.array_equal(ref_top, dep_top)),
+        "reference_margin": reference_margin(reference_logits, int(dep_top[0])),
     }
 
 
-def topk_verdict(metrics: dict) -> Verdict:
+def topk_verdict(metrics: dict, tie_margin: float) -> Verdict:
+    """``equal`` (same order, same probability), ``close`` (same top-1), ``tie`` (another
+    top-1, but the reference's margin is at most ``tie_margin`` logits: see
+    :mod:`harness.compare.ties`) or ``diverged``."""
     if metrics["same_order"] and metrics["top1_prob_change"] == 0:
         return Verdict.EQUAL
-    return Verdict.CLOSE if metrics["top1_agree"] else Verdict.DIVERGED
+    if metrics["top1_agree"]:
+        return Verdict.CLOSE
+    return margin_verdict(metrics["reference_margin"], tie_margin)

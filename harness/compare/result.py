@@ -8,6 +8,18 @@ from harness.compare.tolerance import Verdict
 
 STAGES = ("decode", "resize", "crop", "input", "output", "topk")
 """Every compared stage, in pipeline order."""
+SIDES = ("deployment", "training")
+"""Who can reject an image: the deployed server, or the training (reference) recipe."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one short line: its message's first line, with the type when the
+    message alone would not say what happened (cv2.error, MemoryError, KeyError, ...)."""
+    lines = str(exc).strip().splitlines()
+    message = next((line.strip() for line in lines if line.strip()), "")
+    if message and type(exc).__name__ in ("ImageError", "InferenceError"):  # messages written to be read alone
+        return message
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -26,15 +38,29 @@ class StageResult:
 
 @dataclass(frozen=True)
 class ImageResult:
-    """All stages of one image, or why it could not be compared."""
+    """All stages of one image, or why it could not be compared.
+
+    Four outcomes: compared (``stages``); failed on both sides or before either ran
+    (``error``); or rejected by one side while the other accepted it (``error`` and
+    ``rejected_by``, one of :data:`SIDES`). A one-sided rejection is a divergence of its
+    own: one side cannot process an image the other can."""
 
     image: str
     stages: tuple[StageResult, ...] = ()
     error: str | None = None
+    rejected_by: str | None = None
 
     @property
     def failed(self) -> bool:
-        return self.error is not None
+        """Failed on both sides (or unreadable): not a one-sided rejection."""
+        return self.error is not None and self.rejected_by is None
+
+    @property
+    def outcome(self) -> str:
+        """"compared", "failed", "rejected by deployment" or "rejected by training"."""
+        if self.rejected_by:
+            return f"rejected by {self.rejected_by}"
+        return "failed" if self.error is not None else "compared"
 
     @property
     def first_divergent(self) -> str | None:
@@ -48,7 +74,7 @@ class ImageResult:
         stages = [{"stage": s.stage, "verdict": s.verdict.value, "metrics": s.metrics,
                    "isolated_verdict": s.isolated_verdict.value if s.isolated_verdict else None,
                    "isolated": s.isolated, "histogram": s.histogram} for s in self.stages]
-        return {"image": self.image, "stages": stages, "error": self.error}
+        return {"image": self.image, "stages": stages, "error": self.error, "rejected_by": self.rejected_by}
 
     @staticmethod
     def from_dict(d: dict) -> "ImageResult":
@@ -58,4 +84,4 @@ class ImageResult:
                         s.get("isolated"), s.get("histogram", []))
             for s in d.get("stages", ())
         )
-        return ImageResult(d["image"], stages, d.get("error"))
+        return ImageResult(d["image"], stages, d.get("error"), d.get("rejected_by"))

@@ -6,6 +6,7 @@ import numpy as np
 
 from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import StageResult
+from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance
 from harness.preprocessing import PREPROCESS_STAGES
 
@@ -22,13 +23,17 @@ def as_8bit(image: np.ndarray) -> np.ndarray:
 
 def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndarray],
                    tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
-                   top_k: int = 5) -> tuple[StageResult, ...]:
+                   top_k: int = 5, tie_margin: float | None = None) -> tuple[StageResult, ...]:
     """Each stage both sides have, in pipeline order, then ``topk`` from the outputs.
 
     ``isolated`` holds the deployed stages run alone on the reference's previous stage;
-    where present they are compared too (the error a stage adds by itself).
+    where present they are compared too (the error a stage adds by itself). A top-1
+    change within ``tie_margin`` logits of the reference's margin is a tie (default: the
+    output tolerance, :func:`harness.compare.ties.default_tie_margin`).
     """
     isolated = isolated or {}
+    if tie_margin is None:
+        tie_margin = default_tie_margin(tolerances)
     results = []
     for stage in (*PREPROCESS_STAGES, "output"):
         if stage not in reference or stage not in deployed:
@@ -43,5 +48,6 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
     if "output" in reference and "output" in deployed:
         top = topk_metrics(reference["output"], deployed["output"], top_k)
         alone = topk_metrics(reference["output"], isolated["output"], top_k) if "output" in isolated else None
-        results.append(StageResult("topk", topk_verdict(top), top, topk_verdict(alone) if alone else None, alone))
+        results.append(StageResult("topk", topk_verdict(top, tie_margin), top,
+                                   topk_verdict(alone, tie_margin) if alone else None, alone))
     return tuple(results)

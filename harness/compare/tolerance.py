@@ -22,11 +22,15 @@ from harness.spec import Preprocess, SpecError
 class Verdict(str, enum.Enum):
     EQUAL = "equal"
     CLOSE = "close"
+    TIE = "tie"
+    """``topk`` only: the top-1 class changed, but within what the output's error explains
+    (see :mod:`harness.compare.ties`). Not a divergence; fails a run only with
+    ``--fail-on tie`` (or ``close``)."""
     DIVERGED = "diverged"
 
     @property
     def rank(self) -> int:
-        return ("equal", "close", "diverged").index(self.value)
+        return ("equal", "close", "tie", "diverged").index(self.value)
 
     @staticmethod
     def worst(verdicts) -> "Verdict":

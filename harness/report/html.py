@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from harness.compare.metrics import HISTOGRAM_EDGES
-from harness.report.markdown import COLUMNS, fmt, stage_rows, topk_line
+from harness.report.markdown import COLUMNS, fmt, headline, images_line, stage_rows, topk_line
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
 td:first-child, th:first-child { text-align: left; } .diverged { color: #b00; font-weight: bold; }
-.close { color: #a60; } .equal { color: #070; } figure { display: inline-block; margin: 6px; }
+.close { color: #a60; } .tie { color: #36c; } .equal { color: #070; } figure { display: inline-block; margin: 6px; }
 figcaption { font-size: 12px; text-align: center; } .note { color: #555; }
 """
 
@@ -37,8 +37,14 @@ def _histogram(stage: dict) -> str:
     counts = np.asarray(stage["histogram"], dtype=float)
     labels = [f"<{e:g}" for e in HISTOGRAM_EDGES[1:-1]] + [f">={HISTOGRAM_EDGES[-2]:g}"]
     fig, ax = plt.subplots(figsize=(6.5, 2.4))
-    ax.bar(range(len(counts)), counts, color="#4a7ab5")
-    ax.set_yscale("log", nonpositive="mask")
+    # Counts span many decades, so the y axis is logarithmic. Bars grow from 0.5, not 0:
+    # log(0) does not exist, and a bar whose base is masked away is never drawn (the
+    # histograms were empty axes). Empty bins get no bar at all.
+    shown = counts > 0
+    ax.bar(np.flatnonzero(shown), counts[shown] - 0.5, bottom=0.5, color="#4a7ab5")
+    ax.set_yscale("log")
+    ax.set_ylim(0.5, max(1.0, counts.max()) * 2)
+    ax.set_xlim(-0.6, len(counts) - 0.4)
     ax.set_xticks(range(len(counts)), labels[: len(counts)], rotation=45, fontsize=7)
     ax.set_title(f"{stage['name']}: |deployed - reference| over all elements", fontsize=9)
     ax.set_ylabel("elements", fontsize=8)
@@ -74,7 +80,7 @@ def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> st
 
 def _visuals(stage: str, visuals) -> list[str]:
     if visuals is None:
-        return []
+        return []  # (heat maps of an `equal` stage would be one flat colour: the caller skips them)
     figures = []
     for image, path in visuals.worst(stage):
         if not path.exists():
@@ -99,21 +105,26 @@ def _metrics_table(stage: dict) -> str:
     return "".join(rows) + f"</table><p class=note>images: {html.escape(counts)}</p>"
 
 
+def _bold(markdown: str) -> str:
+    """Markdown **bold** spans as HTML <b>, the rest escaped."""
+    pieces = html.escape(markdown).split("**")
+    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(pieces))
+
+
 def write_html(path: Path, report: dict, visuals=None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     e = html.escape
     d = report["deployed"]
-    first = report["first_divergent_stage"]
     parts = [f"<!doctype html><meta charset=utf-8><title>Consistency report</title><style>{STYLE}</style>",
              f"<h1>{e(report.get('title') or 'Consistency report: ' + d['ensemble'] + ' vs the training reference')}</h1>"]
     if report["run"].get("incomplete"):
         parts.append(f"<p class=diverged>Incomplete run: {e(report['run']['stopped_reason'])}. Continue with --resume.</p>")
-    parts.append(f"<p><b>First divergent stage: {e(first)}</b></p>" if first else "<p><b>No stage diverged.</b></p>")
+    parts.append(f"<p>{_bold(headline(report))}</p>")
     parts.append(f"<p>Reference: {e(report['reference']['recipe'])}; model: {e(report['reference']['model'])}<br>"
                  f"Deployed: {e(d['ensemble'])} at {e(d['url'])} ({e(d['protocol'])})<br>"
-                 f"Images: {report['images']} ({report['compared']} compared, {len(report['failed'])} failed)</p>")
+                 f"Images: {e(images_line(report))}</p>")
     parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
     for row in stage_rows(report):
         verdict = row[1].strip("*")
@@ -130,11 +141,23 @@ def write_html(path: Path, report: dict, visuals=None) -> None:
         parts.append(_metrics_table(stage))
         if stage["name"] != "topk" and stage.get("histogram"):
             parts.append(_histogram(stage))
-        figures = _visuals(stage["name"], visuals)
+        figures = _visuals(stage["name"], visuals) if stage["verdict"] != "equal" else []
         if figures:
             parts.append("<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures))
-    if report["failed"]:
-        parts.append("<h2>Failed images</h2><table><tr><th>image</th><th>reason</th></tr>")
-        parts += [f"<tr><td>{e(f['image'])}</td><td style='text-align:left'>{e(f['reason'])}</td></tr>" for f in report["failed"]]
+    if report.get("flips"):
+        parts.append("<h2>Images whose top-1 class changed</h2><p class=note>A tie is a change within the tie margin "
+                     "(the reference's top-1 was ahead of the deployed top-1 by no more than the output's error "
+                     "explains): listed, not counted as a divergence.</p><table><tr><th>image</th><th>verdict</th>"
+                     "<th>reference top-1</th><th>deployed top-1</th><th>reference margin (logits)</th></tr>")
+        parts += [f"<tr><td>{e(f['image'])}</td><td><span class={f['verdict']}>{f['verdict']}</span></td>"
+                  f"<td>{f['reference_top1']}</td><td>{f['deployed_top1']}</td><td>{fmt(f['margin'])}</td></tr>"
+                  for f in report["flips"]]
+        parts.append("</table>")
+    sections = [(f"Rejected by {side} only", rows) for side, rows in report.get("rejected", {}).items()]
+    for title, rows in [*sections, ("Failed images", report["failed"])]:
+        if not rows:
+            continue
+        parts.append(f"<h2>{e(title)}</h2><table><tr><th>image</th><th>reason</th></tr>")
+        parts += [f"<tr><td>{e(f['image'])}</td><td style='text-align:left'>{e(f['reason'])}</td></tr>" for f in rows]
         parts.append("</table>")
     path.write_text("\n".join(parts) + "\n")

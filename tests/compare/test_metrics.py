@@ -56,12 +56,14 @@ def test_tensor_metrics():
 def test_topk():
     ref = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.0])
     same = topk_metrics(ref, ref.copy())
-    assert same["top1_agree"] == 1 and same["top5_overlap"] == 1 and topk_verdict(same) is Verdict.EQUAL
+    assert same["top1_agree"] == 1 and same["topk_overlap"] == 1 and topk_verdict(same, 0.5) is Verdict.EQUAL
     swapped = topk_metrics(ref, np.array([4.0, 5.0, 3.0, 2.0, 1.0, 0.0]))
-    assert swapped["top1_agree"] == 0 and swapped["deployed_top1"] == 1 and topk_verdict(swapped) is Verdict.DIVERGED
+    assert swapped["top1_agree"] == 0 and swapped["deployed_top1"] == 1 and swapped["reference_margin"] == 1.0
+    assert topk_verdict(swapped, 0.5) is Verdict.DIVERGED and topk_verdict(swapped, 1.0) is Verdict.TIE
     assert swapped["top1_prob_change"] < 0
     nudged = topk_metrics(ref, ref + np.array([0, 0.1, 0, 0, 0, 0]))
-    assert topk_verdict(nudged) is Verdict.CLOSE
+    assert topk_verdict(nudged, 0.5) is Verdict.CLOSE and nudged["reference_margin"] == 0
+    assert topk_metrics(ref, ref, k=3)["k"] == 3
 
 
 def test_tolerances_default_and_override(spec):

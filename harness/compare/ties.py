@@ -1,0 +1,52 @@
+"""Near ties: a top-1 change that the output stage's error can explain.
+
+When the reference's two best classes are nearly tied, logits that move by no more than
+the output stage's normal error can swap them. Such a flip says nothing about the
+preprocessing: no change to it could fix the image. It is reported as a **tie**, counted
+and listed, but it is not a divergence.
+
+The rule, per image (:func:`flip_verdict`; :func:`margin_verdict` once the margin is
+known): the top-1 class changed, and the reference's margin between its own top-1 logit
+and its logit for the class the deployed side ranks first is at most ``tie_margin`` (in
+logits). By default ``tie_margin`` is the ``output``
+stage's absolute tolerance (:func:`default_tie_margin`): an error the output is allowed
+to have may reorder classes that close.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from harness.compare.tolerance import Tolerance, Verdict
+
+
+def default_tie_margin(tolerances: Mapping[str, Tolerance]) -> float:
+    """The ``output`` stage's ``atol`` (0.5 logits unless the spec overrides it)."""
+    return tolerances["output"].atol
+
+
+def reference_margin(reference_logits: np.ndarray, deployed_top1: int) -> float:
+    """How far, in the reference's own logits, its top-1 class is ahead of ``deployed_top1``
+    (0.0 when the two sides agree; never negative)."""
+    ref = np.asarray(reference_logits, dtype=np.float64).ravel()
+    return float(ref.max() - ref[deployed_top1])
+
+
+def margin_verdict(margin: float, tie_margin: float) -> Verdict:
+    """A changed top-1 with this reference margin: :attr:`Verdict.TIE` when ``margin`` is
+    at most ``tie_margin``, else :attr:`Verdict.DIVERGED`. The one place the rule lives."""
+    return Verdict.TIE if margin <= tie_margin else Verdict.DIVERGED
+
+
+def flip_verdict(reference_logits: np.ndarray, deployed_top1: int, tie_margin: float) -> Verdict | None:
+    """The verdict on one image's top-1 class, given the reference's logits and the class
+    the deployed side ranks first (e.g. ``int(np.argmax(deployed_logits))``): None when it
+    is the reference's top-1 too, else :func:`margin_verdict` of :func:`reference_margin`.
+
+    A pure function, for ``check``, ``accuracy`` and ``diagnose``."""
+    ref = np.asarray(reference_logits, dtype=np.float64).ravel()
+    if int(np.argmax(ref)) == int(deployed_top1):
+        return None
+    return margin_verdict(reference_margin(ref, deployed_top1), tie_margin)

@@ -1,0 +1,30 @@
+"""The tie rule as a pure function of two logit vectors (harness.compare.ties)."""
+
+import numpy as np
+
+from harness.compare.ties import default_tie_margin, flip_verdict, reference_margin
+from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
+
+
+def test_same_top1_is_no_flip():
+    ref = np.array([3.0, 2.9, 0.0])
+    assert flip_verdict(ref, 0, 0.5) is None
+
+
+def test_a_flip_within_the_margin_is_a_tie_and_beyond_it_a_divergence():
+    ref = np.array([3.0, 2.8, 0.0, -1.0])
+    near = np.array([2.9, 2.95, 0.0, -1.0])  # the two best swap: the reference had them 0.2 apart
+    assert reference_margin(ref, 1) == np.float64(3.0) - 2.8
+    assert flip_verdict(ref, int(np.argmax(near)), 0.5) is Verdict.TIE
+    assert flip_verdict(ref, 1, 0.1) is Verdict.DIVERGED  # a tighter margin, set by the option
+    assert reference_margin(ref, 3) == 4.0 and flip_verdict(ref, 3, 0.5) is Verdict.DIVERGED
+
+
+def test_the_default_margin_is_the_output_tolerance(spec):
+    assert default_tie_margin(tolerances_for(spec.preprocess)) == 0.5
+    assert default_tie_margin({"output": Tolerance(atol=0.2)}) == 0.2
+
+
+def test_a_tie_ranks_between_close_and_diverged():
+    assert Verdict.CLOSE.rank < Verdict.TIE.rank < Verdict.DIVERGED.rank
+    assert Verdict.worst([Verdict.CLOSE, Verdict.TIE]) is Verdict.TIE
