@@ -120,6 +120,18 @@ class TritonClient:
             return {}
         return meta if isinstance(meta, dict) else {"version": meta.version, "name": meta.name}
 
+    def model_config(self, model: str) -> dict:
+        """The model's configuration as the server holds it (JSON field names), or {} if unknown."""
+        try:
+            config = self._client.get_model_config(model)
+        except self._exception:
+            return {}
+        if self.protocol == "grpc":
+            from google.protobuf.json_format import MessageToDict
+
+            return MessageToDict(config.config, preserving_proto_field_name=True)
+        return config
+
     def infer(self, model: str, inputs: dict[str, np.ndarray], outputs: Sequence[str],
               class_count: int = 0) -> dict[str, np.ndarray]:
         """One request; raises :class:`InferenceError` with the server's message."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.cli import accuracy, check, diagnose, loadtest, serving, train
+from harness.cli import accuracy, check, diagnose, loadtest, preflight, serving, train
 from harness.cli.common import UsageError, fail
 
-COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train)
+COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight)
 
 
 def build_parser() -> argparse.ArgumentParser:

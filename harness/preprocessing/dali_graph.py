@@ -120,11 +120,16 @@ class SampleResult:
 class CpuPipelineRunner:
     """Runs :func:`preprocess_graph` with DALI's CPU decoder, in this process.
 
-    A failed batch leaves a DALI pipeline usable (with ``prefetch_queue_depth=1``), so on a
-    failure the batch is re-run image by image to pin the error on the right images only.
+    A failed batch leaves a DALI pipeline usable (with ``prefetch_queue_depth=1``). With
+    ``isolate_failures`` (the default) the batch is then re-run image by image to pin the
+    error on the right images only. Without it every image of the batch fails, which is
+    what Triton's DALI backend does with a dynamic batch: the cpu profile's
+    ``preprocess_dali`` behaves so, so that what protects the gpu profile (the
+    ``validate_image`` step) is tested, not our own retry.
     """
 
-    def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False):
+    def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
+                 isolate_failures: bool = True):
         if not p.decode.fancy_upsampling:
             raise SpecError("DALI's CPU decoder always upsamples chroma like libjpeg: decode.fancy_upsampling = false "
                             "takes effect only on the GPU (mixed) decoder, which this machine cannot run")
@@ -134,6 +139,7 @@ class CpuPipelineRunner:
             return preprocess_graph(p, decoder_device="cpu", taps=taps)
 
         self.max_batch_size = max_batch_size
+        self.isolate_failures = isolate_failures
         self._pipe = pipeline()
         self._pipe.build()
 
@@ -152,7 +158,13 @@ class CpuPipelineRunner:
             try:
                 for i, outputs in zip(chunk, self._run_batch([images[i] for i in chunk])):
                     results[i].outputs = outputs
-            except RuntimeError:
+            except RuntimeError as exc:
+                if not self.isolate_failures:
+                    error = ImageError(f"the DALI batch of {len(chunk)} images failed (one bad image fails them all): "
+                                       f"{_dali_reason(exc)}")
+                    for i in chunk:
+                        results[i].error = error
+                    continue
                 for i in chunk:
                     try:
                         results[i].outputs = self._run_batch([images[i]])[0]
@@ -229,3 +241,44 @@ class CpuStageRunner:
         pipe = pipeline()
         pipe.build()
         return pipe
+
+
+def pipeline_arguments(pipe) -> dict[str, list[str]]:
+    """Operator schema name -> the arguments ``pipe`` passes it, for a pipeline whose graph
+    is built (``serialize()`` or ``build()`` has run). What the DALI of another release
+    must know for this pipeline to load there (see :func:`missing_arguments`)."""
+    used: dict[str, set[str]] = {}
+    for op in pipe._ops:  # DALI's own record of the graph's operators and their arguments
+        args = used.setdefault(op._op._schema.Name(), set())
+        args.update(name for name in {**op._op._init_args, **(op._op._call_args or {})} if not name.startswith("_"))
+    return {name: sorted(args) for name, args in sorted(used.items())}
+
+
+def missing_arguments(arguments: dict[str, list[str]]) -> list[str]:
+    """``operator.argument`` for each one the installed DALI does not know (or operator it lacks)."""
+    import nvidia.dali.backend as backend
+
+    missing = []
+    for op, args in arguments.items():
+        try:
+            schema = backend.GetSchema(op)
+        except (KeyError, RuntimeError):  # "Schema for operator ... not registered"
+            missing.append(op)
+            continue
+        missing.extend(f"{op}.{arg}" for arg in args if not schema.HasArgument(arg))
+    return missing
+
+
+def production_pipelines(repository) -> dict:
+    """The serialized-ready production (``mixed`` decoder) pipelines of a model repository's
+    DALI models, by model name, defined by this process's DALI without a GPU."""
+    import importlib.util
+    from pathlib import Path
+
+    pipes = {}
+    for model_file in sorted(Path(repository).glob("*/1/dali.py")):
+        module_spec = importlib.util.spec_from_file_location(f"{model_file.parts[-3]}_dali", model_file)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        pipes[model_file.parts[-3]] = module.preprocess(device_id=None)  # no GPU needed to serialize
+    return pipes

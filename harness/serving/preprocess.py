@@ -1,8 +1,10 @@
 """Shared plumbing of the preprocessing models: requests in, per-image work, responses out.
 
-A request's ``IMAGE`` is a [batch, bytes] UINT8 tensor (files zero padded to one length).
-Dynamic batching hands several requests over at once; all their images are preprocessed
-together, and an image that fails fails only its own request, with a one-line reason.
+A request's ``IMAGE`` is a [batch, bytes] UINT8 tensor (files zero padded to one length);
+``allow_ragged_batch`` lets dynamic batching hand over requests of different lengths at
+once. All their images are preprocessed together; an image that fails fails its own
+request with a one-line reason (and, in ``preprocess_dali``, its whole batch, as the DALI
+backend does: see :mod:`harness.serving.preprocess_dali_cpu`).
 """
 
 from __future__ import annotations
@@ -56,9 +58,7 @@ class PreprocessModel:
     def _respond(self, names: list[str], results):
         errors = [(i, res) for i, res in enumerate(results) if isinstance(res, ImageError)]
         if errors:
-            i, exc = errors[0]
-            where = f"image {i} of the request: " if len(results) > 1 else ""
-            return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{where}{exc}"))
+            return error_response(errors[0][1], errors[0][0], len(results))
         tensors = []
         for name in names:
             arrays = [res[name] for res in results]
@@ -67,3 +67,9 @@ class PreprocessModel:
                     f"{name} has a different shape for each image of this request; request it one image at a time"))
             tensors.append(pb_utils.Tensor(name, np.stack(arrays).astype(self.output_dtypes[name], copy=False)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
+
+
+def error_response(exc: Exception, index: int, count: int):
+    """The response failing a request because its image ``index`` (of ``count``) is bad."""
+    where = f"image {index} of the request: " if count > 1 else ""
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{where}{exc}"))

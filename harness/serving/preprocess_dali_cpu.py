@@ -13,7 +13,9 @@ class TritonPythonModel(PreprocessModel):
         threads = int(params.get("num_threads", {}).get("string_value", "1"))
         # Same output order as the DALI backend model: the graph yields one tensor per output.
         self.names = list(self.output_dtypes)
-        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=len(self.names) > 1)
+        # A decoding error fails the whole dynamic batch, as in the DALI backend.
+        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=len(self.names) > 1,
+                                        isolate_failures=False)
 
     def preprocess(self, images, outputs):
         return [

@@ -1,0 +1,247 @@
+"""``harness preflight``: the first command on a GPU host.
+
+Proves on the running deployment what no CPU-side test can: that the server, DALI,
+TensorRT, CUDA and Python are the manifest's (``deploy/versions.toml``), that every DALI
+argument the pipeline uses exists in the DALI it runs, that the classifier's engine
+loads, that known-answer photos come out of both ensembles and the taps model as the
+cpu profile served them at build time (within the harness's tolerances), and that a bad
+image among concurrent good ones fails only itself. Each check is one :class:`Row`;
+checks that cannot run where preflight runs are skipped with the reason, never passed.
+
+Imports only numpy, tritonclient and the standard library at module level: it runs in
+the Triton image (``docker compose run --rm preflight``) as well as in the virtualenv.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
+from harness.compare.metrics import quick_verdict
+from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
+from harness.manifest import Manifest
+from harness.preflight.bad_images import bad_images
+from harness.preflight.known_answers import KnownAnswers
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier",
+          "classify_dali", "classify_opencv")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One check: its outcome, what the manifest or the known answers expect, what was found."""
+
+    check: str
+    status: str
+    expected: str = ""
+    found: str = ""
+    detail: str = ""
+
+
+def profile_of(client: TritonClient) -> str:
+    """``gpu`` when preprocess_dali runs in the DALI backend, else ``cpu``."""
+    config = client.model_config("preprocess_dali")
+    return "gpu" if config.get("backend") == "dali" else "cpu"
+
+
+def _version_row(check: str, expected: str, found: str | None, unavailable: str) -> Row:
+    if found is None:
+        return Row(check, SKIP, expected, "", unavailable)
+    # A manifest "11.0.0" matches a library's "11.0.0.114"; "3.12.3" matches "3.12.3".
+    same = found == expected or found.startswith(expected + ".")
+    return Row(check, PASS if same else FAIL, expected, found)
+
+
+def _dali_version() -> str | None:
+    try:
+        import nvidia.dali
+    except ImportError:
+        return None
+    return nvidia.dali.__version__
+
+
+def _tensorrt_version() -> str | None:
+    """The TensorRT library this environment loads (``getInferLibVersion``; no Python bindings needed)."""
+    for name in ("libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        lib.getInferLibVersion.restype = ctypes.c_int32
+        v = lib.getInferLibVersion()
+        # TensorRT 10+ encodes major * 10000 + minor * 100 + patch.
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    return None
+
+
+def environment_rows(manifest: Manifest, profile: str, repository: Path | None, known: KnownAnswers | None) -> list[Row]:
+    """Versions and the DALI schema of *this* process's environment: the server's own when
+    preflight runs in the Triton image (or, for the cpu profile, the embedded server's virtualenv)."""
+    gpu = profile == "gpu"
+    python = ".".join(map(str, sys.version_info[:3]))
+    rows = [
+        _version_row("DALI version", manifest.dali.version, _dali_version(), "DALI is not installed here"),
+        _version_row("Python version", manifest.python.version if gpu else manifest.embedded_python, python, ""),
+    ]
+    if gpu:
+        rows.append(_version_row("TensorRT version", manifest.tensorrt.version, _tensorrt_version(),
+                                 "no libnvinfer here: run inside the Triton image"))
+        rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
+                                 "CUDA_VERSION is not set: run inside the Triton image"))
+    rows.extend(dali_schema_rows(repository, known))
+    return rows
+
+
+def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> list[Row]:
+    """Every operator argument the pipeline uses exists in this DALI, and the production
+    (mixed-decoder) pipelines define and serialize with it."""
+    if _dali_version() is None:
+        return [Row("DALI operator schema", SKIP, detail="DALI is not installed here")]
+    from harness.preprocessing.dali_graph import missing_arguments, production_pipelines
+
+    rows = []
+    if known is not None and known.pipeline_arguments:
+        missing = missing_arguments(known.pipeline_arguments)
+        count = sum(len(args) for args in known.pipeline_arguments.values())
+        rows.append(Row("DALI operator schema", FAIL if missing else PASS, f"{count} arguments of the pipeline",
+                         ", ".join(missing) or "all present"))
+    if repository is not None:
+        try:
+            pipes = production_pipelines(repository)
+            for pipe in pipes.values():
+                pipe.serialize()
+            rows.append(Row("DALI pipelines serialize", PASS, "mixed decoder", ", ".join(pipes)))
+        except Exception as exc:  # KeyError for an unknown argument, RuntimeError from the backend
+            rows.append(Row("DALI pipelines serialize", FAIL, "mixed decoder", f"{type(exc).__name__}: {exc}"))
+    return rows
+
+
+def server_rows(client: TritonClient, manifest: Manifest, profile: str) -> list[Row]:
+    expected = manifest.server.version if profile == "gpu" else manifest.embedded.version
+    found = client.server_metadata().get("version")
+    rows = [_version_row("server version", expected, found, "the server does not report its version")]
+    not_ready = [m for m in MODELS if not client.is_ready(m)]
+    rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(MODELS)} models",
+                    f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
+    platform = client.model_config(CLASSIFIER).get("platform") or client.model_config(CLASSIFIER).get("backend")
+    want = "tensorrt_plan" if profile == "gpu" else "python"
+    rows.append(Row("classifier platform", PASS if platform == want else FAIL, want, platform or "?"))
+    return rows
+
+
+def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dict[str, Tolerance]) -> list[Row]:
+    """Both pipelines' stages and ensemble logits, and the classifier alone, against the record."""
+    rows = []
+    first = next(iter(known.images))
+    recorded = known.stages[first]["dali"]
+    try:
+        logits = client.classifier_logits(recorded["input"][None])[0]
+        verdict, rmse = quick_verdict(recorded["output"], logits, tolerances["output"])
+        rows.append(_verdict_row("classifier engine: known input", verdict, f"{first}: logits rmse {rmse:.3g}"))
+    except InferenceError as exc:
+        rows.append(Row("classifier engine: known input", FAIL, "logits", str(exc)))
+    for pipeline in PIPELINES:
+        worst: dict[str, tuple[Verdict, float, str]] = {}  # per stage: the worst verdict, then the worst RMSE
+        top1 = []
+        for photo, data in known.images.items():
+            expected = known.stages[photo][pipeline]
+            try:
+                found = client.deployed(data, pipeline)
+            except InferenceError as exc:
+                worst["request"] = (Verdict.DIVERGED, 0.0, f"{photo}: {exc}")
+                continue
+            for stage, reference in expected.items():
+                verdict, rmse = quick_verdict(reference, found[stage], tolerances[stage])
+                if stage not in worst or (verdict.rank, rmse) > worst[stage][:2]:
+                    worst[stage] = (verdict, rmse, f"worst {photo}: rmse {rmse:.3g}")
+            top1.append(int(np.argmax(found["output"])) == int(np.argmax(expected["output"])))
+        for stage, (verdict, _, detail) in worst.items():
+            rows.append(_verdict_row(f"{pipeline}: {stage}", verdict, detail))
+        rows.append(Row(f"{pipeline}: top-1", PASS if top1 and all(top1) else FAIL, f"{len(known.images)} of {len(known.images)}",
+                        f"{sum(top1)} of {len(known.images)}"))
+    return rows
+
+
+def _verdict_row(check: str, verdict: Verdict, detail: str) -> Row:
+    return Row(check, FAIL if verdict == Verdict.DIVERGED else PASS, "equal or close", verdict.value, detail)
+
+
+def isolation_row(client_factory, photos: list[bytes], clients: int = 8, rounds: int = 6) -> Row:
+    """A bad image among concurrent good ones fails only its own request (classify_dali).
+
+    ``clients`` threads each send ``rounds`` rounds of one request per good photo and per
+    bad variant, so dynamic batches mix them."""
+    bad = bad_images(photos[0])
+
+    def work(worker: int) -> tuple[int, int, list[str]]:
+        good_failed, bad_passed, reasons = 0, 0, []
+        with client_factory() as client:
+            for r in range(rounds):
+                for i, data in enumerate(photos):
+                    try:
+                        client.classify([data], "dali", top_k=1)
+                    except InferenceError as exc:
+                        good_failed += 1
+                        reasons.append(str(exc))
+                    name = list(bad)[(worker + r + i) % len(bad)]
+                    try:
+                        client.classify([bad[name]], "dali", top_k=1)
+                        bad_passed += 1
+                    except InferenceError:
+                        pass
+        return good_failed, bad_passed, reasons
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        results = list(pool.map(work, range(clients)))
+    good_failed = sum(r[0] for r in results)
+    bad_passed = sum(r[1] for r in results)
+    sent = clients * rounds * len(photos)
+    detail = f"{sent} good and {sent} bad requests from {clients} clients"
+    if good_failed:
+        detail += f"; e.g. {next(reason for r in results for reason in r[2])}"
+    ok = good_failed == 0 and bad_passed == 0
+    return Row("bad image fails only itself", PASS if ok else FAIL, "0 good failed, 0 bad served",
+               f"{good_failed} good failed, {bad_passed} bad served", detail)
+
+
+def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: KnownAnswers | None,
+               tolerances: dict[str, Tolerance] | None = None, repository: Path | None = None,
+               in_server_env: bool = False) -> list[Row]:
+    """Every check, in order: versions, schema, models, known answers, bad-image isolation.
+
+    ``in_server_env``: this process runs in the server's own environment (the Triton image,
+    or the embedded server's virtualenv), so its DALI, TensorRT, CUDA and Python are the
+    server's; otherwise those rows are skipped. ``tolerances`` default to the harness's for
+    the repository's spec."""
+    profile = profile_of(client)
+    rows = [Row("profile", PASS, "", profile)]
+    rows += server_rows(client, manifest, profile)
+    if in_server_env:
+        rows += environment_rows(manifest, profile, repository, known)
+    else:
+        rows.append(Row("versions inside the server's image", SKIP,
+                        detail="run it there: docker compose run --rm preflight"))
+    if known is None:
+        rows.append(Row("known answers", FAIL, detail="none recorded: run `make setup` (harness preflight --record)"))
+    else:
+        if tolerances is None:
+            from harness.spec import SPEC_FILENAME, load_spec
+
+            spec = load_spec(Path(repository or "model_repository") / SPEC_FILENAME)
+            tolerances = tolerances_for(spec.preprocess, spec.tolerances)
+        rows += known_answer_rows(client, known, tolerances)
+        rows.append(isolation_row(client_factory, list(known.images.values())))
+    return rows
+
+
+def passed(rows: list[Row]) -> bool:
+    """No row failed, and something was checked."""
+    return any(r.status == PASS for r in rows) and not any(r.status == FAIL for r in rows)

@@ -1,0 +1,128 @@
+"""The preflight command line, shared by ``harness preflight`` and ``python3 -m harness.preflight``
+(the latter in the Triton image, which has no other harness dependencies)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.manifest import MANIFEST_PATH, ManifestError, load_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_KNOWN_ANSWERS = ROOT / "build" / "preflight"
+DEFAULT_REPOSITORY = ROOT / "model_repository"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="HOST:PORT of the server; default: start the embedded server (cpu profile)")
+    parser.add_argument("--protocol", choices=("http", "grpc"), default="grpc", help="default: %(default)s")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help="default: deploy/versions.toml")
+    parser.add_argument("--known-answers", type=Path, default=DEFAULT_KNOWN_ANSWERS,
+                        help="directory of the recorded known answers (default: build/preflight)")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY,
+                        help="the model repository the server serves (default: model_repository)")
+    parser.add_argument("--in-server-env", action="store_true",
+                        help="this process runs in the server's own environment (the Triton image, or the embedded "
+                             "server's virtualenv): also check its DALI, TensorRT, CUDA, Python and DALI schema")
+    parser.add_argument("--record", action="store_true",
+                        help="record the known answers from the server (make setup does, on the cpu profile) and stop")
+    parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default: %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: every check passed; 1: one failed; 2: set-up error (manifest, server unreachable)."""
+    from contextlib import ExitStack
+
+    from harness.client import TritonClient
+
+    try:
+        manifest = load_manifest(args.manifest)
+    except ManifestError as exc:
+        return _error(str(exc))
+    with ExitStack() as stack:
+        url = args.url
+        if not url:
+            from harness.repository import build_cpu_profile
+            from harness.server import TritonServer, free_port
+
+            repo = build_cpu_profile(args.repository, Path(stack.enter_context(_tmpdir())) / "repository")
+            server = stack.enter_context(TritonServer(repo, http_port=free_port(), grpc_port=free_port(),
+                                                      metrics_port=free_port()))
+            url = server.url(args.protocol)
+
+        def client_factory():
+            return TritonClient(url, args.protocol, timeout=args.timeout)
+
+        client = stack.enter_context(client_factory())
+        if not client.is_ready():
+            return _error(f"Triton server at {url} ({args.protocol}) is not reachable or not ready")
+        if args.record:
+            return _record(client, args)
+        from harness.preflight import known_answers, passed, run_checks
+
+        try:
+            known = known_answers.load(args.known_answers)
+        except FileNotFoundError as exc:
+            print(f"warning: {exc}", file=sys.stderr)
+            known = None
+        rows = run_checks(client, client_factory, manifest, known, repository=args.repository,
+                          in_server_env=args.in_server_env)
+    print(format_rows(rows, manifest))
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    ok = passed(rows)
+    print(f"\npreflight {'PASSED' if ok else 'FAILED'}: {sum(r.status == 'pass' for r in rows)} passed, "
+          f"{sum(r.status == 'fail' for r in rows)} failed, {sum(r.status == 'skip' for r in rows)} skipped")
+    return 0 if ok else 1
+
+
+def _record(client, args) -> int:
+    from harness.preflight.known_answers import PHOTOS, record
+    from harness.preprocessing.dali_graph import pipeline_arguments, production_pipelines
+
+    photos = [ROOT / "data" / "photos" / name for name in PHOTOS]
+    missing = [str(p) for p in photos if not p.is_file()]
+    if missing:
+        return _error(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
+    arguments: dict[str, list[str]] = {}
+    for pipe in production_pipelines(args.repository).values():
+        pipe.serialize()
+        for op, names in pipeline_arguments(pipe).items():
+            arguments[op] = sorted(set(arguments.get(op, [])) | set(names))
+    path = record(client, photos, args.known_answers, arguments)
+    print(f"known answers of {len(photos)} photos recorded in {path.parent}")
+    return 0
+
+
+def format_rows(rows, manifest) -> str:
+    """A plain table (no rich in the Triton image): check, status, expected, found, detail."""
+    head = f"preflight against the manifest: Triton {manifest.release} (server {manifest.server.version}, " \
+           f"DALI {manifest.dali.version}, TensorRT {manifest.tensorrt.version}, CUDA {manifest.cuda.version})"
+    table = [("check", "status", "expected", "found", "detail")] + [
+        (r.check, r.status.upper() if r.status == "fail" else r.status, r.expected, r.found, r.detail) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in table]
+    return "\n".join([head, "", *lines])
+
+
+def _tmpdir():
+    import tempfile
+
+    (ROOT / "build").mkdir(exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix="preflight-", dir=ROOT / "build")
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m harness.preflight", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

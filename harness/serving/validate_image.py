@@ -1,0 +1,37 @@
+"""validate_image: the first step of ``classify_dali``, in both profiles.
+
+The DALI backend decodes a dynamic batch as one unit: one image it cannot decode fails
+*every* request of that batch (dali_backend sends one error to all of them). This model
+checks each request's images before they reach it (see
+:func:`harness.preprocessing.image_check.validate`), so a bad image fails only its own
+request, with a one-line reason, and good images pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+import triton_python_backend_utils as pb_utils
+
+from harness.preprocessing.image_check import VALIDATIONS, ImageError, image_bytes, validate
+from harness.serving.preprocess import error_response
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.level = config.get("parameters", {}).get("validation", {}).get("string_value", "decode")
+        if self.level not in VALIDATIONS:
+            raise pb_utils.TritonModelException(f"parameter 'validation' must be one of {VALIDATIONS}, got {self.level!r}")
+        self.output = config["output"][0]["name"]
+
+    def execute(self, requests):
+        return [self._check(pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()) for request in requests]
+
+    def _check(self, images):
+        for i, data in enumerate(images):
+            try:
+                validate(image_bytes(data), self.level)
+            except ImageError as exc:
+                return error_response(exc, i, len(images))
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(self.output, images)])
