@@ -43,6 +43,8 @@ class Manifest:
     ubuntu: Component
     embedded: Component
     """The cpu profile's tritonserver (``wheel`` pins it)."""
+    embedded_python: str
+    """The Python of the cpu profile's Python-backend stub (and so of the virtualenv)."""
 
     @property
     def dali_requirement(self) -> str:
@@ -82,4 +84,5 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
         python=_component(table, "python"),
         ubuntu=_component(table, "ubuntu"),
         embedded=_component(table, "embedded", "server"),
+        embedded_python=str(table["embedded"].get("python", "")),
     )
