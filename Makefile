@@ -15,7 +15,9 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 
 .PHONY: setup demo test bench serve clean
 
-setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos.sources.json
+KNOWN_ANSWERS := build/preflight/known_answers.json
+
+setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
 
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
@@ -56,6 +58,12 @@ model_repository/classifier/model.onnx: $(VENV)/.installed
 # The corpus writes its provenance beside the photos, last: that file marks it complete.
 data/photos.sources.json: $(VENV)/.installed
 	$(HARNESS) corpus --out data/photos
+
+# What the cpu profile serves for the known-answer photos: `harness preflight` on a GPU
+# host compares the deployed server with it (docker compose run --rm preflight).
+$(KNOWN_ANSWERS): $(STUB) model_repository/classifier/model.onnx data/photos.sources.json \
+		model_repository/preprocessing.toml $(wildcard model_repository/*/config.pbtxt)
+	$(HARNESS) preflight --record
 
 clean:
 	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt

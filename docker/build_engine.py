@@ -1,20 +1,26 @@
 """Build the classifier's TensorRT engine (model.plan) from its ONNX, with trtexec.
 
-Runs in the TensorRT image of the same release as the Triton image (an engine only loads
-in the TensorRT version that built it, on the GPU model it was built on). The engine
-gets one dynamic-batch optimization profile, batch 1 to the classifier's
-``max_batch_size``; the input name and dims come from ``classifier/config.pbtxt`` so the
-engine always matches what Triton will feed it.
+Runs in the TensorRT image of the release in ``deploy/versions.toml`` (an engine only
+loads in the TensorRT version that built it, on the GPU model it was built on); it
+refuses to build when the image's TensorRT is not the manifest's. The engine gets one
+dynamic-batch optimization profile, batch 1 to the classifier's ``max_batch_size``; the
+input name and dims come from ``classifier/config.pbtxt`` so the engine always matches
+what Triton will feed it.
+
+Precision: TensorRT 11 builds every network strongly typed and its trtexec has no
+``--fp16`` (nor ``--int8``/``--best``): there, FP16=1 builds from ``model_fp16.onnx``, an
+ONNX that is fp16 inside (``harness model export --fp16`` writes it). TensorRT 10 and
+older get ``--fp16`` on the fp32 ONNX.
 
 Environment (docker-compose.yml sets them):
-    FP16       1 to let TensorRT use fp16 kernels (faster; logits move slightly); default 0
+    FP16       1 for an fp16 engine (faster; logits move slightly); default 0
     OPT_BATCH  the batch size TensorRT tunes for; default 8
     TRTEXEC    the trtexec binary; default trtexec on PATH, else /usr/src/tensorrt/bin/trtexec
 
 The build is skipped when ``<out>/model.plan`` was built from the same ONNX with the same
-settings on the same GPU (a stamp file beside it records them). ``--dry-run`` prints the
-trtexec command and builds nothing. Standard library only (the TensorRT image has no
-project packages).
+settings by the same TensorRT on the same GPU (a stamp file beside it records them).
+``--dry-run`` prints the trtexec command and builds nothing. Standard library only (the
+TensorRT image has no project packages).
 """
 
 from __future__ import annotations
@@ -27,10 +33,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ENGINE = "model.plan"
 STAMP = "model.plan.stamp.json"
+FP16_ONNX = "model_fp16.onnx"
+DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "deploy" / "versions.toml"
 
 
 def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
@@ -50,8 +59,11 @@ def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
 
 
 def trtexec_command(trtexec: str, onnx: Path, engine: Path, input_name: str, dims: list[int],
-                    max_batch: int, opt_batch: int, fp16: bool) -> list[str]:
-    """The trtexec call: one profile with batch 1 .. max_batch, tuned for opt_batch."""
+                    max_batch: int, opt_batch: int, fp16: bool, tensorrt_major: int) -> list[str]:
+    """The trtexec call: one profile with batch 1 .. max_batch, tuned for opt_batch.
+
+    With ``fp16`` under TensorRT 11+, ``onnx`` must be the fp16 model: precision comes
+    from the network, and the flag no longer exists."""
     def shape(batch: int) -> str:
         return f"{input_name}:" + "x".join(str(d) for d in [batch, *dims])
 
@@ -59,9 +71,29 @@ def trtexec_command(trtexec: str, onnx: Path, engine: Path, input_name: str, dim
            f"--minShapes={shape(1)}", f"--optShapes={shape(min(opt_batch, max_batch))}",
            f"--maxShapes={shape(max_batch)}",
            "--skipInference"]  # build and save only; Triton serves it
-    if fp16:
+    if fp16 and tensorrt_major < 11:
         cmd.append("--fp16")
     return cmd
+
+
+def manifest_tensorrt(path: Path) -> str:
+    """The TensorRT version of the production manifest."""
+    return tomllib.loads(path.read_text())["tensorrt"]["version"]
+
+
+def installed_tensorrt() -> str | None:
+    """The TensorRT library of this image (``getInferLibVersion``), or None without one."""
+    import ctypes
+
+    for name in ("libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        lib.getInferLibVersion.restype = ctypes.c_int32
+        v = lib.getInferLibVersion()
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"  # major * 10000 + minor * 100 + patch
+    return None
 
 
 def gpu_name() -> str:
@@ -80,27 +112,37 @@ def main(argv: list[str] | None = None) -> int:
                         help="the model repository (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("/engine"),
                         help="directory for model.plan (default: %(default)s)")
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST,
+                        help="the production manifest, deploy/versions.toml (default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print the trtexec command, build nothing")
     args = parser.parse_args(argv)
 
+    tensorrt = manifest_tensorrt(args.manifest)
+    fp16 = os.environ.get("FP16", "0").strip().lower() in ("1", "true", "yes", "on")
+    major = int(tensorrt.split(".")[0])
     classifier = args.repository / "classifier"
-    onnx = classifier / "model.onnx"
+    onnx = classifier / (FP16_ONNX if fp16 and major >= 11 else "model.onnx")
     if not onnx.is_file():
-        print(f"error: {onnx} not found: export it first (`make setup` or `harness model export`)", file=sys.stderr)
+        how = "harness model export --fp16" if onnx.name == FP16_ONNX else "`make setup` or `harness model export`"
+        print(f"error: {onnx} not found: export it first ({how})", file=sys.stderr)
         return 2
     max_batch, input_name, dims = classifier_input((classifier / "config.pbtxt").read_text())
-    fp16 = os.environ.get("FP16", "0").strip().lower() in ("1", "true", "yes", "on")
     opt_batch = int(os.environ.get("OPT_BATCH", "8"))
     trtexec = os.environ.get("TRTEXEC") or shutil.which("trtexec") or "/usr/src/tensorrt/bin/trtexec"
 
     engine = args.out / ENGINE
     partial = args.out / (ENGINE + ".partial")  # trtexec writes here; renamed only when complete
-    cmd = trtexec_command(trtexec, onnx, partial, input_name, dims, max_batch, opt_batch, fp16)
+    cmd = trtexec_command(trtexec, onnx, partial, input_name, dims, max_batch, opt_batch, fp16, major)
     if args.dry_run:
         print(" ".join(cmd))
         return 0
+    found = installed_tensorrt()
+    if found is None or not (found == tensorrt or found.startswith(tensorrt + ".")):
+        print(f"error: this image's TensorRT is {found or 'missing'}, the manifest's is {tensorrt}: an engine only "
+              f"loads in the TensorRT that built it (use the image deploy/versions.toml names)", file=sys.stderr)
+        return 2
 
-    stamp = {"onnx_sha256": hashlib.sha256(onnx.read_bytes()).hexdigest(), "gpu": gpu_name(),
+    stamp = {"onnx_sha256": hashlib.sha256(onnx.read_bytes()).hexdigest(), "gpu": gpu_name(), "tensorrt": found,
              "command": cmd[3:]}  # shapes and precision; the paths do not matter
     stamp_file = args.out / STAMP
     if engine.is_file() and stamp_file.is_file() and json.loads(stamp_file.read_text()) == stamp:

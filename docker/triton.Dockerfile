@@ -3,15 +3,23 @@
 #
 # Build context: the project root (docker-compose.yml sets it); triton.Dockerfile.dockerignore
 # keeps the context to pyproject.toml, README.md and harness/.
-FROM nvcr.io/nvidia/tritonserver:24.12-py3
+FROM nvcr.io/nvidia/tritonserver:26.06-py3
 
-# numpy must stay < 2 (the Python backend's tensors and the harness are tested with 1.26);
-# opencv-python-headless 4.11 is the last release built for numpy 1. The image already
-# sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04 marks its
-# Python as externally managed, and this image's Python *is* the backends' environment).
+# The release is deploy/versions.toml's (tests/test_manifest.py checks it): its DALI, the
+# one the DALI backend autoserializes preprocess_dali*/1/dali.py with, is the DALI the
+# virtualenv's tests define and serialize the same pipelines with.
+#
+# numpy stays < 2 (the Python backend's tensors and the harness are tested with 1.26);
+# opencv-python-headless 4.11 is the last release built for numpy 1. Pillow and simplejpeg
+# check images in validate_image; tritonclient is for `harness preflight` inside this image.
+# The image already sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04
+# marks its Python as externally managed, and this image's Python *is* the backends' environment).
 RUN pip install --no-cache-dir --break-system-packages \
         numpy==1.26.4 \
-        opencv-python-headless==4.11.0.86
+        opencv-python-headless==4.11.0.86 \
+        pillow==13.0.0 \
+        simplejpeg==1.9.0 \
+        "tritonclient[http,grpc]==2.73.0"
 
 # The models (preprocess_dali*/1/dali.py, preprocess_opencv/1/model.py) import the
 # harness package. --no-deps: its other dependencies (torch, DALI wheel, ...) are for the
@@ -23,10 +31,10 @@ COPY pyproject.toml README.md /src/harness-project/
 COPY harness /src/harness-project/harness
 RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
     && rm -rf /src/harness-project \
-    && python3 -c "import numpy, harness.preprocessing.opencv, harness.preprocessing.dali_graph; \
+    && python3 -c "import numpy, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight.cli; \
 assert numpy.__version__ == '1.26.4', numpy.__version__"
 # (That import check fails the build early if the DALI package autoserialization uses,
-# or OpenCV, is not importable by the image's python3.)
+# OpenCV, or what preflight needs, is not importable by the image's python3.)
 
 # The repository is mounted read-only: do not try to write __pycache__ into it.
 ENV PYTHONDONTWRITEBYTECODE=1

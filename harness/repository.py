@@ -99,7 +99,7 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path: Path
         # A real copy: it may be mounted into a container, where a link would dangle.
         shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__"))
     else:
-        shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", ONNX_FILENAME))
+        shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", "*.onnx"))
         # The ONNX is large and read-only: link it rather than copy it.
         (out / "classifier" / ONNX_FILENAME).symlink_to((source / "classifier" / ONNX_FILENAME).resolve())
     (out / SPEC_FILENAME).write_text(

@@ -14,6 +14,7 @@ from pathlib import Path
 import compose
 import pytest
 
+from harness.manifest import load_manifest
 from harness.repository import load_config, load_repository
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,13 +24,14 @@ COMPOSE_BINARY = Path(compose.__file__).parent / "docker-compose"
 always exits 0, so the binary is called directly)."""
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 BUILD_ENGINE = ROOT / "docker" / "build_engine.py"
-RELEASE = "24.12-py3"
+MANIFEST = load_manifest()
+RELEASE = f"{MANIFEST.release}-py3"
 
 
 def compose_cli(*args, file=COMPOSE_FILE):
     # Variables the file reads, left unset so their defaults are what is checked.
     env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS")}
-    return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", *args],
+    return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", "--profile", "preflight", *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
 
 
@@ -60,8 +62,9 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "triton", "locust-master", "locust-worker", "sweep"}
+    assert set(config["services"]) == {"engine-builder", "triton", "preflight", "locust-master", "locust-worker", "sweep"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
+    assert config["services"]["preflight"]["profiles"] == ["preflight"]
 
 
 def dockerfile_base(service) -> str:
@@ -74,6 +77,7 @@ def test_pinned_images_of_one_release(config):
     assert dockerfile_base(services["triton"]) == f"nvcr.io/nvidia/tritonserver:{RELEASE}"
     assert services["engine-builder"]["image"] == f"nvcr.io/nvidia/tensorrt:{RELEASE}"
     assert dockerfile_base(services["locust-master"]) == "locustio/locust:2.47.0"
+    assert services["preflight"]["image"] == services["triton"]["image"]  # so it reports the server's DALI
     for service in services.values():
         assert not service["image"].endswith(":latest") and ":" in service["image"]
 
@@ -136,6 +140,9 @@ def test_the_engine_lands_where_triton_loads_the_classifier(config):
     assert (ROOT / "model_repository" / "classifier" / "1").is_dir()  # the mount point exists in the repository
     assert load_config(ROOT / "model_repository" / "classifier" / "config.pbtxt").platform == "tensorrt_plan"
     assert builder["environment"] == {"FP16": "0", "OPT_BATCH": "8"}
+    manifest = builder["command"][builder["command"].index("--manifest") + 1]
+    [mount] = [v for v in builder["volumes"] if Path(manifest).is_relative_to(v["target"])]
+    assert Path(mount["source"]) / Path(manifest).relative_to(mount["target"]) == ROOT / "deploy" / "versions.toml"
 
 
 def test_every_mounted_path_exists(config):
@@ -183,21 +190,75 @@ def test_engine_builder_reads_the_classifier_config_as_triton_does():
                                                          list(triton.input[0].dims))
 
 
+TRTEXEC_11_FLAGS = {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--skipInference"}
+"""The flags the builder may emit for TensorRT 11's trtexec: present in its
+samples/common/sampleOptions.cpp (tag v11.0), which dropped --fp16, --int8 and --best."""
+
+
+@pytest.fixture(scope="module")
+def fp16_repository(tmp_path_factory):
+    """The repository with model_fp16.onnx beside the ONNX (`harness model export --fp16`)."""
+    from harness.precision import export_fp16
+
+    repo = tmp_path_factory.mktemp("fp16") / "model_repository"
+    shutil.copytree(ROOT / "model_repository", repo, ignore=shutil.ignore_patterns("model_fp16.onnx", "__pycache__"))
+    export_fp16(repo / "classifier" / "model.onnx")
+    return repo
+
+
 @pytest.mark.parametrize("fp16", ["0", "1"])
-def test_engine_builder_command_has_a_dynamic_batch_profile_and_switchable_fp16(fp16, tmp_path):
-    run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--out", tmp_path,
+def test_engine_builder_emits_only_flags_the_manifests_trtexec_accepts(fp16, fp16_repository, tmp_path):
+    assert MANIFEST.tensorrt_major == 11
+    run = build_engine("--dry-run", "--repository", fp16_repository, "--out", tmp_path,
                        env={"FP16": fp16, "OPT_BATCH": "8", "TRTEXEC": "trtexec"})
     assert run.returncode == 0, run.stderr
     command = run.stdout.split()
     assert command[0] == "trtexec"
-    assert f"--onnx={ROOT / 'model_repository' / 'classifier' / 'model.onnx'}" in command
+    assert {arg.split("=")[0] for arg in command[1:]} <= TRTEXEC_11_FLAGS
+    onnx = "model_fp16.onnx" if fp16 == "1" else "model.onnx"  # TensorRT 11: precision comes from the network
+    assert f"--onnx={fp16_repository / 'classifier' / onnx}" in command
     assert {"--minShapes=input:1x3x224x224", "--optShapes=input:8x3x224x224",
             "--maxShapes=input:64x3x224x224"} <= set(command)
-    assert ("--fp16" in command) == (fp16 == "1")
     assert not any(tmp_path.iterdir())  # a dry run builds nothing
+
+
+def test_engine_builder_under_tensorrt_10_uses_the_fp16_flag(fp16_repository, tmp_path):
+    manifest = tmp_path / "versions.toml"
+    manifest.write_text((ROOT / "deploy" / "versions.toml").read_text().replace('version = "11.0.0"', 'version = "10.7.0"'))
+    run = build_engine("--dry-run", "--repository", fp16_repository, "--out", tmp_path / "engine",
+                       "--manifest", manifest, env={"FP16": "1", "TRTEXEC": "trtexec"})
+    assert run.returncode == 0, run.stderr
+    assert "--fp16" in run.stdout.split() and "/model.onnx" in run.stdout
+
+
+def test_engine_builder_asks_for_the_fp16_onnx_when_it_is_missing(tmp_path):
+    shutil.copytree(ROOT / "model_repository", tmp_path / "repo", ignore=shutil.ignore_patterns("model_fp16.onnx"))
+    run = build_engine("--dry-run", "--repository", tmp_path / "repo", "--out", tmp_path / "engine", env={"FP16": "1"})
+    assert run.returncode == 2 and "harness model export --fp16" in run.stderr
+
+
+def test_engine_builder_refuses_a_tensorrt_other_than_the_manifests(tmp_path):
+    # No TensorRT here at all: a real build must stop before trtexec runs, saying why.
+    run = build_engine("--repository", ROOT / "model_repository", "--out", tmp_path / "engine")
+    assert run.returncode == 2 and f"the manifest's is {MANIFEST.tensorrt.version}" in run.stderr
+    assert not (tmp_path / "engine").exists()
 
 
 def test_engine_builder_refuses_a_repository_without_the_onnx(tmp_path):
     shutil.copytree(ROOT / "model_repository", tmp_path / "repo", ignore=shutil.ignore_patterns("model.onnx"))
     run = build_engine("--repository", tmp_path / "repo", "--out", tmp_path / "engine")
     assert run.returncode == 2 and "model.onnx not found" in run.stderr
+
+
+def test_preflight_runs_in_the_server_image_against_the_running_server(config):
+    preflight = config["services"]["preflight"]
+    entrypoint = preflight["entrypoint"]
+    assert entrypoint[:3] == ["python3", "-m", "harness.preflight"] and "--in-server-env" in entrypoint
+    assert entrypoint[entrypoint.index("--url") + 1] == "triton:8001"
+    assert preflight["depends_on"]["triton"]["condition"] == "service_healthy"
+    mounts = {v["target"]: v for v in preflight["volumes"]}
+    for option in ("--repository", "--known-answers"):
+        assert entrypoint[entrypoint.index(option) + 1] in mounts
+    assert Path(mounts["/preflight"]["source"]) == ROOT / "build" / "preflight"  # make setup records it there
+    # The engine the builder made, whose stamp names the TensorRT that built it.
+    assert mounts["/models/classifier/1"]["source"] == "classifier-engine"

@@ -7,8 +7,8 @@ from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
 
-EXPECTED_MODELS = {"preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier", "classify_dali",
-                   "classify_opencv"}
+EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier",
+                   "classify_dali", "classify_opencv"}
 
 
 def dtype_name(value: int) -> str:
@@ -57,10 +57,24 @@ def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
 def test_ensembles_chain_preprocessing_into_the_classifier(gpu):
     for pipeline in PIPELINES.values():
         steps = gpu[pipeline.ensemble].ensemble_scheduling.step
-        assert [s.model_name for s in steps] == [f"preprocess_{pipeline.name}", "classifier"]
-        assert steps[0].output_map["INPUT"] == steps[1].input_map["input"]
+        # The DALI path validates first: one bad image would fail its whole DALI batch.
+        validate = ["validate_image"] if pipeline.name == "dali" else []
+        assert [s.model_name for s in steps] == [*validate, f"preprocess_{pipeline.name}", "classifier"]
+        if validate:
+            assert steps[0].input_map["IMAGE"] == "IMAGE"
+            assert steps[0].output_map["VALIDATED"] == steps[1].input_map["IMAGE"]
+        assert steps[-2].output_map["INPUT"] == steps[-1].input_map["input"]
         taps = gpu[pipeline.taps_model]
         assert [o.name for o in taps.output] == list(TAP_TENSORS.values())
+
+
+def test_encoded_image_inputs_batch_ragged(gpu):
+    # Without allow_ragged_batch Triton batches only requests of identical byte length,
+    # i.e. almost never for real files.
+    for name, config in gpu.items():
+        for tensor in config.input:
+            if tensor.name == "IMAGE":
+                assert tensor.allow_ragged_batch, name
 
 
 def test_onnx_io_matches_the_classifier_config(gpu, repository):

@@ -31,6 +31,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     model_commands = model.add_subparsers(dest="model_command", required=True)
     export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels")
     add_repository_args(export)
+    export.add_argument("--fp16", action="store_true",
+                        help="also write model_fp16.onnx (fp16 inside, fp32 inputs and outputs): what FP16=1 builds "
+                             "the TensorRT 11 engine from, as trtexec has no --fp16 there; prints its error against fp32")
     export.set_defaults(run=run_model_export)
     imp = model_commands.add_parser("import", help="install your own ONNX classifier and label file")
     imp.add_argument("onnx", type=Path)
@@ -78,6 +81,20 @@ def run_model_export(args) -> int:
     spec = load_spec(spec_path(args))
     path = export_default(args.repository / "classifier", spec.preprocess.crop.size)
     console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
+    if args.fp16:
+        import numpy as np
+
+        from harness.precision import compare_precision, export_fp16
+        from harness.preprocessing import opencv
+
+        fp16 = export_fp16(path)
+        photos = sorted(DEFAULT_PHOTOS.iterdir()) if DEFAULT_PHOTOS.is_dir() else []
+        console.print(f"wrote {fp16}")
+        if photos:
+            inputs = np.stack([opencv.run(p.read_bytes(), spec.preprocess, ["input"])["input"] for p in photos])
+            c = compare_precision(path, fp16, inputs)
+            console.print(f"fp16 vs fp32 on {c.images} photos (ONNX Runtime, CPU): top-1 agreement {c.top1_agreement:.1%}, "
+                          f"logits max |diff| {c.max_abs_logit:.3g}, mean {c.mean_abs_logit:.3g}")
     return 0
 
 

@@ -96,8 +96,21 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
                                  "no libnvinfer here: run inside the Triton image"))
         rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
                                  "CUDA_VERSION is not set: run inside the Triton image"))
+    if gpu and repository is not None:
+        rows.append(engine_row(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
     rows.extend(dali_schema_rows(repository, known))
     return rows
+
+
+def engine_row(stamp: Path, manifest: Manifest) -> Row:
+    """The TensorRT that built the served engine (the engine builder's stamp) is the manifest's."""
+    import json
+
+    if not stamp.is_file():
+        return Row("engine built by", SKIP, manifest.tensorrt.version, "", f"no build stamp at {stamp}")
+    built = json.loads(stamp.read_text())
+    row = _version_row("engine built by", manifest.tensorrt.version, built.get("tensorrt"), "the stamp names no TensorRT")
+    return Row(row.check, row.status, row.expected, row.found, f"on {built.get('gpu', '?')}")
 
 
 def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> list[Row]:
@@ -160,7 +173,7 @@ def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dic
                 continue
             for stage, reference in expected.items():
                 verdict, rmse = quick_verdict(reference, found[stage], tolerances[stage])
-                if stage not in worst or (verdict.rank, rmse) > worst[stage][:2]:
+                if stage not in worst or (verdict.rank, rmse) > (worst[stage][0].rank, worst[stage][1]):
                     worst[stage] = (verdict, rmse, f"worst {photo}: rmse {rmse:.3g}")
             top1.append(int(np.argmax(found["output"])) == int(np.argmax(expected["output"])))
         for stage, (verdict, _, detail) in worst.items():
