@@ -1,14 +1,22 @@
-"""`harness diagnose` against deployed tensors read from the real server, on real photos."""
+"""`harness diagnose` against deployed tensors read from the real server, on real photos.
 
+Single planted causes, and combinations of them (specs/planted/*+*.toml): every cause must be
+named in one run, and their order by prediction cost must match what undoing each one alone
+does to the predictions, measured here independently (recipe + model, no diagnose code)."""
+
+import numpy as np
 import pytest
 
+from harness.check import ServerStopped
 from harness.cli.diagnose import fetch_deployed
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
 from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose, resolve_auto
+from harness.reference import BUILT_IN
 from harness.reference.model import OnnxModel, TorchModel
-from harness.spec import load_spec
+from harness.server import TritonServer, free_port
+from harness.spec import load_spec, with_overrides
 from tests.conftest import copy_photos
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "rocket.jpg", "grace_hopper.jpg",
@@ -19,12 +27,25 @@ PLANTED = {  # spec -> (first divergent stage, culprit that must rank first)
     "normalization_scale": ("input", "normalization scale"),
     "stretch": ("resize", "resize mode"),
 }
+FIX = {  # planted cause -> the reference change that undoes it (what the deployment does)
+    "channel_order": {"input": {"channel_order": "RGB"}},
+    "antialias": {"resize": {"antialias": False}},
+    "normalization_scale": {"normalize": {"pixel_range": 255.0}},
+    "stretch": {"resize": {"mode": "shorter_side", "size": [256]}},
+}
+COMBINATIONS = {  # spec in specs/planted -> its planted causes
+    "antialias+channel_order": ("antialias", "channel_order"),
+    "stretch+normalization_scale": ("stretch", "normalization_scale"),
+    "channel_order+normalization_scale": ("channel_order", "normalization_scale"),
+    "stretch+channel_order": ("stretch", "channel_order"),
+    "antialias+channel_order+normalization_scale": ("antialias", "channel_order", "normalization_scale"),
+}
+DEPLOYED_SPEC = "model_repository/preprocessing.toml"
 
 
 @pytest.fixture(scope="module")
 def deployed(server, photos_dir):
-    with TritonClient(server.grpc_url, "grpc") as client:
-        return fetch_deployed(client, [photos_dir / n for n in PHOTOS], "dali")
+    return fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), [photos_dir / n for n in PHOTOS], "dali")
 
 
 @pytest.fixture(scope="module")
@@ -32,53 +53,126 @@ def model(repository):
     return OnnxModel(repository / "classifier" / "model.onnx")
 
 
-def run(spec, deployed, model):
-    diagnoser = Diagnoser(deployed, spec.reference.recipe, spec.reference.preprocess, spec.preprocess, model,
-                          tolerances_for(spec.preprocess, spec.tolerances), lambda: TorchModel(half=True))
-    hypotheses = candidate_hypotheses(spec.reference.recipe, diagnoser.reference, diagnoser.deployed_spec)
-    return diagnose(diagnoser, hypotheses, "model_repository/preprocessing.toml", "DALI")
+def planted_spec(repository, name):
+    return load_spec(repository.parent / "specs" / "planted" / f"{name}.toml")
+
+
+def diagnoser_for(spec, deployed, model):
+    return Diagnoser(deployed, spec.reference.recipe, spec.reference.preprocess, spec.preprocess, model,
+                     tolerances_for(spec.preprocess, spec.tolerances), lambda: TorchModel(half=True))
+
+
+def run(spec, deployed, model, **kwargs):
+    diagnoser = diagnoser_for(spec, deployed, model)
+    try:
+        return diagnose(diagnoser, DEPLOYED_SPEC, "DALI", **kwargs)
+    finally:
+        diagnoser.close()
+
+
+def predictions(spec, causes_fixed, deployed, model) -> tuple[int, float]:
+    """(top-1 flips, mean output RMSE) of the reference with the given planted causes fixed,
+    computed directly: the recipe on every image, the model, the deployed logits."""
+    overrides: dict = {}
+    for cause in causes_fixed:
+        for section, values in FIX[cause].items():
+            overrides.setdefault(section, {}).update(values)
+    recipe = BUILT_IN[spec.reference.recipe](with_overrides(spec.reference.preprocess, **overrides))
+    logits = model.logits(np.stack([recipe(data)["input"] for data in deployed.data])).astype(np.float64)
+    served = np.stack([stages["output"] for stages in deployed.stages]).astype(np.float64)
+    flips = int(np.sum(logits.argmax(axis=1) != served.argmax(axis=1)))
+    return flips, float(np.mean(np.sqrt(np.mean((logits - served) ** 2, axis=1))))
 
 
 @pytest.mark.parametrize("planted", PLANTED)
 def test_the_planted_cause_ranks_first_and_its_fix_works(repository, deployed, model, planted):
-    spec = load_spec(repository.parent / "specs" / "planted" / f"{planted}.toml")
     stage, culprit = PLANTED[planted]
-    result = run(spec, deployed, model)
+    result = run(planted_spec(repository, planted), deployed, model)
     assert result.first_divergent == stage and result.baseline.diverged(stage) > 0
     best = result.ranked[0]
     assert best.culprit == culprit, [(e.name, e.culprit, e.status) for e in result.ranked[:3]]
-    assert result.explained_by is best
-    # the fix brings every stage up to the first divergent one back to equal or close
+    # one cause, found in one round; with it nothing diverges
+    assert [c.hypothesis for c in result.explained_by] == [best.hypothesis] and result.remaining is None
     assert best.diverged(stage) == 0 and best.verdicts[stage]["diverged"] == 0
     assert best.images == len(PHOTOS)
-    assert result.recommendation and "Set " in result.recommendation
+    assert result.recommendation and result.recommendation.startswith("Set ")
+    assert f"**{best.name}** ({culprit}) explains it" in result.conclusion
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS)
+def test_every_planted_cause_is_named_and_ordered_by_its_cost(repository, deployed, model, combination):
+    spec, planted = planted_spec(repository, combination), COMBINATIONS[combination]
+    result = run(spec, deployed, model)
+
+    assert result.remaining is None, result.conclusion  # with every cause applied, nothing diverges
+    assert len(result.explained_by) == len(planted)
+    everything = predictions(spec, planted, deployed, model)
+    cost = {}
+    for cause in planted:
+        without = predictions(spec, [c for c in planted if c != cause], deployed, model)
+        cost[cause] = (without[0] - everything[0], without[1] - everything[1])
+    expected = sorted(planted, key=lambda c: cost[c], reverse=True)
+    assert len(set(cost.values())) == len(planted), cost  # an order exists
+    assert [c.hypothesis.culprit for c in result.causes] == [PLANTED[c][1] for c in expected], result.conclusion
+    for found, cause in zip(result.causes, expected):
+        assert found.flips == cost[cause][0]
+        assert found.output_error == pytest.approx(cost[cause][1], rel=1e-6)
+    # one recommendation covers every cause, most costly first
+    lines = result.recommendation.splitlines()
+    assert [line.split("**")[1] for line in lines[1:-1]] == [c.hypothesis.name for c in result.causes]
+    assert lines[-1] == "With every change, nothing diverges."
+
+
+def test_a_later_stage_cause_is_found_after_the_resize_one(repository, deployed, model):
+    # The issue's case: the resize difference comes first and costs no prediction; the channel
+    # swap it used to leave for "run diagnose again" flips predictions and must rank first.
+    result = run(planted_spec(repository, "antialias+channel_order"), deployed, model)
+    assert [r.focus for r in result.rounds] == ["resize", "input"]
+    assert [c.hypothesis.culprit for c in result.causes] == ["channel order", "resize antialias"]
+    assert result.causes[0].flips > 0 and result.causes[1].flips == 0
+    assert "run diagnose again" not in result.conclusion
+
+
+def test_two_causes_at_one_stage_take_two_rounds(repository, deployed, model):
+    result = run(planted_spec(repository, "channel_order+normalization_scale"), deployed, model)
+    first, second = result.rounds[:2]
+    assert first.focus == second.focus == "input"
+    assert not first.explains and second.explains  # the first only improves, the second completes it
+
+
+def test_the_round_bound_stops_the_search(repository, deployed, model):
+    result = run(planted_spec(repository, "antialias+channel_order+normalization_scale"), deployed, model, max_rounds=1)
+    assert len(result.rounds) == 1 and result.stopped == "round bound"
+    assert [c.hypothesis.culprit for c in result.causes] == ["resize antialias"]
+    assert result.remaining == "input" and "a divergence remains" in result.conclusion
 
 
 def test_recommendation_is_in_spec_terms_on_the_side_that_can_change(repository, deployed, model):
-    antialias = run(load_spec(repository.parent / "specs" / "planted" / "antialias.toml"), deployed, model)
+    antialias = run(planted_spec(repository, "antialias"), deployed, model)
     assert antialias.recommendation.startswith("Set resize.antialias = true in the deployed spec")
     # torchvision's floor-rounded sizes: DALI cannot round that way, so training must change
     torchvision = run(load_spec(repository.parent / "specs" / "misaligned_resize.toml"), deployed, model)
     assert "Set resize.antialias = true" in torchvision.recommendation
     assert 'Train with resize.size_rounding = "half_up"' in torchvision.recommendation
+    assert torchvision.remaining is None  # the crop rounding it used to leave is found too
+    assert {c.hypothesis.culprit for c in torchvision.causes} >= {"resize antialias", "output-size rounding"}
 
 
 def test_aligned_spec_has_no_dominant_cause(spec, deployed, model):
     result = run(spec, deployed, model)
-    assert result.first_divergent is None and result.explained_by is None and result.recommendation is None
-    assert "no dominant cause" in result.conclusion
+    assert result.first_divergent is None and not result.explained_by and result.recommendation is None
+    assert "no dominant cause" in result.conclusion and not result.rounds and not result.causes
 
 
 def test_when_no_hypothesis_explains_it_says_so(repository, deployed, model):
     # The channel-order spec, searched without the channel-order hypothesis: nothing left
     # can explain it, and diagnose must say so instead of guessing.
-    spec = load_spec(repository.parent / "specs" / "planted" / "channel_order.toml")
-    diagnoser = Diagnoser(deployed, "opencv", spec.reference.preprocess, spec.preprocess, model,
-                          tolerances_for(spec.preprocess), lambda: TorchModel(half=True))
-    others = [h for h in candidate_hypotheses("opencv", diagnoser.reference, diagnoser.deployed_spec)
-              if h.culprit != "channel order"]
-    result = diagnose(diagnoser, others, "model_repository/preprocessing.toml", "DALI")
-    assert result.first_divergent == "input" and result.explained_by is None and result.recommendation is None
+    def without_channel_order(*args):
+        return [h for h in candidate_hypotheses(*args) if h.culprit != "channel order"]
+
+    result = run(planted_spec(repository, "channel_order"), deployed, model, catalogue=without_channel_order)
+    assert result.first_divergent == "input" and not result.explained_by and result.recommendation is None
+    assert not result.causes and result.remaining == "input"
     assert "nothing here explains it" in result.conclusion or "No known culprit fully explains" in result.conclusion
 
 
@@ -103,9 +197,29 @@ def test_hypotheses_cover_the_known_culprits(spec):
     assert reference.resize.size_rounding == "floor" and reference.crop.offset_rounding == "half_even"
 
 
-def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tmp_path):
+def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tmp_path, spec):
     (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     copy_photos(photos_dir, PHOTOS[:2], tmp_path)
-    with TritonClient(server.grpc_url, "grpc") as client:
-        got = fetch_deployed(client, list_images(tmp_path), "dali")
-    assert sorted(got.names) == sorted(PHOTOS[:2]) and [f["image"] for f in got.failed] == ["bad.jpg"]
+    reference = BUILT_IN["opencv"](spec.reference.preprocess)
+    got = fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), list_images(tmp_path), "dali", reference)
+    assert sorted(got.names) == sorted(PHOTOS[:2])
+    assert [(f["image"], f["outcome"]) for f in got.failed] == [("bad.jpg", "failed")]  # neither side reads it
+
+
+def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repository, photos_dir, tmp_path):
+    ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
+    server = TritonServer(cpu_repository, log_file=tmp_path / "t.log", **ports).start()
+    seen = []
+
+    def stop_after_two(name):
+        seen.append(name)
+        if len(seen) == 2:
+            server.stop()
+
+    try:
+        with pytest.raises(ServerStopped, match="stopped answering at image") as stopped:
+            fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), list_images(photos_dir)[:12], "dali",
+                           workers=1, retries=1, on_image=stop_after_two)
+    finally:
+        server.stop()
+    assert server.grpc_url in str(stopped.value)

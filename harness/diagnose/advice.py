@@ -1,0 +1,133 @@
+"""Advice in spec terms: which side each change belongs on, and the corrected reference spec.
+
+:func:`recommend` says, for one cause, what to set on the side that can change: the
+deployment when its library can take training's values, else training.
+:func:`corrected_spec` writes the spec whose ``[reference]`` describes training as the
+deployment behaves (every cause applied), so that ``harness check --spec`` it finds no
+divergence: it ``extends`` the spec diagnosed and changes only ``[reference]``, so the
+deployed sections (and an embedded server built from them) stay as they were.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from harness.diagnose.catalogue import Hypothesis, plain, resolve_auto
+from harness.spec import Preprocess, Spec, SpecError, load_spec, to_table, with_overrides
+
+if TYPE_CHECKING:
+    from harness.diagnose.evaluation import Diagnoser
+
+
+def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: str) -> str:
+    """The change to make, in spec terms, on the side that should change: the deployment
+    when it can take training's values, else training."""
+    if h.fp16:
+        return ("The deployed classifier answers like the model in fp16: build the TensorRT engine in fp32 "
+                "(FP16=0 for the engine builder), or validate the model in fp16 before serving it so.")
+    parts = []
+    if h.recipe:
+        parts.append(f"The deployment computes like {h.recipe}, not like training's {diagnoser.recipe}, with the same "
+                     f"settings: preprocess the training data with {h.recipe} ([reference] recipe = \"{h.recipe}\"), "
+                     f"since the deployed {deployed_library} cannot change its arithmetic.")
+    changes = h.changes(diagnoser.reference)
+    if not changes:
+        return " ".join(parts)
+    deployed = diagnoser.deployed_spec
+    where = f"in the deployed spec ({deployed_spec_path}, read by the {deployed_library} pipeline)"
+    if all(plain(_get(deployed, key)) == trained for key, trained, _ in changes):
+        return " ".join(parts + [
+            f"The deployed spec already says {_assign(changes, 1)}, yet the server behaves as if {_assign(changes, 2)}: "
+            f"it is not serving {deployed_spec_path}; rebuild and redeploy the repository."])
+    # All of training's values at once (a resize mode comes with its size), else key by key.
+    groups = [changes] if _deployable(deployed, changes, deployed_library) is None else [[c] for c in changes]
+    for group in groups:
+        reason = _deployable(deployed, group, deployed_library)
+        if reason is None:
+            parts.append(f"Set {_assign(group, 1)} {where} to match training (the deployment behaves as if "
+                         f"{_assign(group, 2)}); or train with {_assign(group, 2)}.")
+        else:
+            parts.append(f"Train with {_assign(group, 2)}: the deployed {deployed_library} cannot do "
+                         f"{_assign(group, 1)} ({reason}).")
+    return " ".join(parts)
+
+
+def _get(p: Preprocess, key: str):
+    section, name = key.split(".")
+    return getattr(getattr(p, section), name)
+
+
+def _assign(changes, which: int) -> str:
+    return ", ".join(f"{c[0]} = {_toml(c[which])}" for c in changes)
+
+
+def _deployable(deployed: Preprocess, changes, library: str) -> str | None:
+    """None if the deployed implementation can take these values, else why not."""
+    overrides: dict[str, dict] = {}
+    for key, trained, _ in changes:
+        section, name = key.split(".")
+        overrides.setdefault(section, {})[name] = trained
+    try:
+        _check_deployable(with_overrides(deployed, **overrides), library)
+    except SpecError as exc:
+        return str(exc).removeprefix("override: ")
+    return None
+
+
+def _check_deployable(p: Preprocess, library: str) -> None:
+    if library == "DALI":
+        from harness.preprocessing.dali_graph import check_supported
+    else:
+        from harness.preprocessing.opencv import check_supported
+    check_supported(p)
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def reference_table(spec: Spec, recipe: str, preprocess: Preprocess) -> dict:
+    """The ``[reference]`` table that, on top of ``spec``, gives ``recipe`` with exactly
+    ``preprocess``: the recipe, and every key that differs from the spec's reference."""
+    before, after = to_table(spec.reference.preprocess), to_table(preprocess)
+    table: dict = {"recipe": recipe}
+    for section, values in after.items():
+        changed = {k: v for k, v in values.items() if v != before[section][k]}
+        if changed:
+            table[section] = changed
+    return table
+
+
+def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preprocess, causes: Sequence[Hypothesis],
+                   out: Path, note: str = "") -> Path:
+    """Write the spec diagnosed with its ``[reference]`` corrected to ``recipe`` and
+    ``preprocess`` (the reference with every cause applied), and check that it reads back
+    as exactly that. ``note`` goes into the header comment."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    source, folder = Path(spec_path).resolve(), out.parent.resolve()
+    # Relative when both live in one tree (the pair can move together), else absolute.
+    extends = os.path.relpath(source, folder) if os.path.commonpath([source, folder]) != "/" else str(source)
+    table = reference_table(spec, recipe, preprocess)
+    lines = [f"# Written by `harness diagnose` from {spec_path}: the [reference] below is training as the",
+             "# deployment behaves, with every cause found applied (most costly first):"]
+    lines += [f"#   {k}. {h.name} ({h.culprit})" for k, h in enumerate(causes, 1)] or ["#   (none: nothing diverged)"]
+    lines += [f"# {line}" for line in note.splitlines()]
+    lines += ["# `harness check --spec` this file compares the same deployment against it.",
+              f'extends = "{extends}"', "", "[reference]", f'recipe = "{recipe}"']
+    for section, values in table.items():
+        if section != "recipe":
+            lines += ["", f"[reference.{section}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
+    out.write_text("\n".join(lines) + "\n")
+    written = load_spec(out)
+    if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess):
+        raise SpecError(f"{out}: the corrected spec does not read back as the reference it describes")
+    return out

@@ -1,0 +1,137 @@
+"""The catalogue of known culprits, each as a change to the reference recipe.
+
+A :class:`Hypothesis` is the reference recipe with one thing changed: channel order,
+antialias, interpolation, resize library, resize dtype, resize mode, size or crop rounding,
+normalization scale or values, JPEG decoding switches, EXIF orientation, model precision.
+:func:`candidate_hypotheses` lists them relative to any reference, so that a later round of
+the search can draw them again on top of the changes found so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from harness.reference import BUILT_IN
+from harness.spec import INTERPOLATIONS, Preprocess, SpecError, with_overrides
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """The reference recipe with one culprit changed."""
+
+    name: str
+    culprit: str
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    recipe: str | None = None
+    """Another library doing the same preprocessing (None: the reference's own)."""
+    fp16: bool = False
+    """Run the reference model in half precision (TensorRT builds with --fp16)."""
+
+    def changes(self, base: Preprocess) -> list[tuple[str, Any, Any]]:
+        """(section.key, reference value, hypothesized value) of each overridden key."""
+        out = []
+        for section, values in self.overrides.items():
+            for key, value in values.items():
+                before = getattr(getattr(base, section), key)
+                out.append((f"{section}.{key}", plain(before), plain(value)))
+        return out
+
+
+def plain(value):
+    """Tuples as lists, as TOML and JSON write them."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+NATIVE_ROUNDING = {"torchvision": ("floor", "half_even"), "torch": ("floor", "half_even")}
+"""(size, crop offset) rounding of a library's ``auto``; the others round both half up."""
+
+
+def resolve_auto(recipe: str, p: Preprocess) -> Preprocess:
+    """``auto`` roundings spelled out as what the recipe's library does, so that hypotheses
+    and advice name real behaviour (torchvision's auto is floor, DALI's is half up)."""
+    size, offset = NATIVE_ROUNDING.get(recipe, ("half_up", "half_up"))
+    return with_overrides(
+        p,
+        resize={"size_rounding": size if p.resize.size_rounding == "auto" else p.resize.size_rounding},
+        crop={"offset_rounding": offset if p.crop.offset_rounding == "auto" else p.crop.offset_rounding},
+    )
+
+
+def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
+    """Every known culprit, as changes to the reference recipe (``ref``), drawing candidate
+    values from common mistakes and from the deployed spec."""
+    H = Hypothesis
+    hs = [H(f"channel order {_flip(ref.input.channel_order)}", "channel order",
+            {"input": {"channel_order": _flip(ref.input.channel_order)}})]
+    hs.append(H(f"antialias {'off' if ref.resize.antialias else 'on'}", "resize antialias",
+                {"resize": {"antialias": not ref.resize.antialias}}))
+    hs += [H(f"interpolation {i}", "resize interpolation", {"resize": {"interpolation": i}})
+           for i in INTERPOLATIONS if i != ref.resize.interpolation]
+    hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
+    hs.append(H(f"resize on {'uint8' if ref.resize.dtype == 'float32' else 'float32'}", "resize dtype",
+                {"resize": {"dtype": "uint8" if ref.resize.dtype == "float32" else "float32"}}))
+    crop = list(ref.crop.size)
+    modes = [("stretch", crop), ("stretch", [ref.resize.size[0]] * 2), ("shorter_side", [256])]
+    if deployed.resize != ref.resize:
+        modes.append((deployed.resize.mode, list(deployed.resize.size)))
+    for mode, size in modes:
+        if (mode, tuple(size)) != (ref.resize.mode, ref.resize.size) and (mode != "shorter_side" or len(size) == 1):
+            what = f"shorter side {size[0]} + center crop" if mode == "shorter_side" else f"stretch to {size[0]}x{size[-1]}"
+            hs.append(H(f"resize mode: {what}", "resize mode", {"resize": {"mode": mode, "size": size}}))
+    hs += [H(f"size rounding {r}", "output-size rounding", {"resize": {"size_rounding": r}})
+           for r in ("half_up", "floor") if r != ref.resize.size_rounding]
+    hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
+           for r in ("half_up", "half_even") if r != ref.crop.offset_rounding]
+    hs += _normalization_hypotheses(ref, deployed)
+    d = ref.decode
+    hs.append(H(f"fancy upsampling {'off' if d.fancy_upsampling else 'on'}", "JPEG chroma upsampling",
+                {"decode": {"fancy_upsampling": not d.fancy_upsampling}}))
+    hs.append(H(f"{'accurate' if d.fast_idct else 'fast'} IDCT", "JPEG IDCT", {"decode": {"fast_idct": not d.fast_idct}}))
+    hs.append(H(f"EXIF orientation {'ignored' if d.exif_orientation else 'applied'}", "EXIF orientation",
+                {"decode": {"exif_orientation": not d.exif_orientation}}))
+    hs.append(H("model in fp16", "model precision", fp16=True))
+    return _unique(hs, recipe, ref)
+
+
+def _flip(order: str) -> str:
+    return "BGR" if order == "RGB" else "RGB"
+
+
+def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
+    n, H = ref.normalize, Hypothesis
+    other_range = 1.0 if n.pixel_range == 255.0 else 255.0
+    k = other_range / n.pixel_range
+    hs = [
+        # The same mean/std numbers applied to pixels on the other scale (a missing or extra /255).
+        H(f"pixels scaled to 0-{other_range:g} (mean/std numbers unchanged)", "normalization scale",
+          {"normalize": {"pixel_range": other_range}}),
+        # mean/std written for the other scale (0.485 vs 123.7) with pixels as they are.
+        H(f"mean/std on the 0-{other_range:g} scale", "normalization scale",
+          {"normalize": {"mean": [m * k for m in n.mean], "std": [s * k for s in n.std]}}),
+        H("ImageNet mean/std", "normalization values",
+          {"normalize": {"pixel_range": 1.0, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}),
+        H("(x - 127.5) / 127.5", "normalization values",
+          {"normalize": {"pixel_range": 255.0, "mean": [127.5] * 3, "std": [127.5] * 3}}),
+        H("std not applied", "normalization values", {"normalize": {"std": [n.pixel_range / 255.0] * 3}}),
+    ]
+    if deployed.normalize != n:
+        hs.append(H("the deployed spec's normalization", "normalization values",
+                    {"normalize": {k2: plain(v) for k2, v in dataclasses.asdict(deployed.normalize).items()}}))
+    return hs
+
+
+def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
+    """Drop hypotheses that change nothing or repeat another's recipe."""
+    seen, out = {(recipe, ref, False)}, []
+    for h in hs:
+        try:
+            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16)
+        except SpecError:
+            out.append(h)  # reported as not applicable
+            continue
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
+    return out

@@ -1,0 +1,338 @@
+"""Replaying a setting of the reference (the recipe with some culprits changed) against the
+deployed tensors, which were read from the server once.
+
+A *setting* is the reference with a sequence of :class:`~harness.diagnose.catalogue.Hypothesis`
+applied in order. Each image under a setting gets an :class:`ImageOutcome` (a verdict and an
+error per stage); outcomes are cached per setting, and the model's logits per input tensor,
+so a setting met again (in a later round, or when ranking causes by cost) costs nothing, and
+a change that leaves the model input as it was does not run the model again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from harness.compare.metrics import quick_verdict
+from harness.compare.result import STAGES
+from harness.compare.tolerance import Tolerance
+from harness.diagnose.catalogue import Hypothesis, resolve_auto
+from harness.preprocessing import PREPROCESS_STAGES
+from harness.reference import BUILT_IN, Recipe
+from harness.reference.model import ReferenceModel
+from harness.spec import Preprocess, SpecError, with_overrides
+
+SCREEN_IMAGES = 8
+"""Hypotheses are first tried on this many images; one that does not improve on them is
+dropped without running the rest (most culprits are wrong, and obviously so)."""
+MODEL_BATCH = 16
+DEFAULT_WORKERS = os.cpu_count() or 1
+"""Images preprocessed at once: one per core."""
+DECODED_SETTINGS = 2
+"""Decoded images are kept for this many (library, decode switches) settings at most."""
+
+Setting = tuple[str, Preprocess, bool]
+"""(recipe name, preprocessing parameters, model in fp16): what the reference runs."""
+
+
+@dataclass
+class Deployed:
+    """The deployed tensors of every image, fetched from the server once."""
+
+    names: list[str]
+    data: list[bytes]
+    stages: list[dict[str, np.ndarray]]
+    failed: list[dict]
+    """``{"image", "reason", "outcome"}`` of images the deployment did not answer."""
+
+
+@dataclass(frozen=True)
+class ImageOutcome:
+    """One image under one setting: each stage's verdict and error (RMSE; ``topk``: 1.0 when
+    the top-1 class changed, else 0.0), or why the reference failed on it."""
+
+    verdicts: Mapping[str, str]
+    errors: Mapping[str, float]
+    failed: str | None = None
+
+    @property
+    def first_divergent_index(self) -> int:
+        """Index in STAGES of the first diverged stage (len(STAGES) if none)."""
+        return next((i for i, s in enumerate(STAGES) if self.verdicts.get(s) == "diverged"), len(STAGES))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One setting replayed on some images: a hypothesis tried on top of the changes found
+    so far (``on_top_of``), or a setting evaluated for itself (``hypothesis`` None)."""
+
+    name: str
+    culprit: str
+    outcomes: Mapping[int, ImageOutcome] = field(default_factory=dict)
+    hypothesis: Hypothesis | None = None
+    on_top_of: tuple[Hypothesis, ...] = ()
+    status: str = "evaluated"
+    """``evaluated``, ``rejected: ...`` (no better on the first images), ``not applicable: ...``."""
+    changes: tuple = ()
+    """(key, reference value, hypothesized value) of the hypothesis, against the original reference."""
+    baseline: "Evaluation | None" = None
+    """What it was compared with, on the same images (the first few, for a rejected hypothesis)."""
+
+    @property
+    def evaluated(self) -> bool:
+        return self.status.startswith("evaluated")
+
+    @property
+    def images(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def verdicts(self) -> dict[str, Counter]:
+        counts = {s: Counter() for s in STAGES}
+        for o in self.outcomes.values():
+            for stage, v in o.verdicts.items():
+                counts[stage][v] += 1
+        return counts
+
+    def errors(self, stage: str) -> list[float]:
+        return [o.errors[stage] for o in self.outcomes.values() if stage in o.errors]
+
+    def diverged(self, upto: str) -> int:
+        """Images with a diverged stage at or before ``upto``."""
+        last = STAGES.index(upto)
+        return sum(o.first_divergent_index <= last for o in self.outcomes.values())
+
+    def error(self, stage: str) -> float | None:
+        """Mean over images of the stage's RMSE (shape mismatches count as infinite)."""
+        values = self.errors(stage)
+        return float(np.mean(values)) if values else None
+
+    def first_divergent(self) -> str | None:
+        first = min((o.first_divergent_index for o in self.outcomes.values()), default=len(STAGES))
+        return STAGES[first] if first < len(STAGES) else None
+
+    def flips(self) -> int | None:
+        """Images whose top-1 class differs from the deployment's (near ties included)."""
+        values = self.errors("topk")
+        return int(sum(values)) if values else None
+
+    def top1_agreement(self) -> float | None:
+        values = self.errors("topk")
+        return 1.0 - float(np.mean(values)) if values else None
+
+    def score(self, stage: str) -> tuple:
+        """Lower is better: images diverged up to ``stage``, error there, output error."""
+        err, out = self.error(stage), self.error("output")
+        return (self.diverged(stage), math.inf if err is None else err, math.inf if out is None else out)
+
+    def subset(self, indices: Sequence[int]) -> "Evaluation":
+        """The same evaluation restricted to some images."""
+        return Evaluation(self.name, self.culprit, {i: self.outcomes[i] for i in indices if i in self.outcomes},
+                          self.hypothesis, self.on_top_of, self.status, self.changes)
+
+
+class Diagnoser:
+    """Replays settings of the reference against one set of deployed tensors.
+
+    ``reference`` and ``deployed_spec`` are taken with their ``auto`` roundings resolved
+    (:func:`resolve_auto`). ``timing`` adds up where the time goes (seconds per phase)."""
+
+    def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
+                 model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
+                 workers: int = DEFAULT_WORKERS):
+        self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
+        self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
+        self._fp16_model, self._fp16 = fp16_model, None
+        self.indices = list(range(len(deployed.names)))
+        """The images every evaluation runs on: those both sides processed."""
+        self.rejected_by_training: list[dict] = []
+        self._outcomes: dict[Setting, dict[int, ImageOutcome]] = {}
+        self._logits: dict[tuple[bool, bytes], np.ndarray] = {}
+        self._decode_verdicts: dict[tuple, tuple[str, float]] = {}
+        self._decoded: dict[tuple, dict[int, object]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self.workers = workers
+        self.timing: Counter = Counter()
+        """Seconds per phase, summed over images (parallel work can add up to more than the wall time)."""
+        self.counts: Counter = Counter()
+
+    def setting(self, changes: Sequence[Hypothesis]) -> Setting:
+        """The reference with ``changes`` applied in order (raises SpecError if it cannot be)."""
+        recipe, p, fp16 = self.recipe, self.reference, False
+        for h in changes:
+            p = with_overrides(p, **h.overrides)
+            recipe, fp16 = h.recipe or recipe, fp16 or h.fp16
+        return recipe, p, fp16
+
+    def baseline(self) -> Evaluation:
+        """The reference as specified, on every image. Images its recipe cannot process (the
+        deployment could) are set aside as rejected by training: no change of parameters
+        explains them, and every later evaluation leaves them out."""
+        ev = self.evaluate(())
+        rejected = {i: o.failed for i, o in ev.outcomes.items() if o.failed}
+        self.rejected_by_training = [{"image": self.deployed.names[i], "reason": f"reference: {reason}",
+                                      "outcome": "rejected by training"} for i, reason in rejected.items()]
+        self.indices = [i for i in self.indices if i not in rejected]
+        return ev.subset(self.indices)
+
+    def evaluate(self, applied: Sequence[Hypothesis], h: Hypothesis | None = None, base: Evaluation | None = None,
+                 screen_stage: str | None = None) -> Evaluation:
+        """``h`` on top of ``applied`` (``h`` None: ``applied`` itself) on every image. With
+        ``screen_stage`` and ``base``, first on a few images, stopping when it does no better
+        than ``base`` there; when that stage comes before the model, a hypothesis already worse
+        up to it is dropped without running the model."""
+        applied = tuple(applied)
+        if h is None:
+            name, culprit, changes = " + ".join(x.name for x in applied) or "as specified (baseline)", "-", ()
+        else:
+            name, culprit, changes = h.name, h.culprit, tuple(h.changes(self.reference))
+        made = lambda outcomes, status="evaluated", baseline=base: Evaluation(  # noqa: E731
+            name, culprit, outcomes, h, applied, status, changes, baseline)
+        try:
+            setting = self.setting((*applied, h) if h else applied)
+            recipe = BUILT_IN[setting[0]](setting[1])
+            model = self._model(setting[2])
+        except SpecError as exc:
+            return made({}, f"not applicable: {exc}", None)
+        if screen_stage and base is not None and len(self.indices) > SCREEN_IMAGES:
+            screen = self.indices[:SCREEN_IMAGES]
+            before = base.subset(screen)
+            prepared = self._prepare(setting, recipe, screen)
+            if screen_stage in PREPROCESS_STAGES:
+                partial = made({i: ImageOutcome(v, e, f) for i, (v, e, f, _) in prepared.items()})
+                if partial.score(screen_stage)[:2] > before.score(screen_stage)[:2]:
+                    return made(partial.outcomes, self._rejected("before the model"), before)
+            tried = made(self._finish(setting, model, prepared))
+            if tried.score(screen_stage) >= before.score(screen_stage):
+                return made(tried.outcomes, self._rejected(), before)
+        return made(self._outcomes_of(setting, recipe, model, self.indices))
+
+    @staticmethod
+    def _rejected(when: str = "") -> str:
+        return f"rejected: no better than the baseline on the first {SCREEN_IMAGES} images{' ' + when if when else ''}"
+
+    def _model(self, fp16: bool) -> ReferenceModel:
+        if not fp16:
+            return self.model
+        if self._fp16 is None:
+            self._fp16 = self._fp16_model()
+        return self._fp16
+
+    def _outcomes_of(self, setting: Setting, recipe, model, indices: Sequence[int]) -> dict[int, ImageOutcome]:
+        cached = self._outcomes.setdefault(setting, {})
+        missing = [i for i in indices if i not in cached]
+        if missing:
+            cached.update(self._finish(setting, model, self._prepare(setting, recipe, missing)))
+        return {i: cached[i] for i in indices}
+
+    def _prepare(self, setting: Setting, recipe, indices: Sequence[int]) -> dict[int, tuple]:
+        """Per image: (verdicts, errors, failure, model input) of the preprocessing stages,
+        images in parallel (the libraries release the GIL; one thread per core)."""
+        cached = self._outcomes.get(setting, {})
+        recipe = self._with_cached_decode(recipe, setting)
+        todo = [i for i in indices if i not in cached]
+        out = {i: (cached[i].verdicts, cached[i].errors, cached[i].failed, None) for i in indices if i in cached}
+        for i, (prepared, seconds) in zip(todo, self._pool().map(lambda i: self._prepare_one(setting, recipe, i), todo)):
+            out[i] = prepared
+            self.timing["reference preprocessing"] += seconds[0]
+            self.timing["comparison"] += seconds[1]
+        self.counts["reference preprocessing (images)"] += len(todo)
+        return {i: out[i] for i in indices}
+
+    def _prepare_one(self, setting: Setting, recipe, i: int) -> tuple[tuple, tuple[float, float]]:
+        start = time.perf_counter()
+        try:
+            ref = recipe(self.deployed.data[i])
+        except Exception as exc:  # noqa: BLE001 - any failure of the reference on one image is that image's
+            text = str(exc).strip()
+            reason = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+            return ({"decode": "diverged"}, {"decode": math.inf}, reason, None), (time.perf_counter() - start, 0.0)
+        middle = time.perf_counter()
+        dep = self.deployed.stages[i]
+        verdicts, errors = {}, {}
+        for stage in PREPROCESS_STAGES:
+            if stage in ref and stage in dep:
+                # The decoded image depends only on the library and the decode switches: compare it once.
+                key = (setting[0], setting[1].decode, i) if stage == "decode" else None
+                if key not in self._decode_verdicts:
+                    v, rmse = quick_verdict(ref[stage], dep[stage], self.tolerances[stage])
+                    if key is None:
+                        verdicts[stage], errors[stage] = v.value, rmse
+                        continue
+                    self._decode_verdicts[key] = (v.value, rmse)
+                verdicts[stage], errors[stage] = self._decode_verdicts[key]
+        return (verdicts, errors, None, ref["input"]), (middle - start, time.perf_counter() - middle)
+
+    def _with_cached_decode(self, recipe, setting: Setting):
+        """The recipe with its decode step served from a cache shared by every setting that
+        decodes alike (same library, same switches): most hypotheses change a later stage.
+        The recipe's own ``__call__`` runs unchanged; recipes that do not decode through the
+        ``decode`` hook (DALI runs its whole graph at once) are left as they are."""
+        if type(recipe).__call__ is not Recipe.__call__:
+            return recipe
+        key = (setting[0], setting[1].decode)
+        store = self._decoded.pop(key, {})
+        self._decoded[key] = store  # most recently used last
+        while len(self._decoded) > DECODED_SETTINGS:
+            self._decoded.pop(next(iter(self._decoded)))
+        decode = recipe.decode
+
+        def cached(data: bytes):
+            if id(data) not in store:  # the deployed bytes objects live as long as the diagnoser
+                store[id(data)] = decode(data)
+            return store[id(data)]
+
+        recipe.decode = cached
+        return recipe
+
+    def close(self) -> None:
+        """Stop the worker threads and drop the decoded images (the diagnoser stays usable)."""
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+        self._decoded.clear()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.workers)
+        return self._executor
+
+    def _finish(self, setting: Setting, model, prepared: dict[int, tuple]) -> dict[int, ImageOutcome]:
+        """The model's outputs and top-1 classes added to prepared images; cached per setting."""
+        cached = self._outcomes.setdefault(setting, {})
+        todo = [i for i, p in prepared.items() if i not in cached and p[2] is None]
+        logits = self._logits_of(setting[2], model, [prepared[i][3] for i in todo])
+        for i, out in zip(todo, logits):
+            verdicts, errors = dict(prepared[i][0]), dict(prepared[i][1])
+            dep_out = self.deployed.stages[i]["output"]
+            v, rmse = quick_verdict(out, dep_out, self.tolerances["output"])
+            verdicts["output"], errors["output"] = v.value, rmse
+            flipped = int(np.argmax(out)) != int(np.argmax(dep_out))
+            verdicts["topk"], errors["topk"] = ("diverged" if flipped else "close"), float(flipped)
+            cached[i] = ImageOutcome(verdicts, errors)
+        for i, p in prepared.items():
+            if p[2] is not None and i not in cached:
+                cached[i] = ImageOutcome(p[0], p[1], p[2])
+        return {i: cached[i] for i in prepared}
+
+    def _logits_of(self, fp16: bool, model: ReferenceModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The model's logits per input, run only on inputs not seen before (in batches)."""
+        keys = [(fp16, hashlib.blake2b(x.tobytes(), digest_size=16).digest()) for x in inputs]
+        new = list({k: x for k, x in zip(keys, inputs) if k not in self._logits}.items())
+        start = time.perf_counter()
+        for s in range(0, len(new), MODEL_BATCH):
+            chunk = new[s:s + MODEL_BATCH]
+            for (k, _), out in zip(chunk, model.logits(np.stack([x for _, x in chunk]))):
+                self._logits[k] = out
+        self.timing["reference model"] += time.perf_counter() - start
+        self.counts["reference model (images)"] += len(new)
+        self.counts["reference model (cached)"] += len(inputs) - len(new)
+        return [self._logits[k] for k in keys]

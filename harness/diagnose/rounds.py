@@ -1,0 +1,238 @@
+"""The search: rounds of hypotheses, each on top of the changes found so far, then every
+cause ranked by what it costs in predictions.
+
+Round *n* re-locates the first divergent stage with the changes of rounds 1..n-1 applied to
+the reference, tries every culprit of the catalogue on top of them, and keeps the simplest
+one that explains that stage (every stage up to it equal or close on every image), or else
+the one that improves it most. Rounds stop when nothing diverges, when nothing in the
+catalogue helps, or after :data:`MAX_ROUNDS`. A round that only improved is kept if a later
+round completes its explanation (two causes at one stage), and dropped otherwise.
+
+The cost of a cause is what undoing it alone, with every other cause applied, does to the
+predictions: the top-1 flips it brings back, then the output error it adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.diagnose.advice import recommend
+from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses
+from harness.diagnose.evaluation import Diagnoser, Evaluation
+from harness.report.markdown import fmt
+from harness.spec import Preprocess
+
+MAX_ROUNDS = 5
+"""Rounds of the search at most (each finds one change; the catalogue has 14 culprits)."""
+
+Catalogue = Callable[[str, Preprocess, Preprocess], list[Hypothesis]]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: where the divergence first appears under the changes found before it,
+    every hypothesis tried on top of them (ranked), and the one kept."""
+
+    number: int
+    base: Evaluation
+    """The reference with the earlier rounds' changes, on every image."""
+    focus: str
+    ranked: tuple[Evaluation, ...]
+    chosen: Evaluation | None
+    explains: bool
+    """``chosen`` brings every stage up to ``focus`` to equal or close on every image."""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One change found, with what it costs in predictions."""
+
+    hypothesis: Hypothesis
+    round: int
+    changes: tuple
+    """(key, reference value, value the deployment behaves as) of each spec key."""
+    flips: int | None
+    """Top-1 flips that come back when this change alone is undone (None: not measurable)."""
+    output_error: float | None
+    """Mean output RMSE added when this change alone is undone."""
+    without: Evaluation
+    advice: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    baseline: Evaluation
+    first_divergent: str | None
+    """The first divergent stage of the reference as specified."""
+    rounds: tuple[Round, ...]
+    causes: tuple[Cause, ...]
+    """Every change kept, most costly first."""
+    final: Evaluation
+    """The reference with every cause applied."""
+    stopped: str
+    """Why the rounds ended: ``nothing diverges``, ``nothing in the catalogue helps``, ``round bound``."""
+    conclusion: str
+    recommendation: str | None
+
+    @property
+    def ranked(self) -> tuple[Evaluation, ...]:
+        """The first round's hypotheses, ranked (empty when nothing diverged)."""
+        return self.rounds[0].ranked if self.rounds else ()
+
+    @property
+    def explained_by(self) -> tuple[Cause, ...]:
+        """The causes, when together they explain every divergence; else empty."""
+        return self.causes if self.remaining is None and self.causes else ()
+
+    @property
+    def remaining(self) -> str | None:
+        """The first divergent stage left with every cause applied (None: nothing diverges)."""
+        return self.final.first_divergent()
+
+
+def _simplicity(e: Evaluation, stage: str) -> tuple:
+    # The simplest explanation first: fewest changes (a library swap weighs two), then the smallest error.
+    return (len(e.changes) + 2 * bool(e.hypothesis.recipe), e.score(stage))
+
+
+def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, ...], base: Evaluation,
+                 catalogue: Catalogue, progress: Callable[[str], None]) -> Round:
+    """Every culprit not yet used, tried on top of ``applied``; the best kept."""
+    focus = base.first_divergent()
+    recipe, reference, _ = diagnoser.setting(applied)
+    used = {h.culprit for h in applied}
+    hypotheses = [h for h in catalogue(recipe, reference, diagnoser.deployed_spec) if h.culprit not in used]
+    tried = []
+    for k, h in enumerate(hypotheses, 1):
+        progress(f"round {number} (first divergent: {focus}): {h.name} ({k}/{len(hypotheses)})")
+        tried.append(diagnoser.evaluate(applied, h, base, screen_stage=focus))
+    improving = [e for e in tried if e.evaluated and e.score(focus) < base.score(focus)]
+    explaining = [e for e in improving if e.diverged(focus) == 0]
+    if explaining:
+        chosen = min(explaining, key=lambda e: _simplicity(e, focus))
+    else:
+        chosen = min(improving, key=lambda e: e.score(focus), default=None)
+    ranked = tuple(sorted(tried, key=lambda e: (not e.evaluated, e.score(focus))))
+    return Round(number, base, focus, ranked, chosen, bool(explaining))
+
+
+def diagnose(diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: str,
+             catalogue: Catalogue = candidate_hypotheses, max_rounds: int = MAX_ROUNDS,
+             progress: Callable[[str], None] = lambda s: None) -> Diagnosis:
+    """Rounds until nothing diverges, nothing helps, or ``max_rounds``; then every cause
+    kept, ranked by its cost in predictions, and one recommendation covering them all."""
+    baseline = diagnoser.baseline()
+    rounds: list[Round] = []
+    applied: tuple[Hypothesis, ...] = ()
+    base, stopped = baseline, "nothing diverges"
+    while base.first_divergent() is not None:
+        if len(rounds) == max_rounds:
+            stopped = "round bound"
+            break
+        r = search_round(diagnoser, len(rounds) + 1, applied, base, catalogue, progress)
+        rounds.append(r)
+        if r.chosen is None:
+            stopped = "nothing in the catalogue helps"
+            break
+        applied, base = (*applied, r.chosen.hypothesis), r.chosen
+    # Keep changes up to the last round that explained its stage: a partial improvement
+    # nothing completed is a guess, not a cause.
+    kept = max((r.number for r in rounds if r.explains), default=0)
+    found = [(r.number, r.chosen.hypothesis) for r in rounds[:kept]]
+    final = diagnoser.evaluate([h for _, h in found])
+    causes = rank_by_cost(diagnoser, found, final, deployed_spec_path, deployed_library, progress)
+    conclusion = conclude(baseline, tuple(rounds), causes, final, stopped)
+    return Diagnosis(baseline, baseline.first_divergent(), tuple(rounds), causes, final, stopped, conclusion,
+                     combined_recommendation(causes, final))
+
+
+def rank_by_cost(diagnoser: Diagnoser, found: list[tuple[int, Hypothesis]], final: Evaluation,
+                 deployed_spec_path: str, deployed_library: str,
+                 progress: Callable[[str], None]) -> tuple[Cause, ...]:
+    """Each cause undone alone on top of the others: the flips and output error that come
+    back are its cost. Most costly first."""
+    causes = []
+    for number, h in found:
+        progress(f"cost of {h.name}")
+        without = diagnoser.evaluate([other for _, other in found if other is not h])
+        flips = None if without.flips() is None or final.flips() is None else without.flips() - final.flips()
+        err_without, err_final = without.error("output"), final.error("output")
+        output_error = None if err_without is None or err_final is None else err_without - err_final
+        causes.append(Cause(h, number, tuple(h.changes(diagnoser.reference)), flips, output_error, without,
+                            recommend(h, diagnoser, deployed_spec_path, deployed_library)))
+    known = lambda v: (v is not None, v if v is not None else 0)  # noqa: E731
+    return tuple(sorted(causes, key=lambda c: (known(c.flips), known(c.output_error)), reverse=True))
+
+
+def _explained(e: Evaluation, base: Evaluation, focus: str) -> str:
+    return (f"with it, every stage up to `{focus}` is equal or close on all {e.images} images "
+            f"(error at `{focus}` {fmt(base.error(focus))} -> {fmt(e.error(focus))}; output "
+            f"{fmt(base.error('output'))} -> {fmt(e.error('output'))})")
+
+
+def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Cause, ...], final: Evaluation,
+             stopped: str) -> str:
+    """What was found, round by round, and what remains."""
+    focus = baseline.first_divergent()
+    if focus is None:
+        return ("No stage diverged: every stage is equal or close to the reference, so there is no divergence to "
+                "explain and no dominant cause.")
+    first = rounds[0]
+    if not causes:
+        if first.chosen is not None:
+            best = first.chosen
+            return (f"The divergence first appears at `{focus}`. No known culprit fully explains it; **{best.name}** "
+                    f"({best.culprit}) explains part of it (error at `{focus}` {fmt(first.base.error(focus))} -> "
+                    f"{fmt(best.error(focus))}, images diverged there {first.base.diverged(focus)} -> "
+                    f"{best.diverged(focus)}). The isolated errors of `harness check` show which stage adds the rest.")
+        return (f"The divergence first appears at `{focus}`, and none of the {len(first.ranked)} known culprits "
+                f"reduces it: nothing here explains it. Compare that stage's saved tensors "
+                f"(`harness check --save-tensors`) by hand.")
+    if len(causes) == 1 and final.first_divergent() is None:
+        best = first.chosen
+        return (f"The divergence first appears at `{focus}`; **{best.name}** ({best.culprit}) explains it: "
+                f"{_explained(best, first.base, focus)}.")
+    parts = []
+    for r in rounds[:max(c.round for c in causes)]:
+        where = (f"The divergence first appears at `{r.focus}`" if r.number == 1 else
+                 f"With {'that' if r.number == 2 else 'those'} applied, it first appears at `{r.focus}`")
+        how = "explains it" if r.explains else "explains part of it"
+        parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}) {how}"
+                     + (f": {_explained(r.chosen, r.base, r.focus)}." if r.explains else
+                        f" (images diverged there {r.base.diverged(r.focus)} -> {r.chosen.diverged(r.focus)})."))
+    costs = "; ".join(f"**{c.hypothesis.name}** {_cost(c)}" for c in causes)
+    parts.append(f"What each costs in predictions, most first: {costs}." if len(causes) > 1 else
+                 f"What it costs in predictions: {costs}.")
+    parts.append(remaining_sentence(final, rounds, stopped))
+    return " ".join(parts)
+
+
+def _cost(c: Cause) -> str:
+    if c.flips is None:
+        return "(cost not measurable)"
+    return f"({c.flips} top-1 flips, output error +{fmt(c.output_error)})"
+
+
+def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str) -> str:
+    stage = final.first_divergent()
+    if stage is None:
+        return f"With all of them applied, nothing diverges on the {final.images} images."
+    why = {"round bound": f"the search stopped after {len(rounds)} rounds",
+           "nothing in the catalogue helps": "no known culprit explains it"}.get(stopped, stopped)
+    return (f"With all of them applied, a divergence remains: it first appears at `{stage}` on "
+            f"{final.diverged(stage)} of {final.images} images (top-1 agreement "
+            f"{final.top1_agreement():.1%}); {why}.")
+
+
+def combined_recommendation(causes: tuple[Cause, ...], final: Evaluation) -> str | None:
+    """One recommendation covering every cause, most costly first, and what remains."""
+    if not causes:
+        return None
+    if len(causes) == 1 and final.first_divergent() is None:
+        return causes[0].advice
+    lines = [f"{k}. **{c.hypothesis.name}** {_cost(c)}: {c.advice}" for k, c in enumerate(causes, 1)]
+    stage = final.first_divergent()
+    tail = ("With every change, nothing diverges." if stage is None else
+            f"With every change, the divergence that remains first appears at `{stage}`.")
+    return "\n".join(["Every change, most costly first:", *lines, tail])
