@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +23,18 @@ figcaption { font-size: 12px; text-align: center; } .note { color: #555; }
 """
 
 
-def _png(fig) -> str:
+def _png(fig, kind: str, title: str) -> str:
+    """The figure as an embedded PNG; ``kind`` (histogram, heatmap, crops) is its class."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return (f'<img class={kind} alt="{html.escape(title)}" '
+            f'src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">')
+
+
+BAR_COLOUR = "#4a7ab5"
 
 
 def _histogram(stage: dict) -> str:
@@ -41,14 +47,15 @@ def _histogram(stage: dict) -> str:
     # log(0) does not exist, and a bar whose base is masked away is never drawn (the
     # histograms were empty axes). Empty bins get no bar at all.
     shown = counts > 0
-    ax.bar(np.flatnonzero(shown), counts[shown] - 0.5, bottom=0.5, color="#4a7ab5")
+    ax.bar(np.flatnonzero(shown), counts[shown] - 0.5, bottom=0.5, color=BAR_COLOUR)
     ax.set_yscale("log")
     ax.set_ylim(0.5, max(1.0, counts.max()) * 2)
     ax.set_xlim(-0.6, len(counts) - 0.4)
     ax.set_xticks(range(len(counts)), labels[: len(counts)], rotation=45, fontsize=7)
-    ax.set_title(f"{stage['name']}: |deployed - reference| over all elements", fontsize=9)
+    title = f"{stage['name']}: |deployed - reference| over all elements"
+    ax.set_title(title, fontsize=9)
     ax.set_ylabel("elements", fontsize=8)
-    return _png(fig)
+    return _png(fig, "histogram", title)
 
 
 def _heatmap(diff: np.ndarray, title: str) -> str:
@@ -56,10 +63,10 @@ def _heatmap(diff: np.ndarray, title: str) -> str:
 
     fig, ax = plt.subplots(figsize=(3.2, 3.2))
     im = ax.imshow(diff.astype(np.float32), cmap="inferno")
-    ax.set_title(title, fontsize=8)
+    ax.set_title(textwrap.fill(title, 34), fontsize=8)  # long image names would run into the colour bar
     ax.axis("off")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    return _png(fig)
+    return _png(fig, "heatmap", title)
 
 
 def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> str:
@@ -75,7 +82,7 @@ def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> st
     axes[2].set_title(f"|difference| (max {diff.max():.1f})", fontsize=8)
     axes[2].axis("off")
     fig.suptitle(title, fontsize=9)
-    return _png(fig)
+    return _png(fig, "crops", title)
 
 
 def _visuals(stage: str, visuals) -> list[str]:
