@@ -54,8 +54,9 @@ def test_server_side_breakdown_matches_the_clients(full_sweep):
     for point in results["points"]:
         ensemble = point["ensemble"]
         preprocess = "preprocess_" + ensemble.removeprefix("classify_")
+        validate = ["validate_image"] if ensemble == "classify_dali" else []  # keeps bad images out of DALI batches
         parts = {b["model"]: b for b in point["breakdown"]}
-        assert list(parts) == [ensemble, preprocess, "classifier"]
+        assert list(parts) == [ensemble, *validate, preprocess, "classifier"]
         served, seen = parts[ensemble]["requests"], point["stats"]["requests"]
         # Metrics are scraped inside the client's window: the two counts differ by at most
         # the requests in flight at its two ends.
@@ -81,7 +82,8 @@ def test_table_csv_and_plots(full_sweep):
         else:
             assert r["qps_improvement_pct"] == ""
     with (out / "breakdown.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == 8 * 3
+        # 8 points x (ensemble, preprocessing, classifier), + validate_image on the 4 DALI points
+        assert len(list(csv.DictReader(f))) == 8 * 3 + 4
     for name in ("throughput.png", "latency.png"):
         assert matplotlib.image.imread(out / name).shape[1] > 600
     assert results["config"]["clients"] == [1, 2] and results["server"]["embedded_cpu_profile"] is False

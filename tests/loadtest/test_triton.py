@@ -50,5 +50,5 @@ def test_unreachable_not_ready_and_wrong_ports_are_refused(server):
 
 def test_ensemble_models_as_the_server_reports_them(server):
     e = server_endpoints(server)
-    assert ensemble_models(e, "classify_dali") == ["classify_dali", "preprocess_dali", "classifier"]
+    assert ensemble_models(e, "classify_dali") == ["classify_dali", "validate_image", "preprocess_dali", "classifier"]
     assert ensemble_models(e, "classify_opencv") == ["classify_opencv", "preprocess_opencv", "classifier"]
