@@ -57,3 +57,30 @@ def test_usage_errors_exit_2(server, images, tmp_path):
     assert bad_reference.returncode == 2 and "nowhere.py not found" in bad_reference.stderr
     no_dir = harness("check", tmp_path / "missing", "--url", server.grpc_url)
     assert no_dir.returncode == 2 and "image directory not found" in no_dir.stderr
+
+
+WRONG_SHAPE_FILE = """
+import numpy as np
+def preprocess(data: bytes):
+    return np.zeros((3, 100, 100), np.float32)  # the classifier takes 3x224x224
+"""
+
+
+def test_a_callable_reference_of_the_wrong_shape_is_a_failed_row_per_image_and_exit_2(server, images, tmp_path):
+    (tmp_path / "mine.py").write_text(WRONG_SHAPE_FILE)
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "r", "--no-isolate",
+                     "--reference", f"{tmp_path / 'mine.py'}:preprocess")
+    assert "Traceback" not in result.stderr and result.returncode == 2, result.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["compared"] == 0 and len(report["failed"]) == len(FEW)
+    assert all("made a [3, 100, 100] model input; the classifier takes [3, 224, 224]" in f["reason"]
+               for f in report["failed"])
+
+
+def test_top_k_other_than_5_fills_the_csv(server, images, tmp_path):
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--no-isolate", "--top-k", "3")
+    assert result.returncode == 0, result.stderr
+    with (tmp_path / "per_image.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(FEW) and all(0 < float(row["topk_overlap"]) <= 1 for row in rows)
+    assert "mean top-3 overlap" in result.stdout

@@ -97,3 +97,10 @@ def test_histogram_counts_sum_to_the_compared_elements(checked):
         if stage["name"] == "topk":
             continue
         assert sum(stage["histogram"]) == elements[stage["name"]] > 0, stage["name"]
+
+
+def test_report_md_says_each_thing_once(checked):
+    text = (checked / "report.md").read_text()
+    assert text.count("Metrics are per image") == 1 and text.count("No stage diverged") == 1
+    prose = [line for line in text.splitlines() if line and not line.startswith("|")]
+    assert len(prose) == len(set(prose))
