@@ -41,7 +41,10 @@ $(VENV)/.system:
 	$(PYTHON) -m venv $(VENV)
 	touch $@
 
+# DALI is the manifest's (deploy/versions.toml). An older virtualenv may hold the CUDA 12
+# flavour, which installs into the same nvidia/dali folder: remove it first.
 $(VENV)/.installed: $(VENV)/.system requirements.lock pyproject.toml
+	$(BIN)/pip uninstall -q -y nvidia-dali-cuda120 nvidia-nvimgcodec-cu12 2>/dev/null || true
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
