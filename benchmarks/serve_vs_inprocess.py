@@ -11,10 +11,9 @@ in this one run (target: served >= 0.7x in-process).
 from __future__ import annotations
 
 import argparse
-import threading
-import time
 
 import numpy as np
+from timing import measure
 
 from harness.cli.common import DEFAULT_PHOTOS, DEFAULT_REPOSITORY, embedded_server
 from harness.client import TritonClient
@@ -22,30 +21,6 @@ from harness.corpus import list_images
 from harness.model import ONNX_FILENAME, onnx_session
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.spec import SPEC_FILENAME, load_spec
-
-
-def measure(workers, images: list[bytes], seconds: float) -> float:
-    """Images/s of one thread per worker, each calling it on the images in turn."""
-    clients = len(workers)
-    counts = [0] * clients
-    stop = threading.Event()
-
-    def loop(k):
-        i = k
-        while not stop.is_set():
-            workers[k](images[i % len(images)])
-            counts[k] += 1
-            i += clients
-
-    threads = [threading.Thread(target=loop, args=(k,)) for k in range(clients)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    return sum(counts) / (time.perf_counter() - start)
 
 
 def main() -> None:

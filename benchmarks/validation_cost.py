@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
+from timing import measure
 
 from harness.cli.common import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.client import TritonClient
@@ -59,25 +59,12 @@ def latencies(url: str, images: list[bytes], requests: int) -> np.ndarray:
 
 
 def throughput(url: str, images: list[bytes], clients: int, seconds: float) -> float:
-    counts, stop = [0] * clients, threading.Event()
-
-    def loop(k: int) -> None:
-        with TritonClient(url, "grpc") as client:
-            i = k
-            while not stop.is_set():
-                client.classify([images[i % len(images)]], "dali", top_k=1)
-                counts[k] += 1
-                i += clients
-
-    threads = [threading.Thread(target=loop, args=(k,)) for k in range(clients)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    return sum(counts) / (time.perf_counter() - start)
+    connections = [TritonClient(url, "grpc") for _ in range(clients)]
+    try:
+        return measure([lambda data, c=c: c.classify([data], "dali", top_k=1) for c in connections], images, seconds)
+    finally:
+        for c in connections:
+            c.close()
 
 
 def main() -> None:
