@@ -38,14 +38,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Try each known culprit as a change to the reference recipe, against deployed tensors read "
                     "from the server once, in rounds: each round re-locates the first divergent stage with the "
                     "changes found so far applied. Ranks the causes by what each costs in predictions and "
-                    "recommends every change in spec terms. Exit status: 0 nothing diverged, or the causes found "
-                    "explain every divergence; 1 a divergence nothing explains, or an image only one side can "
-                    "process; 2 usage/setup errors, the server stopped, or no image could be compared.")
+                    "recommends every change in spec terms. Near-tie top-1 changes are not divergences. Exit "
+                    "status: 0 nothing diverged, or the causes found explain every divergence; 1 a divergence "
+                    "nothing explains, or an image only one side can process; 2 usage/setup errors, the server "
+                    "stopped, or no image could be compared.")
     add_images_args(p, DEFAULT_REPORT)
     add_reference_args(p)
     p.add_argument("--write-spec", type=Path, default=None, metavar="FILE",
                    help="write the corrected reference spec (every cause applied to [reference]) to FILE; "
                         "`harness check --spec FILE` then compares against it")
+    p.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
+                   help="a top-1 change is a near tie, not a divergence, when the reference's top-1 logit was ahead "
+                        "of the deployed top-1 by at most this much (default: the output tolerance's atol, as check)")
+    p.add_argument("--allow-rejected", action="store_true",
+                   help="an image rejected by one side only does not make the exit status 1 (default: it does)")
     add_server_args(p)
     add_repository_args(p)
     p.set_defaults(run=run_diagnose_command)
@@ -138,6 +144,8 @@ def run_diagnose_command(args) -> int:
     images = list_images(args.images)
     if not images:
         raise UsageError(f"no images in {args.images}")
+    if args.tie_margin is not None and args.tie_margin < 0:
+        raise UsageError("--tie-margin must be at least 0")
     # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
     # spends more time waking up than working on one image's small tensors.
     model = load_reference_model(args.repository / "classifier" / ONNX_FILENAME, args.reference_model, threads=1)
@@ -163,7 +171,8 @@ def run_diagnose_command(args) -> int:
         raise UsageError(f"no image could be compared: the deployment answered none of the {len(images)} "
                          f"({deployed.failed[0]['image']}: {deployed.failed[0]['reason']})")
     tolerances = tolerances_for(spec.preprocess, spec.tolerances)
-    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances, fp16_model)
+    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances, fp16_model,
+                          tie_margin=args.tie_margin)
     search_start = time.perf_counter()
     try:
         with console.status("diagnosing") as status:
@@ -189,7 +198,7 @@ def run_diagnose_command(args) -> int:
         "screen_images": SCREEN_IMAGES,
         "reference": {"recipe": recipe, "model": model.name},
         "deployed": {"ensemble": PIPELINES[args.pipeline].ensemble, "url": url, "protocol": args.protocol},
-        "spec": spec.source, "written_spec": str(written) if written else None,
+        "spec": spec.source, "written_spec": str(written) if written else None, "tie_margin": diagnoser.tie_margin,
         "timing_seconds": {k: round(v, 3) for k, v in timing.items()}, "counts": dict(diagnoser.counts),
         "versions": versions(),
     })
@@ -197,5 +206,5 @@ def run_diagnose_command(args) -> int:
     out(paths["markdown"].read_text())
     console.print(f"diagnosis: {paths['markdown']} (also {paths['json'].name})"
                   + (f"; corrected spec: {written}" if written else ""))
-    one_sided = [f for f in diagnosis["failed"] if f["outcome"].startswith("rejected by")]
+    one_sided = [f for f in diagnosis["failed"] if f["outcome"].startswith("rejected by") and not args.allow_rejected]
     return 1 if result.remaining is not None or one_sided else 0

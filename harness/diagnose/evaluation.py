@@ -10,6 +10,7 @@ a change that leaves the model input as it was does not run the model again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -21,8 +22,10 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.compare.metrics import quick_verdict
+from harness.compare.metrics import IMAGE_STAGES, quick_verdict
 from harness.compare.result import STAGES
+from harness.compare.stages import as_8bit
+from harness.compare.ties import default_tie_margin, flip_verdict
 from harness.compare.tolerance import Tolerance
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.preprocessing import PREPROCESS_STAGES
@@ -80,7 +83,9 @@ class Evaluation:
     hypothesis: Hypothesis | None = None
     on_top_of: tuple[Hypothesis, ...] = ()
     status: str = "evaluated"
-    """``evaluated``, ``rejected: ...`` (no better on the first images), ``not applicable: ...``."""
+    """``evaluated`` (every image), ``screened`` (the first few, better there), ``rejected: ...``
+    (no better there), ``not pursued: ...`` (another hypothesis explains the stage), or
+    ``not applicable: ...``."""
     changes: tuple = ()
     """(key, reference value, hypothesized value) of the hypothesis, against the original reference."""
     baseline: "Evaluation | None" = None
@@ -124,6 +129,10 @@ class Evaluation:
         values = self.errors("topk")
         return int(sum(values)) if values else None
 
+    def ties(self) -> int:
+        """Top-1 changes within the tie margin: counted in :meth:`flips`, never divergences."""
+        return sum(o.verdicts.get("topk") == "tie" for o in self.outcomes.values())
+
     def top1_agreement(self) -> float | None:
         values = self.errors("topk")
         return 1.0 - float(np.mean(values)) if values else None
@@ -138,19 +147,32 @@ class Evaluation:
         return Evaluation(self.name, self.culprit, {i: self.outcomes[i] for i in indices if i in self.outcomes},
                           self.hypothesis, self.on_top_of, self.status, self.changes)
 
+    def with_outcomes(self, outcomes: Mapping[int, ImageOutcome]) -> "Evaluation":
+        return dataclasses.replace(self, outcomes=outcomes)
+
+    def with_status(self, status: str) -> "Evaluation":
+        return dataclasses.replace(self, status=status)
+
 
 class Diagnoser:
     """Replays settings of the reference against one set of deployed tensors.
 
     ``reference`` and ``deployed_spec`` are taken with their ``auto`` roundings resolved
-    (:func:`resolve_auto`). ``timing`` adds up where the time goes (seconds per phase)."""
+    (:func:`resolve_auto`); the deployed image stages are turned to uint8 in place where they
+    hold whole levels. ``timing`` adds up where the time goes."""
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS):
+                 workers: int = DEFAULT_WORKERS, tie_margin: float | None = None):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
+        self.tie_margin = default_tie_margin(tolerances) if tie_margin is None else tie_margin
+        """A top-1 change is a tie when the reference's margin is at most this (default: the output's atol)."""
         self._fp16_model, self._fp16 = fp16_model, None
+        for stages in deployed.stages:  # whole levels as uint8 once, not as float32 in every comparison
+            for stage in IMAGE_STAGES:
+                if stage in stages:
+                    stages[stage] = as_8bit(stages[stage])
         self.indices = list(range(len(deployed.names)))
         """The images every evaluation runs on: those both sides processed."""
         self.rejected_by_training: list[dict] = []
@@ -161,7 +183,8 @@ class Diagnoser:
         self._executor: ThreadPoolExecutor | None = None
         self.workers = workers
         self.timing: Counter = Counter()
-        """Seconds per phase, summed over images (parallel work can add up to more than the wall time)."""
+        """Seconds per kind of work, summed over images (parallel work can add up to more than the
+        wall time), and ``wall: ...`` seconds of the search's phases."""
         self.counts: Counter = Counter()
 
     def setting(self, changes: Sequence[Hypothesis]) -> Setting:
@@ -183,37 +206,52 @@ class Diagnoser:
         self.indices = [i for i in self.indices if i not in rejected]
         return ev.subset(self.indices)
 
-    def evaluate(self, applied: Sequence[Hypothesis], h: Hypothesis | None = None, base: Evaluation | None = None,
-                 screen_stage: str | None = None) -> Evaluation:
-        """``h`` on top of ``applied`` (``h`` None: ``applied`` itself) on every image. With
-        ``screen_stage`` and ``base``, first on a few images, stopping when it does no better
-        than ``base`` there; when that stage comes before the model, a hypothesis already worse
-        up to it is dropped without running the model."""
+    def evaluate(self, applied: Sequence[Hypothesis], h: Hypothesis | None = None,
+                 base: Evaluation | None = None) -> Evaluation:
+        """``h`` on top of ``applied`` (``h`` None: ``applied`` itself) on every image, against
+        ``base`` (what the report compares it with)."""
+        made, setting, recipe = self._start(applied, h, base)
+        if setting is None:
+            return made
+        return made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting[2]), self.indices))
+
+    def screen(self, applied: Sequence[Hypothesis], h: Hypothesis, base: Evaluation, stage: str,
+               model: bool) -> Evaluation:
+        """``h`` on top of ``applied`` on the first :data:`SCREEN_IMAGES` images, against ``base``
+        there: status ``rejected`` when it does no better up to ``stage`` (then its error,
+        then the output's), else ``screened``. Without ``model``, and ``stage`` before the
+        model, only the preprocessing runs: it rejects what is worse up to ``stage`` and leaves
+        the rest (better, or equal up to it) for the model to decide."""
+        screen = self.indices[:SCREEN_IMAGES]
+        before = base.subset(screen)
+        made, setting, recipe = self._start(applied, h, before)
+        if setting is None:
+            return made
+        if not model and stage in PREPROCESS_STAGES:
+            prepared = self._prepare(setting, recipe, screen)
+            tried = made.with_outcomes({i: ImageOutcome(v, e, f) for i, (v, e, f, _) in prepared.items()})
+            if tried.score(stage)[:2] > before.score(stage)[:2]:
+                return tried.with_status(self._rejected("before the model"))
+            return tried.with_status("screened")
+        tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting[2]), screen))
+        return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
+
+    def _start(self, applied: Sequence[Hypothesis], h: Hypothesis | None,
+               base: Evaluation | None) -> tuple[Evaluation, Setting | None, Recipe | None]:
+        """An empty evaluation named after ``h``, its setting and its recipe (None: not applicable)."""
         applied = tuple(applied)
         if h is None:
             name, culprit, changes = " + ".join(x.name for x in applied) or "as specified (baseline)", "-", ()
         else:
             name, culprit, changes = h.name, h.culprit, tuple(h.changes(self.reference))
-        made = lambda outcomes, status="evaluated", baseline=base: Evaluation(  # noqa: E731
-            name, culprit, outcomes, h, applied, status, changes, baseline)
+        made = Evaluation(name, culprit, {}, h, applied, "evaluated", changes, base)
         try:
             setting = self.setting((*applied, h) if h else applied)
-            recipe = BUILT_IN[setting[0]](setting[1])
-            model = self._model(setting[2])
+            recipe = BUILT_IN[setting[0]](setting[1])  # a library that cannot honour the setting refuses it
+            self._model(setting[2])
         except SpecError as exc:
-            return made({}, f"not applicable: {exc}", None)
-        if screen_stage and base is not None and len(self.indices) > SCREEN_IMAGES:
-            screen = self.indices[:SCREEN_IMAGES]
-            before = base.subset(screen)
-            prepared = self._prepare(setting, recipe, screen)
-            if screen_stage in PREPROCESS_STAGES:
-                partial = made({i: ImageOutcome(v, e, f) for i, (v, e, f, _) in prepared.items()})
-                if partial.score(screen_stage)[:2] > before.score(screen_stage)[:2]:
-                    return made(partial.outcomes, self._rejected("before the model"), before)
-            tried = made(self._finish(setting, model, prepared))
-            if tried.score(screen_stage) >= before.score(screen_stage):
-                return made(tried.outcomes, self._rejected(), before)
-        return made(self._outcomes_of(setting, recipe, model, self.indices))
+            return made.with_status(f"not applicable: {exc}"), None, None
+        return made, setting, recipe
 
     @staticmethod
     def _rejected(when: str = "") -> str:
@@ -315,8 +353,9 @@ class Diagnoser:
             dep_out = self.deployed.stages[i]["output"]
             v, rmse = quick_verdict(out, dep_out, self.tolerances["output"])
             verdicts["output"], errors["output"] = v.value, rmse
-            flipped = int(np.argmax(out)) != int(np.argmax(dep_out))
-            verdicts["topk"], errors["topk"] = ("diverged" if flipped else "close"), float(flipped)
+            # A top-1 change within the tie margin is a near tie, not a divergence (issue 14).
+            flip = flip_verdict(out, int(np.argmax(dep_out)), self.tie_margin)
+            verdicts["topk"], errors["topk"] = ("close" if flip is None else flip.value), float(flip is not None)
             cached[i] = ImageOutcome(verdicts, errors)
         for i, p in prepared.items():
             if p[2] is not None and i not in cached:

@@ -14,12 +14,13 @@ predictions: the top-1 flips it brings back, then the output error it adds.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 from harness.diagnose.advice import recommend
 from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses
-from harness.diagnose.evaluation import Diagnoser, Evaluation
+from harness.diagnose.evaluation import SCREEN_IMAGES, Diagnoser, Evaluation
 from harness.report.markdown import fmt
 from harness.spec import Preprocess
 
@@ -98,22 +99,41 @@ def _simplicity(e: Evaluation, stage: str) -> tuple:
 
 def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, ...], base: Evaluation,
                  catalogue: Catalogue, progress: Callable[[str], None]) -> Round:
-    """Every culprit not yet used, tried on top of ``applied``; the best kept."""
+    """Every culprit not yet used, tried on top of ``applied``; the best kept.
+
+    Three steps, cheapest first: every hypothesis on the first images (preprocessing only,
+    when the first divergent stage comes before the model); those that explain the stage
+    there, on every image; only when none explains it on every image, the others that
+    improve it (the model decides those), for the best partial explanation."""
     focus = base.first_divergent()
     recipe, reference, _ = diagnoser.setting(applied)
     used = {h.culprit for h in applied}
     hypotheses = [h for h in catalogue(recipe, reference, diagnoser.deployed_spec) if h.culprit not in used]
-    tried = []
+    screened = []
     for k, h in enumerate(hypotheses, 1):
         progress(f"round {number} (first divergent: {focus}): {h.name} ({k}/{len(hypotheses)})")
-        tried.append(diagnoser.evaluate(applied, h, base, screen_stage=focus))
+        screened.append(diagnoser.screen(applied, h, base, focus, model=False))
+    live = [e for e in screened if e.status == "screened"]
+    before = base.subset(diagnoser.indices[:SCREEN_IMAGES])
+    full = {id(e): diagnoser.evaluate(applied, e.hypothesis, base) for e in live
+            if e.diverged(focus) == 0 and e.score(focus)[:2] < before.score(focus)[:2]}
+    explaining = [f for f in full.values() if f.diverged(focus) == 0]
+    if not explaining:
+        for e in live:
+            if id(e) not in full:
+                progress(f"round {number}: {e.name}, with the model")
+                checked = diagnoser.screen(applied, e.hypothesis, base, focus, model=True)
+                full[id(e)] = diagnoser.evaluate(applied, e.hypothesis, base) if checked.status == "screened" else checked
+    tried = [full.get(id(e)) or (e.with_status(f"not pursued: another hypothesis explains `{focus}`")
+                                  if e.status == "screened" else e) for e in screened]
     improving = [e for e in tried if e.evaluated and e.score(focus) < base.score(focus)]
-    explaining = [e for e in improving if e.diverged(focus) == 0]
     if explaining:
         chosen = min(explaining, key=lambda e: _simplicity(e, focus))
     else:
         chosen = min(improving, key=lambda e: e.score(focus), default=None)
-    ranked = tuple(sorted(tried, key=lambda e: (not e.evaluated, e.score(focus))))
+    order = ("evaluated", "not pursued", "rejected", "not applicable")
+    ranked = tuple(sorted(tried, key=lambda e: (next(k for k, o in enumerate(order) if e.status.startswith(o)),
+                                                e.score(focus))))
     return Round(number, base, focus, ranked, chosen, bool(explaining))
 
 
@@ -122,7 +142,9 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: st
              progress: Callable[[str], None] = lambda s: None) -> Diagnosis:
     """Rounds until nothing diverges, nothing helps, or ``max_rounds``; then every cause
     kept, ranked by its cost in predictions, and one recommendation covering them all."""
+    start = time.perf_counter()
     baseline = diagnoser.baseline()
+    diagnoser.timing["wall: baseline"] += time.perf_counter() - start
     rounds: list[Round] = []
     applied: tuple[Hypothesis, ...] = ()
     base, stopped = baseline, "nothing diverges"
@@ -130,7 +152,9 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: st
         if len(rounds) == max_rounds:
             stopped = "round bound"
             break
+        start = time.perf_counter()
         r = search_round(diagnoser, len(rounds) + 1, applied, base, catalogue, progress)
+        diagnoser.timing[f"wall: round {r.number}"] += time.perf_counter() - start
         rounds.append(r)
         if r.chosen is None:
             stopped = "nothing in the catalogue helps"
@@ -140,8 +164,10 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: st
     # nothing completed is a guess, not a cause.
     kept = max((r.number for r in rounds if r.explains), default=0)
     found = [(r.number, r.chosen.hypothesis) for r in rounds[:kept]]
+    start = time.perf_counter()
     final = diagnoser.evaluate([h for _, h in found])
     causes = rank_by_cost(diagnoser, found, final, deployed_spec_path, deployed_library, progress)
+    diagnoser.timing["wall: cost of each cause"] += time.perf_counter() - start
     conclusion = conclude(baseline, tuple(rounds), causes, final, stopped)
     return Diagnosis(baseline, baseline.first_divergent(), tuple(rounds), causes, final, stopped, conclusion,
                      combined_recommendation(causes, final))
@@ -176,8 +202,11 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
     """What was found, round by round, and what remains."""
     focus = baseline.first_divergent()
     if focus is None:
+        ties = baseline.ties()
+        tied = (f" {_count(ties, 'top-1 change is a near tie', 'top-1 changes are near ties')} (the reference's "
+                "top-1 was ahead by at most the tie margin), not a divergence." if ties else "")
         return ("No stage diverged: every stage is equal or close to the reference, so there is no divergence to "
-                "explain and no dominant cause.")
+                "explain and no dominant cause." + tied)
     first = rounds[0]
     if not causes:
         if first.chosen is not None:
@@ -200,12 +229,17 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
         how = "explains it" if r.explains else "explains part of it"
         parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}) {how}"
                      + (f": {_explained(r.chosen, r.base, r.focus)}." if r.explains else
-                        f" (images diverged there {r.base.diverged(r.focus)} -> {r.chosen.diverged(r.focus)})."))
+                        f" (error at `{r.focus}` {fmt(r.base.error(r.focus))} -> {fmt(r.chosen.error(r.focus))}; "
+                        f"images diverged there {r.base.diverged(r.focus)} -> {r.chosen.diverged(r.focus)})."))
     costs = "; ".join(f"**{c.hypothesis.name}** {_cost(c)}" for c in causes)
     parts.append(f"What each costs in predictions, most first: {costs}." if len(causes) > 1 else
                  f"What it costs in predictions: {costs}.")
-    parts.append(remaining_sentence(final, rounds, stopped))
+    parts.append(remaining_sentence(final, rounds, stopped, len(causes)))
     return " ".join(parts)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _cost(c: Cause) -> str:
@@ -214,13 +248,13 @@ def _cost(c: Cause) -> str:
     return f"({c.flips} top-1 flips, output error +{fmt(c.output_error)})"
 
 
-def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str) -> str:
-    stage = final.first_divergent()
+def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str, causes: int) -> str:
+    stage, applied = final.first_divergent(), "With all of them applied" if causes > 1 else "With it applied"
     if stage is None:
-        return f"With all of them applied, nothing diverges on the {final.images} images."
+        return f"{applied}, nothing diverges on the {final.images} images."
     why = {"round bound": f"the search stopped after {len(rounds)} rounds",
            "nothing in the catalogue helps": "no known culprit explains it"}.get(stopped, stopped)
-    return (f"With all of them applied, a divergence remains: it first appears at `{stage}` on "
+    return (f"{applied}, a divergence remains: it first appears at `{stage}` on "
             f"{final.diverged(stage)} of {final.images} images (top-1 agreement "
             f"{final.top1_agreement():.1%}); {why}.")
 

@@ -42,6 +42,7 @@ def evaluation_summary(e) -> dict:
         "errors": {s: e.error(s) for s in e.verdicts if e.errors(s)},
         "top1_agreement": e.top1_agreement(),
         "top1_flips": e.flips(),
+        "top1_ties": e.ties(),
     }
 
 
