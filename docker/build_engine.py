@@ -20,7 +20,7 @@ Environment (docker-compose.yml sets them):
 The build is skipped when ``<out>/model.plan`` was built from the same ONNX with the same
 settings by the same TensorRT on the same GPU (a stamp file beside it records them).
 ``--dry-run`` prints the trtexec command and builds nothing. Standard library only (the
-TensorRT image has no project packages).
+TensorRT image has no project packages: it imports harness.manifest from the checkout).
 """
 
 from __future__ import annotations
@@ -33,13 +33,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+# The project's root: in the TensorRT image docker-compose.yml mounts docker/, harness/ and
+# deploy/ under /opt/project as in this checkout. harness.manifest is standard library only.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.manifest import MANIFEST_PATH, load_manifest, same_version, tensorrt_library_version  # noqa: E402
 
 ENGINE = "model.plan"
 STAMP = "model.plan.stamp.json"
 FP16_ONNX = "model_fp16.onnx"
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[1] / "deploy" / "versions.toml"
 
 
 def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
@@ -76,26 +79,6 @@ def trtexec_command(trtexec: str, onnx: Path, engine: Path, input_name: str, dim
     return cmd
 
 
-def manifest_tensorrt(path: Path) -> str:
-    """The TensorRT version of the production manifest."""
-    return tomllib.loads(path.read_text())["tensorrt"]["version"]
-
-
-def installed_tensorrt() -> str | None:
-    """The TensorRT library of this image (``getInferLibVersion``), or None without one."""
-    import ctypes
-
-    for name in ("libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        lib.getInferLibVersion.restype = ctypes.c_int32
-        v = lib.getInferLibVersion()
-        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"  # major * 10000 + minor * 100 + patch
-    return None
-
-
 def gpu_name() -> str:
     """The GPU the engine is built for (engines are specific to it)."""
     try:
@@ -112,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the model repository (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("/engine"),
                         help="directory for model.plan (default: %(default)s)")
-    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST,
+    parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH,
                         help="the production manifest, deploy/versions.toml (default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print the trtexec command, build nothing")
     args = parser.parse_args(argv)
 
-    tensorrt = manifest_tensorrt(args.manifest)
+    manifest = load_manifest(args.manifest)
+    tensorrt, major = manifest.tensorrt.version, manifest.tensorrt_major
     fp16 = os.environ.get("FP16", "0").strip().lower() in ("1", "true", "yes", "on")
-    major = int(tensorrt.split(".")[0])
     classifier = args.repository / "classifier"
     onnx = classifier / (FP16_ONNX if fp16 and major >= 11 else "model.onnx")
     if not onnx.is_file():
@@ -136,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
-    found = installed_tensorrt()
-    if found is None or not (found == tensorrt or found.startswith(tensorrt + ".")):
+    found = tensorrt_library_version()
+    if found is None or not same_version(tensorrt, found):
         print(f"error: this image's TensorRT is {found or 'missing'}, the manifest's is {tensorrt}: an engine only "
               f"loads in the TensorRT that built it (use the image deploy/versions.toml names)", file=sys.stderr)
         return 2

@@ -2,11 +2,13 @@
 its containers hold (server, DALI, TensorRT, CUDA, Python), plus the embedded server of
 the cpu profile.
 
-Standard library only: ``harness preflight`` reads it inside the Triton container too.
+Standard library only: ``harness preflight`` reads it inside the Triton image, and
+``docker/build_engine.py`` inside the TensorRT image (which has no project packages).
 """
 
 from __future__ import annotations
 
+import ctypes
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,3 +88,22 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
         embedded=_component(table, "embedded", "server"),
         embedded_python=str(table["embedded"].get("python", "")),
     )
+
+
+def tensorrt_library_version() -> str | None:
+    """The TensorRT library this environment loads (``getInferLibVersion``, no Python
+    bindings needed), or None without one."""
+    for name in ("libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        lib.getInferLibVersion.restype = ctypes.c_int32
+        v = lib.getInferLibVersion()
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"  # major * 10000 + minor * 100 + patch
+    return None
+
+
+def same_version(expected: str, found: str) -> bool:
+    """A manifest's ``11.0.0`` is a library's ``11.0.0`` or ``11.0.0.114``."""
+    return found == expected or found.startswith(expected + ".")

@@ -140,9 +140,14 @@ def test_the_engine_lands_where_triton_loads_the_classifier(config):
     assert (ROOT / "model_repository" / "classifier" / "1").is_dir()  # the mount point exists in the repository
     assert load_config(ROOT / "model_repository" / "classifier" / "config.pbtxt").platform == "tensorrt_plan"
     assert builder["environment"] == {"FP16": "0", "OPT_BATCH": "8"}
-    manifest = builder["command"][builder["command"].index("--manifest") + 1]
-    [mount] = [v for v in builder["volumes"] if Path(manifest).is_relative_to(v["target"])]
-    assert Path(mount["source"]) / Path(manifest).relative_to(mount["target"]) == ROOT / "deploy" / "versions.toml"
+    # The script runs from the checkout's layout under /opt/project: it imports harness.manifest,
+    # which reads deploy/versions.toml beside it.
+    script = Path(builder["command"][1])
+    mounts = {Path(v["target"]): Path(v["source"]) for v in builder["volumes"] if v["type"] == "bind"}
+    project = script.parents[1]
+    for part in ("docker", "harness", "deploy"):
+        assert mounts[project / part] == ROOT / part
+    assert mounts[project / "docker"] / script.name == BUILD_ENGINE
 
 
 def test_every_mounted_path_exists(config):

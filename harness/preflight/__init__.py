@@ -15,7 +15,6 @@ the Triton image (``docker compose run --rm preflight``) as well as in the virtu
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import os
 import sys
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import numpy as np
 from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
 from harness.compare.metrics import quick_verdict
 from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
-from harness.manifest import Manifest
+from harness.manifest import Manifest, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
 
@@ -55,9 +54,7 @@ def profile_of(client: TritonClient) -> str:
 def _version_row(check: str, expected: str, found: str | None, unavailable: str) -> Row:
     if found is None:
         return Row(check, SKIP, expected, "", unavailable)
-    # A manifest "11.0.0" matches a library's "11.0.0.114"; "3.12.3" matches "3.12.3".
-    same = found == expected or found.startswith(expected + ".")
-    return Row(check, PASS if same else FAIL, expected, found)
+    return Row(check, PASS if same_version(expected, found) else FAIL, expected, found)
 
 
 def _dali_version() -> str | None:
@@ -66,20 +63,6 @@ def _dali_version() -> str | None:
     except ImportError:
         return None
     return nvidia.dali.__version__
-
-
-def _tensorrt_version() -> str | None:
-    """The TensorRT library this environment loads (``getInferLibVersion``; no Python bindings needed)."""
-    for name in ("libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        lib.getInferLibVersion.restype = ctypes.c_int32
-        v = lib.getInferLibVersion()
-        # TensorRT 10+ encodes major * 10000 + minor * 100 + patch.
-        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
-    return None
 
 
 def environment_rows(manifest: Manifest, profile: str, repository: Path | None, known: KnownAnswers | None) -> list[Row]:
@@ -92,7 +75,7 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
         _version_row("Python version", manifest.python.version if gpu else manifest.embedded_python, python, ""),
     ]
     if gpu:
-        rows.append(_version_row("TensorRT version", manifest.tensorrt.version, _tensorrt_version(),
+        rows.append(_version_row("TensorRT version", manifest.tensorrt.version, tensorrt_library_version(),
                                  "no libnvinfer here: run inside the Triton image"))
         rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
                                  "CUDA_VERSION is not set: run inside the Triton image"))
