@@ -56,17 +56,22 @@ class _Samples(IterableDataset):
         self.samples, self.factory, self.batch_size = tuple(samples), factory, batch_size
         self.transform, self.shuffle, self.seed = transform, shuffle, seed
         self.rank, self.world_size = rank, world_size
+        self.epoch_counter = None
+        """A shared ``multiprocessing.Value`` with the epoch once workers exist (they hold copies of this object)."""
         self.epoch = 0
         self._preprocessors = None
+
+    def current_epoch(self) -> int:
+        return self.epoch_counter.value if self.epoch_counter is not None else self.epoch
 
     def epoch_order(self) -> list[tuple[Sample, str]]:
         """Every sample of this rank for this epoch, with the preprocessor it goes through."""
         order = list(range(len(self.samples)))
         if self.shuffle:
-            order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.samples)).tolist()
+            order = np.random.default_rng((self.seed, self.current_epoch())).permutation(len(self.samples)).tolist()
         # Routing is drawn over the whole epoch before sharding: a sample's route does not
         # depend on the rank or worker count.
-        routes = self.factory.route(len(order), seed=(self.seed, self.epoch, 1))
+        routes = self.factory.route(len(order), seed=(self.seed, self.current_epoch(), 1))
         pairs = [(self.samples[i], route) for i, route in zip(order, routes)]
         return shard(pairs, self.rank, self.world_size)
 
@@ -119,11 +124,16 @@ class TrainingLoader:
     (preprocess in this process), ``device="cpu"`` (``"cuda[:N]"`` decodes with nvJPEG as
     production does; workers are then not used), rank and world size from
     ``torch.distributed`` when it is initialized, else 0 and 1.
+
+    Workers are started once per loader, by a fork server (``context``, default
+    ``"forkserver"``): forking a process that already holds gRPC or DALI threads can
+    deadlock, and re-creating workers each epoch would rebuild their DALI pipelines.
     """
 
     def __init__(self, samples: Sequence[Sample], preprocess: Preprocess, preprocessing: str | Preprocessing = "deployed",
                  batch_size: int = 32, train: bool = False, transform: Callable | None = None, seed: int = 0,
-                 workers: int = 0, device: str = "cpu", rank: int | None = None, world_size: int | None = None):
+                 workers: int = 0, device: str = "cpu", rank: int | None = None, world_size: int | None = None,
+                 context: str = "forkserver"):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         choice = parse_preprocessing(preprocessing) if isinstance(preprocessing, str) else preprocessing
@@ -138,10 +148,14 @@ class TrainingLoader:
         """Image name -> why it was skipped (accumulates over epochs; a name appears once)."""
         self.routed: Counter[str] = Counter()
         """Preprocessor name -> images it preprocessed (accumulates over epochs)."""
+        self._context = context
+        self._workers_loader: DataLoader | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Reshuffle for ``epoch`` (the same order on every rank)."""
         self.dataset.epoch = epoch
+        if self.dataset.epoch_counter is not None:
+            self.dataset.epoch_counter.value = epoch
 
     def __len__(self) -> int:
         """Batches per epoch on this rank, before skipping (an upper bound with workers)."""
@@ -151,10 +165,16 @@ class TrainingLoader:
         return sum(-(-len(range(w, per_rank, self.workers)) // self.batch_size) for w in range(self.workers))
 
     def __iter__(self) -> Iterator[Batch]:
-        chunks = self.dataset if self.workers == 0 else DataLoader(
-            self.dataset, batch_size=None, num_workers=self.workers, persistent_workers=False)
-        for chunk in chunks:
+        for chunk in self.dataset if self.workers == 0 else self._worker_pool():
             self.skipped.update(chunk.skipped)
             self.routed.update(dict(chunk.routed))
             if chunk.inputs is not None:
                 yield Batch(chunk.inputs, chunk.labels, chunk.names)
+
+    def _worker_pool(self) -> DataLoader:
+        if self._workers_loader is None:
+            context = torch.multiprocessing.get_context(self._context)
+            self.dataset.epoch_counter = context.Value("i", self.dataset.epoch)
+            self._workers_loader = DataLoader(self.dataset, batch_size=None, num_workers=self.workers,
+                                              persistent_workers=True, multiprocessing_context=context)
+        return self._workers_loader
