@@ -8,7 +8,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 HARNESS := $(BIN)/harness
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := libpython3.11 opencv-doc wrk
+APT_PACKAGES := libpython3.11 opencv-doc wrk chromium
 TRITON_WHEEL := nvidia-pytriton==0.7.0
 TRITON_HOME  := $(VENV)/pytriton
 STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backend_stub
@@ -34,7 +34,7 @@ serve: setup
 	$(HARNESS) serve
 
 # The Python backend stub links the system libpython3.11; opencv-doc holds the photos and
-# ImageNet labels; wrk is the independent load generator.
+# ImageNet labels; wrk is the independent load generator; chromium renders report.html in the tests.
 $(VENV)/.system:
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $(APT_PACKAGES); }
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (the Triton Python-backend stub is built for it)"'
