@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.client import PIPELINES, InferenceError, ServerUnavailable, TritonClient
+from harness.client import PIPELINES, ServerUnavailable, TritonClient
 from harness.compare.result import SIDES, one_line
 from harness.compare.ties import margin_verdict, reference_margin
 from harness.compare.tolerance import Verdict
@@ -261,7 +261,9 @@ def predict_deployed(samples: Sequence[Sample], client: TritonClient, pipeline: 
         try:
             if readable:
                 top_k.update(zip(readable, top_k_classes(client.logits(list(readable.values()), pipeline))))
-        except InferenceError:
+        except ServerUnavailable:
+            raise
+        except Exception:  # one bad image fails the whole request: find it
             for name, data in readable.items():
                 try:
                     top_k[name] = top_k_classes(client.logits([data], pipeline))[0]

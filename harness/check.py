@@ -138,10 +138,15 @@ class ImageChecker:
             if problem:
                 return ImageResult(name, error=problem), None
             tensors.reference["output"] = self.reference_model.logits(tensors.reference["input"][None])[0]
-        try:
-            tensors.deployed = self._call(name, lambda c: c.deployed(data, self.pipeline))
-        except InferenceError as exc:
-            deployed_error = one_line(exc)
+        for attempt in range(2):
+            # Once more on a rejection: Triton may batch this request with another image's,
+            # and one undecodable image fails its whole DALI batch.
+            try:
+                tensors.deployed = self._call(name, lambda c: c.deployed(data, self.pipeline))
+                deployed_error = None
+                break
+            except InferenceError as exc:
+                deployed_error = one_line(exc)
         if reference_error and deployed_error:
             return ImageResult(name, error=f"reference: {reference_error}; deployed: {deployed_error}"), None
         if reference_error:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.compare.aggregate import RunSummary
-from harness.compare.result import ImageResult
+from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance, Verdict
@@ -35,9 +35,12 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
         if name not in names_a or name not in names_b:
             summary.add(ImageResult(image, error=f"only in run {'A' if name in names_a else 'B'}"))
             continue
-        a: ImageTensors = load_image_tensors(dirs[0] / name)
-        b: ImageTensors = load_image_tensors(dirs[1] / name)
-        summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances)))
+        try:
+            a: ImageTensors = load_image_tensors(dirs[0] / name)
+            b: ImageTensors = load_image_tensors(dirs[1] / name)
+            summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances)))
+        except Exception as exc:  # a damaged or foreign .npz: this image's row, not the end of the run
+            summary.add(ImageResult(image, error=f"cannot compare the saved tensors: {one_line(exc)}"))
     report = summary.to_dict()
     for stage in report["stages"]:
         stage["why"] = explain(stage)
