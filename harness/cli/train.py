@@ -14,7 +14,7 @@ DEFAULT_OUT = BUILD_DIR / "trained"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from harness.training.train import TrainConfig
+    from harness.training.config import TrainConfig
 
     d = TrainConfig()
     train = commands.add_parser(
@@ -55,8 +55,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_train_command(args) -> int:
     from harness.accuracy import DatasetError
     from harness.spec import load_spec
+    from harness.training.config import TrainConfig
     from harness.training.data import load_training_set
-    from harness.training.train import TrainConfig, export, train
 
     try:
         config = TrainConfig(preprocessing=args.preprocessing, fraction=args.fraction, seed=args.seed,
@@ -66,6 +66,7 @@ def run_train_command(args) -> int:
     except (ValueError, DatasetError) as exc:
         raise UsageError(str(exc)) from None
     spec = load_spec(spec_path(args))
+    from harness.training.train import export, train
 
     def on_epoch(stats) -> None:
         val = f", val accuracy {100 * stats.val_accuracy:.1f}%" if stats.val_accuracy is not None else ""
