@@ -76,6 +76,7 @@ class RunResult:
     fraction: float
     seed: int
     train_images: int
+    """Images the head was trained on (the fraction's draw, less any the loader skipped)."""
     val_images: int
     final: EpochStats
     paths: tuple[PathResult, ...]
@@ -114,7 +115,8 @@ def _one_run(data: TrainingSet, preprocess: Preprocess, repository: Path, work: 
              train_features: Features, val_features: Features, val_skipped: dict[str, str]) -> RunResult:
     samples = stratified_fraction(data.train.samples, config.fraction, config.seed)
     net = new_net(len(data.classes), last_block=False, seed=config.seed)
-    history = fit_head(net, train_features.subset([s.name for s in samples]), config)
+    features = train_features.subset([s.name for s in samples])  # without the images the loader skipped
+    history = fit_head(net, features, config)
     model_dir = work / f"{config.preprocessing}-{100 * config.fraction:g}pct-seed{config.seed}"
     export(net, model_dir, TrainResult(config, data.classes, len(samples), history), preprocess)
     logits = head_logits(net, val_features)
@@ -129,7 +131,7 @@ def _one_run(data: TrainingSet, preprocess: Preprocess, repository: Path, work: 
         m = score.mcnemar
         paths.append(PathResult(name, score.top1, score.recall, score.precision, score.flips,
                                 m.b if m else None, m.c if m else None, m.p_value if m else None))
-    return RunResult(config.preprocessing, config.fraction, config.seed, len(samples), len(result.evaluated),
+    return RunResult(config.preprocessing, config.fraction, config.seed, len(features.names), len(result.evaluated),
                      history[-1], tuple(paths))
 
 
@@ -169,7 +171,9 @@ def render_table(runs: Sequence[RunResult]) -> str:
         for position, path in enumerate(p.path for p in group[0].paths):
             rows = [run.paths[position] for run in group]
             refs = [run.paths[0] for run in group]
-            cells = [str(index), f"{train_type}, {100 * fraction:g}% data ({group[0].train_images} images), {seeds} seeds",
+            sizes = sorted({run.train_images for run in group})
+            images = "-".join(map(str, sizes[::len(sizes) - 1 or 1]))
+            cells = [str(index), f"{train_type}, {100 * fraction:g}% data ({images} images), {seeds} seeds",
                      path]
             for key in ("recall", "precision", "accuracy"):
                 cells.append(_mean_sd([getattr(r, key) for r in rows]))
