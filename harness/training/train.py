@@ -181,7 +181,7 @@ def _epoch_batches(net: FineTuneNet, train: Features | TrainingLoader, batch_siz
         order = torch.randperm(len(train.labels), generator=generator)
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            yield train.values[rows], train.labels[rows]
+            yield train.values[rows].to(_device(net)), train.labels[rows].to(_device(net))
         return
     train.set_epoch(epoch)
     for batch in train:
