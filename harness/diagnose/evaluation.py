@@ -36,7 +36,7 @@ from harness.spec import Preprocess, SpecError, with_overrides
 SCREEN_IMAGES = 8
 """Hypotheses are first tried on this many images; one that does not improve on them is
 dropped without running the rest (most culprits are wrong, and obviously so)."""
-MODEL_BATCH = 16
+MODEL_BATCH = 8
 DEFAULT_WORKERS = os.cpu_count() or 1
 """Images preprocessed at once: one per core."""
 DECODED_SETTINGS = 2
@@ -367,9 +367,10 @@ class Diagnoser:
         keys = [(fp16, hashlib.blake2b(x.tobytes(), digest_size=16).digest()) for x in inputs]
         new = list({k: x for k, x in zip(keys, inputs) if k not in self._logits}.items())
         start = time.perf_counter()
-        for s in range(0, len(new), MODEL_BATCH):
-            chunk = new[s:s + MODEL_BATCH]
-            for (k, _), out in zip(chunk, model.logits(np.stack([x for _, x in chunk]))):
+        chunks = [new[s:s + MODEL_BATCH] for s in range(0, len(new), MODEL_BATCH)]
+        # Batches in parallel, one per core (one intra-op thread each: see the CLI).
+        for chunk, outs in zip(chunks, self._pool().map(lambda c: model.logits(np.stack([x for _, x in c])), chunks)):
+            for (k, _), out in zip(chunk, outs):
                 self._logits[k] = out
         self.timing["reference model"] += time.perf_counter() - start
         self.counts["reference model (images)"] += len(new)

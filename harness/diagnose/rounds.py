@@ -103,8 +103,9 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
 
     Three steps, cheapest first: every hypothesis on the first images (preprocessing only,
     when the first divergent stage comes before the model); those that explain the stage
-    there, on every image; only when none explains it on every image, the others that
-    improve it (the model decides those), for the best partial explanation."""
+    there, on every image; only when none explains it on every image, the best partial
+    explanation: the others with the model on the first images, then the best of them on
+    every image (the next best if it does not improve there)."""
     focus = base.first_divergent()
     recipe, reference, _ = diagnoser.setting(applied)
     used = {h.culprit for h in applied}
@@ -115,17 +116,22 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
         screened.append(diagnoser.screen(applied, h, base, focus, model=False))
     live = [e for e in screened if e.status == "screened"]
     before = base.subset(diagnoser.indices[:SCREEN_IMAGES])
-    full = {id(e): diagnoser.evaluate(applied, e.hypothesis, base) for e in live
+    done = {id(e): diagnoser.evaluate(applied, e.hypothesis, base) for e in live
             if e.diverged(focus) == 0 and e.score(focus)[:2] < before.score(focus)[:2]}
-    explaining = [f for f in full.values() if f.diverged(focus) == 0]
+    explaining = [f for f in done.values() if f.diverged(focus) == 0]
+    waiting = f"not pursued: another hypothesis explains `{focus}`"
     if not explaining:
+        waiting = f"not pursued: a better one on the first {SCREEN_IMAGES} images improves `{focus}` on every image"
         for e in live:
-            if id(e) not in full:
+            if id(e) not in done:
                 progress(f"round {number}: {e.name}, with the model")
-                checked = diagnoser.screen(applied, e.hypothesis, base, focus, model=True)
-                full[id(e)] = diagnoser.evaluate(applied, e.hypothesis, base) if checked.status == "screened" else checked
-    tried = [full.get(id(e)) or (e.with_status(f"not pursued: another hypothesis explains `{focus}`")
-                                  if e.status == "screened" else e) for e in screened]
+                done[id(e)] = diagnoser.screen(applied, e.hypothesis, base, focus, model=True)
+        for e in sorted((e for e in live if done[id(e)].status == "screened"), key=lambda e: done[id(e)].score(focus)):
+            done[id(e)] = diagnoser.evaluate(applied, e.hypothesis, base)
+            if done[id(e)].score(focus) < base.score(focus):
+                break
+    tried = [done.get(id(e), e) for e in screened]
+    tried = [e.with_status(waiting) if e.status == "screened" else e for e in tried]
     improving = [e for e in tried if e.evaluated and e.score(focus) < base.score(focus)]
     if explaining:
         chosen = min(explaining, key=lambda e: _simplicity(e, focus))
