@@ -72,6 +72,10 @@ class ImageOutcome:
         return next((i for i, s in enumerate(STAGES) if self.verdicts.get(s) == "diverged"), len(STAGES))
 
 
+Prepared = tuple[ImageOutcome, "np.ndarray | None"]
+"""An image's preprocessing outcome and its model input (None: nothing left to run)."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """One setting replayed on some images: a hypothesis tried on top of the changes found
@@ -229,7 +233,7 @@ class Diagnoser:
             return made
         if not model and stage in PREPROCESS_STAGES:
             prepared = self._prepare(setting, recipe, screen)
-            tried = made.with_outcomes({i: ImageOutcome(v, e, f) for i, (v, e, f, _) in prepared.items()})
+            tried = made.with_outcomes({i: outcome for i, (outcome, _) in prepared.items()})
             if tried.score(stage)[:2] > before.score(stage)[:2]:
                 return tried.with_status(self._rejected("before the model"))
             return tried.with_status("screened")
@@ -271,13 +275,14 @@ class Diagnoser:
             cached.update(self._finish(setting, model, self._prepare(setting, recipe, missing)))
         return {i: cached[i] for i in indices}
 
-    def _prepare(self, setting: Setting, recipe, indices: Sequence[int]) -> dict[int, tuple]:
-        """Per image: (verdicts, errors, failure, model input) of the preprocessing stages,
-        images in parallel (the libraries release the GIL; one thread per core)."""
+    def _prepare(self, setting: Setting, recipe, indices: Sequence[int]) -> dict[int, Prepared]:
+        """Per image: the outcome of its preprocessing stages and its model input (None when
+        the outcome is already complete, or the reference failed), images in parallel (the
+        libraries release the GIL; one thread per core)."""
         cached = self._outcomes.get(setting, {})
         recipe = self._with_cached_decode(recipe, setting)
         todo = [i for i in indices if i not in cached]
-        out = {i: (cached[i].verdicts, cached[i].errors, cached[i].failed, None) for i in indices if i in cached}
+        out = {i: (cached[i], None) for i in indices if i in cached}
         for i, (prepared, seconds) in zip(todo, self._pool().map(lambda i: self._prepare_one(setting, recipe, i), todo)):
             out[i] = prepared
             self.timing["reference preprocessing"] += seconds[0]
@@ -285,36 +290,40 @@ class Diagnoser:
         self.counts["reference preprocessing (images)"] += len(todo)
         return {i: out[i] for i in indices}
 
-    def _prepare_one(self, setting: Setting, recipe, i: int) -> tuple[tuple, tuple[float, float]]:
+    def _prepare_one(self, setting: Setting, recipe, i: int) -> tuple[Prepared, tuple[float, float]]:
+        """One image's preprocessing outcome and model input, and the seconds (recipe, comparisons)."""
         start = time.perf_counter()
         try:
             ref = recipe(self.deployed.data[i])
         except Exception as exc:  # noqa: BLE001 - any failure of the reference on one image is that image's
             text = str(exc).strip()
             reason = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-            return ({"decode": "diverged"}, {"decode": math.inf}, reason, None), (time.perf_counter() - start, 0.0)
+            failed = ImageOutcome({"decode": "diverged"}, {"decode": math.inf}, reason)
+            return (failed, None), (time.perf_counter() - start, 0.0)
         middle = time.perf_counter()
         dep = self.deployed.stages[i]
         verdicts, errors = {}, {}
-        for stage in PREPROCESS_STAGES:
-            if stage in ref and stage in dep:
+        for stage in (s for s in PREPROCESS_STAGES if s in ref and s in dep):
+            if stage == "decode":
                 # The decoded image depends only on the library and the decode switches: compare it once.
-                key = (setting[0], setting[1].decode, i) if stage == "decode" else None
+                key = (setting[0], setting[1].decode, i)
                 if key not in self._decode_verdicts:
-                    v, rmse = quick_verdict(ref[stage], dep[stage], self.tolerances[stage])
-                    if key is None:
-                        verdicts[stage], errors[stage] = v.value, rmse
-                        continue
-                    self._decode_verdicts[key] = (v.value, rmse)
+                    self._decode_verdicts[key] = self._compare(stage, ref[stage], dep[stage])
                 verdicts[stage], errors[stage] = self._decode_verdicts[key]
-        return (verdicts, errors, None, ref["input"]), (middle - start, time.perf_counter() - middle)
+            else:
+                verdicts[stage], errors[stage] = self._compare(stage, ref[stage], dep[stage])
+        return (ImageOutcome(verdicts, errors), ref["input"]), (middle - start, time.perf_counter() - middle)
+
+    def _compare(self, stage: str, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
+        v, rmse = quick_verdict(reference, deployed, self.tolerances[stage])
+        return v.value, rmse
 
     def _with_cached_decode(self, recipe, setting: Setting):
         """The recipe with its decode step served from a cache shared by every setting that
         decodes alike (same library, same switches): most hypotheses change a later stage.
         The recipe's own ``__call__`` runs unchanged; recipes that do not decode through the
         ``decode`` hook (DALI runs its whole graph at once) are left as they are."""
-        if type(recipe).__call__ is not Recipe.__call__:
+        if type(recipe).__call__ is not Recipe.__call__ or "decode" in vars(recipe):  # or served already
             return recipe
         key = (setting[0], setting[1].decode)
         store = self._decoded.pop(key, {})
@@ -343,23 +352,21 @@ class Diagnoser:
             self._executor = ThreadPoolExecutor(self.workers)
         return self._executor
 
-    def _finish(self, setting: Setting, model, prepared: dict[int, tuple]) -> dict[int, ImageOutcome]:
-        """The model's outputs and top-1 classes added to prepared images; cached per setting."""
+    def _finish(self, setting: Setting, model, prepared: dict[int, Prepared]) -> dict[int, ImageOutcome]:
+        """The model's output and top-1 class added to prepared images; cached per setting."""
         cached = self._outcomes.setdefault(setting, {})
-        todo = [i for i, p in prepared.items() if i not in cached and p[2] is None]
-        logits = self._logits_of(setting[2], model, [prepared[i][3] for i in todo])
+        todo = [i for i, (_, x) in prepared.items() if x is not None and i not in cached]
+        logits = self._logits_of(setting[2], model, [prepared[i][1] for i in todo])
         for i, out in zip(todo, logits):
-            verdicts, errors = dict(prepared[i][0]), dict(prepared[i][1])
-            dep_out = self.deployed.stages[i]["output"]
-            v, rmse = quick_verdict(out, dep_out, self.tolerances["output"])
-            verdicts["output"], errors["output"] = v.value, rmse
+            outcome, dep_out = prepared[i][0], self.deployed.stages[i]["output"]
+            verdicts, errors = dict(outcome.verdicts), dict(outcome.errors)
+            verdicts["output"], errors["output"] = self._compare("output", out, dep_out)
             # A top-1 change within the tie margin is a near tie, not a divergence (issue 14).
             flip = flip_verdict(out, int(np.argmax(dep_out)), self.tie_margin)
             verdicts["topk"], errors["topk"] = ("close" if flip is None else flip.value), float(flip is not None)
             cached[i] = ImageOutcome(verdicts, errors)
-        for i, p in prepared.items():
-            if p[2] is not None and i not in cached:
-                cached[i] = ImageOutcome(p[0], p[1], p[2])
+        for i, (outcome, _) in prepared.items():
+            cached.setdefault(i, outcome)  # complete already, or the reference failed on it
         return {i: cached[i] for i in prepared}
 
     def _logits_of(self, fp16: bool, model: ReferenceModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
