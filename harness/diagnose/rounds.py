@@ -260,9 +260,10 @@ def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: st
         return f"{applied}, nothing diverges on the {final.images} images."
     why = {"round bound": f"the search stopped after {len(rounds)} rounds",
            "nothing in the catalogue helps": "no known culprit explains it"}.get(stopped, stopped)
+    agreement = final.top1_agreement()
     return (f"{applied}, a divergence remains: it first appears at `{stage}` on "
-            f"{final.diverged(stage)} of {final.images} images (top-1 agreement "
-            f"{final.top1_agreement():.1%}); {why}.")
+            f"{final.diverged(stage)} of {final.images} images"
+            + (f" (top-1 agreement {agreement:.1%})" if agreement is not None else "") + f"; {why}.")
 
 
 def combined_recommendation(causes: tuple[Cause, ...], final: Evaluation) -> str | None:
