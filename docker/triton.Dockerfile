@@ -2,7 +2,8 @@
 # backends) plus what the repository's Python code imports.
 #
 # Build context: the project root (docker-compose.yml sets it); triton.Dockerfile.dockerignore
-# keeps the context to pyproject.toml, README.md and harness/.
+# keeps the context to pyproject.toml, README.md, harness/ and loadtest/ (preflight reads
+# Triton metrics with loadtest.metrics).
 FROM nvcr.io/nvidia/tritonserver:26.06-py3
 
 # The release is deploy/versions.toml's (tests/test_manifest.py checks it): its DALI, the
@@ -29,9 +30,10 @@ RUN pip install --no-cache-dir --break-system-packages \
 # the serving code (tomllib, dataclasses) supports.
 COPY pyproject.toml README.md /src/harness-project/
 COPY harness /src/harness-project/harness
+COPY loadtest /src/harness-project/loadtest
 RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
     && rm -rf /src/harness-project \
-    && python3 -c "import numpy, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight.cli; \
+    && python3 -c "import numpy, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics; \
 assert numpy.__version__ == '1.26.4', numpy.__version__"
 # (That import check fails the build early if the DALI package autoserialization uses,
 # OpenCV, or what preflight needs, is not importable by the image's python3.)

@@ -260,6 +260,7 @@ def test_preflight_runs_in_the_server_image_against_the_running_server(config):
     entrypoint = preflight["entrypoint"]
     assert entrypoint[:3] == ["python3", "-m", "harness.preflight"] and "--in-server-env" in entrypoint
     assert entrypoint[entrypoint.index("--url") + 1] == "triton:8001"
+    assert entrypoint[entrypoint.index("--metrics-url") + 1] == "http://triton:8002/metrics"
     assert preflight["depends_on"]["triton"]["condition"] == "service_healthy"
     mounts = {v["target"]: v for v in preflight["volumes"]}
     for option in ("--repository", "--known-answers"):

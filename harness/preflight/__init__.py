@@ -208,15 +208,41 @@ def isolation_row(client_factory, photos: list[bytes], clients: int = 8, rounds:
                f"{good_failed} good failed, {bad_passed} bad served", detail)
 
 
+BATCHED_MODELS = ("validate_image", "preprocess_dali", "classifier")
+"""The models of classify_dali whose dynamic batcher should form batches under concurrent load."""
+
+
+def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None) -> list[Row]:
+    """Bad-image isolation under concurrent load, and, from Triton's metrics over the same
+    load, whether dynamic batches form (ragged inputs batch in the DALI backend too)."""
+    from loadtest.metrics import MetricsError, breakdown, scrape
+
+    before = None
+    if metrics_url:
+        try:
+            before = scrape(metrics_url)
+        except MetricsError as exc:
+            skipped = Row("dynamic batches form", SKIP, detail=str(exc))
+    rows = [isolation_row(client_factory, photos)]
+    if before is None:
+        return rows + [skipped if metrics_url else Row("dynamic batches form", SKIP, detail="no metrics URL")]
+    after = scrape(metrics_url)
+    for model in BATCHED_MODELS:
+        stats = breakdown(before, after, model)
+        rows.append(Row(f"dynamic batches form: {model}", PASS if stats.avg_batch > 1 else FAIL,
+                        "average batch > 1", f"{stats.avg_batch:.2f}", f"{stats.requests} requests"))
+    return rows
+
+
 def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: KnownAnswers | None,
                tolerances: dict[str, Tolerance] | None = None, repository: Path | None = None,
-               in_server_env: bool = False) -> list[Row]:
-    """Every check, in order: versions, schema, models, known answers, bad-image isolation.
+               in_server_env: bool = False, metrics_url: str | None = None) -> list[Row]:
+    """Every check, in order: versions, schema, models, known answers, concurrent load.
 
     ``in_server_env``: this process runs in the server's own environment (the Triton image,
     or the embedded server's virtualenv), so its DALI, TensorRT, CUDA and Python are the
     server's; otherwise those rows are skipped. ``tolerances`` default to the harness's for
-    the repository's spec."""
+    the repository's spec. ``metrics_url``: Triton's metrics, to see the batches formed."""
     profile = profile_of(client)
     rows = [Row("profile", PASS, "", profile)]
     rows += server_rows(client, manifest, profile)
@@ -234,7 +260,7 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
             spec = load_spec(Path(repository or "model_repository") / SPEC_FILENAME)
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
         rows += known_answer_rows(client, known, tolerances)
-        rows.append(isolation_row(client_factory, list(known.images.values())))
+        rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows
 
 

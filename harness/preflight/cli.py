@@ -19,6 +19,7 @@ DEFAULT_REPOSITORY = ROOT / "model_repository"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="HOST:PORT of the server; default: start the embedded server (cpu profile)")
     parser.add_argument("--protocol", choices=("http", "grpc"), default="grpc", help="default: %(default)s")
+    parser.add_argument("--metrics-url", help="Triton's metrics endpoint (default: port 8002 of --url's host)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help="default: deploy/versions.toml")
     parser.add_argument("--known-answers", type=Path, default=DEFAULT_KNOWN_ANSWERS,
                         help="directory of the recorded known answers (default: build/preflight)")
@@ -44,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     except ManifestError as exc:
         return _error(str(exc))
     with ExitStack() as stack:
-        url = args.url
+        url, metrics_url = args.url, args.metrics_url
+        if url and not metrics_url:
+            metrics_url = f"http://{url.rsplit(':', 1)[0]}:8002/metrics"
         if not url:
             from harness.repository import build_cpu_profile
             from harness.server import TritonServer, free_port
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             repo = build_cpu_profile(args.repository, Path(stack.enter_context(_tmpdir())) / "repository")
             server = stack.enter_context(TritonServer(repo, http_port=free_port(), grpc_port=free_port(),
                                                       metrics_port=free_port()))
-            url = server.url(args.protocol)
+            url, metrics_url = server.url(args.protocol), server.metrics_url
 
         def client_factory():
             return TritonClient(url, args.protocol, timeout=args.timeout)
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {exc}", file=sys.stderr)
             known = None
         rows = run_checks(client, client_factory, manifest, known, repository=args.repository,
-                          in_server_env=args.in_server_env)
+                          in_server_env=args.in_server_env, metrics_url=metrics_url)
     print(format_rows(rows, manifest))
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
