@@ -33,3 +33,23 @@ def test_head_only_training_learns_and_reports(spec, tiny_set):
     assert result.history[-1].loss < result.history[0].loss
     assert result.history[-1].train_accuracy == 1.0
     assert result.history[-1].val_accuracy >= 4 / 6  # ImageNet features tell ants from bees
+
+
+def test_last_block_training_moves_the_block_and_exports_what_torch_computes(spec, tiny_set, tmp_path):
+    import numpy as np
+
+    from harness.model import onnx_session
+    from harness.training.train import export
+
+    data = load_training_set(tiny_set)
+    before = FineTuneNet(2, last_block=True).block.state_dict()
+    config = TrainConfig(epochs=2, batch_size=4, last_block=True, augment=False, workers=0)
+    net, result = train(data, spec.preprocess, config)
+    after = net.block.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before if "weight" in k)
+    export(net, tmp_path, result, spec.preprocess)
+    x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    logits = onnx_session(tmp_path / "model.onnx").run(["logits"], {"input": x.numpy()})[0]
+    assert np.max(np.abs(logits - expected)) < 1e-4
