@@ -66,8 +66,9 @@ def identify(data: bytes) -> str:
 VALIDATIONS = ("header", "decode")
 
 
-def validate(data: bytes, level: str = "decode") -> str:
-    """The format of ``data`` if a decoder can be expected to decode it, else :class:`ImageError`.
+def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
+    """The format of ``data`` (one request row: the file, maybe zero padded) if a decoder can
+    be expected to decode it, else :class:`ImageError`.
 
     ``header`` is :func:`identify`: signature, JPEG structure, declared dimensions (about
     0.1 ms). It cannot see damage a decoder meets only while decoding, such as a corrupt
@@ -79,7 +80,10 @@ def validate(data: bytes, level: str = "decode") -> str:
     """
     if level not in VALIDATIONS:
         raise ValueError(f"validation level must be one of {VALIDATIONS}, got {level!r}")
-    kind = identify(data)
+    # Decoders get the row as the pipeline will: padding included. Stripped, a BMP whose
+    # last pixels are black would look truncated; decoders stop at the image's own end.
+    data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    kind = identify(image_bytes(data))
     if level == "decode":
         try:
             if kind == "JPEG":

@@ -13,7 +13,7 @@ import json
 
 import triton_python_backend_utils as pb_utils
 
-from harness.preprocessing.image_check import VALIDATIONS, ImageError, image_bytes, validate
+from harness.preprocessing.image_check import VALIDATIONS, ImageError, validate
 from harness.serving.preprocess import error_response
 
 
@@ -31,7 +31,7 @@ class TritonPythonModel:
     def _check(self, images):
         for i, data in enumerate(images):
             try:
-                validate(image_bytes(data), self.level)
+                validate(data, self.level)
             except ImageError as exc:
                 return error_response(exc, i, len(images))
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(self.output, images)])

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
@@ -42,3 +43,34 @@ def test_exif_thumbnail_end_marker_does_not_hide_truncation(squirrel_image):
     assert identify(with_thumb) == "JPEG"
     with pytest.raises(ImageError, match="truncated"):
         identify(with_thumb[: len(with_thumb) - 5000])
+
+
+def test_validation_passes_every_format_the_decoders_read_padding_included(squirrel_image):
+    from harness.preprocessing.image_check import validate
+
+    image = np.asarray(squirrel_image).copy()
+    image[:8] = 0  # black top rows: a BMP stores them last, so the file ends in zero bytes
+    from PIL import Image
+
+    for fmt in ("JPEG", "PNG", "BMP", "TIFF", "WEBP", "PPM"):
+        data = encode(Image.fromarray(image), fmt)
+        padded = np.frombuffer(data + bytes(1000), np.uint8)  # a row of a zero-padded batch
+        for level in ("header", "decode"):
+            assert validate(data, level) == validate(padded, level)
+
+
+def test_validation_levels_name_what_they_catch(photo):
+    from harness.preflight.bad_images import bad_images
+    from harness.preprocessing.image_check import MAX_PIXELS, validate
+
+    bad = bad_images(photo("squirrel_cls.jpg"))
+    for name, message in [("truncated JPEG", "truncated JPEG"), ("text file", "looks like text"),
+                          ("0x0 frame header", "corrupt JPEG header"),
+                          ("65500x65500 frame header", f"65500x65500 pixels .* limit is {MAX_PIXELS / 1e6:.0f}")]:
+        for level in ("header", "decode"):
+            with pytest.raises(ImageError, match=message):
+                validate(bad[name], level)
+    # A broken Huffman table hides behind a sound header: only decoding finds it.
+    assert validate(bad["bogus Huffman table"], "header") == "JPEG"
+    with pytest.raises(ImageError, match="corrupt JPEG"):
+        validate(bad["bogus Huffman table"], "decode")
