@@ -35,15 +35,17 @@ def main() -> None:
     parser.add_argument("--fractions", type=float, nargs="+", default=list(d.fractions))
     parser.add_argument("--train-types", nargs="+", default=list(d.train_types))
     parser.add_argument("--epochs", type=int, default=d.epochs)
+    parser.add_argument("--last-block", action="store_true", help="also train the last block (default: head only)")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "reports" / "training")
     args = parser.parse_args()
 
     config = ExperimentConfig(train_types=tuple(args.train_types), fractions=tuple(args.fractions),
-                              seeds=tuple(args.seeds), epochs=args.epochs)
+                              seeds=tuple(args.seeds), epochs=args.epochs, last_block=args.last_block)
     spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME)
     data = load_training_set(args.dataset)
     start = time.perf_counter()
-    runs = run_experiment(data, spec.preprocess, DEFAULT_REPOSITORY, BUILD_DIR / "training-experiment", config)
+    runs = run_experiment(data, spec.preprocess, DEFAULT_REPOSITORY, BUILD_DIR / "training-experiment", config,
+                          log=lambda line: print(line, flush=True))
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "experiment.json").write_text(json.dumps({

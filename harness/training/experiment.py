@@ -55,6 +55,8 @@ class ExperimentConfig:
     batch_size: int = 16
     lr: float = 1e-3
     workers: int = 2
+    last_block: bool = False
+    """Also train the last MBConv block (its input is what gets cached then)."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,9 @@ def run_experiment(data: TrainingSet, preprocess: Preprocess, repository: Path, 
     runs = []
     for train_type in config.train_types:
         base = TrainConfig(preprocessing=train_type, epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
-                           augment=False, workers=config.workers)
+                           last_block=config.last_block, augment=False, workers=config.workers)
         start = time.perf_counter()
-        net = new_net(len(data.classes), last_block=False, seed=0)
+        net = new_net(len(data.classes), last_block=config.last_block, seed=0)
         train_features = extract_features(net, loader_for(data.train.samples, preprocess, base, train=False))
         val_loader = loader_for(data.val.samples, preprocess, base, train=False)
         val_features = extract_features(net, val_loader)
@@ -114,7 +116,7 @@ def run_experiment(data: TrainingSet, preprocess: Preprocess, repository: Path, 
 def _one_run(data: TrainingSet, preprocess: Preprocess, repository: Path, work: Path, config: TrainConfig,
              train_features: Features, val_features: Features, val_skipped: dict[str, str]) -> RunResult:
     samples = stratified_fraction(data.train.samples, config.fraction, config.seed)
-    net = new_net(len(data.classes), last_block=False, seed=config.seed)
+    net = new_net(len(data.classes), last_block=config.last_block, seed=config.seed)
     features = train_features.subset([s.name for s in samples])  # without the images the loader skipped
     history = fit_head(net, features, config)
     model_dir = work / f"{config.preprocessing}-{100 * config.fraction:g}pct-seed{config.seed}"
