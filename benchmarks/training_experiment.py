@@ -44,7 +44,8 @@ def main() -> None:
     spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME)
     data = load_training_set(args.dataset)
     start = time.perf_counter()
-    runs = run_experiment(data, spec.preprocess, DEFAULT_REPOSITORY, BUILD_DIR / "training-experiment", config,
+    work = BUILD_DIR / "training-experiment" / args.out.name  # models and repositories, one directory per run
+    runs = run_experiment(data, spec.preprocess, DEFAULT_REPOSITORY, work, config,
                           log=lambda line: print(line, flush=True))
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
