@@ -126,7 +126,8 @@ def run_diagnose_command(args) -> int:
     from harness.check import ServerStopped
     from harness.compare.tolerance import tolerances_for
     from harness.corpus import list_images
-    from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose
+    from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose, reference_toml
+    from harness.diagnose.advice import reference_table
     from harness.model import ONNX_FILENAME
     from harness.reference import BUILT_IN
     from harness.reference.model import TorchModel, load_reference_model
@@ -183,11 +184,10 @@ def run_diagnose_command(args) -> int:
     if not diagnoser.indices:
         raise UsageError(f"no image could be compared: the reference recipe rejected all {len(deployed.names)} "
                          f"images the deployment answered ({diagnoser.rejected_by_training[0]['reason']})")
+    final_recipe, final_preprocess, fp16 = diagnoser.setting([c.hypothesis for c in result.causes])
+    note = "The model-precision cause (fp16) cannot be written in a spec: the output stays different." if fp16 else ""
     written = None
     if args.write_spec:
-        final_recipe, final_preprocess, fp16 = diagnoser.setting([c.hypothesis for c in result.causes])
-        note = ("The model-precision cause (fp16) cannot be written in a spec: the output stays different."
-                if fp16 else "")
         written = corrected_spec(spec, path, final_recipe, final_preprocess, [c.hypothesis for c in result.causes],
                                  args.write_spec, note)
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
@@ -198,6 +198,8 @@ def run_diagnose_command(args) -> int:
         "screen_images": SCREEN_IMAGES,
         "reference": {"recipe": recipe, "model": model.name},
         "deployed": {"ensemble": PIPELINES[args.pipeline].ensemble, "url": url, "protocol": args.protocol},
+        "combined_change": {"reference": reference_table(spec, final_recipe, final_preprocess),
+                            "toml": reference_toml(spec, final_recipe, final_preprocess), "note": note or None},
         "spec": spec.source, "written_spec": str(written) if written else None, "tie_margin": diagnoser.tie_margin,
         "timing_seconds": {k: round(v, 3) for k, v in timing.items()}, "counts": dict(diagnoser.counts),
         "versions": versions(),

@@ -9,10 +9,11 @@
   the corrected reference spec.
 """
 
-from harness.diagnose.advice import corrected_spec, recommend
+from harness.diagnose.advice import corrected_spec, recommend, reference_toml
 from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses, resolve_auto
 from harness.diagnose.evaluation import SCREEN_IMAGES, Deployed, Diagnoser, Evaluation, ImageOutcome
 from harness.diagnose.rounds import MAX_ROUNDS, Cause, Diagnosis, Round, diagnose
 
 __all__ = ["Cause", "Deployed", "Diagnoser", "Diagnosis", "Evaluation", "Hypothesis", "ImageOutcome", "MAX_ROUNDS",
-           "Round", "SCREEN_IMAGES", "candidate_hypotheses", "corrected_spec", "diagnose", "recommend", "resolve_auto"]
+           "Round", "SCREEN_IMAGES", "candidate_hypotheses", "corrected_spec", "diagnose", "recommend", "reference_toml",
+           "resolve_auto"]

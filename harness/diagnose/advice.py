@@ -106,6 +106,16 @@ def reference_table(spec: Spec, recipe: str, preprocess: Preprocess) -> dict:
     return table
 
 
+def reference_toml(spec: Spec, recipe: str, preprocess: Preprocess) -> str:
+    """The corrected ``[reference]`` as TOML (see :func:`reference_table`): the combined
+    change in spec terms."""
+    lines = ["[reference]", f'recipe = "{recipe}"']
+    for section, values in reference_table(spec, recipe, preprocess).items():
+        if section != "recipe":
+            lines += ["", f"[reference.{section}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
+    return "\n".join(lines) + "\n"
+
+
 def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preprocess, causes: Sequence[Hypothesis],
                    out: Path, note: str = "") -> Path:
     """Write the spec diagnosed with its ``[reference]`` corrected to ``recipe`` and
@@ -116,17 +126,12 @@ def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preproc
     source, folder = Path(spec_path).resolve(), out.parent.resolve()
     # Relative when both live in one tree (the pair can move together), else absolute.
     extends = os.path.relpath(source, folder) if os.path.commonpath([source, folder]) != "/" else str(source)
-    table = reference_table(spec, recipe, preprocess)
     lines = [f"# Written by `harness diagnose` from {spec_path}: the [reference] below is training as the",
              "# deployment behaves, with every cause found applied (most costly first):"]
     lines += [f"#   {k}. {h.name} ({h.culprit})" for k, h in enumerate(causes, 1)] or ["#   (none: nothing diverged)"]
     lines += [f"# {line}" for line in note.splitlines()]
-    lines += ["# `harness check --spec` this file compares the same deployment against it.",
-              f'extends = "{extends}"', "", "[reference]", f'recipe = "{recipe}"']
-    for section, values in table.items():
-        if section != "recipe":
-            lines += ["", f"[reference.{section}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
-    out.write_text("\n".join(lines) + "\n")
+    lines += ["# `harness check --spec` this file compares the same deployment against it.", f'extends = "{extends}"', ""]
+    out.write_text("\n".join(lines) + "\n" + reference_toml(spec, recipe, preprocess))
     written = load_spec(out)
     if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess):
         raise SpecError(f"{out}: the corrected spec does not read back as the reference it describes")

@@ -114,6 +114,12 @@ def render_causes(diagnosis: dict) -> list[str]:
         lines.append(f"| {k} | {c['cause']} | {c['culprit']} | {_changes(c)} | {c['round']} "
                      f"| {'-' if cost['top1_flips'] is None else cost['top1_flips']} "
                      f"| {'-' if cost['output_error'] is None else '+' + fmt(cost['output_error'])} |")
+    change = diagnosis.get("combined_change")
+    if change:
+        lines += ["", "The combined change, in spec terms: the spec's `[reference]` as the deployment behaves "
+                  "(`--write-spec` writes it as a spec that extends this one"
+                  + (f"; {change['note']}" if change.get("note") else "") + "):", "", "```toml",
+                  change["toml"].rstrip(), "```"]
     final = diagnosis["final"]
     lines += ["", f"With every change applied: first divergent stage "
               f"{'`' + final['first_divergent_stage'] + '`' if final['first_divergent_stage'] else 'none'}, "

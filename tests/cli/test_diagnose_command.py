@@ -60,6 +60,9 @@ def test_three_causes_in_one_run_and_the_written_spec_passes_check(server, photo
     costs = [(c["cost"]["top1_flips"], c["cost"]["output_error"]) for c in diagnosis["causes"]]
     assert costs == sorted(costs, reverse=True) and diagnosis["remaining_divergence"] is None
     assert len(diagnosis["rounds"]) >= 3 and diagnosis["written_spec"] == str(written)
+    change = diagnosis["combined_change"]["reference"]  # the combined change, in spec terms
+    assert (change["input"], change["normalize"], change["resize"]) == (
+        {"channel_order": "RGB"}, {"pixel_range": 255.0}, {"antialias": False})
     markdown = (tmp_path / "r" / "diagnosis.md").read_text()
     assert "## Causes, by what each costs in predictions" in markdown and "## Round 3" in markdown
 
