@@ -65,7 +65,7 @@ def main() -> None:
               f"{'met' if ratio <= target else 'MISSED'})\n"
               f"  causes by cost: {causes}; rounds {len(d['rounds'])}; remaining divergence: "
               f"{d['remaining_divergence'] or 'none'}\n"
-              f"  diagnose's time: process start, imports and model load {diagnose - timing['total']:.1f} s; "
+              f"  diagnose's time: process start and CLI imports {diagnose - timing['total']:.1f} s; "
               + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items() if k != "total")
               + "\n  (phases inside the search are summed over the images in parallel, so they can exceed its wall time)\n"
               f"  work: {', '.join(f'{k} {v}' for k, v in d['counts'].items())}")
