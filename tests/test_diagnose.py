@@ -201,9 +201,13 @@ def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tm
     (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     copy_photos(photos_dir, PHOTOS[:2], tmp_path)
     reference = BUILT_IN["opencv"](spec.reference.preprocess)
-    got = fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), list_images(tmp_path), "dali", reference)
+    vanished = tmp_path / "vanished.jpg"  # listed, then gone before it is read
+    got = fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), [*list_images(tmp_path), vanished], "dali",
+                         reference)
     assert sorted(got.names) == sorted(PHOTOS[:2])
-    assert [(f["image"], f["outcome"]) for f in got.failed] == [("bad.jpg", "failed")]  # neither side reads it
+    failed = {f["image"]: f for f in got.failed}
+    assert failed["bad.jpg"]["outcome"] == "failed"  # neither side reads it
+    assert failed["vanished.jpg"]["outcome"] == "failed" and failed["vanished.jpg"]["reason"].startswith("unreadable")
 
 
 def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repository, photos_dir, tmp_path):
