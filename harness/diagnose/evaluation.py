@@ -259,7 +259,7 @@ class Diagnoser:
 
     @staticmethod
     def _rejected(when: str = "") -> str:
-        return f"rejected: no better than the baseline on the first {SCREEN_IMAGES} images{' ' + when if when else ''}"
+        return f"rejected: no better on the first {SCREEN_IMAGES} images{' (' + when + ')' if when else ''}"
 
     def _model(self, fp16: bool) -> ReferenceModel:
         if not fp16:

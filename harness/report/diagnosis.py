@@ -89,6 +89,10 @@ def diagnosis_dict(d, meta: dict) -> dict:
     }
 
 
+def _or_dash(value, formatted) -> str:
+    return "-" if value is None else formatted(value)
+
+
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.1%}"
 
@@ -128,7 +132,7 @@ def render_causes(diagnosis: dict) -> list[str]:
     return lines
 
 
-def render_round(r: dict) -> list[str]:
+def render_round(r: dict, screen: int) -> list[str]:
     stage = r["first_divergent_stage"]
     applied = ", ".join(r["applied_before"]) or "nothing"
     base = r["base"]
@@ -137,20 +141,20 @@ def render_round(r: dict) -> list[str]:
              + (f"**{r['chosen']}** ({'explains' if r['explains'] else 'explains part of'} `{stage}`)"
                 if r["chosen"] else "nothing (no hypothesis improves it)") + ".", "",
              f"Hypotheses, ranked by images still diverged up to `{stage}`, then its error (mean RMSE per image; "
-             "inf = a different shape), then the output's:", "",
+             f"inf = a different shape), then the output's; on every image, or on the first {screen} for those not "
+             "evaluated on all (the output only where the model ran):", "",
              f"| # | hypothesis | culprit | diverged up to `{stage}` | error at `{stage}` | output error "
              "| top-1 agreement | status |",
              "|---|---|---|---|---|---|---|---|"]
     for i, h in enumerate(r["hypotheses"], 1):
-        evaluated = h["status"].startswith("evaluated")
-        kept = evaluated and h["hypothesis"] == r["chosen"]
+        kept = h["status"].startswith("evaluated") and h["hypothesis"] == r["chosen"]
         status = ("**explains**" if r["explains"] else "**explains part**") if kept else h["status"]
         lines.append(
             f"| {i} | {h['hypothesis']} | {h['culprit']} "
             f"| {h['diverged_before']} -> {h['diverged_after'] if h['images'] else '-'} "
             f"| {fmt(h['error_before'])} -> {fmt(h['error_after'])} "
-            f"| {fmt(h['output_error_before'])} -> {fmt(h['output_error_after']) if evaluated else '-'} "
-            f"| {_pct(h['top1_agreement_before'])} -> {_pct(h['top1_agreement_after']) if evaluated else '-'} "
+            f"| {fmt(h['output_error_before'])} -> {_or_dash(h['output_error_after'], fmt)} "
+            f"| {_pct(h['top1_agreement_before'])} -> {_pct(h['top1_agreement_after'])} "
             f"| {status} |")
     return lines + [""]
 
@@ -172,10 +176,10 @@ def render(diagnosis: dict) -> str:
             lines += [f"{len(rows)} images {what}: " + ", ".join(f"{f['image']} ({f['reason']})" for f in rows), ""]
     lines += render_causes(diagnosis)
     for r in diagnosis["rounds"]:
-        lines += render_round(r)
+        lines += render_round(r, diagnosis["screen_images"])
     timing = diagnosis.get("timing_seconds")
-    lines += [f"Images: {diagnosis['baseline']['images']} compared (on the first {diagnosis['screen_images']} for "
-              "rejected hypotheses). The deployed side was read from the server once and reused for every "
+    lines += [f"Images: {diagnosis['baseline']['images']} compared (the first {diagnosis['screen_images']} for "
+              "hypotheses not evaluated on all). The deployed side was read from the server once and reused for every "
               f"hypothesis of every round; rounds stopped: {diagnosis['stopped']}."]
     if timing:
         lines += ["", "Time (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timing.items()) + "."]
