@@ -44,7 +44,9 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", default=None, help="gRPC host:port of a running server (default: an embedded one)")
+    parser.add_argument("--timeout", default="30", help="seconds per request: a model that died shows fast (default 30)")
     args = parser.parse_args()
+    limits = ("--timeout", args.timeout)
     with ExitStack() as stack:
         url = args.url or stack.enter_context(embedded_server(DEFAULT_REPOSITORY, None)).grpc_url
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuzz-", dir=BUILD_DIR)))
@@ -55,28 +57,36 @@ def main() -> int:
         print(f"{len(files)} hostile files + {total - len(files)} photos = {total} (seed {args.seed}, scale {args.scale})")
 
         result, seconds = harness("check", str(work / "images"), "--url", url, "--report", str(work / "check"),
-                                  "--no-isolate")
+                                  "--no-isolate", "--retries", "1", *limits)
+        if result.returncode == 2:
+            print(result.stderr[-600:])
         r = json.loads((work / "check" / "report.json").read_text())
         rejected = sum(len(v) for v in r["rejected"].values())
         line("check", result, seconds, f"in {total} = compared {r['compared']} + failed {len(r['failed'])} "
              f"+ rejected {rejected} ({r['compared'] + len(r['failed']) + rejected})")
 
-        result, seconds = harness("infer", str(work / "images"), "--pipeline", "both", "--url", url)
+        result, seconds = harness("infer", str(work / "images"), "--pipeline", "both", "--url", url, *limits)
         rows = sum(1 for text in result.stdout.splitlines()  # a wrapped reason's lines have a blank first cell
                    if text.startswith("│") and text[1:].split("│")[0].strip())
         line("infer", result, seconds, f"rows {rows} of {total}")
 
-        result, seconds = harness("accuracy", str(work / "images"), "--url", url, "--report", str(work / "accuracy"))
+        result, seconds = harness("accuracy", str(work / "images"), "--url", url, "--report", str(work / "accuracy"),
+                                  *limits)
         d = json.loads((work / "accuracy" / "accuracy.json").read_text())["dataset"]
         line("accuracy", result, seconds, f"in {d['images']} = evaluated {d['evaluated']} + left out {d['failed']} "
              f"(rejected {d['rejected']})")
 
         from harness.client import TritonClient
 
-        with TritonClient(url, "grpc") as client:
+        with TritonClient(url, "grpc", timeout=30) as client:
             squirrel = (DEFAULT_PHOTOS / "squirrel_cls.jpg").read_bytes()
             labels = [client.classify([squirrel], p)[0][0].label for p in ("dali", "opencv")]
             print(f"server afterwards: ready {client.is_ready()}, squirrel_cls.jpg -> {labels}")
+            for p in ("dali", "opencv"):  # the taps models, which check reads
+                try:
+                    print(f"taps {p}: input {client.stages(squirrel, p)['input'].shape}")
+                except Exception as exc:
+                    print(f"taps {p}: {type(exc).__name__}: {exc}")
     return 0
 
 
