@@ -48,8 +48,9 @@ class ServerUnavailable(RuntimeError):
 # gRPC status codes meaning "no answer", as opposed to the server rejecting the request.
 _UNAVAILABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 # Answers about the server's state, not the request: a server shutting down or reloading
-# unloads its models first. Retried like no answer, never blamed on the image.
-_NOT_SERVING = ("has no available versions", "is not ready", "server is stopping", "unknown model")
+# unloads its models first; a Python-backend model whose process died answers "Stub process
+# ... is not healthy" to every request after. Retried like no answer, never blamed on the image.
+_NOT_SERVING = ("has no available versions", "is not ready", "server is stopping", "unknown model", "is not healthy")
 
 
 def pack_images(images: Sequence[bytes]) -> np.ndarray:

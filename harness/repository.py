@@ -44,7 +44,7 @@ CPU_REPLACEMENTS = {
     # processes beats one process with two DALI threads (the Python backend serializes
     # requests per instance), and the DALI vs OpenCV load tests compare like with like.
     "preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
-    "preprocess_dali_taps": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
+    "preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "classifier": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "0"}),
 }
 

@@ -109,3 +109,16 @@ def test_exif_rotated_photos_come_out_upright_and_equal_on_both_paths(client, sq
     logits = {p: client.logits([data], p)[0] for p in ("dali", "opencv")}
     assert np.argmax(logits["dali"]) == np.argmax(logits["opencv"])
     assert np.abs(logits["dali"] - logits["opencv"]).max() < 0.5
+
+
+def test_a_bmp_claiming_more_rows_than_it_holds_is_refused_and_serving_goes_on(client, squirrel_image, photo):
+    # DALI's BMP decoder reads past the end of such a file and takes the process down
+    # (the taps model's stub died on one from the fuzz campaign): validation refuses it first.
+    from harness.preflight.bad_images import bmp_claiming_rows
+
+    lying = bmp_claiming_rows(encode(squirrel_image, "BMP"), 131232)
+    for call in (lambda: client.stages(lying, "dali"), lambda: client.classify([lying], "dali")):
+        with pytest.raises(InferenceError, match="truncated BMP: its header declares"):
+            call()
+    assert client.is_ready("preprocess_dali_stages") and client.is_ready("preprocess_dali")
+    assert client.classify([photo("baboon.jpg")], "dali")[0][0].label == "baboon"

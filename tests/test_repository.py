@@ -7,8 +7,8 @@ from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
 
-EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier",
-                   "classify_dali", "classify_opencv"}
+EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
+                   "classifier", "classify_dali", "classify_opencv"}
 
 
 def dtype_name(value: int) -> str:
@@ -40,7 +40,7 @@ def test_every_config_parses_with_tritons_schema(gpu, cpu):
 
 
 def test_gpu_profile_uses_the_gpu_backends(gpu):
-    assert gpu["preprocess_dali"].backend == gpu["preprocess_dali_taps"].backend == "dali"
+    assert gpu["preprocess_dali"].backend == gpu["preprocess_dali_stages"].backend == "dali"
     assert gpu["classifier"].platform == "tensorrt_plan"
     assert gpu["preprocess_opencv"].backend == "python"
     assert all(g.kind == g.KIND_GPU for g in gpu["classifier"].instance_group)
@@ -49,7 +49,7 @@ def test_gpu_profile_uses_the_gpu_backends(gpu):
 def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
     for name in EXPECTED_MODELS:
         assert signature(cpu[name]) == signature(gpu[name]), name
-    for name in ("preprocess_dali", "preprocess_dali_taps", "classifier"):
+    for name in ("preprocess_dali", "preprocess_dali_stages", "classifier"):
         assert cpu[name].backend == "python" and not cpu[name].platform
         assert all(g.kind == g.KIND_CPU for g in cpu[name].instance_group)
 
@@ -66,6 +66,11 @@ def test_ensembles_chain_preprocessing_into_the_classifier(gpu):
         assert steps[-2].output_map["INPUT"] == steps[-1].input_map["input"]
         taps = gpu[pipeline.taps_model]
         assert [o.name for o in taps.output] == list(TAP_TENSORS.values())
+    # The DALI taps are validated too: a file that crashes a DALI decoder never reaches one.
+    steps = gpu["preprocess_dali_taps"].ensemble_scheduling.step
+    assert [s.model_name for s in steps] == ["validate_image", "preprocess_dali_stages"]
+    assert steps[0].output_map["VALIDATED"] == steps[1].input_map["IMAGE"]
+    assert {v for v in steps[1].output_map.values()} == set(TAP_TENSORS.values())
 
 
 def test_encoded_image_inputs_batch_ragged(gpu):
@@ -91,7 +96,7 @@ def test_onnx_io_matches_the_classifier_config(gpu, repository):
 
 def test_configs_agree_with_the_spec(gpu, spec):
     c, h, w = spec.preprocess.input_shape
-    for name in ("preprocess_dali", "preprocess_dali_taps", "preprocess_opencv"):
+    for name in ("preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv"):
         outputs = {o.name: list(o.dims) for o in gpu[name].output}
         assert outputs["INPUT"] == [c, h, w]
         if "CROPPED" in outputs:
@@ -102,7 +107,7 @@ def test_configs_agree_with_the_spec(gpu, spec):
 def test_gpu_dali_pipelines_serialize_without_a_gpu(repository):
     import importlib.util
 
-    for name in ("preprocess_dali", "preprocess_dali_taps"):
+    for name in ("preprocess_dali", "preprocess_dali_stages"):
         module_spec = importlib.util.spec_from_file_location(f"{name}_dali", repository / name / "1" / "dali.py")
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)

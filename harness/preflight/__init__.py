@@ -30,8 +30,8 @@ from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
-MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_taps", "preprocess_opencv", "classifier",
-          "classify_dali", "classify_opencv")
+MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
+          "classifier", "classify_dali", "classify_opencv")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ def with_bogus_huffman_table(jpeg: bytes) -> bytes:
     return jpeg[:counts] + bytes([255] * 16) + jpeg[counts + 16:]
 
 
+def bmp_claiming_rows(bmp: bytes, rows: int) -> bytes:
+    """The BMP with its header declaring ``rows`` rows (its pixel data stays as it is)."""
+    return bmp[:22] + rows.to_bytes(4, "little", signed=True) + bmp[26:]
+
+
 def bad_images(jpeg: bytes) -> dict[str, bytes]:
     """Named undecodable variants of ``jpeg`` (a baseline or progressive photo)."""
     return {

@@ -84,6 +84,7 @@ def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
     # last pixels are black would look truncated; decoders stop at the image's own end.
     data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
     kind = identify(image_bytes(data))
+    _check_pixel_data_size(data, kind)
     if level == "decode":
         try:
             if kind == "JPEG":
@@ -98,11 +99,38 @@ def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
     return kind
 
 
+_BITS_PER_PIXEL = {"1": 1, "L": 8, "P": 8, "RGB": 24, "RGBA": 32, "CMYK": 32}
+
+
+def _check_pixel_data_size(data: bytes, kind: str) -> None:
+    # Uncompressed formats (BMP, PNM, plain TIFF) say where their pixels start and how many
+    # there are: a file shorter than that is refused here, before a decoder reads past its
+    # end (DALI's BMP decoder crashes the process on a BMP whose header claims 160x131232).
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PIL's notes on odd tags: the verdict is ours
+            with Image.open(io.BytesIO(data)) as im:
+                tiles, mode, (width, height) = im.tile, im.mode, im.size
+    except (OSError, ValueError, SyntaxError) as exc:  # what PIL raises for a broken header
+        raise ImageError(f"corrupt {kind} header: {exc}") from None
+    for tile in tiles:
+        if tile.codec_name != "raw":
+            continue
+        x0, y0, x1, y1 = tile.extents
+        stride = tile.args[1] if isinstance(tile.args, tuple) and len(tile.args) > 1 else 0
+        if not stride and mode in _BITS_PER_PIXEL:
+            stride = -(-(x1 - x0) * _BITS_PER_PIXEL[mode] // 8)
+        needed = tile.offset + abs(stride) * (y1 - y0)
+        if stride and needed > len(data):
+            raise ImageError(f"truncated {kind}: its header declares {width}x{height} pixels in {needed} bytes, "
+                             f"the file has {len(data)}")
+
+
 def _check_header(data: bytes, kind: str) -> None:
     # PIL reads only the header here (no pixels): the dimensions a decoder would allocate.
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            warnings.simplefilter("ignore")  # the bomb warning (judged below) and notes on odd tags
             with Image.open(io.BytesIO(data)) as im:
                 width, height = im.size
     except Image.DecompressionBombError:

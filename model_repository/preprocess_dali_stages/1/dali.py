@@ -1,4 +1,4 @@
-"""preprocess_dali_taps: the DALI pipeline of ../../preprocessing.toml (taps=True), GPU decode.
+"""preprocess_dali_stages: the DALI pipeline of ../../preprocessing.toml (taps=True), GPU decode.
 
 Triton's DALI backend serializes this file when it loads the model (autoserialization);
 the pipeline itself is defined once, in harness.preprocessing.dali_graph.
