@@ -98,9 +98,10 @@ class ImageChecker:
             try:
                 return request(self._client())
             except ServerUnavailable as exc:
+                url = self._url()
                 self._local.client = None  # reconnect on the next attempt
                 if attempt == self.retries:
-                    raise ServerStopped(self._url(), image, str(exc)) from None
+                    raise ServerStopped(url, image, str(exc)) from None
                 time.sleep(0.5 * 2 ** attempt)
 
     def _url(self) -> str:
