@@ -122,3 +122,16 @@ def test_a_bmp_claiming_more_rows_than_it_holds_is_refused_and_serving_goes_on(c
             call()
     assert client.is_ready("preprocess_dali_stages") and client.is_ready("preprocess_dali")
     assert client.classify([photo("baboon.jpg")], "dali")[0][0].label == "baboon"
+
+
+@pytest.mark.parametrize("pipeline", ["dali", "opencv"])
+def test_an_image_the_resize_would_blow_up_is_refused_and_serving_goes_on(client, photo, pipeline):
+    # 1x65500 pixels pass every decoder's limit; resized to a shorter side of 256 they would
+    # be 256x16.8M pixels (12 GiB) and the process would be killed, not told.
+    from PIL import Image
+
+    sliver = encode(Image.new("RGB", (65500, 1), (90, 120, 30)), "JPEG")
+    for call in (lambda: client.stages(sliver, pipeline), lambda: client.classify([sliver], pipeline)):
+        with pytest.raises(InferenceError, match="image too elongated"):
+            call()
+    assert client.classify([photo("baboon.jpg")], pipeline)[0][0].label == "baboon"

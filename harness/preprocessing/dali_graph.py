@@ -140,6 +140,7 @@ class CpuPipelineRunner:
 
         self.max_batch_size = max_batch_size
         self.isolate_failures = isolate_failures
+        self.resize = p.resize
         self._pipe = pipeline()
         self._pipe.build()
 
@@ -149,7 +150,7 @@ class CpuPipelineRunner:
         valid = []
         for i, data in enumerate(images):
             try:
-                validate(data, "header")  # what DALI's decoders would fail or crash on, cheaply
+                validate(data, "header", self.resize)  # what DALI would fail, crash or run out of memory on
                 valid.append(i)
             except ImageError as exc:
                 results[i].error = exc

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import io
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
+
+if TYPE_CHECKING:
+    from harness.spec import ResizeSpec
 
 # File signatures of the formats both DALI's and OpenCV's decoders read.
 _SIGNATURES = (
@@ -66,7 +70,7 @@ def identify(data: bytes) -> str:
 VALIDATIONS = ("header", "decode")
 
 
-def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
+def validate(data: np.ndarray | bytes, level: str = "decode", resize: ResizeSpec | None = None) -> str:
     """The format of ``data`` (one request row: the file, maybe zero padded) if a decoder can
     be expected to decode it, else :class:`ImageError`.
 
@@ -76,7 +80,9 @@ def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
     size (about 1.1 ms for a 640x480 photo, three quarters of a full decode: the entropy
     decoding dominates). Decoder *warnings* (damaged scan data, which libjpeg and DALI
     decode into a damaged image) are not errors here, as they are not for the pipelines.
-    Other formats are rare enough to be decoded in full by PIL.
+    Other formats are rare enough to be decoded in full by PIL. With ``resize`` (the spec's),
+    an image the resize would blow up beyond :data:`MAX_PIXELS` is refused too (a 1x65500
+    JPEG is 65500 pixels; shorter side to 256, it would be 256x16768000).
     """
     if level not in VALIDATIONS:
         raise ValueError(f"validation level must be one of {VALIDATIONS}, got {level!r}")
@@ -84,7 +90,7 @@ def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
     # last pixels are black would look truncated; decoders stop at the image's own end.
     data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
     kind = identify(image_bytes(data))
-    _check_pixel_data_size(data, kind)
+    _check_pixels(data, kind, resize)
     if level == "decode":
         try:
             if kind == "JPEG":
@@ -99,10 +105,22 @@ def validate(data: np.ndarray | bytes, level: str = "decode") -> str:
     return kind
 
 
+def check_resize(height: int, width: int, resize: ResizeSpec) -> None:
+    """:class:`ImageError` when the spec's resize would make more than :data:`MAX_PIXELS`
+    pixels of a ``height`` x ``width`` image: a 1x65500 image passes every decoder's pixel
+    limit, but its shorter side resized to 256 is 256x16.8M pixels (12 GiB), which no
+    ``MemoryError`` announces: the process is killed."""
+    out_height, out_width = resize.output_size(height, width)
+    if out_height * out_width > MAX_PIXELS:
+        raise ImageError(f"image too elongated: resizing its {width}x{height} pixels as the spec says makes "
+                         f"{out_width}x{out_height} ({out_width * out_height / 1e6:.0f} megapixels; the limit "
+                         f"is {MAX_PIXELS / 1e6:.0f})")
+
+
 _BITS_PER_PIXEL = {"1": 1, "L": 8, "P": 8, "RGB": 24, "RGBA": 32, "CMYK": 32}
 
 
-def _check_pixel_data_size(data: bytes, kind: str) -> None:
+def _check_pixels(data: bytes, kind: str, resize: ResizeSpec | None) -> None:
     # Uncompressed formats (BMP, PNM, plain TIFF) say where their pixels start and how many
     # there are: a file shorter than that is refused here, before a decoder reads past its
     # end (DALI's BMP decoder crashes the process on a BMP whose header claims 160x131232).
@@ -111,8 +129,12 @@ def _check_pixel_data_size(data: bytes, kind: str) -> None:
             warnings.simplefilter("ignore")  # PIL's notes on odd tags: the verdict is ours
             with Image.open(io.BytesIO(data)) as im:
                 tiles, mode, (width, height) = im.tile, im.mode, im.size
+    except Image.DecompressionBombError:  # only a WebP gets here: identify() sized the others
+        raise ImageError(f"image too large: the {kind} header declares more than {MAX_PIXELS / 1e6:.0f} megapixels")
     except (OSError, ValueError, SyntaxError) as exc:  # what PIL raises for a broken header
         raise ImageError(f"corrupt {kind} header: {exc}") from None
+    if resize is not None:
+        check_resize(height, width, resize)
     for tile in tiles:
         if tile.codec_name != "raw":
             continue

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 
 from harness.preprocessing import PREPROCESS_STAGES
-from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.preprocessing.image_check import ImageError, check_resize, identify, image_bytes
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
 
 INTERPOLATION = {
@@ -76,6 +76,7 @@ def run(data: np.ndarray | bytes, p: Preprocess, stages: Iterable[str] = PREPROC
     """Every stage of one image; ``stages`` says which to return (all are computed up to the last)."""
     wanted = set(stages)
     out = {"decode": decode(data, p.decode)}
+    check_resize(*out["decode"].shape[:2], p.resize)
     out["resize"] = resize(out["decode"], p.resize)
     out["crop"] = crop(out["resize"], p.crop)
     out["input"] = normalize(out["crop"], p)

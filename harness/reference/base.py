@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from harness.preprocessing import PREPROCESS_STAGES
-from harness.preprocessing.image_check import MAX_PIXELS, ImageError
+from harness.preprocessing.image_check import check_resize
 
 
 class Recipe:
@@ -37,19 +37,11 @@ class Recipe:
         return out
 
     def check_resize(self, height: int, width: int) -> None:
-        """:class:`ImageError` when resizing a ``height`` x ``width`` image would make more
-        than :data:`MAX_PIXELS` pixels: a 1x65500 image passes the decoders' pixel limit,
-        but its shorter side resized to 256 is 256x16.8M pixels (12 GiB), which no
-        ``MemoryError`` announces: the process is killed. Recipes without a spec (``p``)
-        are not checked."""
+        """:func:`harness.preprocessing.image_check.check_resize` with the recipe's spec
+        (recipes without a spec, ``p``, are not checked)."""
         spec = getattr(self, "p", None)
-        if spec is None:
-            return
-        out_height, out_width = spec.resize.output_size(height, width)
-        if out_height * out_width > MAX_PIXELS:
-            raise ImageError(f"image too elongated: resizing its {width}x{height} pixels as the spec says makes "
-                             f"{out_width}x{out_height} ({out_width * out_height / 1e6:.0f} megapixels; the limit "
-                             f"is {MAX_PIXELS / 1e6:.0f})")
+        if spec is not None:
+            check_resize(height, width, spec.resize)
 
     # -- hooks --------------------------------------------------------------------------
     def decode(self, data: bytes) -> Any:

@@ -10,11 +10,13 @@ request, with a one-line reason, and good images pass through unchanged.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 
 from harness.preprocessing.image_check import VALIDATIONS, ImageError, validate
 from harness.serving.preprocess import error_response
+from harness.spec import SPEC_FILENAME, load_spec
 
 
 class TritonPythonModel:
@@ -24,6 +26,8 @@ class TritonPythonModel:
         if self.level not in VALIDATIONS:
             raise pb_utils.TritonModelException(f"parameter 'validation' must be one of {VALIDATIONS}, got {self.level!r}")
         self.output = config["output"][0]["name"]
+        # The spec's resize: an image it would blow up beyond the pixel limit is refused too.
+        self.resize = load_spec(Path(args["model_repository"]).parent / SPEC_FILENAME).preprocess.resize
 
     def execute(self, requests):
         return [self._check(pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()) for request in requests]
@@ -31,7 +35,7 @@ class TritonPythonModel:
     def _check(self, images):
         for i, data in enumerate(images):
             try:
-                validate(data, self.level)
+                validate(data, self.level, self.resize)
             except ImageError as exc:
                 return error_response(exc, i, len(images))
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(self.output, images)])
