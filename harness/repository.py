@@ -74,6 +74,27 @@ def save_config(config: ModelConfig, path: Path, header: str = "") -> None:
     path.write_text(header + text_format.MessageToString(config))
 
 
+CLASS_OUTPUTS = ("logits", "probabilities", "LOGITS", "PROBABILITIES")
+"""Outputs whose one dimension is the classifier's class count (classifier and ensembles)."""
+
+
+def set_class_count(repo: Path, classes: int) -> list[str]:
+    """Set the class dimension of every classifier-shaped output in ``repo``'s configs to
+    ``classes``; returns the models changed (a config already right is left untouched)."""
+    changed = []
+    for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
+        config = load_config(config_path)
+        outputs = [o for o in config.output if o.name in CLASS_OUTPUTS and len(o.dims) == 1 and o.dims[0] != classes]
+        if not outputs:
+            continue
+        for output in outputs:
+            output.dims[:] = [classes]
+        header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
+        save_config(config, config_path, header)
+        changed.append(config_path.parent.name)
+    return changed
+
+
 def check_classifier(repo: Path, spec: Spec) -> None:
     """The classifier ONNX and labels exist, meet the contract, and fit the spec's crop."""
     model_dir = repo / "classifier"

@@ -99,11 +99,16 @@ def run_model_export(args) -> int:
 
 
 def run_model_import(args) -> int:
-    from harness.model import import_onnx
+    from harness.model import import_onnx, read_labels
+    from harness.repository import set_class_count
 
     spec = load_spec(spec_path(args))
     path = import_onnx(args.onnx, args.labels, args.repository / "classifier", spec.preprocess.crop.size)
     console.print(f"installed {args.onnx} as {path}")
+    classes = len(read_labels(args.labels))
+    changed = set_class_count(args.repository, classes)
+    if changed:
+        console.print(f"class count set to {classes} in the configs of {', '.join(changed)}")
     return 0
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, import_onnx, read_labels
-from harness.repository import CONFIG_FILENAME, build_cpu_profile, build_profile, load_config, save_config
+from harness.repository import build_cpu_profile, build_profile, set_class_count
 from harness.spec import SPEC_FILENAME, load_spec
 
-CLASS_OUTPUTS = ("logits", "probabilities", "LOGITS", "PROBABILITIES")
 """Outputs of the classifier and of the ensembles whose one dimension is the class count."""
 
 
@@ -29,23 +28,6 @@ def install_classifier(source: Path, model_dir: Path, out: Path, spec_path: Path
     import_onnx(model_dir / ONNX_FILENAME, model_dir / LABELS_FILENAME, out / "classifier", tuple(crop))
     set_class_count(out, len(read_labels(out / "classifier" / LABELS_FILENAME)))
     return out
-
-
-def set_class_count(repo: Path, classes: int) -> list[str]:
-    """Set the class dimension of every classifier-shaped output in ``repo``'s configs;
-    returns the models changed."""
-    changed = []
-    for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
-        config = load_config(config_path)
-        outputs = [o for o in config.output if o.name in CLASS_OUTPUTS and len(o.dims) == 1]
-        if not outputs:
-            continue
-        for output in outputs:
-            output.dims[:] = [classes]
-        header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
-        save_config(config, config_path, header)
-        changed.append(config_path.parent.name)
-    return changed
 
 
 @contextlib.contextmanager

@@ -38,3 +38,31 @@ def test_usage_and_setup_errors_exit_2(tmp_path, server):
     gpu = harness("serve", "--profile", "gpu")
     assert gpu.returncode == 2 and "docker compose" in gpu.stderr
     assert harness("infer").returncode == 2  # argparse: missing images
+
+
+def test_model_import_sets_the_class_count_of_every_config_it_concerns(repository, tmp_path):
+    # A 2-class classifier: the classifier's and both ensembles' outputs become [2], so the
+    # repository loads as it is; the configs that name no class count are left untouched.
+    import shutil
+
+    import torch
+
+    from harness.model import export_module
+    from harness.repository import load_repository
+
+    repo = tmp_path / "model_repository"
+    shutil.copytree(repository, repo, ignore=shutil.ignore_patterns("*.onnx", "__pycache__"))
+    shutil.copy(repository / "classifier" / "model.onnx", repo / "classifier" / "model.onnx")
+    net = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 2))
+    export_module(net, tmp_path / "mine", ["ant", "bee"])
+    before = {p.parent.name: p.read_text() for p in repo.glob("*/config.pbtxt")}
+    run = subprocess.run([sys.executable, "-m", "harness", "model", "import", str(tmp_path / "mine" / "model.onnx"),
+                          "--labels", str(tmp_path / "mine" / "labels.txt"), "--repository", str(repo)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    configs = load_repository(repo)
+    for model in ("classifier", "classify_dali", "classify_opencv"):
+        assert [list(o.dims) for o in configs[model].output] == [[2], [2]], model
+    untouched = {p.parent.name for p in repo.glob("*/config.pbtxt") if p.read_text() == before[p.parent.name]}
+    assert untouched == set(before) - {"classifier", "classify_dali", "classify_opencv"}
+    assert "class count set to 2" in run.stdout + run.stderr  # rich prints its messages to stderr
