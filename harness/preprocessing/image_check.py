@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,18 +53,32 @@ def image_bytes(data: np.ndarray | bytes) -> bytes:
     return raw.rstrip(b"\x00")
 
 
+@dataclass(frozen=True)
+class _Header:
+    """What PIL read of an image's header (no pixels decoded)."""
+
+    width: int
+    height: int
+    mode: str
+    tiles: list
+
+
 def identify(data: bytes) -> str:
     """The image format of ``data`` (padding already stripped), or :class:`ImageError`."""
+    return _identify(data)[0]
+
+
+def _identify(data: bytes) -> tuple[str, _Header | None]:
+    # The format, and its header as read while checking it (None for WebP, not checked here).
     if not data:
         raise ImageError("empty image: the request holds 0 bytes of image data")
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "WebP"
+        return "WebP", None
     for signature, name in _SIGNATURES:
         if data.startswith(signature):
             if name == "JPEG":
                 _check_jpeg_complete(data)
-            _check_header(data, name)
-            return name
+            return name, _read_header(data, name)
     raise ImageError(f"not an image: unrecognized file signature {_describe_head(data)}")
 
 
@@ -89,8 +104,11 @@ def validate(data: np.ndarray | bytes, level: str = "decode", resize: ResizeSpec
     # Decoders get the row as the pipeline will: padding included. Stripped, a BMP whose
     # last pixels are black would look truncated; decoders stop at the image's own end.
     data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
-    kind = identify(image_bytes(data))
-    _check_pixels(data, kind, resize)
+    kind, header = _identify(image_bytes(data))
+    header = header or _read_header(data, kind)  # a WebP: PIL reads its whole stream, padding included
+    if resize is not None:
+        check_resize(header.height, header.width, resize)
+    _check_pixel_data_size(header, len(data), kind)
     if level == "decode":
         try:
             if kind == "JPEG":
@@ -120,60 +138,51 @@ def check_resize(height: int, width: int, resize: ResizeSpec) -> None:
 _BITS_PER_PIXEL = {"1": 1, "L": 8, "P": 8, "RGB": 24, "RGBA": 32, "CMYK": 32}
 
 
-def _check_pixels(data: bytes, kind: str, resize: ResizeSpec | None) -> None:
+def _check_pixel_data_size(header: _Header, size: int, kind: str) -> None:
     # Uncompressed formats (BMP, PNM, plain TIFF) say where their pixels start and how many
     # there are: a file shorter than that is refused here, before a decoder reads past its
     # end (DALI's BMP decoder crashes the process on a BMP whose header claims 160x131232).
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # PIL's notes on odd tags: the verdict is ours
-            with Image.open(io.BytesIO(data)) as im:
-                tiles, mode, (width, height) = im.tile, im.mode, im.size
-    except Image.DecompressionBombError:  # only a WebP gets here: identify() sized the others
-        raise ImageError(f"image too large: the {kind} header declares more than {MAX_PIXELS / 1e6:.0f} megapixels")
-    except (OSError, ValueError, SyntaxError) as exc:  # what PIL raises for a broken header
-        raise ImageError(f"corrupt {kind} header: {exc}") from None
-    if resize is not None:
-        check_resize(height, width, resize)
-    for tile in tiles:
+    for tile in header.tiles:
         if tile.codec_name != "raw":
             continue
         x0, y0, x1, y1 = tile.extents
         stride = tile.args[1] if isinstance(tile.args, tuple) and len(tile.args) > 1 else 0
-        if not stride and mode in _BITS_PER_PIXEL:
-            stride = -(-(x1 - x0) * _BITS_PER_PIXEL[mode] // 8)
+        if not stride and header.mode in _BITS_PER_PIXEL:
+            stride = -(-(x1 - x0) * _BITS_PER_PIXEL[header.mode] // 8)
         needed = tile.offset + abs(stride) * (y1 - y0)
-        if stride and needed > len(data):
-            raise ImageError(f"truncated {kind}: its header declares {width}x{height} pixels in {needed} bytes, "
-                             f"the file has {len(data)}")
+        if stride and needed > size:
+            raise ImageError(f"truncated {kind}: its header declares {header.width}x{header.height} pixels in "
+                             f"{needed} bytes, the file has {size}")
 
 
-def _check_header(data: bytes, kind: str) -> None:
+def _read_header(data: bytes, kind: str) -> _Header:
     # PIL reads only the header here (no pixels): the dimensions a decoder would allocate.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the bomb warning (judged below) and notes on odd tags
             with Image.open(io.BytesIO(data)) as im:
-                width, height = im.size
+                header = _Header(*im.size, im.mode, list(im.tile))
     except Image.DecompressionBombError:
-        width, height = _declared_size(data)
+        header = _declared_header(data)
     except UnidentifiedImageError:
         raise ImageError(f"corrupt {kind} header: no readable image size in it") from None
     except (OSError, ValueError, SyntaxError) as exc:
         raise ImageError(f"corrupt {kind} header: {exc}") from None
+    width, height = header.width, header.height
     if width <= 0 or height <= 0:
         raise ImageError(f"corrupt {kind} header: it declares a {width}x{height} image")
     if width * height > MAX_PIXELS:
         raise ImageError(f"image too large: the {kind} header declares {width}x{height} pixels "
                          f"({width * height / 1e6:.0f} megapixels; the limit is {MAX_PIXELS / 1e6:.0f})")
+    return header
 
 
-def _declared_size(data: bytes) -> tuple[int, int]:
+def _declared_header(data: bytes) -> _Header:
     # PIL refused before saying the size: open it again with its limit lifted for this call.
     limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
     try:
         with Image.open(io.BytesIO(data)) as im:
-            return im.size
+            return _Header(*im.size, im.mode, list(im.tile))
     finally:
         Image.MAX_IMAGE_PIXELS = limit
 
