@@ -127,7 +127,8 @@ def server_rows(client: TritonClient, manifest: Manifest, profile: str) -> list[
     not_ready = [m for m in MODELS if not client.is_ready(m)]
     rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(MODELS)} models",
                     f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
-    platform = client.model_config(CLASSIFIER).get("platform") or client.model_config(CLASSIFIER).get("backend")
+    classifier = client.model_config(CLASSIFIER)
+    platform = classifier.get("platform") or classifier.get("backend")
     want = "tensorrt_plan" if profile == "gpu" else "python"
     rows.append(Row("classifier platform", PASS if platform == want else FAIL, want, platform or "?"))
     return rows

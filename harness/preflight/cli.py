@@ -86,18 +86,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _record(client, args) -> int:
     from harness.preflight.known_answers import PHOTOS, record
-    from harness.preprocessing.dali_graph import pipeline_arguments, production_pipelines
+    from harness.preprocessing.dali_graph import production_arguments
 
     photos = [ROOT / "data" / "photos" / name for name in PHOTOS]
     missing = [str(p) for p in photos if not p.is_file()]
     if missing:
         return _error(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
-    arguments: dict[str, list[str]] = {}
-    for pipe in production_pipelines(args.repository).values():
-        pipe.serialize()
-        for op, names in pipeline_arguments(pipe).items():
-            arguments[op] = sorted(set(arguments.get(op, [])) | set(names))
-    path = record(client, photos, args.known_answers, arguments)
+    path = record(client, photos, args.known_answers, production_arguments(args.repository))
     print(f"known answers of {len(photos)} photos recorded in {path.parent}")
     return 0
 

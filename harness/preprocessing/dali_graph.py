@@ -270,6 +270,17 @@ def missing_arguments(arguments: dict[str, list[str]]) -> list[str]:
     return missing
 
 
+def production_arguments(repository) -> dict[str, list[str]]:
+    """:func:`pipeline_arguments` of every production pipeline of a repository, merged:
+    what the DALI that serves it must know (``harness preflight`` records it)."""
+    merged: dict[str, set[str]] = {}
+    for pipe in production_pipelines(repository).values():
+        pipe.serialize()  # builds the graph pipeline_arguments reads
+        for op, names in pipeline_arguments(pipe).items():
+            merged.setdefault(op, set()).update(names)
+    return {op: sorted(names) for op, names in sorted(merged.items())}
+
+
 def production_pipelines(repository) -> dict:
     """The serialized-ready production (``mixed`` decoder) pipelines of a model repository's
     DALI models, by model name, defined by this process's DALI without a GPU."""

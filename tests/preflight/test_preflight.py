@@ -13,7 +13,7 @@ from harness.client import TritonClient
 from harness.manifest import load_manifest
 from harness.preflight import FAIL, PASS, SKIP, passed, run_checks
 from harness.preflight.known_answers import PHOTOS, KnownAnswers, load, record
-from harness.preprocessing.dali_graph import pipeline_arguments, production_pipelines
+from harness.preprocessing.dali_graph import production_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,12 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def known(server, repository, photos_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("known")
-    arguments = {}
-    for pipe in production_pipelines(repository).values():
-        pipe.serialize()
-        arguments.update(pipeline_arguments(pipe))
     with TritonClient(server.url("grpc"), "grpc") as client:
-        record(client, [photos_dir / name for name in PHOTOS], out, arguments)
+        record(client, [photos_dir / name for name in PHOTOS], out, production_arguments(repository))
     return out
 
 
