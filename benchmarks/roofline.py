@@ -39,10 +39,8 @@ def main() -> None:
     spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess
     onnx = DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME
     images = [np.frombuffer(p.read_bytes(), np.uint8) for p in list_images(DEFAULT_PHOTOS)]
-    rows: list[tuple[str, float]] = []
 
     def report(name: str, value: float) -> float:
-        rows.append((name, value))
         print(f"{name:<44} {value:8.1f} img/s", flush=True)
         return value
 
@@ -58,11 +56,10 @@ def main() -> None:
     for batch in BATCHES:
         x = np.ascontiguousarray(np.resize(inputs, (batch, *inputs.shape[1:])))
         per_batch[batch] = batch * measure([lambda _, x=x: session.run(["logits"], {INPUT_NAME: x})], [0], args.seconds / 2)
-    model_1 = report("model, batch 1 (ONNX Runtime)", per_batch[1])
+    report("model, batch 1 (ONNX Runtime)", per_batch[1])
     best = max(per_batch, key=per_batch.get)
     model_best = report(f"model, best batch ({best})", per_batch[best])
     bound = report("combined bound (back to back, same cores)", 1 / (1 / preprocess + 1 / model_best))
-    del model_1
 
     # The pipeline in-process: each client its own single-threaded DALI and ONNX Runtime.
     def in_process_worker():
