@@ -19,8 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli.common import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY, embedded_server
 from harness.corpus import list_images, make_variants
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
+from harness.session import embedded_server
 
 
 def child(argv: list[str]) -> None:

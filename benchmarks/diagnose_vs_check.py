@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 
-from harness.cli.common import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY, PROJECT_ROOT, embedded_server
 from harness.corpus import list_images, make_variants
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.session import embedded_server
 
 PLANTED = PROJECT_ROOT / "specs" / "planted"
 CASES = {  # name -> (spec, target ratio)

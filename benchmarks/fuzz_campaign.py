@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cli.common import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY, embedded_server  # noqa: E402
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY  # noqa: E402
+from harness.session import embedded_server  # noqa: E402
 from tests.fuzz_files import hostile_files  # noqa: E402
 
 

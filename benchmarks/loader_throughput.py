@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from harness.cli.common import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.spec import SPEC_FILENAME, load_spec
 from harness.training.data import load_training_set
 from harness.training.loader import TrainingLoader

@@ -98,7 +98,8 @@ def server_endpoints(url: str | None, metrics_url: str | None):
     if url:
         yield Endpoints.from_url(url, metrics=metrics_url)
         return
-    from harness.cli.common import DEFAULT_REPOSITORY, embedded_server
+    from harness.paths import DEFAULT_REPOSITORY
+    from harness.session import embedded_server
 
     with embedded_server(DEFAULT_REPOSITORY, None) as server:
         yield Endpoints(server.http_url, server.grpc_url, server.metrics_url)

@@ -20,11 +20,12 @@ import os
 import numpy as np
 from timing import measure
 
-from harness.cli.common import DEFAULT_PHOTOS, DEFAULT_REPOSITORY, embedded_server
 from harness.client import TritonClient
 from harness.corpus import list_images
 from harness.model import INPUT_NAME, ONNX_FILENAME, onnx_session
+from harness.paths import DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.preprocessing.dali_graph import CpuPipelineRunner
+from harness.session import embedded_server
 from harness.spec import SPEC_FILENAME, load_spec
 
 BATCHES = (1, 2, 4, 8, 16, 32)

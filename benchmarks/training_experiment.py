@@ -19,7 +19,7 @@ import platform
 import time
 from pathlib import Path
 
-from harness.cli.common import BUILD_DIR, DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.spec import SPEC_FILENAME, load_spec
 from harness.training.data import load_training_set
 from harness.training.experiment import ExperimentConfig, render_table, run_experiment, runs_to_json

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from timing import measure
 
-from harness.cli.common import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.client import TritonClient
 from harness.corpus import list_images
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.repository import CONFIG_FILENAME, build_cpu_profile, load_config, save_config
 from harness.server import TritonServer, free_port
 

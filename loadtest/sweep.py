@@ -171,7 +171,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
 @contextlib.contextmanager
 def _embedded_server() -> Iterator[Endpoints]:
     try:
-        from harness.cli.common import DEFAULT_REPOSITORY, embedded_server
+        from harness.paths import DEFAULT_REPOSITORY
+        from harness.session import embedded_server
     except ImportError:
         raise ServerNotReady("no --url given and the harness package (embedded server) is not installed") from None
     with embedded_server(DEFAULT_REPOSITORY, None) as server:

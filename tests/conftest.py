@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.cli.common import DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.client import TritonClient
+from harness.paths import DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
 from harness.spec import SPEC_FILENAME, load_spec

@@ -10,7 +10,8 @@ import argparse
 import sys
 
 from harness.cli import accuracy, check, diagnose, loadtest, preflight, serving, train
-from harness.cli.common import UsageError, fail
+from harness.cli.common import fail
+from harness.errors import UsageError
 
 COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight)
 

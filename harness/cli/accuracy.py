@@ -7,8 +7,6 @@ import time
 from pathlib import Path
 
 from harness.cli.common import (
-    PROJECT_ROOT,
-    UsageError,
     add_reference_args,
     add_repository_args,
     add_server_args,
@@ -19,8 +17,10 @@ from harness.cli.common import (
     spec_path,
 )
 from harness.client import PIPELINES
+from harness.errors import UsageError
+from harness.paths import REPORTS_DIR
 
-DEFAULT_REPORT = PROJECT_ROOT / "reports" / "accuracy"
+DEFAULT_REPORT = REPORTS_DIR / "accuracy"
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 
 from harness.cli.common import (
-    PROJECT_ROOT,
-    UsageError,
     add_images_args,
     add_reference_args,
     add_repository_args,
@@ -21,8 +19,10 @@ from harness.cli.common import (
 )
 from harness.client import PIPELINES, TritonClient
 from harness.compare.tolerance import Verdict
+from harness.errors import UsageError
+from harness.paths import REPORTS_DIR
 
-DEFAULT_REPORT = PROJECT_ROOT / "reports" / "check"
+DEFAULT_REPORT = REPORTS_DIR / "check"
 DEFAULT_WORKERS = min(8, 2 * (os.cpu_count() or 1))
 
 

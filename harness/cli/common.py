@@ -5,27 +5,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from harness import session
 from harness.client import PIPELINES, PROTOCOLS, TritonClient
+from harness.paths import DEFAULT_REPOSITORY
 from harness.spec import SPEC_FILENAME
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
-DEFAULT_PHOTOS = PROJECT_ROOT / "data" / "photos"
-BUILD_DIR = PROJECT_ROOT / "build"
 
 console = Console(stderr=True, highlight=False)
 """Progress and messages go to stderr; stdout carries only results."""
-
-
-class UsageError(Exception):
-    """Bad arguments or setup: the command exits with status 2 and this message."""
 
 
 def add_repository_args(parser: argparse.ArgumentParser) -> None:
@@ -74,36 +66,10 @@ def spec_path(args: argparse.Namespace) -> Path:
 
 
 @contextlib.contextmanager
-def embedded_server(repository: Path, spec: Path | None) -> Iterator["TritonServer"]:  # noqa: F821
-    """Build the cpu profile in a temporary directory and serve it on free loopback ports."""
-    from harness.repository import build_cpu_profile
-    from harness.server import TritonServer, free_port
-
-    BUILD_DIR.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="embedded-", dir=BUILD_DIR) as tmp:
-        repo = build_cpu_profile(repository, Path(tmp) / "repository", spec)
-        server = TritonServer(repo, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
-        with console.status("starting the embedded Triton server (cpu profile)"):
-            server.start()
-        try:
-            console.print(f"embedded Triton server ready: HTTP {server.http_url}, gRPC {server.grpc_url}")
-            yield server
-        finally:
-            server.stop()
-
-
-@contextlib.contextmanager
 def connect(args: argparse.Namespace) -> Iterator[TritonClient]:
-    """A client to ``--url``, or to an embedded server started for this command."""
-    with contextlib.ExitStack() as stack:
-        if args.url:
-            url = args.url
-        else:
-            server = stack.enter_context(embedded_server(args.repository, args.spec))
-            url = server.url(args.protocol)
-        client = stack.enter_context(TritonClient(url, args.protocol, timeout=args.timeout))
-        if not client.is_ready():
-            raise UsageError(f"Triton server at {url} ({args.protocol}) is not reachable or not ready")
+    """A client to ``--url``, or to an embedded server started for this command (see :mod:`harness.session`)."""
+    with session.connect(args.url, args.protocol, args.timeout, args.repository, args.spec,
+                         log=console.print) as client:
         yield client
 
 

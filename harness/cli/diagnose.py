@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Callable
 
 from harness.cli.common import (
-    PROJECT_ROOT,
-    UsageError,
     add_images_args,
     add_reference_args,
     add_repository_args,
@@ -23,8 +21,10 @@ from harness.cli.common import (
     spec_path,
 )
 from harness.client import PIPELINES, ServerUnavailable, TritonClient
+from harness.errors import UsageError
+from harness.paths import REPORTS_DIR
 
-DEFAULT_REPORT = PROJECT_ROOT / "reports" / "diagnose"
+DEFAULT_REPORT = REPORTS_DIR / "diagnose"
 DEPLOYED_LIBRARY = {"dali": "DALI", "opencv": "OpenCV"}
 FETCH_WORKERS = 4
 """Images in flight while reading the deployed side (the server works while the client waits)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli.common import add_repository_args, embedded_server
+from harness.cli.common import add_repository_args
+from harness.session import embedded_server
 from loadtest import sweep
 
 

@@ -11,18 +11,10 @@ from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import (
-    BUILD_DIR,
-    DEFAULT_PHOTOS,
-    PROJECT_ROOT,
-    UsageError,
-    add_repository_args,
-    add_server_args,
-    connect,
-    console,
-    spec_path,
-)
+from harness.cli.common import add_repository_args, add_server_args, connect, console, spec_path
 from harness.client import PIPELINES
+from harness.errors import UsageError
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 from harness.spec import load_spec
 
 
@@ -223,4 +215,4 @@ def run_corpus(args) -> int:
     return 0
 
 
-__all__ = ["register", "PROJECT_ROOT"]
+__all__ = ["register"]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness.cli.common import BUILD_DIR, UsageError, add_repository_args, console, out, spec_path
+from harness.cli.common import add_repository_args, console, out, spec_path
+from harness.errors import UsageError
+from harness.paths import BUILD_DIR
 
 DEFAULT_OUT = BUILD_DIR / "trained"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.common import PROJECT_ROOT
+from harness.paths import PROJECT_ROOT
 
 HYMENOPTERA = PROJECT_ROOT.parent / "shared" / "datasets" / "hymenoptera"
 
