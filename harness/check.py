@@ -23,16 +23,15 @@ import numpy as np
 
 from harness.client import InferenceError, ServerUnavailable, TritonClient
 from harness.compare.aggregate import RunSummary, severity
-from harness.compare.metrics import IMAGE_STAGES
-from harness.compare.result import STAGES, ImageResult, one_line
+from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance, Verdict
-from harness.deployed import ISOLATED_INPUT, stage_runner
-from harness.preprocessing import PREPROCESS_STAGES
+from harness.deployed import stage_runner
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 from harness.spec import Preprocess, SpecError
+from harness.stage import IMAGE_STAGES, ISOLATED_INPUT, STAGES, TENSOR_STAGES, Stage
 
 RESULTS_FILENAME = "images.jsonl"
 CSV_FILENAME = "per_image.csv"
@@ -135,10 +134,10 @@ class ImageChecker:
         except Exception as exc:  # training could not process this image (cv2.error, PIL, MemoryError, ...)
             reference_error = one_line(exc)
         if reference_error is None:
-            problem = self._input_problem(tensors.reference["input"])
+            problem = self._input_problem(tensors.reference[Stage.INPUT])
             if problem:
                 return ImageResult(name, error=problem), None
-            tensors.reference["output"] = self.reference_model.logits(tensors.reference["input"][None])[0]
+            tensors.reference[Stage.OUTPUT] = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
         for attempt in range(2):
             # Once more on a rejection: Triton may batch this request with another image's,
             # and one undecodable image fails its whole DALI batch.
@@ -173,7 +172,7 @@ class ImageChecker:
         for stage, previous in ISOLATED_INPUT.items():
             if stage in t.reference and previous in t.reference:
                 t.isolated[stage] = runner.run(stage, t.reference[previous])
-        t.isolated["output"] = self._call(name, lambda c: c.classifier_logits(t.reference["input"][None]))[0]
+        t.isolated[Stage.OUTPUT] = self._call(name, lambda c: c.classifier_logits(t.reference[Stage.INPUT][None]))[0]
 
 
 # -- visuals of the worst images ----------------------------------------------------------
@@ -183,17 +182,17 @@ VISUAL_SIDE = 256
 pattern of the difference (edges, borders, blocks), not every pixel."""
 
 
-def visual_arrays(stage: str, t: ImageTensors) -> dict[str, np.ndarray] | None:
+def visual_arrays(stage: Stage, t: ImageTensors) -> dict[str, np.ndarray] | None:
     """Small arrays to draw for one stage: a |difference| heat map, and for the crop
     stage the two crops side by side."""
     ref, dep = t.reference.get(stage), t.deployed.get(stage)
-    if ref is None or dep is None or ref.shape != dep.shape or stage not in (*IMAGE_STAGES, "input"):
+    if ref is None or dep is None or ref.shape != dep.shape or stage not in (*IMAGE_STAGES, Stage.INPUT):
         return None
     diff = np.abs(dep.astype(np.float32) - ref.astype(np.float32))
-    diff = diff.mean(axis=0) if stage == "input" else diff.mean(axis=2)
+    diff = diff.mean(axis=0) if stage == Stage.INPUT else diff.mean(axis=2)
     step = max(1, int(np.ceil(max(diff.shape) / VISUAL_SIDE)))
     out = {"diff": diff[::step, ::step].astype(np.float16)}
-    if stage == "crop":
+    if stage == Stage.CROP:
         out["reference"] = np.clip(ref, 0, 255).astype(np.uint8)
         out["deployed"] = np.clip(dep, 0, 255).astype(np.uint8)
     return out
@@ -204,10 +203,10 @@ class VisualStore:
 
     def __init__(self, directory: Path, keep: int = 3):
         self.directory, self.keep = directory, keep
-        self.heaps: dict[str, list[tuple[float, str]]] = {s: [] for s in STAGES}
+        self.heaps: dict[Stage, list[tuple[float, str]]] = {s: [] for s in STAGES}
         directory.mkdir(parents=True, exist_ok=True)
 
-    def path(self, stage: str, image: str) -> Path:
+    def path(self, stage: Stage, image: str) -> Path:
         return self.directory / f"{stage}__{image}.npz"
 
     def offer(self, result: ImageResult, tensors: ImageTensors | None) -> None:
@@ -229,7 +228,7 @@ class VisualStore:
                 _, evicted = heapq.heappop(heap)
                 self.path(stage_result.stage, evicted).unlink(missing_ok=True)
 
-    def worst(self, stage: str) -> list[tuple[str, Path]]:
+    def worst(self, stage: Stage) -> list[tuple[str, Path]]:
         return [(image, self.path(stage, image)) for _, image in sorted(self.heaps[stage], reverse=True)]
 
 
@@ -240,7 +239,7 @@ CSV_STAGE_FIELDS = ("verdict", "max_abs", "mean_abs", "isolated_max_abs")
 
 def csv_header() -> list[str]:
     header = ["image", "status", "first_divergent_stage", "error"]
-    for stage in (*PREPROCESS_STAGES, "output"):
+    for stage in TENSOR_STAGES:
         header += [f"{stage}_{f}" for f in CSV_STAGE_FIELDS]
     return header + list(CSV_TOPK_FIELDS)
 
@@ -254,7 +253,7 @@ CSV_TOPK_FIELDS = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top
 def csv_row(result: ImageResult) -> list:
     """``status`` is :attr:`ImageResult.outcome`: compared, failed, rejected by deployment/training."""
     row = [result.image, result.outcome, result.first_divergent or "", result.error or ""]
-    for stage in (*PREPROCESS_STAGES, "output"):
+    for stage in TENSOR_STAGES:
         s = result.stage(stage)
         if s is None:
             row += [""] * len(CSV_STAGE_FIELDS)
@@ -262,7 +261,7 @@ def csv_row(result: ImageResult) -> list:
             row += [s.verdict.value, "shape", "shape", (s.isolated or {}).get("max_abs", "")]
         else:
             row += [s.verdict.value, s.metrics["max_abs"], s.metrics["mean_abs"], (s.isolated or {}).get("max_abs", "")]
-    top = result.stage("topk")
+    top = result.stage(Stage.TOPK)
     if top is None:
         return row + [""] * len(CSV_TOPK_FIELDS)
     return row + [top.verdict.value, *(top.metrics.get(f, "") for f in CSV_TOPK_FIELDS[1:])]

@@ -13,9 +13,7 @@ import numpy as np
 
 from harness.preprocessing import opencv
 from harness.spec import Preprocess
-
-ISOLATED_INPUT = {"resize": "decode", "crop": "resize", "input": "crop"}
-"""Stage -> the reference stage it is fed when run alone."""
+from harness.stage import Stage
 
 
 class OpenCVStageRunner:
@@ -24,10 +22,10 @@ class OpenCVStageRunner:
     def __init__(self, p: Preprocess):
         self.p = p
 
-    def run(self, stage: str, image: np.ndarray) -> np.ndarray:
-        if stage == "resize":
+    def run(self, stage: Stage, image: np.ndarray) -> np.ndarray:
+        if stage == Stage.RESIZE:
             return opencv.resize(image, self.p.resize)
-        if stage == "crop":
+        if stage == Stage.CROP:
             return opencv.crop(image, self.p.crop)
         return opencv.normalize(image, self.p)
 

@@ -12,8 +12,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.compare.result import SIDES, STAGES, ImageResult, StageResult
+from harness.compare.result import SIDES, ImageResult, StageResult
 from harness.compare.tolerance import Verdict
+from harness.stage import STAGES, Stage
 
 HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order"}
 SIGNED = {"top1_prob_change"}
@@ -104,7 +105,7 @@ def severity(result: StageResult) -> float:
     m = result.metrics
     if m.get("shape_mismatch"):
         return math.inf
-    if result.stage == "topk":
+    if result.stage is Stage.TOPK:
         return (1 - m["top1_agree"]) * 10 + abs(m["top1_prob_change"])
     return m.get("max_abs", 0.0) + m.get("mean_abs", 0.0)
 
@@ -132,7 +133,7 @@ class RunSummary:
         for stage in result.stages:
             self.stages[stage.stage].add(result.image, stage)
         self.first_divergent[result.first_divergent or "none"] += 1
-        top = result.stage("topk")
+        top = result.stage(Stage.TOPK)
         if top is not None and top.verdict in (Verdict.TIE, Verdict.DIVERGED):
             m = top.metrics
             self.flips.append({"image": result.image, "verdict": top.verdict.value, "reference_top1": m["reference_top1"],

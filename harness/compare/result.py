@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.compare.tolerance import Verdict
+from harness.stage import Stage
 
-STAGES = ("decode", "resize", "crop", "input", "output", "topk")
-"""Every compared stage, in pipeline order."""
 SIDES = ("deployment", "training")
 """Who can reject an image: the deployed server, or the training (reference) recipe."""
 
@@ -26,7 +25,7 @@ def one_line(exc: BaseException) -> str:
 class StageResult:
     """One stage of one image: cumulative comparison, and the stage's error in isolation."""
 
-    stage: str
+    stage: Stage
     verdict: Verdict
     metrics: dict
     isolated_verdict: Verdict | None = None
@@ -63,10 +62,10 @@ class ImageResult:
         return "failed" if self.error is not None else "compared"
 
     @property
-    def first_divergent(self) -> str | None:
+    def first_divergent(self) -> Stage | None:
         return next((s.stage for s in self.stages if s.verdict is Verdict.DIVERGED), None)
 
-    def stage(self, name: str) -> StageResult | None:
+    def stage(self, name: Stage) -> StageResult | None:
         return next((s for s in self.stages if s.stage == name), None)
 
     def to_dict(self) -> dict:
@@ -79,7 +78,7 @@ class ImageResult:
     @staticmethod
     def from_dict(d: dict) -> "ImageResult":
         stages = tuple(
-            StageResult(s["stage"], Verdict(s["verdict"]), s["metrics"],
+            StageResult(Stage(s["stage"]), Verdict(s["verdict"]), s["metrics"],
                         Verdict(s["isolated_verdict"]) if s.get("isolated_verdict") else None,
                         s.get("isolated"), s.get("histogram", []))
             for s in d.get("stages", ())

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.compare.metrics import IMAGE_STAGES, compare_arrays, topk_metrics, topk_verdict, verdict
+from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import StageResult
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance
-from harness.preprocessing import PREPROCESS_STAGES
+from harness.stage import TENSOR_STAGES, Stage
 
 
 def as_8bit(image: np.ndarray) -> np.ndarray:
@@ -35,19 +35,20 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
     if tie_margin is None:
         tie_margin = default_tie_margin(tolerances)
     results = []
-    for stage in (*PREPROCESS_STAGES, "output"):
+    for stage in TENSOR_STAGES:
         if stage not in reference or stage not in deployed:
             continue
-        tol, image = tolerances[stage], stage in IMAGE_STAGES
+        tol, image = tolerances[stage], stage.is_image
         convert = as_8bit if image else (lambda x: x)
         ref = convert(reference[stage])
         metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image)
         alone = compare_arrays(ref, convert(isolated[stage]), tol, image)[0] if stage in isolated else None
         results.append(StageResult(stage, verdict(metrics, tol), metrics,
                                    verdict(alone, tol) if alone else None, alone, histogram))
-    if "output" in reference and "output" in deployed:
-        top = topk_metrics(reference["output"], deployed["output"], top_k)
-        alone = topk_metrics(reference["output"], isolated["output"], top_k) if "output" in isolated else None
-        results.append(StageResult("topk", topk_verdict(top, tie_margin), top,
+    out = Stage.OUTPUT
+    if out in reference and out in deployed:
+        top = topk_metrics(reference[out], deployed[out], top_k)
+        alone = topk_metrics(reference[out], isolated[out], top_k) if out in isolated else None
+        results.append(StageResult(Stage.TOPK, topk_verdict(top, tie_margin), top,
                                    topk_verdict(alone, tie_margin) if alone else None, alone))
     return tuple(results)

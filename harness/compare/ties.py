@@ -20,11 +20,12 @@ from typing import Mapping
 import numpy as np
 
 from harness.compare.tolerance import Tolerance, Verdict
+from harness.stage import Stage
 
 
 def default_tie_margin(tolerances: Mapping[str, Tolerance]) -> float:
     """The ``output`` stage's ``atol`` (0.5 logits unless the spec overrides it)."""
-    return tolerances["output"].atol
+    return tolerances[Stage.OUTPUT].atol
 
 
 def reference_margin(reference_logits: np.ndarray, deployed_top1: int) -> float:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from harness.spec import Preprocess, SpecError
+from harness.stage import Stage
 
 
 class Verdict(str, enum.Enum):
@@ -49,14 +50,14 @@ class Tolerance:
 
 DEFAULT_TOLERANCES = {
     # nvJPEG's IDCT and colour conversion differ from libjpeg-turbo's by a level or two.
-    "decode": Tolerance(atol=2),
+    Stage.DECODE: Tolerance(atol=2),
     # 8-bit resize outputs round: one level is rounding, not a different algorithm.
-    "resize": Tolerance(atol=1),
-    "crop": Tolerance(atol=1),
+    Stage.RESIZE: Tolerance(atol=1),
+    Stage.CROP: Tolerance(atol=1),
     # "input" defaults to one 8-bit level after normalization, see tolerances_for().
     # Logits: what one-level input noise moves them by on EfficientNet-Lite0 is ~0.1-0.25;
     # a different resize moves them by ~1-2.
-    "output": Tolerance(atol=0.5),
+    Stage.OUTPUT: Tolerance(atol=0.5),
 }
 
 
@@ -65,7 +66,7 @@ def tolerances_for(p: Preprocess, overrides: Mapping[str, Mapping[str, float]] =
     _, std = p.normalize.mean_std_in_pixels()
     tolerances = dict(DEFAULT_TOLERANCES)
     # float32 normalization differs by an ulp or so between libraries: add a hair.
-    tolerances["input"] = Tolerance(atol=1.0 / min(std) * 1.001 + 1e-5)
+    tolerances[Stage.INPUT] = Tolerance(atol=1.0 / min(std) * 1.001 + 1e-5)
     for stage, values in overrides.items():
         if stage not in tolerances:
             raise SpecError(f"[tolerances.{stage}]: no such stage; stages: {', '.join(tolerances)}")

@@ -22,16 +22,15 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.compare.metrics import IMAGE_STAGES, quick_verdict
-from harness.compare.result import STAGES
+from harness.compare.metrics import quick_verdict
 from harness.compare.stages import as_8bit
 from harness.compare.ties import default_tie_margin, flip_verdict
-from harness.compare.tolerance import Tolerance
+from harness.compare.tolerance import Tolerance, Verdict
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
-from harness.preprocessing import PREPROCESS_STAGES
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
 from harness.spec import Preprocess, SpecError, with_overrides
+from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, STAGES, Stage
 
 SCREEN_IMAGES = 8
 """Hypotheses are first tried on this many images; one that does not improve on them is
@@ -69,7 +68,7 @@ class ImageOutcome:
     @property
     def first_divergent_index(self) -> int:
         """Index in STAGES of the first diverged stage (len(STAGES) if none)."""
-        return next((i for i, s in enumerate(STAGES) if self.verdicts.get(s) == "diverged"), len(STAGES))
+        return next((i for i, s in enumerate(STAGES) if self.verdicts.get(s) == Verdict.DIVERGED), len(STAGES))
 
 
 Prepared = tuple[ImageOutcome, "np.ndarray | None"]
@@ -111,39 +110,39 @@ class Evaluation:
                 counts[stage][v] += 1
         return counts
 
-    def errors(self, stage: str) -> list[float]:
+    def errors(self, stage: Stage) -> list[float]:
         return [o.errors[stage] for o in self.outcomes.values() if stage in o.errors]
 
-    def diverged(self, upto: str) -> int:
+    def diverged(self, upto: Stage) -> int:
         """Images with a diverged stage at or before ``upto``."""
         last = STAGES.index(upto)
         return sum(o.first_divergent_index <= last for o in self.outcomes.values())
 
-    def error(self, stage: str) -> float | None:
+    def error(self, stage: Stage) -> float | None:
         """Mean over images of the stage's RMSE (shape mismatches count as infinite)."""
         values = self.errors(stage)
         return float(np.mean(values)) if values else None
 
-    def first_divergent(self) -> str | None:
+    def first_divergent(self) -> Stage | None:
         first = min((o.first_divergent_index for o in self.outcomes.values()), default=len(STAGES))
         return STAGES[first] if first < len(STAGES) else None
 
     def flips(self) -> int | None:
         """Images whose top-1 class differs from the deployment's (near ties included)."""
-        values = self.errors("topk")
+        values = self.errors(Stage.TOPK)
         return int(sum(values)) if values else None
 
     def ties(self) -> int:
         """Top-1 changes within the tie margin: counted in :meth:`flips`, never divergences."""
-        return sum(o.verdicts.get("topk") == "tie" for o in self.outcomes.values())
+        return sum(o.verdicts.get(Stage.TOPK) == Verdict.TIE for o in self.outcomes.values())
 
     def top1_agreement(self) -> float | None:
-        values = self.errors("topk")
+        values = self.errors(Stage.TOPK)
         return 1.0 - float(np.mean(values)) if values else None
 
-    def score(self, stage: str) -> tuple:
+    def score(self, stage: Stage) -> tuple:
         """Lower is better: images diverged up to ``stage``, error there, output error."""
-        err, out = self.error(stage), self.error("output")
+        err, out = self.error(stage), self.error(Stage.OUTPUT)
         return (self.diverged(stage), math.inf if err is None else err, math.inf if out is None else out)
 
     def subset(self, indices: Sequence[int]) -> "Evaluation":
@@ -298,13 +297,13 @@ class Diagnoser:
         except Exception as exc:  # noqa: BLE001 - any failure of the reference on one image is that image's
             text = str(exc).strip()
             reason = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-            failed = ImageOutcome({"decode": "diverged"}, {"decode": math.inf}, reason)
+            failed = ImageOutcome({Stage.DECODE: Verdict.DIVERGED.value}, {Stage.DECODE: math.inf}, reason)
             return (failed, None), (time.perf_counter() - start, 0.0)
         middle = time.perf_counter()
         dep = self.deployed.stages[i]
         verdicts, errors = {}, {}
         for stage in (s for s in PREPROCESS_STAGES if s in ref and s in dep):
-            if stage == "decode":
+            if stage == Stage.DECODE:
                 # The decoded image depends only on the library and the decode switches: compare it once.
                 key = (setting[0], setting[1].decode, i)
                 if key not in self._decode_verdicts:
@@ -312,9 +311,9 @@ class Diagnoser:
                 verdicts[stage], errors[stage] = self._decode_verdicts[key]
             else:
                 verdicts[stage], errors[stage] = self._compare(stage, ref[stage], dep[stage])
-        return (ImageOutcome(verdicts, errors), ref["input"]), (middle - start, time.perf_counter() - middle)
+        return (ImageOutcome(verdicts, errors), ref[Stage.INPUT]), (middle - start, time.perf_counter() - middle)
 
-    def _compare(self, stage: str, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
+    def _compare(self, stage: Stage, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
         v, rmse = quick_verdict(reference, deployed, self.tolerances[stage])
         return v.value, rmse
 
@@ -358,12 +357,13 @@ class Diagnoser:
         todo = [i for i, (_, x) in prepared.items() if x is not None and i not in cached]
         logits = self._logits_of(setting[2], model, [prepared[i][1] for i in todo])
         for i, out in zip(todo, logits):
-            outcome, dep_out = prepared[i][0], self.deployed.stages[i]["output"]
+            outcome, dep_out = prepared[i][0], self.deployed.stages[i][Stage.OUTPUT]
             verdicts, errors = dict(outcome.verdicts), dict(outcome.errors)
-            verdicts["output"], errors["output"] = self._compare("output", out, dep_out)
+            verdicts[Stage.OUTPUT], errors[Stage.OUTPUT] = self._compare(Stage.OUTPUT, out, dep_out)
             # A top-1 change within the tie margin is a near tie, not a divergence (issue 14).
             flip = flip_verdict(out, int(np.argmax(dep_out)), self.tie_margin)
-            verdicts["topk"], errors["topk"] = ("close" if flip is None else flip.value), float(flip is not None)
+            verdicts[Stage.TOPK] = Verdict.CLOSE.value if flip is None else flip.value
+            errors[Stage.TOPK] = float(flip is not None)
             cached[i] = ImageOutcome(verdicts, errors)
         for i, (outcome, _) in prepared.items():
             cached.setdefault(i, outcome)  # complete already, or the reference failed on it

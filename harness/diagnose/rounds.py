@@ -23,6 +23,7 @@ from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses
 from harness.diagnose.evaluation import SCREEN_IMAGES, Diagnoser, Evaluation
 from harness.report.markdown import fmt
 from harness.spec import Preprocess
+from harness.stage import Stage
 
 MAX_ROUNDS = 5
 """Rounds of the search at most (each finds one change; the catalogue has 14 culprits)."""
@@ -38,7 +39,7 @@ class Round:
     number: int
     base: Evaluation
     """The reference with the earlier rounds' changes, on every image."""
-    focus: str
+    focus: Stage
     ranked: tuple[Evaluation, ...]
     chosen: Evaluation | None
     explains: bool
@@ -92,7 +93,7 @@ class Diagnosis:
         return self.final.first_divergent()
 
 
-def _simplicity(e: Evaluation, stage: str) -> tuple:
+def _simplicity(e: Evaluation, stage: Stage) -> tuple:
     # The simplest explanation first: fewest changes (a library swap weighs two), then the smallest error.
     return (len(e.changes) + 2 * bool(e.hypothesis.recipe), e.score(stage))
 
@@ -189,7 +190,7 @@ def rank_by_cost(diagnoser: Diagnoser, found: list[tuple[int, Hypothesis]], fina
         progress(f"cost of {h.name}")
         without = diagnoser.evaluate([other for _, other in found if other is not h])
         flips = None if without.flips() is None or final.flips() is None else without.flips() - final.flips()
-        err_without, err_final = without.error("output"), final.error("output")
+        err_without, err_final = without.error(Stage.OUTPUT), final.error(Stage.OUTPUT)
         output_error = None if err_without is None or err_final is None else err_without - err_final
         causes.append(Cause(h, number, tuple(h.changes(diagnoser.reference)), flips, output_error, without,
                             recommend(h, diagnoser, deployed_spec_path, deployed_library)))
@@ -197,7 +198,7 @@ def rank_by_cost(diagnoser: Diagnoser, found: list[tuple[int, Hypothesis]], fina
     return tuple(sorted(causes, key=lambda c: (known(c.flips), known(c.output_error)), reverse=True))
 
 
-def _explained(e: Evaluation, base: Evaluation, focus: str) -> str:
+def _explained(e: Evaluation, base: Evaluation, focus: Stage) -> str:
     return (f"with it, every stage up to `{focus}` is equal or close on all {e.images} images "
             f"(error at `{focus}` {fmt(base.error(focus))} -> {fmt(e.error(focus))}; output "
             f"{fmt(base.error('output'))} -> {fmt(e.error('output'))})")

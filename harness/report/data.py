@@ -8,24 +8,36 @@ import platform
 from importlib import metadata
 
 from harness.compare.tolerance import Tolerance, Verdict
+from harness.stage import Stage
 
 STAGE_HINTS = {
-    "decode": "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
+    Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
               "EXIF orientation (decode.exif_orientation), or a different decoder library",
-    "resize": "resize: interpolation, antialias, output-size rounding (resize.size_rounding), resize on uint8 vs "
+    Stage.RESIZE: "resize: interpolation, antialias, output-size rounding (resize.size_rounding), resize on uint8 vs "
               "float, or shorter-side vs stretch (resize.*)",
-    "crop": "crop: size or offset rounding (crop.size, crop.offset_rounding), or a different resize mode upstream",
-    "input": "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order (input.channel_order)",
-    "output": "the model itself: precision (TensorRT fp16), runtime, or a different model file",
-    "topk": "prediction changes follow from the earlier stages",
+    Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), or a different resize mode upstream",
+    Stage.INPUT: "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order (input.channel_order)",
+    Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",
+    Stage.TOPK: "prediction changes follow from the earlier stages",
 }
-PACKAGES = ("numpy", "opencv-python-headless", "pillow", "torch", "torchvision", "nvidia-dali-cuda120",
-            "onnxruntime", "tritonclient", "harness")
+PACKAGES = ("numpy", "opencv-python-headless", "pillow", "torch", "torchvision", "onnxruntime", "tritonclient",
+            "harness")
+"""Packages whose versions a report records, with the DALI wheel the manifest pins (see :func:`packages`)."""
+
+
+def packages() -> tuple[str, ...]:
+    """:data:`PACKAGES` with the DALI wheel named by deploy/versions.toml (one source of truth:
+    the pin follows the production Triton release, e.g. nvidia-dali-cuda130)."""
+    from harness.manifest import load_manifest
+
+    return (*PACKAGES[:5], load_manifest().dali.wheel, *PACKAGES[5:])
 
 
 def versions(server_metadata: dict | None = None) -> dict:
+    """Python's and each of :func:`packages`' installed version (None: not installed), and the
+    server's with ``server_metadata``."""
     out = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in packages():
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from harness.report.data import json_safe
 from harness.report.markdown import fmt
+from harness.stage import Stage
 
 
-def hypothesis_row(e, base, focus: str) -> dict:
+def hypothesis_row(e, base, focus: Stage | None) -> dict:
     """One hypothesis of a round, against that round's base on the same images."""
-    stage = focus or "output"
+    stage = focus or Stage.OUTPUT
     base = e.baseline or base
     return {
         "hypothesis": e.name,
@@ -26,8 +27,8 @@ def hypothesis_row(e, base, focus: str) -> dict:
         "diverged_after": e.diverged(stage),
         "error_before": base.error(stage),
         "error_after": e.error(stage),
-        "output_error_before": base.error("output"),
-        "output_error_after": e.error("output"),
+        "output_error_before": base.error(Stage.OUTPUT),
+        "output_error_after": e.error(Stage.OUTPUT),
         "top1_agreement_before": base.top1_agreement(),
         "top1_agreement_after": e.top1_agreement(),
         "first_divergent_after": e.first_divergent(),
