@@ -12,23 +12,27 @@ from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
-from harness.compare.tolerance import Tolerance, Verdict
+from harness.compare.tolerance import Tolerance
 from harness.report import versions, write_reports
-from harness.report.data import explain
+from harness.results import RunComparison, SpecInfo
+from harness.stage import Stage
 
 
-def _tolerances(run: Path) -> dict[str, Tolerance]:
-    saved = json.loads((run / "report.json").read_text())["spec"]["tolerances"]
-    return {stage: Tolerance(**values) for stage, values in saved.items()}
+def _tolerances(saved: dict) -> dict[Stage, Tolerance]:
+    return {Stage(stage): Tolerance(**values) for stage, values in saved["spec"]["tolerances"].items()}
 
 
-def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
+def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunComparison:
+    """Every image both runs saved, compared stage by stage with run A's tolerances; an image
+    only one run has, or whose tensors cannot be read, is a failed row. Writes the reports to
+    ``out_dir``. Raises FileNotFoundError when a run saved no tensors."""
     dirs = [run / TENSORS_DIRNAME for run in (run_a, run_b)]
     for d in dirs:
         if not d.is_dir():
             raise FileNotFoundError(f"{d} not found: run `harness check --save-tensors` first")
+    meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
     names_a, names_b = ({p.name for p in d.glob("*.npz")} for d in dirs)
-    tolerances = _tolerances(run_a)
+    tolerances = _tolerances(meta[0])
     summary = RunSummary()
     for name in sorted(names_a | names_b):
         image = name.removesuffix(".npz")
@@ -41,21 +45,9 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> dict:
             summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances)))
         except Exception as exc:  # a damaged or foreign .npz: this image's row, not the end of the run
             summary.add(ImageResult(image, error=f"cannot compare the saved tensors: {one_line(exc)}"))
-    report = summary.to_dict()
-    for stage in report["stages"]:
-        stage["why"] = explain(stage)
-    meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
-    report.update(
-        title=f"Run comparison: {run_b} against {run_a} ({side} side)",
-        verdict=Verdict.worst(Verdict(s["verdict"]) for s in report["stages"]).value if report["stages"] else None,
-        reference={"recipe": f"run A ({run_a}), {side} side", "model": meta[0]["reference"]["model"]},
-        deployed={"ensemble": f"run B ({run_b}), {side} side", "taps_model": meta[1]["deployed"]["taps_model"],
-                  "pipeline": meta[1]["deployed"]["pipeline"], "url": meta[1]["deployed"]["url"],
-                  "protocol": meta[1]["deployed"]["protocol"]},
-        spec={"source": meta[0]["spec"]["source"], "tolerances": meta[0]["spec"]["tolerances"]},
-        versions=versions(), run={"compared_runs": [str(run_a), str(run_b)], "side": side, "incomplete": False,
-                                  "tie_margin": default_tie_margin(tolerances)},
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    report = RunComparison(
+        summary=summary.result(), spec=SpecInfo(meta[0]["spec"]["source"], tolerances), versions=versions(),
+        run_a=str(run_a), run_b=str(run_b), side=side, model=meta[0]["reference"]["model"],
+        deployed_b=meta[1]["deployed"], run_tie_margin=default_tie_margin(tolerances))
     write_reports(out_dir, report)
     return report

@@ -1,22 +1,33 @@
-"""A server to talk to: an embedded one (the cpu profile, started and stopped here) or ``--url``.
+"""What every job sets up before it runs, in one place, for the commands, loadtest and the
+benchmarks alike:
 
-Used by the commands, loadtest and the benchmarks alike.
+- :class:`Session`: the model repository, the spec, the reference recipe and model, the
+  tolerances, and the server to talk to (``url``, or an embedded one);
+- :func:`embedded_server`: the cpu profile served on free loopback ports for a block;
+- :func:`connect`: a ready client to a URL or to an embedded server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from harness.client import TritonClient
 from harness.errors import UsageError
-from harness.paths import BUILD_DIR
+from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 if TYPE_CHECKING:
+    from harness.compare.tolerance import Tolerance
+    from harness.reference import Recipe
+    from harness.reference.model import ReferenceModel
     from harness.server import TritonServer
+    from harness.spec import Spec
+    from harness.stage import Stage
 
 
 def _stderr(message: str) -> None:
@@ -57,3 +68,85 @@ def connect(url: str | None, protocol: str, timeout: float, repository: Path, sp
         if not client.is_ready():
             raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready")
         yield client
+
+
+@dataclass(frozen=True)
+class Session:
+    """One job's set-up: which repository and spec, which server. Everything else is derived
+    here, once, the same way for every command.
+
+    ``spec_file`` None: the repository's own ``preprocessing.toml``. ``url`` None: an
+    embedded server of the repository (cpu profile) is started by :meth:`connect`."""
+
+    repository: Path = DEFAULT_REPOSITORY
+    spec_file: Path | None = None
+    url: str | None = None
+    protocol: str = "grpc"
+    timeout: float = 120.0
+    """Seconds per request."""
+
+    @property
+    def spec_path(self) -> Path:
+        from harness.spec import SPEC_FILENAME
+
+        return self.spec_file or self.repository / SPEC_FILENAME
+
+    @functools.cached_property
+    def spec(self) -> "Spec":
+        from harness.spec import load_spec
+
+        return load_spec(self.spec_path)
+
+    @property
+    def onnx_path(self) -> Path:
+        from harness.model import ONNX_FILENAME
+
+        return self.repository / "classifier" / ONNX_FILENAME
+
+    def classes(self) -> list[str]:
+        """The classifier's class names, in output order."""
+        from harness.model import LABELS_FILENAME, read_labels
+
+        return read_labels(self.repository / "classifier" / LABELS_FILENAME)
+
+    def recipe(self, reference: str | None = None) -> "Recipe":
+        """The training recipe: ``reference`` (built-in name or ``file.py:name``), default the spec's."""
+        from harness.reference import load_recipe
+
+        return load_recipe(self.spec, reference)
+
+    def reference_model(self, choice: str = "auto", threads: int | None = None) -> "ReferenceModel":
+        """The classifier as training ran it (``auto``: PyTorch for the default model, else the ONNX)."""
+        from harness.reference.model import load_reference_model
+
+        return load_reference_model(self.onnx_path, choice, threads)
+
+    def tolerances(self) -> dict["Stage", "Tolerance"]:
+        from harness.compare.tolerance import tolerances_for
+
+        return tolerances_for(self.spec.preprocess, self.spec.tolerances)
+
+    def tie_margin(self, given: float | None = None) -> float:
+        """``given``, or by default the output tolerance (:func:`harness.compare.ties.default_tie_margin`);
+        raises :class:`UsageError` if negative."""
+        from harness.compare.ties import default_tie_margin
+
+        margin = default_tie_margin(self.tolerances()) if given is None else given
+        if margin < 0:
+            raise UsageError(f"--tie-margin must be at least 0, got {margin}")
+        return margin
+
+    @contextlib.contextmanager
+    def connect(self, log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:
+        """A ready client to ``url``, or to an embedded server started for the block."""
+        with connect(self.url, self.protocol, self.timeout, self.repository, self.spec_file, log) as client:
+            yield client
+
+    def client_factory(self, client: TritonClient) -> Callable[[], TritonClient]:
+        """Makes more clients to ``client``'s server (one per worker thread), with this timeout."""
+        url, protocol, timeout = client.url, client.protocol, self.timeout
+        return lambda: TritonClient(url, protocol, timeout=timeout)
+
+    def server_label(self, client: TritonClient) -> str:
+        """The server's URL as reports show it: ``embedded server (URL)`` when it was started here."""
+        return client.url if self.url else f"embedded server ({client.url})"

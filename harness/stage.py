@@ -34,6 +34,9 @@ class Stage(enum.StrEnum):
         return STAGES[index - 1] if index else None
 
 
+DEFAULT_TOP_K = 5
+"""Classes the ``topk`` stage compares (top-k overlap) and accuracy scores (top-k accuracy), by default."""
+
 STAGES: tuple[Stage, ...] = tuple(Stage)
 """Every compared stage, in pipeline order."""
 PREPROCESS_STAGES: tuple[Stage, ...] = (Stage.DECODE, Stage.RESIZE, Stage.CROP, Stage.INPUT)

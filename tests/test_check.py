@@ -41,7 +41,7 @@ def checker_for(server, spec, reference_model, pipeline="dali", reference=None, 
 def test_aligned_spec(server, spec, reference_model, few_photos, tmp_path, pipeline):
     images = sorted(few_photos.iterdir())
     outcome = run_check(images, checker_for(server, spec, reference_model, pipeline), tmp_path)
-    report = outcome.summary.to_dict()
+    report = outcome.summary.result().to_dict()
     assert report["images"] == report["compared"] == len(images) and not report["failed"]
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["decode", "resize", "crop", "input", "output", "topk"]
@@ -62,7 +62,7 @@ def test_aligned_spec(server, spec, reference_model, few_photos, tmp_path, pipel
 def test_misaligned_resize_is_found_and_isolated(server, repository, reference_model, few_photos, tmp_path):
     spec = load_spec(repository.parent / "specs" / "misaligned_resize.toml")
     outcome = run_check(sorted(few_photos.iterdir()), checker_for(server, spec, reference_model), tmp_path)
-    report = outcome.summary.to_dict()
+    report = outcome.summary.result().to_dict()
     stages = {s["name"]: s for s in report["stages"]}
     assert report["first_divergent_stage"] == "resize"
     assert stages["decode"]["verdict"] == "equal"
@@ -79,7 +79,7 @@ def test_a_corrupt_file_is_a_failed_row_and_the_rest_are_compared(server, spec, 
     (images_dir / "cut.jpg").write_bytes(data[: len(data) // 3])
     (images_dir / "readme.txt").write_text("these are test photos\n")
     images = sorted(images_dir.iterdir())
-    report = run_check(images, checker_for(server, spec, reference_model), tmp_path / "report").summary.to_dict()
+    report = run_check(images, checker_for(server, spec, reference_model), tmp_path / "report").summary.result().to_dict()
     failed = {f["image"]: f["reason"] for f in report["failed"]}
     assert set(failed) == {"cut.jpg", "readme.txt"}
     assert "truncated JPEG" in failed["cut.jpg"] and "not an image" in failed["readme.txt"]
@@ -109,7 +109,7 @@ def preprocess(data: bytes):
 def test_compose_reference_captures_each_transform(server, spec, reference_model, few_photos, tmp_path):
     (tmp_path / "train.py").write_text(COMPOSE_FILE)
     checker = checker_for(server, spec, reference_model, reference=f"{tmp_path / 'train.py'}:val_transform")
-    report = run_check(sorted(few_photos.iterdir()), checker, tmp_path / "r").summary.to_dict()
+    report = run_check(sorted(few_photos.iterdir()), checker, tmp_path / "r").summary.result().to_dict()
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["decode", "resize", "crop", "input", "output", "topk"]
     assert stages["decode"]["verdict"] == "equal"
@@ -119,7 +119,7 @@ def test_compose_reference_captures_each_transform(server, spec, reference_model
 def test_callable_reference_returning_only_the_input(server, spec, reference_model, few_photos, tmp_path):
     (tmp_path / "mine.py").write_text(CALLABLE_FILE)
     checker = checker_for(server, spec, reference_model, reference=f"{tmp_path / 'mine.py'}:preprocess")
-    report = run_check(sorted(few_photos.iterdir()), checker, tmp_path / "r").summary.to_dict()
+    report = run_check(sorted(few_photos.iterdir()), checker, tmp_path / "r").summary.result().to_dict()
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["input", "output", "topk"]  # only the input onward is compared
     assert stages["input"]["verdict"] == "close" and stages["topk"]["metrics"]["top1_agree"]["mean"] == 1.0
@@ -152,7 +152,7 @@ def test_server_stopping_mid_run_keeps_the_work_and_resume_finishes_it(cpu_repos
         second = run_check(images, checker_for(again, spec, reference_model), tmp_path / "r", resume=True,
                            on_result=redone.append)
     assert second.stopped is None
-    report = second.summary.to_dict()
+    report = second.summary.result().to_dict()
     assert report["images"] == report["compared"] == len(images)
     lines = (tmp_path / "r" / "images.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["image"] for line in lines) == sorted(p.name for p in images)  # none twice

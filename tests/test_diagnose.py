@@ -7,12 +7,12 @@ does to the predictions, measured here independently (recipe + model, no diagnos
 import numpy as np
 import pytest
 
-from harness.check import ServerStopped
-from harness.cli.diagnose import fetch_deployed
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
 from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose, resolve_auto
+from harness.diagnose.deployed import fetch_deployed
+from harness.errors import ServerStopped
 from harness.reference import BUILT_IN
 from harness.reference.model import OnnxModel, TorchModel
 from harness.server import TritonServer, free_port
@@ -205,9 +205,9 @@ def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tm
     got = fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), [*list_images(tmp_path), vanished], "dali",
                          reference)
     assert sorted(got.names) == sorted(PHOTOS[:2])
-    failed = {f["image"]: f for f in got.failed}
-    assert failed["bad.jpg"]["outcome"] == "failed"  # neither side reads it
-    assert failed["vanished.jpg"]["outcome"] == "failed" and failed["vanished.jpg"]["reason"].startswith("unreadable")
+    failed = {f.image: f for f in got.failed}
+    assert failed["bad.jpg"].outcome == "failed"  # neither side reads it
+    assert failed["vanished.jpg"].outcome == "failed" and failed["vanished.jpg"].reason.startswith("unreadable")
 
 
 def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repository, photos_dir, tmp_path):

@@ -1,7 +1,9 @@
-"""``harness``: the command line. Each command module registers its subcommands.
+"""``harness``: the command line. Each command module registers its subcommands, parses
+its arguments, calls the library and prints.
 
-Exit status: 0 success; 1 the check found what ``--fail-on`` forbids (or some images
-failed); 2 usage or setup errors (bad arguments, missing files, server not reachable).
+Exit status, for every command (the policy: :mod:`harness.errors`): 0 nothing the options
+forbid was found; 1 it was (a divergence, a flip, an image rejected by one side only); 2
+usage or setup errors, the server not reachable or stopped, nothing could be compared.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich.markup import escape
+
 from harness.cli import accuracy, check, diagnose, loadtest, preflight, serving, train
-from harness.cli.common import fail
-from harness.errors import UsageError
+from harness.cli.common import console
+from harness.errors import exit_status_of, message_of
 
 COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight)
 
@@ -29,17 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from harness.model import ModelError
-    from harness.repository import RepositoryError
-    from harness.server import ServerError
-    from harness.spec import SpecError
-
     try:
         return args.run(args)
-    except (UsageError, SpecError, ModelError, RepositoryError, ServerError, FileNotFoundError) as exc:
-        return fail(str(exc))
-    except KeyboardInterrupt:
-        return fail("interrupted")
+    except (Exception, KeyboardInterrupt) as exc:
+        status = exit_status_of(exc)
+        if status is None:
+            raise
+        console.print(f"[bold red]error:[/] {escape(message_of(exc))}")
+        return status
 
 
 if __name__ == "__main__":

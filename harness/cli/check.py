@@ -11,16 +11,15 @@ from harness.cli.common import (
     add_reference_args,
     add_repository_args,
     add_server_args,
-    connect,
     console,
     out,
     progress_bar,
-    spec_path,
+    session_of,
 )
-from harness.client import PIPELINES, TritonClient
-from harness.compare.tolerance import Verdict
-from harness.errors import UsageError
+from harness.client import PIPELINES
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.paths import REPORTS_DIR
+from harness.stage import DEFAULT_TOP_K
 
 DEFAULT_REPORT = REPORTS_DIR / "check"
 DEFAULT_WORKERS = min(8, 2 * (os.cpu_count() or 1))
@@ -36,7 +35,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_images_args(check, DEFAULT_REPORT)
     add_reference_args(check)
     add_verdict_args(check)
-    check.add_argument("--top-k", type=int, default=5, help="classes compared for the top-k overlap (default: %(default)s)")
+    check.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
+                       help="classes compared for the top-k overlap (default: %(default)s)")
     check.add_argument("--save-tensors", action="store_true", help="also write both sides' stage tensors (npz)")
     check.add_argument("--resume", action="store_true", help="continue a stopped run in --report without redoing images")
     check.add_argument("--no-isolate", dest="isolate", action="store_false", help="skip the per-stage isolated runs")
@@ -75,80 +75,58 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
                             "processes, or the reverse) does not fail the run (default: it does)")
 
 
-def exit_status(report: dict, fail_on: str, allow_rejected: bool = False) -> int:
-    """1 if a stage's verdict reaches ``fail_on``, or (unless ``allow_rejected``) one side
-    alone rejected an image; else 0. A run that compared nothing is the caller's 2."""
-    threshold = Verdict(fail_on).rank
-    if any(Verdict(s["verdict"]).rank >= threshold for s in report["stages"]):
-        return 1
-    rejected = any(report.get("rejected", {}).values())
-    return 1 if rejected and not allow_rejected else 0
-
-
 def run_check_command(args) -> int:
     from harness.check import ImageChecker, run_check
-    from harness.compare.ties import default_tie_margin
-    from harness.compare.tolerance import tolerances_for
     from harness.corpus import list_images
-    from harness.model import ONNX_FILENAME
-    from harness.reference import load_recipe
-    from harness.reference.model import load_reference_model
-    from harness.report import build_report, versions, write_reports
-    from harness.spec import load_spec
+    from harness.report import versions, write_reports
+    from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo
 
-    spec = load_spec(spec_path(args))
+    session = session_of(args)
+    spec = session.spec
     images = list_images(args.images)
     if not images:
         raise UsageError(f"no images in {args.images}")
     if args.resume and not (args.report / "images.jsonl").exists():
         raise UsageError(f"--resume: no earlier run in {args.report}")
-    recipe = load_recipe(spec, args.reference)
-    reference_model = load_reference_model(args.repository / "classifier" / ONNX_FILENAME, args.reference_model,
-                                           threads=max(1, (os.cpu_count() or 1) // args.workers))
+    if args.top_k < 1:
+        raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
+    recipe = session.recipe(args.reference)
+    reference_model = session.reference_model(args.reference_model, threads=max(1, (os.cpu_count() or 1) // args.workers))
     if "crop" in recipe.stages:  # built-in recipes and Composes: their input size is known now
         reference_model.check_input(spec.reference.preprocess.input_shape)
-    tolerances = tolerances_for(spec.preprocess, spec.tolerances)
-    tie_margin = default_tie_margin(tolerances) if args.tie_margin is None else args.tie_margin
-    if tie_margin < 0 or args.top_k < 1:
-        raise UsageError("--tie-margin must be at least 0 and --top-k at least 1")
+    tolerances, tie_margin = session.tolerances(), session.tie_margin(args.tie_margin)
 
-    with connect(args) as client:
-        url, protocol = client.url, client.protocol
+    with session.connect(log=console.print) as client:
         server_metadata = client.server_metadata()
-        checker = ImageChecker(lambda: TritonClient(url, protocol, args.timeout), args.pipeline, recipe,
-                               reference_model, spec.preprocess, tolerances, args.isolate, args.retries,
-                               args.top_k, tie_margin)
+        checker = ImageChecker(session.client_factory(client), args.pipeline, recipe, reference_model,
+                               spec.preprocess, tolerances, args.isolate, args.retries, args.top_k, tie_margin)
         with progress_bar(len(images), f"checking {args.pipeline}") as advance:
             outcome = run_check(images, checker, args.report, args.resume, args.save_tensors, args.workers,
                                 on_result=lambda r: advance(r.image))
+        server = ServerInfo(session.server_label(client), client.protocol)
 
     stopped = outcome.stopped
-    report = build_report(
-        outcome.summary.to_dict(), spec=spec, tolerances=tolerances,
-        reference={"recipe": recipe.describe(), "model": reference_model.name},
-        deployed={"ensemble": PIPELINES[args.pipeline].ensemble, "taps_model": PIPELINES[args.pipeline].taps_model,
-                  "pipeline": args.pipeline, "url": url if args.url else f"embedded server ({url})",
-                  "protocol": protocol},
-        run={"seconds": round(outcome.seconds, 2), "incomplete": stopped is not None,
-             "stopped_reason": str(stopped) if stopped else None, "fail_on": args.fail_on, "isolated": args.isolate,
-             "tie_margin": tie_margin, "top_k": args.top_k, "allow_rejected": args.allow_rejected},
-        versions=versions(server_metadata),
-    )
-    missing = len(images) - report["images"]
+    path = PIPELINES[args.pipeline]
+    report = CheckReport(
+        summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
+        reference=ReferenceInfo(recipe.describe(), reference_model.name),
+        deployed=DeployedInfo(path.ensemble, path.taps_model, args.pipeline, server),
+        run=CheckRun(round(outcome.seconds, 2), tie_margin, args.fail_on, args.isolate, args.top_k,
+                     args.allow_rejected, str(stopped) if stopped else None))
+    summary = report.summary
+    missing = len(images) - summary.images
     if stopped is None and missing:  # every image in is an image reported
         raise RuntimeError(f"{missing} images neither compared nor failed")
     paths = write_reports(args.report, report, outcome.visuals)
-    out((args.report / "report.md").read_text())
+    out(paths["markdown"].read_text())
     console.print(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
     if stopped is not None:
-        console.print(f"[bold red]error:[/] {stopped}. {report['compared']} images compared so far are kept; "
-                      f"continue with: harness check {args.images} --report {args.report} --resume")
-        return 2
-    if not report["compared"]:
-        console.print(f"[bold red]error:[/] none of the {report['images']} images could be compared "
-                      "(every one failed or was rejected): the run says nothing about the deployment")
-        return 2
-    return exit_status(report, args.fail_on, args.allow_rejected)
+        raise stopped.then(f"{summary.compared} images compared so far are kept; "
+                           f"continue with: harness check {args.images} --report {args.report} --resume")
+    if not summary.compared:
+        raise NothingCompared(f"none of the {summary.images} images could be compared "
+                              "(every one failed or was rejected): the run says nothing about the deployment")
+    return EXIT_FOUND if report.fails(args.fail_on, args.allow_rejected) else EXIT_OK
 
 
 def run_compare_command(args) -> int:
@@ -158,7 +136,6 @@ def run_compare_command(args) -> int:
     report = compare_runs(args.run_a, args.run_b, args.side, report_dir)
     out((report_dir / "report.md").read_text())
     console.print(f"report: {report_dir / 'report.md'}")
-    if not report["compared"]:
-        console.print("[bold red]error:[/] no image is in both runs: nothing was compared")
-        return 2
-    return exit_status(report, args.fail_on)
+    if not report.summary.compared:
+        raise NothingCompared("no image is in both runs: nothing was compared")
+    return EXIT_FOUND if report.fails(args.fail_on) else EXIT_OK

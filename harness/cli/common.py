@@ -11,9 +11,9 @@ from typing import Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness import session
 from harness.client import PIPELINES, PROTOCOLS, TritonClient
 from harness.paths import DEFAULT_REPOSITORY
+from harness.session import Session
 from harness.spec import SPEC_FILENAME
 
 console = Console(stderr=True, highlight=False)
@@ -65,17 +65,17 @@ def spec_path(args: argparse.Namespace) -> Path:
     return args.spec or args.repository / SPEC_FILENAME
 
 
+def session_of(args: argparse.Namespace) -> Session:
+    """The :class:`~harness.session.Session` the repository, spec and server arguments describe."""
+    return Session(args.repository, args.spec, getattr(args, "url", None), getattr(args, "protocol", "grpc"),
+                   getattr(args, "timeout", 120.0))
+
+
 @contextlib.contextmanager
 def connect(args: argparse.Namespace) -> Iterator[TritonClient]:
-    """A client to ``--url``, or to an embedded server started for this command (see :mod:`harness.session`)."""
-    with session.connect(args.url, args.protocol, args.timeout, args.repository, args.spec,
-                         log=console.print) as client:
+    """A client to ``--url``, or to an embedded server started for this command."""
+    with session_of(args).connect(log=console.print) as client:
         yield client
-
-
-def fail(message: str) -> int:
-    console.print(f"[bold red]error:[/] {message}")
-    return 2
 
 
 def out(text: str = "") -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from harness.compare.result import SIDES, ImageResult, StageResult
 from harness.compare.tolerance import Verdict
+from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, StageStats
 from harness.stage import STAGES, Stage
 
 HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order"}
@@ -42,8 +43,8 @@ class MetricStats:
             self.total += value
             self.count += 1
 
-    def to_dict(self) -> dict:
-        return {"worst": self.worst, "mean": self.total / self.count if self.count else self.worst, "images": self.count}
+    def freeze(self) -> MetricSummary:
+        return MetricSummary(self.worst, self.total / self.count if self.count else self.worst, self.count)
 
 
 def _add_metrics(stats: dict[str, MetricStats], metrics: dict) -> None:
@@ -57,7 +58,7 @@ def _add_metrics(stats: dict[str, MetricStats], metrics: dict) -> None:
 
 @dataclass
 class StageSummary:
-    name: str
+    name: Stage
     verdicts: Counter = field(default_factory=Counter)
     isolated_verdicts: Counter = field(default_factory=Counter)
     metrics: dict[str, MetricStats] = field(default_factory=dict)
@@ -85,19 +86,13 @@ class StageSummary:
     def verdict(self) -> Verdict:
         return Verdict.worst(Verdict(v) for v in self.verdicts)
 
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "verdict": self.verdict.value,
-            "images": dict(self.verdicts),
-            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
-            "isolated": {k: v.to_dict() for k, v in self.isolated.items()} or None,
-            "isolated_verdict": (Verdict.worst(Verdict(v) for v in self.isolated_verdicts).value
-                                 if self.isolated_verdicts else None),
-            "isolated_images": dict(self.isolated_verdicts) or None,
-            "histogram": self.histogram,
-            "worst_images": [name for _, name in sorted(self.worst_images, reverse=True)],
-        }
+    def freeze(self) -> StageStats:
+        return StageStats(
+            self.name, self.verdict, dict(self.verdicts), {k: v.freeze() for k, v in self.metrics.items()},
+            {k: v.freeze() for k, v in self.isolated.items()} or None,
+            Verdict.worst(Verdict(v) for v in self.isolated_verdicts) if self.isolated_verdicts else None,
+            dict(self.isolated_verdicts) or None, tuple(self.histogram),
+            tuple(name for _, name in sorted(self.worst_images, reverse=True)))
 
 
 def severity(result: StageResult) -> float:
@@ -111,23 +106,24 @@ def severity(result: StageResult) -> float:
 
 
 class RunSummary:
-    """Everything a report needs, folded one :class:`ImageResult` at a time."""
+    """Everything a report needs, folded one :class:`ImageResult` at a time; :meth:`result`
+    freezes it into the typed :class:`harness.results.CheckSummary` the writers read."""
 
     def __init__(self):
         self.stages = {name: StageSummary(name) for name in STAGES}
         self.compared = 0
-        self.failed: list[dict] = []
-        self.rejected: dict[str, list[dict]] = {side: [] for side in SIDES}
-        self.flips: list[dict] = []
+        self.failed: list[ImageIssue] = []
+        self.rejected: dict[str, list[ImageIssue]] = {side: [] for side in SIDES}
+        self.flips: list[Flip] = []
         """Every image whose top-1 class changed: a tie or a divergence, with the margin."""
         self.first_divergent = Counter()
 
     def add(self, result: ImageResult) -> None:
         if result.rejected_by:
-            self.rejected[result.rejected_by].append({"image": result.image, "reason": result.error})
+            self.rejected[result.rejected_by].append(ImageIssue(result.image, result.error))
             return
         if result.failed:
-            self.failed.append({"image": result.image, "reason": result.error})
+            self.failed.append(ImageIssue(result.image, result.error))
             return
         self.compared += 1
         for stage in result.stages:
@@ -136,25 +132,14 @@ class RunSummary:
         top = result.stage(Stage.TOPK)
         if top is not None and top.verdict in (Verdict.TIE, Verdict.DIVERGED):
             m = top.metrics
-            self.flips.append({"image": result.image, "verdict": top.verdict.value, "reference_top1": m["reference_top1"],
-                               "deployed_top1": m["deployed_top1"], "margin": m["reference_margin"]})
+            self.flips.append(Flip(result.image, top.verdict, m["reference_top1"], m["deployed_top1"],
+                                   m["reference_margin"]))
 
-    @property
-    def first_divergent_stage(self) -> str | None:
-        """The earliest stage, in pipeline order, that diverged on any image."""
-        return next((s.name for s in self.stages.values() if s.verdicts and s.verdict is Verdict.DIVERGED), None)
-
-    def to_dict(self) -> dict:
-        present = [s for s in self.stages.values() if s.verdicts]
-        flips = sorted(self.flips, key=lambda f: f["image"])
-        return {
-            "images": self.compared + len(self.failed) + sum(map(len, self.rejected.values())),
-            "compared": self.compared,
-            "failed": sorted(self.failed, key=lambda f: f["image"]),
-            "rejected": {side: sorted(r, key=lambda f: f["image"]) for side, r in self.rejected.items()},
-            "ties": sum(f["verdict"] == Verdict.TIE.value for f in flips),
-            "flips": flips,
-            "first_divergent_stage": self.first_divergent_stage,
-            "first_divergent_per_image": dict(self.first_divergent),
-            "stages": [s.to_dict() for s in present],
-        }
+    def result(self) -> CheckSummary:
+        """What was folded so far, frozen (images sorted by name: the order they completed in
+        depends on the threads)."""
+        by_image = lambda rows: tuple(sorted(rows, key=lambda r: r.image))  # noqa: E731
+        return CheckSummary(
+            self.compared, tuple(s.freeze() for s in self.stages.values() if s.verdicts), by_image(self.failed),
+            {side: by_image(rows) for side, rows in self.rejected.items()}, by_image(self.flips),
+            dict(self.first_divergent))

@@ -15,6 +15,7 @@ import numpy as np
 from harness.compare.ties import margin_verdict, reference_margin
 from harness.compare.tolerance import Tolerance, Verdict
 from harness.model import softmax
+from harness.stage import DEFAULT_TOP_K
 
 HISTOGRAM_EDGES = np.array([0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, np.inf])
 """Bins of the absolute-error histograms: one scale fits pixel levels and tensors."""
@@ -145,7 +146,7 @@ def verdict(metrics: dict, tolerance: Tolerance) -> Verdict:
     return Verdict.CLOSE if metrics["fraction_over_tolerance"] <= tolerance.max_fraction else Verdict.DIVERGED
 
 
-def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: int = 5) -> dict:
+def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: int = DEFAULT_TOP_K) -> dict:
     """Top-1 agreement, top-k overlap (``topk_overlap``, with ``k``), the change in the reference
     top-1's probability, and ``reference_margin``: how far the reference's top-1 logit is
     ahead of its logit for the deployed top-1 (0 when they agree)."""

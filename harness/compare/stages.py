@@ -8,7 +8,7 @@ from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, 
 from harness.compare.result import StageResult
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance
-from harness.stage import TENSOR_STAGES, Stage
+from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
 
 
 def as_8bit(image: np.ndarray) -> np.ndarray:
@@ -23,7 +23,7 @@ def as_8bit(image: np.ndarray) -> np.ndarray:
 
 def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndarray],
                    tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
-                   top_k: int = 5, tie_margin: float | None = None) -> tuple[StageResult, ...]:
+                   top_k: int = DEFAULT_TOP_K, tie_margin: float | None = None) -> tuple[StageResult, ...]:
     """Each stage both sides have, in pipeline order, then ``topk`` from the outputs.
 
     ``isolated`` holds the deployed stages run alone on the reference's previous stage;

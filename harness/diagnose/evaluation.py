@@ -10,15 +10,12 @@ a change that leaves the model input as it was does not run the model again.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import math
 import os
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -26,136 +23,27 @@ from harness.compare.metrics import quick_verdict
 from harness.compare.stages import as_8bit
 from harness.compare.ties import default_tie_margin, flip_verdict
 from harness.compare.tolerance import Tolerance, Verdict
+from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
+from harness.diagnose.deployed import Deployed
+from harness.diagnose.outcomes import Evaluation, ImageOutcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
+from harness.results import ImageIssue
 from harness.spec import Preprocess, SpecError, with_overrides
-from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, STAGES, Stage
+from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, Stage
 
 SCREEN_IMAGES = 8
 """Hypotheses are first tried on this many images; one that does not improve on them is
 dropped without running the rest (most culprits are wrong, and obviously so)."""
-MODEL_BATCH = 8
 DEFAULT_WORKERS = os.cpu_count() or 1
 """Images preprocessed at once: one per core."""
-DECODED_SETTINGS = 2
-"""Decoded images are kept for this many (library, decode switches) settings at most."""
 
 Setting = tuple[str, Preprocess, bool]
 """(recipe name, preprocessing parameters, model in fp16): what the reference runs."""
 
-
-@dataclass
-class Deployed:
-    """The deployed tensors of every image, fetched from the server once."""
-
-    names: list[str]
-    data: list[bytes]
-    stages: list[dict[str, np.ndarray]]
-    failed: list[dict]
-    """``{"image", "reason", "outcome"}`` of images the deployment did not answer."""
-
-
-@dataclass(frozen=True)
-class ImageOutcome:
-    """One image under one setting: each stage's verdict and error (RMSE; ``topk``: 1.0 when
-    the top-1 class changed, else 0.0), or why the reference failed on it."""
-
-    verdicts: Mapping[str, str]
-    errors: Mapping[str, float]
-    failed: str | None = None
-
-    @property
-    def first_divergent_index(self) -> int:
-        """Index in STAGES of the first diverged stage (len(STAGES) if none)."""
-        return next((i for i, s in enumerate(STAGES) if self.verdicts.get(s) == Verdict.DIVERGED), len(STAGES))
-
-
 Prepared = tuple[ImageOutcome, "np.ndarray | None"]
 """An image's preprocessing outcome and its model input (None: nothing left to run)."""
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """One setting replayed on some images: a hypothesis tried on top of the changes found
-    so far (``on_top_of``), or a setting evaluated for itself (``hypothesis`` None)."""
-
-    name: str
-    culprit: str
-    outcomes: Mapping[int, ImageOutcome] = field(default_factory=dict)
-    hypothesis: Hypothesis | None = None
-    on_top_of: tuple[Hypothesis, ...] = ()
-    status: str = "evaluated"
-    """``evaluated`` (every image), ``screened`` (the first few, better there), ``rejected: ...``
-    (no better there), ``not pursued: ...`` (another hypothesis explains the stage), or
-    ``not applicable: ...``."""
-    changes: tuple = ()
-    """(key, reference value, hypothesized value) of the hypothesis, against the original reference."""
-    baseline: "Evaluation | None" = None
-    """What it was compared with, on the same images (the first few, for a rejected hypothesis)."""
-
-    @property
-    def evaluated(self) -> bool:
-        return self.status.startswith("evaluated")
-
-    @property
-    def images(self) -> int:
-        return len(self.outcomes)
-
-    @property
-    def verdicts(self) -> dict[str, Counter]:
-        counts = {s: Counter() for s in STAGES}
-        for o in self.outcomes.values():
-            for stage, v in o.verdicts.items():
-                counts[stage][v] += 1
-        return counts
-
-    def errors(self, stage: Stage) -> list[float]:
-        return [o.errors[stage] for o in self.outcomes.values() if stage in o.errors]
-
-    def diverged(self, upto: Stage) -> int:
-        """Images with a diverged stage at or before ``upto``."""
-        last = STAGES.index(upto)
-        return sum(o.first_divergent_index <= last for o in self.outcomes.values())
-
-    def error(self, stage: Stage) -> float | None:
-        """Mean over images of the stage's RMSE (shape mismatches count as infinite)."""
-        values = self.errors(stage)
-        return float(np.mean(values)) if values else None
-
-    def first_divergent(self) -> Stage | None:
-        first = min((o.first_divergent_index for o in self.outcomes.values()), default=len(STAGES))
-        return STAGES[first] if first < len(STAGES) else None
-
-    def flips(self) -> int | None:
-        """Images whose top-1 class differs from the deployment's (near ties included)."""
-        values = self.errors(Stage.TOPK)
-        return int(sum(values)) if values else None
-
-    def ties(self) -> int:
-        """Top-1 changes within the tie margin: counted in :meth:`flips`, never divergences."""
-        return sum(o.verdicts.get(Stage.TOPK) == Verdict.TIE for o in self.outcomes.values())
-
-    def top1_agreement(self) -> float | None:
-        values = self.errors(Stage.TOPK)
-        return 1.0 - float(np.mean(values)) if values else None
-
-    def score(self, stage: Stage) -> tuple:
-        """Lower is better: images diverged up to ``stage``, error there, output error."""
-        err, out = self.error(stage), self.error(Stage.OUTPUT)
-        return (self.diverged(stage), math.inf if err is None else err, math.inf if out is None else out)
-
-    def subset(self, indices: Sequence[int]) -> "Evaluation":
-        """The same evaluation restricted to some images."""
-        return Evaluation(self.name, self.culprit, {i: self.outcomes[i] for i in indices if i in self.outcomes},
-                          self.hypothesis, self.on_top_of, self.status, self.changes)
-
-    def with_outcomes(self, outcomes: Mapping[int, ImageOutcome]) -> "Evaluation":
-        return dataclasses.replace(self, outcomes=outcomes)
-
-    def with_status(self, status: str) -> "Evaluation":
-        return dataclasses.replace(self, status=status)
-
 
 class Diagnoser:
     """Replays settings of the reference against one set of deployed tensors.
@@ -178,11 +66,11 @@ class Diagnoser:
                     stages[stage] = as_8bit(stages[stage])
         self.indices = list(range(len(deployed.names)))
         """The images every evaluation runs on: those both sides processed."""
-        self.rejected_by_training: list[dict] = []
+        self.rejected_by_training: list[ImageIssue] = []
         self._outcomes: dict[Setting, dict[int, ImageOutcome]] = {}
-        self._logits: dict[tuple[bool, bytes], np.ndarray] = {}
+        self._logits = LogitsCache()
         self._decode_verdicts: dict[tuple, tuple[str, float]] = {}
-        self._decoded: dict[tuple, dict[int, object]] = {}
+        self._decoded = DecodedImages()
         self._executor: ThreadPoolExecutor | None = None
         self.workers = workers
         self.timing: Counter = Counter()
@@ -204,8 +92,8 @@ class Diagnoser:
         explains them, and every later evaluation leaves them out."""
         ev = self.evaluate(())
         rejected = {i: o.failed for i, o in ev.outcomes.items() if o.failed}
-        self.rejected_by_training = [{"image": self.deployed.names[i], "reason": f"reference: {reason}",
-                                      "outcome": "rejected by training"} for i, reason in rejected.items()]
+        self.rejected_by_training = [ImageIssue(self.deployed.names[i], f"reference: {reason}", "rejected by training")
+                                     for i, reason in rejected.items()]
         self.indices = [i for i in self.indices if i not in rejected]
         return ev.subset(self.indices)
 
@@ -279,7 +167,7 @@ class Diagnoser:
         the outcome is already complete, or the reference failed), images in parallel (the
         libraries release the GIL; one thread per core)."""
         cached = self._outcomes.get(setting, {})
-        recipe = self._with_cached_decode(recipe, setting)
+        recipe = self._decoded.serve(recipe, (setting[0], setting[1].decode))
         todo = [i for i in indices if i not in cached]
         out = {i: (cached[i], None) for i in indices if i in cached}
         for i, (prepared, seconds) in zip(todo, self._pool().map(lambda i: self._prepare_one(setting, recipe, i), todo)):
@@ -317,28 +205,6 @@ class Diagnoser:
         v, rmse = quick_verdict(reference, deployed, self.tolerances[stage])
         return v.value, rmse
 
-    def _with_cached_decode(self, recipe, setting: Setting):
-        """The recipe with its decode step served from a cache shared by every setting that
-        decodes alike (same library, same switches): most hypotheses change a later stage.
-        The recipe's own ``__call__`` runs unchanged; recipes that do not decode through the
-        ``decode`` hook (DALI runs its whole graph at once) are left as they are."""
-        if type(recipe).__call__ is not Recipe.__call__ or "decode" in vars(recipe):  # or served already
-            return recipe
-        key = (setting[0], setting[1].decode)
-        store = self._decoded.pop(key, {})
-        self._decoded[key] = store  # most recently used last
-        while len(self._decoded) > DECODED_SETTINGS:
-            self._decoded.pop(next(iter(self._decoded)))
-        decode = recipe.decode
-
-        def cached(data: bytes):
-            if id(data) not in store:  # the deployed bytes objects live as long as the diagnoser
-                store[id(data)] = decode(data)
-            return store[id(data)]
-
-        recipe.decode = cached
-        return recipe
-
     def close(self) -> None:
         """Stop the worker threads and drop the decoded images (the diagnoser stays usable)."""
         if self._executor is not None:
@@ -355,7 +221,12 @@ class Diagnoser:
         """The model's output and top-1 class added to prepared images; cached per setting."""
         cached = self._outcomes.setdefault(setting, {})
         todo = [i for i, (_, x) in prepared.items() if x is not None and i not in cached]
-        logits = self._logits_of(setting[2], model, [prepared[i][1] for i in todo])
+        start = time.perf_counter()
+        # Batches in parallel, one per core (one intra-op thread each: see the CLI).
+        logits, new = self._logits.logits(setting[2], model, [prepared[i][1] for i in todo], self._pool().map)
+        self.timing["reference model"] += time.perf_counter() - start
+        self.counts["reference model (images)"] += new
+        self.counts["reference model (cached)"] += len(todo) - new
         for i, out in zip(todo, logits):
             outcome, dep_out = prepared[i][0], self.deployed.stages[i][Stage.OUTPUT]
             verdicts, errors = dict(outcome.verdicts), dict(outcome.errors)
@@ -368,18 +239,3 @@ class Diagnoser:
         for i, (outcome, _) in prepared.items():
             cached.setdefault(i, outcome)  # complete already, or the reference failed on it
         return {i: cached[i] for i in prepared}
-
-    def _logits_of(self, fp16: bool, model: ReferenceModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The model's logits per input, run only on inputs not seen before (in batches)."""
-        keys = [(fp16, hashlib.blake2b(x.tobytes(), digest_size=16).digest()) for x in inputs]
-        new = list({k: x for k, x in zip(keys, inputs) if k not in self._logits}.items())
-        start = time.perf_counter()
-        chunks = [new[s:s + MODEL_BATCH] for s in range(0, len(new), MODEL_BATCH)]
-        # Batches in parallel, one per core (one intra-op thread each: see the CLI).
-        for chunk, outs in zip(chunks, self._pool().map(lambda c: model.logits(np.stack([x for _, x in c])), chunks)):
-            for (k, _), out in zip(chunk, outs):
-                self._logits[k] = out
-        self.timing["reference model"] += time.perf_counter() - start
-        self.counts["reference model (images)"] += len(new)
-        self.counts["reference model (cached)"] += len(inputs) - len(new)
-        return [self._logits[k] for k in keys]

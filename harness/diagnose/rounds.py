@@ -20,8 +20,9 @@ from typing import Callable
 
 from harness.diagnose.advice import recommend
 from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses
-from harness.diagnose.evaluation import SCREEN_IMAGES, Diagnoser, Evaluation
-from harness.report.markdown import fmt
+from harness.diagnose.conclusion import combined_recommendation, conclude
+from harness.diagnose.evaluation import SCREEN_IMAGES, Diagnoser
+from harness.diagnose.outcomes import Evaluation
 from harness.spec import Preprocess
 from harness.stage import Stage
 
@@ -65,7 +66,7 @@ class Cause:
 @dataclass(frozen=True)
 class Diagnosis:
     baseline: Evaluation
-    first_divergent: str | None
+    first_divergent: Stage | None
     """The first divergent stage of the reference as specified."""
     rounds: tuple[Round, ...]
     causes: tuple[Cause, ...]
@@ -88,7 +89,7 @@ class Diagnosis:
         return self.causes if self.remaining is None and self.causes else ()
 
     @property
-    def remaining(self) -> str | None:
+    def remaining(self) -> Stage | None:
         """The first divergent stage left with every cause applied (None: nothing diverges)."""
         return self.final.first_divergent()
 
@@ -196,85 +197,3 @@ def rank_by_cost(diagnoser: Diagnoser, found: list[tuple[int, Hypothesis]], fina
                             recommend(h, diagnoser, deployed_spec_path, deployed_library)))
     known = lambda v: (v is not None, v if v is not None else 0)  # noqa: E731
     return tuple(sorted(causes, key=lambda c: (known(c.flips), known(c.output_error)), reverse=True))
-
-
-def _explained(e: Evaluation, base: Evaluation, focus: Stage) -> str:
-    return (f"with it, every stage up to `{focus}` is equal or close on all {e.images} images "
-            f"(error at `{focus}` {fmt(base.error(focus))} -> {fmt(e.error(focus))}; output "
-            f"{fmt(base.error('output'))} -> {fmt(e.error('output'))})")
-
-
-def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Cause, ...], final: Evaluation,
-             stopped: str) -> str:
-    """What was found, round by round, and what remains."""
-    focus = baseline.first_divergent()
-    if focus is None:
-        ties = baseline.ties()
-        tied = (f" {_count(ties, 'top-1 change is a near tie', 'top-1 changes are near ties')} (the reference's "
-                "top-1 was ahead by at most the tie margin), not a divergence." if ties else "")
-        return ("No stage diverged: every stage is equal or close to the reference, so there is no divergence to "
-                "explain and no dominant cause." + tied)
-    first = rounds[0]
-    if not causes:
-        if first.chosen is not None:
-            best = first.chosen
-            return (f"The divergence first appears at `{focus}`. No known culprit fully explains it; **{best.name}** "
-                    f"({best.culprit}) explains part of it (error at `{focus}` {fmt(first.base.error(focus))} -> "
-                    f"{fmt(best.error(focus))}, images diverged there {first.base.diverged(focus)} -> "
-                    f"{best.diverged(focus)}). The isolated errors of `harness check` show which stage adds the rest.")
-        return (f"The divergence first appears at `{focus}`, and none of the {len(first.ranked)} known culprits "
-                f"reduces it: nothing here explains it. Compare that stage's saved tensors "
-                f"(`harness check --save-tensors`) by hand.")
-    if len(causes) == 1 and final.first_divergent() is None:
-        best = first.chosen
-        return (f"The divergence first appears at `{focus}`; **{best.name}** ({best.culprit}) explains it: "
-                f"{_explained(best, first.base, focus)}.")
-    parts = []
-    for r in rounds[:max(c.round for c in causes)]:
-        where = (f"The divergence first appears at `{r.focus}`" if r.number == 1 else
-                 f"With {'that' if r.number == 2 else 'those'} applied, it first appears at `{r.focus}`")
-        how = "explains it" if r.explains else "explains part of it"
-        parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}) {how}"
-                     + (f": {_explained(r.chosen, r.base, r.focus)}." if r.explains else
-                        f" (error at `{r.focus}` {fmt(r.base.error(r.focus))} -> {fmt(r.chosen.error(r.focus))}; "
-                        f"images diverged there {r.base.diverged(r.focus)} -> {r.chosen.diverged(r.focus)})."))
-    costs = "; ".join(f"**{c.hypothesis.name}** {_cost(c)}" for c in causes)
-    parts.append(f"What each costs in predictions, most first: {costs}." if len(causes) > 1 else
-                 f"What it costs in predictions: {costs}.")
-    parts.append(remaining_sentence(final, rounds, stopped, len(causes)))
-    return " ".join(parts)
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
-def _cost(c: Cause) -> str:
-    if c.flips is None:
-        return "(cost not measurable)"
-    return f"({c.flips} top-1 flips, output error +{fmt(c.output_error)})"
-
-
-def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str, causes: int) -> str:
-    stage, applied = final.first_divergent(), "With all of them applied" if causes > 1 else "With it applied"
-    if stage is None:
-        return f"{applied}, nothing diverges on the {final.images} images."
-    why = {"round bound": f"the search stopped after {len(rounds)} rounds",
-           "nothing in the catalogue helps": "no known culprit explains it"}.get(stopped, stopped)
-    agreement = final.top1_agreement()
-    return (f"{applied}, a divergence remains: it first appears at `{stage}` on "
-            f"{final.diverged(stage)} of {final.images} images"
-            + (f" (top-1 agreement {agreement:.1%})" if agreement is not None else "") + f"; {why}.")
-
-
-def combined_recommendation(causes: tuple[Cause, ...], final: Evaluation) -> str | None:
-    """One recommendation covering every cause, most costly first, and what remains."""
-    if not causes:
-        return None
-    if len(causes) == 1 and final.first_divergent() is None:
-        return causes[0].advice
-    lines = [f"{k}. **{c.hypothesis.name}** {_cost(c)}: {c.advice}" for k, c in enumerate(causes, 1)]
-    stage = final.first_divergent()
-    tail = ("With every change, nothing diverges." if stage is None else
-            f"With every change, the divergence that remains first appears at `{stage}`.")
-    return "\n".join(["Every change, most costly first:", *lines, tail])

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from harness.compare.metrics import HISTOGRAM_EDGES
-from harness.report.markdown import COLUMNS, fmt, headline, images_line, stage_rows, topk_line
+from harness.report.markdown import COLUMNS, FLIPS_NOTE, fmt, headline, images_line, stage_rows, topk_line
+from harness.results import StageReport, StageStats
+from harness.stage import Stage
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -37,10 +39,10 @@ def _png(fig, kind: str, title: str) -> str:
 BAR_COLOUR = "#4a7ab5"
 
 
-def _histogram(stage: dict) -> str:
+def _histogram(stage: StageStats) -> str:
     import matplotlib.pyplot as plt
 
-    counts = np.asarray(stage["histogram"], dtype=float)
+    counts = np.asarray(stage.histogram, dtype=float)
     labels = [f"<{e:g}" for e in HISTOGRAM_EDGES[1:-1]] + [f">={HISTOGRAM_EDGES[-2]:g}"]
     fig, ax = plt.subplots(figsize=(6.5, 2.4))
     # Counts span many decades, so the y axis is logarithmic. Bars grow from 0.5, not 0:
@@ -52,7 +54,7 @@ def _histogram(stage: dict) -> str:
     ax.set_ylim(0.5, max(1.0, counts.max()) * 2)
     ax.set_xlim(-0.6, len(counts) - 0.4)
     ax.set_xticks(range(len(counts)), labels[: len(counts)], rotation=45, fontsize=7)
-    title = f"{stage['name']}: |deployed - reference| over all elements"
+    title = f"{stage.stage}: |deployed - reference| over all elements"
     ax.set_title(title, fontsize=9)
     ax.set_ylabel("elements", fontsize=8)
     return _png(fig, "histogram", title)
@@ -85,7 +87,7 @@ def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> st
     return _png(fig, "crops", title)
 
 
-def _visuals(stage: str, visuals) -> list[str]:
+def _visuals(stage: Stage, visuals) -> list[str]:
     if visuals is None:
         return []  # (heat maps of an `equal` stage would be one flat colour: the caller skips them)
     figures = []
@@ -93,22 +95,20 @@ def _visuals(stage: str, visuals) -> list[str]:
         if not path.exists():
             continue
         with np.load(path) as z:
-            if stage == "crop" and "reference" in z.files:
+            if stage is Stage.CROP and "reference" in z.files:
                 figures.append(_side_by_side(z["reference"], z["deployed"], image))
             else:
                 figures.append(_heatmap(z["diff"], f"{image}: |difference|"))
     return figures
 
 
-def _metrics_table(stage: dict) -> str:
+def _metrics_table(stage: StageStats) -> str:
     """Every metric of a stage: worst and mean over images, cumulative and isolated."""
-    iso = stage.get("isolated") or {}
     rows = ["<table><tr><th>metric</th><th>worst</th><th>mean</th><th>isolated worst</th><th>isolated mean</th></tr>"]
-    for name, stats in stage["metrics"].items():
-        i = iso.get(name, {})
-        cells = [fmt(stats.get("worst")), fmt(stats.get("mean")), fmt(i.get("worst")), fmt(i.get("mean"))]
+    for name in stage.metrics:
+        cells = [fmt(stage.metric(name, which, isolated)) for isolated in (False, True) for which in ("worst", "mean")]
         rows.append(f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    counts = ", ".join(f"{k} {v}" for k, v in stage["images"].items())
+    counts = ", ".join(f"{k} {v}" for k, v in stage.images.items())
     return "".join(rows) + f"</table><p class=note>images: {html.escape(counts)}</p>"
 
 
@@ -118,20 +118,25 @@ def _bold(markdown: str) -> str:
     return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(pieces))
 
 
-def write_html(path: Path, report: dict, visuals=None) -> None:
+def _code(markdown: str) -> str:
+    """Markdown **bold** and `code` spans as HTML, the rest escaped."""
+    pieces = _bold(markdown).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+
+
+def write_html(path: Path, report: StageReport, visuals=None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     e = html.escape
-    d = report["deployed"]
+    summary = report.summary
     parts = [f"<!doctype html><meta charset=utf-8><title>Consistency report</title><style>{STYLE}</style>",
-             f"<h1>{e(report.get('title') or 'Consistency report: ' + d['ensemble'] + ' vs the training reference')}</h1>"]
-    if report["run"].get("incomplete"):
-        parts.append(f"<p class=diverged>Incomplete run: {e(report['run']['stopped_reason'])}. Continue with --resume.</p>")
+             f"<h1>{e(report.title)}</h1>"]
+    if report.stopped_reason:
+        parts.append(f"<p class=diverged>Incomplete run: {e(report.stopped_reason)}. Continue with --resume.</p>")
     parts.append(f"<p>{_bold(headline(report))}</p>")
-    parts.append(f"<p>Reference: {e(report['reference']['recipe'])}; model: {e(report['reference']['model'])}<br>"
-                 f"Deployed: {e(d['ensemble'])} at {e(d['url'])} ({e(d['protocol'])})<br>"
-                 f"Images: {e(images_line(report))}</p>")
+    parts.append("<p>" + "<br>".join(_code(side) for side in report.sides())
+                 + f"<br>Images: {e(images_line(report))}</p>")
     parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
     for row in stage_rows(report):
         verdict = row[1].strip("*")
@@ -141,30 +146,30 @@ def write_html(path: Path, report: dict, visuals=None) -> None:
     top = topk_line(report)
     if top:
         parts.append(f"<p>{e(top).replace('**', '')}</p>")
-    for stage in report["stages"]:
-        parts.append(f"<h2>{e(stage['name'])} <span class={stage['verdict']}>{stage['verdict']}</span></h2>")
-        if stage.get("why"):
-            parts.append(f"<p class=note>{e(stage['why'])}</p>")
+    for stage in summary.stages:
+        verdict = stage.verdict.value
+        parts.append(f"<h2>{e(stage.stage.value)} <span class={verdict}>{verdict}</span></h2>")
+        if stage.why:
+            parts.append(f"<p class=note>{e(stage.why)}</p>")
         parts.append(_metrics_table(stage))
-        if stage["name"] != "topk" and stage.get("histogram"):
+        if stage.stage is not Stage.TOPK and stage.histogram:
             parts.append(_histogram(stage))
-        figures = _visuals(stage["name"], visuals) if stage["verdict"] != "equal" else []
+        figures = _visuals(stage.stage, visuals) if verdict != "equal" else []
         if figures:
             parts.append("<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures))
-    if report.get("flips"):
-        parts.append("<h2>Images whose top-1 class changed</h2><p class=note>A tie is a change within the tie margin "
-                     "(the reference's top-1 was ahead of the deployed top-1 by no more than the output's error "
-                     "explains): listed, not counted as a divergence.</p><table><tr><th>image</th><th>verdict</th>"
-                     "<th>reference top-1</th><th>deployed top-1</th><th>reference margin (logits)</th></tr>")
-        parts += [f"<tr><td>{e(f['image'])}</td><td><span class={f['verdict']}>{f['verdict']}</span></td>"
-                  f"<td>{f['reference_top1']}</td><td>{f['deployed_top1']}</td><td>{fmt(f['margin'])}</td></tr>"
-                  for f in report["flips"]]
+    if summary.flips:
+        parts.append(f"<h2>Images whose top-1 class changed</h2><p class=note>{_bold(FLIPS_NOTE)}</p><table><tr>"
+                     "<th>image</th><th>verdict</th><th>reference top-1</th><th>deployed top-1</th>"
+                     "<th>reference margin (logits)</th></tr>")
+        parts += [f"<tr><td>{e(f.image)}</td><td><span class={f.verdict.value}>{f.verdict.value}</span></td>"
+                  f"<td>{f.reference_top1}</td><td>{f.deployed_top1}</td><td>{fmt(f.margin)}</td></tr>"
+                  for f in summary.flips]
         parts.append("</table>")
-    sections = [(f"Rejected by {side} only", rows) for side, rows in report.get("rejected", {}).items()]
-    for title, rows in [*sections, ("Failed images", report["failed"])]:
+    sections = [(f"Rejected by {side} only", rows) for side, rows in summary.rejected.items()]
+    for title, rows in [*sections, ("Failed images", summary.failed)]:
         if not rows:
             continue
         parts.append(f"<h2>{e(title)}</h2><table><tr><th>image</th><th>reason</th></tr>")
-        parts += [f"<tr><td>{e(f['image'])}</td><td style='text-align:left'>{e(f['reason'])}</td></tr>" for f in rows]
+        parts += [f"<tr><td>{e(f.image)}</td><td style='text-align:left'>{e(f.reason)}</td></tr>" for f in rows]
         parts.append("</table>")
     path.write_text("\n".join(parts) + "\n")

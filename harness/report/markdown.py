@@ -1,8 +1,17 @@
-"""report.md: the summary a person reads in a terminal or a pull request."""
+"""report.md: the summary a person reads in a terminal or a pull request, from a typed
+:class:`harness.results.StageReport` (a check, or a comparison of two runs)."""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+from harness.compare.result import SIDES
+from harness.compare.tolerance import Verdict
+from harness.stage import Stage
+
+if TYPE_CHECKING:
+    from harness.results import StageReport
 
 COLUMNS = ("stage", "verdict", "equal / close / diverged", "max abs err (worst)", "mean abs err (mean)",
            "isolated max abs err", "PSNR dB / cosine (worst)")
@@ -25,121 +34,108 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _metric(stats: dict | None, key: str, which: str) -> float | None:
-    return (stats or {}).get(key, {}).get(which)
-
-
-def stage_rows(report: dict) -> list[list[str]]:
+def stage_rows(report: StageReport) -> list[list[str]]:
+    """One row of :data:`COLUMNS` per compared stage (``topk`` has its own line: :func:`topk_line`)."""
     rows = []
-    for s in report["stages"]:
-        if s["name"] == "topk":
+    for s in report.summary.stages:
+        if s.stage is Stage.TOPK:
             continue
-        m, iso = s["metrics"], s.get("isolated")
-        counts = " / ".join(str(s["images"].get(v, 0)) for v in ("equal", "close", "diverged"))
-        shape = f" ({m['shape_mismatch']['images']} with another shape)" if "shape_mismatch" in m else ""
-        quality = _metric(m, "psnr_db", "worst") if "psnr_db" in m else _metric(m, "cosine", "worst")
-        verdict = f"**{s['verdict']}**" if s["verdict"] == "diverged" else s["verdict"]
-        rows.append([s["name"], verdict, counts + shape, fmt(_metric(m, "max_abs", "worst")),
-                     fmt(_metric(m, "mean_abs", "mean")), fmt(_metric(iso, "max_abs", "worst")), fmt(quality)])
+        counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+        shape = s.metrics.get("shape_mismatch")
+        shape = f" ({shape.images} with another shape)" if shape else ""
+        quality = s.metric("psnr_db") if "psnr_db" in s.metrics else s.metric("cosine")
+        verdict = f"**{s.verdict.value}**" if s.verdict is Verdict.DIVERGED else s.verdict.value
+        rows.append([s.stage.value, verdict, counts + shape, fmt(s.metric("max_abs")), fmt(s.metric("mean_abs", "mean")),
+                     fmt(s.metric("max_abs", isolated=True)), fmt(quality)])
     return rows
 
 
-def topk_line(report: dict) -> str | None:
-    top = next((s for s in report["stages"] if s["name"] == "topk"), None)
+def topk_line(report: StageReport) -> str | None:
+    top = report.summary.stage(Stage.TOPK)
     if top is None:
         return None
-    m = top["metrics"]
-    agree = m["top1_agree"]["mean"]
-    n = report["compared"]
-    k = report.get("run", {}).get("top_k", 5)
-    ties = report.get("ties", 0)
-    flips = len(report.get("flips", ()))
+    agree, n, k = top.metric("top1_agree", "mean"), report.summary.compared, report.top_k
+    ties, flips = report.summary.ties, len(report.summary.flips)
     line = (f"Top-1 agreement: **{agree:.1%}** ({round(agree * n)} of {n} images"
             + (f"; of the {flips} changed, {ties} {'is a tie' if ties == 1 else 'are ties'}" if flips else "")
-            + f"); mean top-{k} overlap {m['topk_overlap']['mean']:.3f}; change in the reference top-1's probability: "
-            f"mean {m['top1_prob_change']['mean']:+.4f}, furthest from zero {m['top1_prob_change']['worst']:+.4f}.")
-    iso = top.get("isolated")
-    if iso:
-        line += f" With the reference input, the deployed classifier alone agrees on {iso['top1_agree']['mean']:.1%}."
+            + f"); mean top-{k} overlap {top.metric('topk_overlap', 'mean'):.3f}; change in the reference top-1's "
+            f"probability: mean {top.metric('top1_prob_change', 'mean'):+.4f}, furthest from zero "
+            f"{top.metric('top1_prob_change'):+.4f}.")
+    if top.isolated:
+        line += (" With the reference input, the deployed classifier alone agrees on "
+                 f"{top.metric('top1_agree', 'mean', isolated=True):.1%}.")
     return line
 
 
-def rejected_count(report: dict, side: str) -> int:
-    return len(report.get("rejected", {}).get(side, ()))
-
-
-def headline(report: dict) -> str:
+def headline(report: StageReport) -> str:
     """The verdict in one line: nothing compared, the first divergent stage, or none; then
     one-sided rejections and ties."""
-    first = report["first_divergent_stage"]
-    if not report["compared"]:
-        line = (f"**Nothing was compared**: none of the {report['images']} images could be processed on both sides, "
+    summary = report.summary
+    first = summary.first_divergent_stage
+    if not summary.compared:
+        line = (f"**Nothing was compared**: none of the {summary.images} images could be processed on both sides, "
                 "so this run says nothing about the deployment.")
     elif first:
         line = f"**First divergent stage: {first}**"
-        per_image = {k: v for k, v in report["first_divergent_per_image"].items() if k != "none"}
+        per_image = {k: v for k, v in summary.first_divergent_per_image.items() if k != "none"}
         if per_image:
             line += " (first divergent stage per image: " + ", ".join(f"{k} {v}" for k, v in per_image.items()) + ")"
     else:
         line = "**No stage diverged.**"
     for side, other in (("deployment", "training"), ("training", "deployment")):
-        n = rejected_count(report, side)
+        n = len(summary.rejected_by(side))
         if n:
             line += (f" **{n} {'image' if n == 1 else 'images'} rejected by {side}** ({other} processes "
                      f"{'it' if n == 1 else 'them'}).")
-    ties = report.get("ties", 0)
-    if ties:
+    if summary.ties:
+        ties = summary.ties
         line += (f" {ties} top-1 {'change is a tie' if ties == 1 else 'changes are ties'} (within the tie margin "
-                 f"of {fmt(report['run'].get('tie_margin'))} logits: not a divergence).")
+                 f"of {fmt(report.tie_margin)} logits: not a divergence).")
     return line
 
 
-def images_line(report: dict) -> str:
-    parts = [f"{report['compared']} compared", f"{len(report['failed'])} failed"]
-    parts += [f"{rejected_count(report, side)} rejected by {side}" for side in ("deployment", "training")
-              if rejected_count(report, side)]
-    return f"{report['images']} ({', '.join(parts)})"
+def images_line(report: StageReport) -> str:
+    summary = report.summary
+    parts = [f"{summary.compared} compared", f"{len(summary.failed)} failed"]
+    parts += [f"{len(summary.rejected_by(side))} rejected by {side}" for side in SIDES if summary.rejected_by(side)]
+    return f"{summary.images} ({', '.join(parts)})"
 
 
-def render_markdown(report: dict) -> str:
-    d, ref = report["deployed"], report["reference"]
-    lines = [f"# {report.get('title') or 'Consistency report: ' + d['ensemble'] + ' vs the training reference'}", ""]
-    if report["run"].get("incomplete"):
-        lines += [f"> **Incomplete run**: {report['run']['stopped_reason']}. Continue with `--resume`.", ""]
+def render_markdown(report: StageReport) -> str:
+    summary = report.summary
+    lines = [f"# {report.title}", ""]
+    if report.stopped_reason:
+        lines += [f"> **Incomplete run**: {report.stopped_reason}. Continue with `--resume`.", ""]
     lines.append(headline(report))
-    lines += [
-        "",
-        f"- Reference: {ref['recipe']}; model: {ref['model']}",
-        f"- Deployed: `{d['ensemble']}` at {d['url']} ({d['protocol']}), stages from `{d['taps_model']}`",
-        f"- Images: {images_line(report)}",
-        f"- Spec: `{report['spec']['source']}`",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-    ]
+    lines += ["", *(f"- {side}" for side in report.sides()), f"- Images: {images_line(report)}",
+              f"- Spec: `{report.spec.source}`", "",
+              "| " + " | ".join(COLUMNS) + " |",
+              "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row) + " |" for row in stage_rows(report)]
     top = topk_line(report)
     if top:
         lines += ["", top]
-    why = [(s["name"], s["why"]) for s in report["stages"] if s.get("why")]
+    why = [(s.stage, s.why) for s in summary.stages if s.why]
     if why:
         lines += ["", "## Where the error comes from", ""]
-        lines += [f"- **{name}**: {text}" for name, text in why]
-    if report.get("flips"):
-        lines += ["", "## Images whose top-1 class changed", "",
-                  "A **tie** is a change within the tie margin: the reference's own top-1 was ahead of the deployed "
-                  "top-1 by no more than the output's error explains. It is listed, not counted as a divergence.", "",
+        lines += [f"- **{stage}**: {text}" for stage, text in why]
+    if summary.flips:
+        lines += ["", "## Images whose top-1 class changed", "", FLIPS_NOTE, "",
                   "| image | verdict | reference top-1 | deployed top-1 | reference margin (logits) |",
                   "|---|---|---|---|---|"]
-        lines += [f"| {_cell(f['image'])} | {'**diverged**' if f['verdict'] == 'diverged' else f['verdict']} "
-                  f"| {f['reference_top1']} | {f['deployed_top1']} | {fmt(f['margin'])} |" for f in report["flips"]]
-    for side in ("deployment", "training"):
-        if rejected_count(report, side):
+        lines += [f"| {_cell(f.image)} | {'**diverged**' if f.verdict is Verdict.DIVERGED else f.verdict.value} "
+                  f"| {f.reference_top1} | {f.deployed_top1} | {fmt(f.margin)} |" for f in summary.flips]
+    for side in SIDES:
+        if summary.rejected_by(side):
             lines += ["", f"## Rejected by {side} only", "", "| image | reason |", "|---|---|"]
-            lines += [f"| {_cell(f['image'])} | {_cell(f['reason'])} |" for f in report["rejected"][side]]
-    if report["failed"]:
+            lines += [f"| {_cell(f.image)} | {_cell(f.reason)} |" for f in summary.rejected_by(side)]
+    if summary.failed:
         lines += ["", "## Failed images", "", "| image | reason |", "|---|---|"]
-        lines += [f"| {_cell(f['image'])} | {_cell(f['reason'])} |" for f in report["failed"]]
+        lines += [f"| {_cell(f.image)} | {_cell(f.reason)} |" for f in summary.failed]
     lines += ["", "Metrics are per image, then the worst and the mean over images. Image stages are on the "
               "0-255 scale; `input` is the normalized model input; `output` the logits.", ""]
     return "\n".join(lines)
+
+
+FLIPS_NOTE = ("A **tie** is a change within the tie margin: the reference's own top-1 was ahead of the deployed "
+              "top-1 by no more than the output's error explains. It is listed, not counted as a divergence.")

@@ -1,0 +1,146 @@
+"""The labeled image set: an ImageFolder layout, a CSV of ``file,label`` rows, or a flat
+directory of unlabeled images (flip rates only). Labels are class names from the model's
+``labels.txt`` or class indices."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from harness.corpus import list_images
+
+CSV_HEADER_FILE = ("file", "path", "image", "filename")
+CSV_HEADER_LABEL = ("label", "class")
+
+
+class DatasetError(ValueError):
+    """The dataset cannot be read: the message names the file, directory or label at fault."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    """How the image is reported: its path relative to the dataset (or as the CSV gives it)."""
+    path: Path
+    label: int | None
+    """Class index; None in an unlabeled dataset."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    source: Path
+    layout: str
+    """"imagefolder", "csv" or "unlabeled"."""
+    samples: tuple[Sample, ...]
+
+    @property
+    def labeled(self) -> bool:
+        return self.layout != "unlabeled"
+
+
+def load_dataset(dataset: Path, classes: Sequence[str], labels_csv: Path | None = None) -> Dataset:
+    """Read a dataset whose labels are names from ``classes`` (the model's labels, in output
+    order) or class indices.
+
+    ``dataset`` is a CSV file of ``file,label`` rows, or a directory: with ``labels_csv``
+    its images are labeled by that CSV (every image of the directory needs a row); with
+    class sub-directories it is an ImageFolder layout; with only files it is unlabeled.
+    Raises :class:`DatasetError` naming every unknown label, or an image without one."""
+    if not dataset.exists():
+        raise DatasetError(f"dataset not found: {dataset}")
+    if dataset.is_file():
+        if labels_csv is not None:
+            raise DatasetError(f"{dataset} is a file: give a CSV dataset either as DATASET or with --labels, not both")
+        return Dataset(dataset, "csv", _read_csv(dataset, classes))
+    if labels_csv is not None:
+        samples = _read_csv(labels_csv, classes)
+        labeled = {s.path.resolve() for s in samples}
+        unlabeled = [p.name for p in list_images(dataset) if p.resolve() not in labeled]
+        if unlabeled:
+            raise DatasetError(f"{len(unlabeled)} image(s) of {dataset} have no row in {labels_csv}: {abbreviated(unlabeled)}")
+        return Dataset(dataset, "csv", samples)
+    class_dirs = sorted(p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not class_dirs:
+        images = list_images(dataset)
+        if not images:
+            raise DatasetError(f"no images in {dataset}")
+        return Dataset(dataset, "unlabeled", tuple(Sample(p.name, p, None) for p in images))
+    return Dataset(dataset, "imagefolder", _read_image_folder(dataset, class_dirs, classes))
+
+
+def _read_image_folder(root: Path, class_dirs: list[Path], classes: Sequence[str]) -> tuple[Sample, ...]:
+    loose = [p.name for p in list_images(root)]
+    if loose:  # an ImageFolder reader would skip them: say so instead
+        raise DatasetError(f"{root} has class directories and also files outside them: {abbreviated(loose)}; "
+                           "in an ImageFolder layout every image is inside its class's directory")
+    nested = [f"{d.name}/{p.name}" for d in class_dirs for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    if nested:
+        raise DatasetError(f"class directories of {root} hold sub-directories: {abbreviated(nested)}; "
+                           "an ImageFolder layout is one level of class directories")
+    indices = class_indices({d.name: f"directory {d.name!r}" for d in class_dirs}, classes, str(root))
+    samples = [Sample(f"{d.name}/{p.name}", p, indices[d.name]) for d in class_dirs for p in list_images(d)]
+    if not samples:
+        raise DatasetError(f"no images in the class directories of {root}")
+    return tuple(samples)
+
+
+def _read_csv(path: Path, classes: Sequence[str]) -> tuple[Sample, ...]:
+    if not path.is_file():
+        raise DatasetError(f"label file not found: {path}")
+    rows: list[tuple[int, str, str]] = []
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        for row in reader:
+            line_number = reader.line_num
+            cells = [cell.strip() for cell in row]
+            if not any(cells):
+                continue
+            if len(cells) != 2 or not all(cells):
+                raise DatasetError(f"{path}, line {line_number}: expected two columns file,label, got {row}")
+            if not rows and cells[0].lower() in CSV_HEADER_FILE and cells[1].lower() in CSV_HEADER_LABEL:
+                continue  # a header row
+            rows.append((line_number, *cells))
+    if not rows:
+        raise DatasetError(f"{path}: no file,label rows")
+    first_line: dict[str, int] = {}
+    for line_number, file, _ in rows:
+        if file in first_line:
+            raise DatasetError(f"{path}, line {line_number}: {file!r} is already listed on line {first_line[file]}")
+        first_line[file] = line_number
+    # Each label is named by the first line it appears on (later lines overwrite earlier ones in a dict).
+    indices = class_indices({label: f"line {n}" for n, _, label in reversed(rows)}, classes, str(path))
+    # A row whose file is missing stays in: it becomes a failed image with the reason.
+    return tuple(Sample(file, path.parent / file, indices[label]) for _, file, label in rows)
+
+
+def class_indices(labels: Mapping[str, str], classes: Sequence[str], source: str) -> dict[str, int]:
+    """Label (class name or index) -> class index, for labels given as {label: where it was
+    found}. Raises :class:`DatasetError` listing every label that names no single class."""
+    by_name: dict[str, list[int]] = {}
+    for index, name in enumerate(classes):
+        by_name.setdefault(name, []).append(index)
+    indices, problems = {}, []
+    for label, where in labels.items():
+        if label.isdigit() and int(label) < len(classes):
+            indices[label] = int(label)
+        elif len(by_name.get(label, ())) == 1:
+            indices[label] = by_name[label][0]
+        elif label in by_name:
+            problems.append(f"{label!r} ({where}) names {len(by_name[label])} classes "
+                            f"(indices {', '.join(map(str, by_name[label]))}): use the index")
+        else:
+            close = difflib.get_close_matches(label, list(by_name), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{label!r} ({where}) is not a known class{hint}")
+    if problems:
+        raise DatasetError(f"{source}: {'; '.join(problems)}. A label is a class name "
+                           f"from the model's labels.txt or a class index 0-{len(classes) - 1}")
+    return indices
+
+
+def abbreviated(names: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

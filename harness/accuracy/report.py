@@ -1,0 +1,256 @@
+"""accuracy.json and accuracy.md, both from one :class:`AccuracyReport`."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from harness.accuracy.dataset import Sample
+from harness.accuracy.predict import REFERENCE
+from harness.accuracy.scoring import AccuracyResult, PathScore
+from harness.client import PIPELINES
+from harness.compare.result import SIDES
+from harness.results import ReferenceInfo, ServerInfo, Versions
+
+JSON_FILENAME = "accuracy.json"
+MARKDOWN_FILENAME = "accuracy.md"
+FLIPS_SHOWN = 50
+"""Images listed in accuracy.md whose top-1 class differs between paths (all are in accuracy.json)."""
+
+
+@dataclass(frozen=True)
+class AccuracyRun:
+    seconds: float
+    batch_size: int
+    fail_on: str
+    allow_rejected: bool
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    """One ``harness accuracy`` run: the scores and what produced them."""
+
+    result: AccuracyResult
+    classes: Sequence[str]
+    """The model's class names, in output order."""
+    reference: ReferenceInfo
+    server: ServerInfo
+    spec: str
+    run: AccuracyRun | None = None
+    versions: Versions = field(default_factory=dict)
+
+    @property
+    def reference_score(self) -> PathScore:
+        return self.result.scores[0]
+
+    @property
+    def deployed_scores(self) -> tuple[PathScore, ...]:
+        return self.result.scores[1:]
+
+    def any_flips(self, ties: bool = True) -> bool:
+        """Does some deployed path change the reference's top-1 class on some image (beyond
+        the tie margin unless ``ties``)?"""
+        return any(s.flips if ties else s.diverged_flips for s in self.deployed_scores)
+
+    def any_rejected(self) -> bool:
+        """Did one side alone reject some image?"""
+        return any(self.result.rejected(side) for side in SIDES)
+
+    def label_name(self, sample: Sample) -> str | None:
+        return None if sample.label is None else self.classes[sample.label]
+
+    def to_dict(self) -> dict:
+        """accuracy.json: the scores, every image's predictions, the failed images, the context."""
+        result, k = self.result, self.result.k
+        out = {"reference": self.reference.to_dict(),
+               "deployed": {"pipelines": [s.path for s in self.deployed_scores], "url": self.server.url,
+                            "protocol": self.server.protocol},
+               "spec": self.spec}
+        if self.run is not None:
+            out["run"] = {"seconds": self.run.seconds, "batch_size": self.run.batch_size,
+                          "fail_on": self.run.fail_on, "allow_rejected": self.run.allow_rejected}
+        if self.versions:
+            out["versions"] = dict(self.versions)
+        return {
+            **out,
+            "dataset": {"source": str(result.dataset.source), "layout": result.dataset.layout,
+                        "labeled": result.dataset.labeled, "images": len(result.dataset.samples),
+                        "evaluated": len(result.evaluated), "failed": len(result.failed),
+                        "rejected": {side: result.rejected(side) for side in SIDES},
+                        "classes": sorted({self.label_name(s) for s in result.dataset.samples if s.label is not None})},
+            "top_k": k,
+            "paths": [self._path_dict(s) for s in result.scores],
+            "tie_margin": result.tie_margin,
+            "failed": [{"image": name, "reason": reason, "outcome": result.outcomes.get(name, "failed")}
+                       for name, reason in result.failed.items()],
+            "images": [{"image": s.name, "label": self.label_name(s),
+                        "top1": {path: self.classes[top[s.name][0]] for path, top in result.predictions.items()},
+                        f"top{k}": {path: list(top[s.name]) for path, top in result.predictions.items()},
+                        "flips": {score.path: {"verdict": score.flip_verdicts[s.name][0],
+                                               "margin": _finite(score.flip_verdicts[s.name][1])}
+                                  for score in result.scores if s.name in score.flip_verdicts}}
+                       for s in result.evaluated],
+        }
+
+    def _path_dict(self, s: PathScore) -> dict:
+        k, reference = self.result.k, self.reference_score
+        entry = {"path": s.path, "ensemble": ensemble(s.path), "top1": s.top1, f"top{k}": s.topk,
+                 "recall_macro": s.recall, "precision_macro": s.precision}
+        if s is not reference:
+            entry["diff_points"] = {key: _points(value, base) for key, value, base in _compared(s, reference, k)}
+            entry["flips"], entry["flip_rate"] = s.flips, s.flip_rate
+            entry["ties"], entry["diverged_flips"] = s.ties, s.diverged_flips
+            entry["flip_rate_without_ties"] = _rate(s.diverged_flips, len(self.result.evaluated))
+            entry["mcnemar"] = ({"b": s.mcnemar.b, "c": s.mcnemar.c, "p_value": s.mcnemar.p_value}
+                                if s.mcnemar else None)
+        entry["per_class"] = [{"index": c.index, "class": c.name, "images": c.images, "recall": c.recall,
+                               "precision": c.precision} for c in s.per_class]
+        return entry
+
+
+def _compared(s: PathScore, reference: PathScore, k: int) -> list[tuple[str, float | None, float | None]]:
+    """(JSON key, this path's value, the reference's) of each score compared in points."""
+    return [("top1", s.top1, reference.top1), (f"top{k}", s.topk, reference.topk),
+            ("recall_macro", s.recall, reference.recall), ("precision_macro", s.precision, reference.precision)]
+
+
+def ensemble(path: str) -> str | None:
+    """The ensemble a deployed path is served by (None for the reference)."""
+    return PIPELINES[path].ensemble if path in PIPELINES else None
+
+
+def _rate(count: int | None, total: int) -> float | None:
+    return count / total if count is not None and total else None
+
+
+def _finite(value: float) -> float | None:
+    """None for inf (strict JSON)."""
+    return value if math.isfinite(value) else None
+
+
+def _points(value: float | None, reference: float | None) -> float | None:
+    return None if value is None or reference is None else round(100 * (value - reference), 6)
+
+
+def render_markdown(report: AccuracyReport) -> str:
+    """accuracy.md: the consistency table, per-class scores, the images whose top-1 changed,
+    and the failed images."""
+    result, k, reference = report.result, report.result.k, report.reference_score
+    data = result.dataset
+    evaluated = len(result.evaluated)
+    layout = {"imagefolder": "ImageFolder", "csv": "CSV", "unlabeled": "unlabeled: flip rates only"}[data.layout]
+    classes = {s.label for s in data.samples if s.label is not None}
+    rejected = "".join(f", {n} of them rejected by {side} only" for side in SIDES if (n := result.rejected(side)))
+    columns = ("path", "top-1", "diff", f"top-{k}", "diff", "recall (macro)", "diff", "precision (macro)", "diff",
+               "flip rate vs reference", "without ties", "McNemar b/c, p")
+    lines = [
+        "# Accuracy: the deployed preprocessing vs the training reference", "",
+        f"- Dataset: `{data.source}` ({layout}; {len(data.samples)} images"
+        + (f", {len(classes)} classes" if data.labeled else "") + ")",
+        f"- Evaluated: {evaluated} images on every path; {len(result.failed)} left out of every path"
+        + rejected + (" (listed below)" if result.failed else ""),
+        f"- Reference: {report.reference.recipe}; model: {report.reference.model}",
+        f"- Deployed: {', '.join('`' + str(ensemble(s.path)) + '`' for s in report.deployed_scores)} over "
+        f"{report.server.protocol} at {report.server.url}",
+        f"- Spec: `{report.spec}`", "",
+        "| " + " | ".join(columns) + " |",
+        "|---|" + "---:|" * (len(columns) - 1),
+    ]
+    for s in result.scores:
+        name = f"reference ({report.reference.recipe_name})" if s is reference else f"`{ensemble(s.path)}`"
+        cells = [name]
+        for _, value, base in _compared(s, reference, k):
+            cells += [_percent(value), "" if s is reference else _signed(_points(value, base))]
+        if s is reference:
+            cells += ["", "", ""]
+        else:
+            cells.append("-" if s.flip_rate is None else f"{_percent(s.flip_rate)} ({s.flips}/{evaluated})")
+            without = _rate(s.diverged_flips, evaluated)
+            cells.append("-" if without is None else
+                         f"{_percent(without)} ({s.diverged_flips}/{evaluated}; "
+                         f"{s.ties} {'tie' if s.ties == 1 else 'ties'})")
+            m = s.mcnemar
+            cells.append("-" if m is None else f"{m.b}/{m.c}, p = {m.p_value:.3g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Diffs are deployed minus reference, in points. Flip rate: the share of images whose top-1 class differs "
+        "from the reference's; without ties, the changes that are not ties (a tie: the reference's top-1 logit was "
+        f"ahead of the deployed top-1 by at most {result.tie_margin:g}, what the output's error explains). "
+        "McNemar: b = images the reference classifies correctly and the deployed path "
+        "does not, c = the reverse; p = exact two-sided binomial test of b against b + c at 1/2 "
+        "(p = 1 when b + c = 0). Macro averages are over the classes present in the dataset; a class a path never "
+        "predicts has precision 0.",
+    ]
+    lines += _per_class(result)
+    lines += _flipped(report)
+    if result.failed:
+        lines += ["", f"## Failed images, excluded from every path ({len(result.failed)})", "",
+                  "| image | outcome | reason |", "|---|---|---|"]
+        lines += [f"| {name} | {result.outcomes.get(name, 'failed')} | {' '.join(reason.split())} |"
+                  for name, reason in result.failed.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _per_class(result: AccuracyResult) -> list[str]:
+    if not result.dataset.labeled or not result.scores[0].per_class:
+        return []
+    lines = ["", "## Per class (recall / precision)", "",
+             "| class | images | " + " | ".join(_path_name(s.path) for s in result.scores) + " |",
+             "|---|---:|" + "---:|" * len(result.scores)]
+    per_class = [{c.name: c for c in s.per_class} for s in result.scores]
+    for c in result.scores[0].per_class:
+        cells = [f"{_percent(scores[c.name].recall)} / {_percent(scores[c.name].precision)}" for scores in per_class]
+        lines.append(f"| {c.name} ({c.index}) | {c.images} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _flipped(report: AccuracyReport) -> list[str]:
+    result = report.result
+    flipped = [s for s in result.evaluated if len({top[s.name][0] for top in result.predictions.values()}) > 1]
+    if not flipped:
+        return []
+    lines = ["", f"## Images whose top-1 class differs between paths ({len(flipped)})", "",
+             "A deployed top-1 marked *tie* is within the tie margin of the reference's (margin in logits); "
+             "*diverged* is beyond it.", "",
+             "| image | label | " + " | ".join(_path_name(s.path) for s in result.scores) + " |",
+             "|---|---|" + "---|" * len(result.scores)]
+    for sample in flipped[:FLIPS_SHOWN]:
+        cells = [_flip_cell(report, sample, score) for score in result.scores]
+        lines.append(f"| {sample.name} | {report.label_name(sample) or '-'} | " + " | ".join(cells) + " |")
+    if len(flipped) > FLIPS_SHOWN:
+        lines.append(f"\n{len(flipped) - FLIPS_SHOWN} more in {JSON_FILENAME}.")
+    return lines
+
+
+def _flip_cell(report: AccuracyReport, sample: Sample, score: PathScore) -> str:
+    top1 = report.classes[report.result.predictions[score.path][sample.name][0]]
+    flip = score.flip_verdicts.get(sample.name)
+    if flip is None:
+        return top1
+    verdict, margin = flip
+    return f"{top1} ({verdict}, margin {margin:.3g})" if math.isfinite(margin) else f"{top1} ({verdict}, margin inf)"
+
+
+def _path_name(path: str) -> str:
+    return REFERENCE if path == REFERENCE else str(ensemble(path))
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}%"
+
+
+def _signed(points: float | None) -> str:
+    return "-" if points is None else f"{points:+.2f}"
+
+
+def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
+    """Write accuracy.json and accuracy.md into ``out_dir``; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
+    json_path.write_text(json.dumps(report.to_dict(), indent=1, allow_nan=False) + "\n")
+    markdown_path.write_text(render_markdown(report))
+    return json_path, markdown_path

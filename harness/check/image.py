@@ -1,0 +1,152 @@
+"""One image checked: the reference's stages in-process, the deployed ones from the server,
+each compared, and each deployed stage also run alone on the reference's previous stage."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from harness.client import InferenceError, ServerUnavailable, TritonClient
+from harness.compare.result import ImageResult, one_line
+from harness.compare.stages import compare_stages
+from harness.compare.ties import default_tie_margin
+from harness.compare.tolerance import Tolerance
+from harness.deployed import stage_runner
+from harness.errors import ServerStopped
+from harness.reference import Recipe
+from harness.reference.model import ReferenceModel
+from harness.spec import Preprocess, SpecError
+from harness.stage import DEFAULT_TOP_K, ISOLATED_INPUT, Stage
+
+
+@dataclass
+class ImageTensors:
+    """Both sides' stage tensors of one image (and the isolated runs), for visuals and --save-tensors."""
+
+    reference: dict[str, np.ndarray] = field(default_factory=dict)
+    deployed: dict[str, np.ndarray] = field(default_factory=dict)
+    isolated: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class ImageChecker:
+    """Compares one image at a time; safe to call from several threads."""
+
+    def __init__(
+        self,
+        connect: Callable[[], TritonClient],
+        pipeline: str,
+        recipe: Recipe,
+        reference_model: ReferenceModel,
+        deployed: Preprocess,
+        tolerances: dict[str, Tolerance],
+        isolate: bool = True,
+        retries: int = 3,
+        top_k: int = DEFAULT_TOP_K,
+        tie_margin: float | None = None,
+    ):
+        """``tie_margin``: a top-1 change within this many logits of the reference's margin
+        is a tie, not a divergence (default: the output tolerance, see harness.compare.ties)."""
+        self.connect, self.pipeline, self.recipe = connect, pipeline, recipe
+        self.reference_model, self.deployed, self.tolerances = reference_model, deployed, tolerances
+        self.isolate, self.retries, self.top_k = isolate, retries, top_k
+        self.tie_margin = default_tie_margin(tolerances) if tie_margin is None else tie_margin
+        self._local = threading.local()
+
+    # -- per-thread resources ------------------------------------------------------------
+    def _client(self) -> TritonClient:
+        if getattr(self._local, "client", None) is None:
+            self._local.client = self.connect()
+        return self._local.client
+
+    def _runner(self):
+        if getattr(self._local, "runner", None) is None:
+            self._local.runner = stage_runner(self.pipeline, self.deployed)
+        return self._local.runner
+
+    def _call(self, image: str, request: Callable[[TritonClient], np.ndarray]):
+        """A server request, retried with back-off while the server does not answer."""
+        for attempt in range(self.retries + 1):
+            try:
+                return request(self._client())
+            except ServerUnavailable as exc:
+                url = self._url()
+                self._local.client = None  # reconnect on the next attempt
+                if attempt == self.retries:
+                    raise ServerStopped(url, image, str(exc)) from None
+                time.sleep(0.5 * 2 ** attempt)
+
+    def _url(self) -> str:
+        client = getattr(self._local, "client", None)
+        return client.url if client else "(server)"
+
+    # -- one image -----------------------------------------------------------------------
+    def check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
+        """One image's result. Whatever goes wrong with this image (a decoder error of any
+        library, a pixel limit, memory for an absurd size, a broken custom reference) is
+        this image's row with a one-line reason; only :class:`ServerStopped` ends the run."""
+        try:
+            return self._check(path)
+        except ServerStopped:
+            raise
+        except Exception as exc:
+            return ImageResult(path.name, error=f"comparison failed: {one_line(exc)}"), None
+
+    def _check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
+        name = path.name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            return ImageResult(name, error=f"unreadable: {exc.strerror or exc}"), None
+        tensors = ImageTensors()
+        reference_error = deployed_error = None
+        try:
+            tensors.reference = self.recipe(data)
+        except SpecError as exc:  # the recipe itself is wrong, not this image: failed, not a rejection
+            return ImageResult(name, error=f"reference recipe: {exc}"), None
+        except Exception as exc:  # training could not process this image (cv2.error, PIL, MemoryError, ...)
+            reference_error = one_line(exc)
+        if reference_error is None:
+            problem = self._input_problem(tensors.reference[Stage.INPUT])
+            if problem:
+                return ImageResult(name, error=problem), None
+            tensors.reference[Stage.OUTPUT] = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
+        for attempt in range(2):
+            # Once more on a rejection: Triton may batch this request with another image's,
+            # and one undecodable image fails its whole DALI batch.
+            try:
+                tensors.deployed = self._call(name, lambda c: c.deployed(data, self.pipeline))
+                deployed_error = None
+                break
+            except InferenceError as exc:
+                deployed_error = one_line(exc)
+        if reference_error and deployed_error:
+            return ImageResult(name, error=f"reference: {reference_error}; deployed: {deployed_error}"), None
+        if reference_error:
+            return ImageResult(name, error=f"reference: {reference_error}", rejected_by="training"), None
+        if deployed_error:
+            return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by="deployment"), None
+        if self.isolate:
+            self._isolate(name, tensors)
+        return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,
+                                                tensors.isolated, self.top_k, self.tie_margin)), tensors
+
+    def _input_problem(self, model_input: np.ndarray) -> str | None:
+        """Why the reference's model input cannot go into the model (a custom recipe's
+        wrong shape), or None."""
+        expected = self.reference_model.input_shape
+        if expected and tuple(model_input.shape) != tuple(expected):
+            return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
+                    f"the classifier takes {list(expected)}")
+        return None
+
+    def _isolate(self, name: str, t: ImageTensors) -> None:
+        runner = self._runner()
+        for stage, previous in ISOLATED_INPUT.items():
+            if stage in t.reference and previous in t.reference:
+                t.isolated[stage] = runner.run(stage, t.reference[previous])
+        t.isolated[Stage.OUTPUT] = self._call(name, lambda c: c.classifier_logits(t.reference[Stage.INPUT][None]))[0]

@@ -1,0 +1,69 @@
+"""Visuals of the worst images per stage: small difference heat maps and side-by-side crops,
+kept on disk for the few worst images only (bounded memory and disk)."""
+
+from __future__ import annotations
+
+import heapq
+from pathlib import Path
+
+import numpy as np
+
+from harness.check.image import ImageTensors
+from harness.compare.aggregate import severity
+from harness.compare.result import ImageResult
+from harness.compare.tolerance import Verdict
+from harness.stage import IMAGE_STAGES, STAGES, Stage
+
+VISUAL_SIDE = 256
+"""Heat maps are downsampled to at most this many pixels a side: the report needs the
+pattern of the difference (edges, borders, blocks), not every pixel."""
+
+
+def visual_arrays(stage: Stage, t: ImageTensors) -> dict[str, np.ndarray] | None:
+    """Small arrays to draw for one stage: a |difference| heat map, and for the crop
+    stage the two crops side by side."""
+    ref, dep = t.reference.get(stage), t.deployed.get(stage)
+    if ref is None or dep is None or ref.shape != dep.shape or stage not in (*IMAGE_STAGES, Stage.INPUT):
+        return None
+    diff = np.abs(dep.astype(np.float32) - ref.astype(np.float32))
+    diff = diff.mean(axis=0) if stage == Stage.INPUT else diff.mean(axis=2)
+    step = max(1, int(np.ceil(max(diff.shape) / VISUAL_SIDE)))
+    out = {"diff": diff[::step, ::step].astype(np.float16)}
+    if stage == Stage.CROP:
+        out["reference"] = np.clip(ref, 0, 255).astype(np.uint8)
+        out["deployed"] = np.clip(dep, 0, 255).astype(np.uint8)
+    return out
+
+
+class VisualStore:
+    """Keeps, on disk, the visuals of the few worst images per stage (bounded memory/disk)."""
+
+    def __init__(self, directory: Path, keep: int = 3):
+        self.directory, self.keep = directory, keep
+        self.heaps: dict[Stage, list[tuple[float, str]]] = {s: [] for s in STAGES}
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def path(self, stage: Stage, image: str) -> Path:
+        return self.directory / f"{stage}__{image}.npz"
+
+    def offer(self, result: ImageResult, tensors: ImageTensors | None) -> None:
+        for stage_result in result.stages:
+            if stage_result.verdict is Verdict.EQUAL:
+                continue  # nothing differs: a heat map would be one flat colour
+            heap, score = self.heaps[stage_result.stage], severity(stage_result)
+            if len(heap) >= self.keep and score <= heap[0][0]:
+                continue
+            arrays = visual_arrays(stage_result.stage, tensors) if tensors else None
+            if arrays is None and tensors is not None:
+                continue
+            if tensors is not None:
+                np.savez_compressed(self.path(stage_result.stage, result.image), **arrays)
+            elif not self.path(stage_result.stage, result.image).exists():
+                continue  # resumed result whose visual was evicted before
+            heapq.heappush(heap, (score, result.image))
+            if len(heap) > self.keep:
+                _, evicted = heapq.heappop(heap)
+                self.path(stage_result.stage, evicted).unlink(missing_ok=True)
+
+    def worst(self, stage: Stage) -> list[tuple[str, Path]]:
+        return [(image, self.path(stage, image)) for _, image in sorted(self.heaps[stage], reverse=True)]

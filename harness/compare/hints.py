@@ -1,0 +1,33 @@
+"""Where a diverged stage's error usually comes from: one sentence per stage, for the reports."""
+
+from __future__ import annotations
+
+from harness.compare.tolerance import Verdict
+from harness.stage import Stage
+
+STAGE_HINTS = {
+    Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
+                  "EXIF orientation (decode.exif_orientation), or a different decoder library",
+    Stage.RESIZE: "resize: interpolation, antialias, output-size rounding (resize.size_rounding), resize on uint8 "
+                  "vs float, or shorter-side vs stretch (resize.*)",
+    Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), or a different resize mode upstream",
+    Stage.INPUT: "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order "
+                 "(input.channel_order)",
+    Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",
+    Stage.TOPK: "prediction changes follow from the earlier stages",
+}
+
+
+def explain(stage: Stage, verdict: Verdict, isolated_verdict: Verdict | None) -> str | None:
+    """One sentence on where a diverged stage's error comes from, from its isolated run
+    (None unless ``verdict`` is diverged)."""
+    if verdict is not Verdict.DIVERGED:
+        return None
+    if isolated_verdict is Verdict.DIVERGED:
+        where = "this stage adds the error by itself (it diverges even when fed the reference's previous stage)"
+    elif isolated_verdict in (Verdict.EQUAL, Verdict.CLOSE):
+        where = (f"this stage alone is {isolated_verdict.value} when fed the reference's previous stage: it inherits "
+                 "the error from earlier stages")
+    else:
+        where = "no isolated run for this stage"
+    return f"{where}. Usual causes: {STAGE_HINTS.get(stage, '')}."

@@ -1,0 +1,113 @@
+"""What a setting of the reference does on each image (:class:`ImageOutcome`) and on a set of
+images (:class:`Evaluation`): the verdicts and errors the search ranks hypotheses by."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from harness.compare.tolerance import Verdict
+from harness.diagnose.catalogue import Hypothesis
+from harness.stage import STAGES, Stage
+
+
+@dataclass(frozen=True)
+class ImageOutcome:
+    """One image under one setting: each stage's verdict and error (RMSE; ``topk``: 1.0 when
+    the top-1 class changed, else 0.0), or why the reference failed on it."""
+
+    verdicts: Mapping[str, str]
+    errors: Mapping[str, float]
+    failed: str | None = None
+
+    @property
+    def first_divergent_index(self) -> int:
+        """Index in STAGES of the first diverged stage (len(STAGES) if none)."""
+        return next((i for i, s in enumerate(STAGES) if self.verdicts.get(s) == Verdict.DIVERGED), len(STAGES))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One setting replayed on some images: a hypothesis tried on top of the changes found
+    so far (``on_top_of``), or a setting evaluated for itself (``hypothesis`` None)."""
+
+    name: str
+    culprit: str
+    outcomes: Mapping[int, ImageOutcome] = field(default_factory=dict)
+    hypothesis: Hypothesis | None = None
+    on_top_of: tuple[Hypothesis, ...] = ()
+    status: str = "evaluated"
+    """``evaluated`` (every image), ``screened`` (the first few, better there), ``rejected: ...``
+    (no better there), ``not pursued: ...`` (another hypothesis explains the stage), or
+    ``not applicable: ...``."""
+    changes: tuple = ()
+    """(key, reference value, hypothesized value) of the hypothesis, against the original reference."""
+    baseline: "Evaluation | None" = None
+    """What it was compared with, on the same images (the first few, for a rejected hypothesis)."""
+
+    @property
+    def evaluated(self) -> bool:
+        return self.status.startswith("evaluated")
+
+    @property
+    def images(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def verdicts(self) -> dict[str, Counter]:
+        counts = {s: Counter() for s in STAGES}
+        for o in self.outcomes.values():
+            for stage, v in o.verdicts.items():
+                counts[stage][v] += 1
+        return counts
+
+    def errors(self, stage: Stage) -> list[float]:
+        return [o.errors[stage] for o in self.outcomes.values() if stage in o.errors]
+
+    def diverged(self, upto: Stage) -> int:
+        """Images with a diverged stage at or before ``upto``."""
+        last = STAGES.index(upto)
+        return sum(o.first_divergent_index <= last for o in self.outcomes.values())
+
+    def error(self, stage: Stage) -> float | None:
+        """Mean over images of the stage's RMSE (shape mismatches count as infinite)."""
+        values = self.errors(stage)
+        return float(np.mean(values)) if values else None
+
+    def first_divergent(self) -> Stage | None:
+        first = min((o.first_divergent_index for o in self.outcomes.values()), default=len(STAGES))
+        return STAGES[first] if first < len(STAGES) else None
+
+    def flips(self) -> int | None:
+        """Images whose top-1 class differs from the deployment's (near ties included)."""
+        values = self.errors(Stage.TOPK)
+        return int(sum(values)) if values else None
+
+    def ties(self) -> int:
+        """Top-1 changes within the tie margin: counted in :meth:`flips`, never divergences."""
+        return sum(o.verdicts.get(Stage.TOPK) == Verdict.TIE for o in self.outcomes.values())
+
+    def top1_agreement(self) -> float | None:
+        values = self.errors(Stage.TOPK)
+        return 1.0 - float(np.mean(values)) if values else None
+
+    def score(self, stage: Stage) -> tuple:
+        """Lower is better: images diverged up to ``stage``, error there, output error."""
+        err, out = self.error(stage), self.error(Stage.OUTPUT)
+        return (self.diverged(stage), math.inf if err is None else err, math.inf if out is None else out)
+
+    def subset(self, indices: Sequence[int]) -> "Evaluation":
+        """The same evaluation restricted to some images."""
+        return Evaluation(self.name, self.culprit, {i: self.outcomes[i] for i in indices if i in self.outcomes},
+                          self.hypothesis, self.on_top_of, self.status, self.changes)
+
+    def with_outcomes(self, outcomes: Mapping[int, ImageOutcome]) -> "Evaluation":
+        return dataclasses.replace(self, outcomes=outcomes)
+
+    def with_status(self, status: str) -> "Evaluation":
+        return dataclasses.replace(self, status=status)

@@ -1,0 +1,100 @@
+"""harness/results.py, the typed run model, and harness/stage.py: built from real small arrays, no server."""
+
+import json
+
+import pytest
+
+from harness.compare.result import ImageResult
+from harness.compare.tolerance import Verdict
+from harness.errors import ERROR_STATUS, NothingCompared, ServerStopped, UsageError, exit_status_of
+from harness.report.data import json_safe
+from harness.results import RunComparison, SpecInfo
+from harness.spec import SpecError
+from harness.stage import ISOLATED_INPUT, STAGES, Stage
+from tests.runs import TOLERANCES, check_report, result, summary
+
+CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "ties", "flips", "first_divergent_stage",
+                     "first_divergent_per_image", "stages", "verdict", "reference", "deployed", "spec", "versions", "run"]
+"""report.json of `harness check`, as documented: its fields stay (new ones may be added)."""
+STAGE_KEYS = ["name", "verdict", "images", "metrics", "isolated", "isolated_verdict", "isolated_images", "histogram",
+              "worst_images", "why"]
+
+
+def test_check_report_json_keeps_its_fields():
+    report = check_report(result("a.jpg"), result("b.jpg", resize_error=40), result("t.jpg", logit_swap=0.05),
+                          ImageResult("x.jpg", error="deployed: bad", rejected_by="deployment"))
+    data = json.loads(json.dumps(json_safe(report.to_dict()), allow_nan=False))
+    assert list(data) == CHECK_REPORT_KEYS
+    assert all(list(stage) == STAGE_KEYS for stage in data["stages"])
+    assert [s["name"] for s in data["stages"]] == [s.value for s in STAGES]
+    assert data["images"] == 4 and data["compared"] == 3 and data["ties"] == 1 and data["verdict"] == "diverged"
+    assert data["first_divergent_stage"] == "resize" and data["first_divergent_per_image"]["resize"] == 1
+    assert data["rejected"] == {"deployment": [{"image": "x.jpg", "reason": "deployed: bad"}], "training": []}
+    assert data["flips"] == [{"image": "t.jpg", "verdict": "tie", "reference_top1": 0, "deployed_top1": 1,
+                              "margin": pytest.approx(0.2)}]
+    assert data["run"] == {"seconds": 1.5, "incomplete": False, "stopped_reason": None, "fail_on": "diverged",
+                           "isolated": True, "tie_margin": 0.5, "top_k": 3, "allow_rejected": False}
+    assert data["deployed"] == {"ensemble": "classify_dali", "taps_model": "preprocess_dali_taps", "pipeline": "dali",
+                                "url": "127.0.0.1:8001", "protocol": "grpc"}
+    assert data["spec"]["tolerances"]["resize"] == {"atol": 1.0, "rtol": 0.0, "max_fraction": 0.0}
+    resize = data["stages"][1]
+    assert resize["images"] == {"equal": 2, "diverged": 1} and resize["why"].startswith("this stage adds the error")
+
+
+@pytest.mark.parametrize("results, fail_on, allow_rejected, fails", [
+    ((result("a.jpg"),), "diverged", False, False),
+    ((result("a.jpg"),), "close", False, False),  # equal everywhere: nothing to fail on
+    ((result("b.jpg", resize_error=1),), "diverged", False, False),  # one level: close
+    ((result("b.jpg", resize_error=1),), "close", False, True),
+    ((result("t.jpg", logit_swap=0.05),), "diverged", False, False),  # a tie is not a divergence
+    ((result("t.jpg", logit_swap=0.05),), "tie", False, True),
+    ((result("b.jpg", resize_error=40),), "diverged", False, True),
+    ((result("a.jpg"), ImageResult("x.jpg", error="bad", rejected_by="training")), "diverged", False, True),
+    ((result("a.jpg"), ImageResult("x.jpg", error="bad", rejected_by="training")), "diverged", True, False),
+    ((result("a.jpg"), ImageResult("x.jpg", error="unreadable")), "diverged", False, False),  # failed on both sides
+])
+def test_the_exit_rule(results, fail_on, allow_rejected, fails):
+    assert check_report(*results).fails(fail_on, allow_rejected) is fails
+
+
+def test_a_run_comparison_keeps_the_fields_earlier_readers_used():
+    report = RunComparison(summary=summary(result("a.jpg")), spec=SpecInfo("spec.toml", TOLERANCES), versions={},
+                           run_a="A", run_b="B", side="reference", model="onnx", run_tie_margin=0.5,
+                           deployed_b={"ensemble": "classify_opencv", "taps_model": "preprocess_opencv",
+                                       "pipeline": "opencv", "url": "u", "protocol": "http"})
+    data = report.to_dict()
+    assert data["title"] == "Run comparison: B against A (reference side)" and data["runs"] == {"a": "A", "b": "B",
+                                                                                                "side": "reference"}
+    assert data["reference"]["model"] == "onnx" and data["deployed"]["pipeline"] == "opencv"
+    assert data["run"] == {"compared_runs": ["A", "B"], "side": "reference", "incomplete": False, "tie_margin": 0.5}
+    assert not report.fails("close")
+
+
+def test_stage_names_are_one_enum():
+    assert [s.value for s in STAGES] == ["decode", "resize", "crop", "input", "output", "topk"]
+    assert Stage("crop") is Stage.CROP and Stage.CROP == "crop" and f"{Stage.CROP}" == "crop"
+    assert json.dumps({Stage.INPUT: Stage.OUTPUT}) == '{"input": "output"}'
+    assert Stage.RESIZE.is_image and not Stage.INPUT.is_image
+    assert all(ISOLATED_INPUT[s] is s.previous for s in ISOLATED_INPUT) and Stage.DECODE.previous is None
+    assert {"crop": 1}[Stage.CROP] == 1
+
+
+@pytest.mark.parametrize("error, status", [
+    (UsageError("no images"), ERROR_STATUS), (NothingCompared("none"), ERROR_STATUS),
+    (ServerStopped("127.0.0.1:1", "a.jpg", "timeout"), ERROR_STATUS), (SpecError("bad spec"), ERROR_STATUS),
+    (FileNotFoundError("x"), ERROR_STATUS), (KeyboardInterrupt(), ERROR_STATUS), (ValueError("a bug"), None),
+])
+def test_one_exit_status_policy(error, status):
+    assert exit_status_of(error) == status
+
+
+def test_a_stopped_server_says_where_and_what_now():
+    stopped = ServerStopped("127.0.0.1:1", "a.jpg", "deadline exceeded").then("3 images kept")
+    assert str(stopped) == "the Triton server at 127.0.0.1:1 stopped answering at image 'a.jpg': deadline exceeded. " \
+                           "3 images kept"
+    assert str(ServerStopped("h:1", None, "gone")) == "the Triton server at h:1 stopped answering: gone"
+
+
+def test_a_verdict_and_a_stage_are_typed_in_the_summary():
+    s = summary(result("b.jpg", resize_error=40))
+    assert s.stage(Stage.RESIZE).verdict is Verdict.DIVERGED and s.first_divergent_stage is Stage.RESIZE
