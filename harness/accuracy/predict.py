@@ -15,7 +15,7 @@ from harness.client import ServerUnavailable, TritonClient
 from harness.compare.result import one_line
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
-from harness.stage import DEFAULT_TOP_K
+from harness.stage import DEFAULT_TOP_K, Stage
 
 REFERENCE = "reference"
 """Name of the reference path in results (deployed paths are named by pipeline: dali, opencv)."""
@@ -63,7 +63,7 @@ def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: Referenc
         names, inputs = [], []
         for sample in batch:
             try:
-                model_input = recipe(_read(sample))["input"]
+                model_input = recipe(_read(sample))[Stage.INPUT]
                 if model.input_shape and tuple(model_input.shape) != tuple(model.input_shape):
                     raise ValueError(f"reference {recipe.name} made a {list(model_input.shape)} model input; "
                                      f"the classifier takes {list(model.input_shape)}")

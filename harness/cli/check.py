@@ -19,7 +19,7 @@ from harness.cli.common import (
 from harness.client import PIPELINES
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.paths import REPORTS_DIR
-from harness.stage import DEFAULT_TOP_K
+from harness.stage import DEFAULT_TOP_K, Stage
 
 DEFAULT_REPORT = REPORTS_DIR / "check"
 DEFAULT_WORKERS = min(8, 2 * (os.cpu_count() or 1))
@@ -92,7 +92,7 @@ def run_check_command(args) -> int:
         raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
     recipe = session.recipe(args.reference)
     reference_model = session.reference_model(args.reference_model, threads=max(1, (os.cpu_count() or 1) // args.workers))
-    if "crop" in recipe.stages:  # built-in recipes and Composes: their input size is known now
+    if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
         reference_model.check_input(spec.reference.preprocess.input_shape)
     tolerances, tie_margin = session.tolerances(), session.tie_margin(args.tie_margin)
 

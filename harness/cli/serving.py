@@ -13,9 +13,10 @@ from rich.table import Table
 
 from harness.cli.common import add_repository_args, add_server_args, connect, console, spec_path
 from harness.client import PIPELINES
-from harness.errors import UsageError
+from harness.errors import ServerStopped, UsageError
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 from harness.spec import load_spec
+from harness.stage import Stage
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -83,7 +84,7 @@ def run_model_export(args) -> int:
         photos = sorted(DEFAULT_PHOTOS.iterdir()) if DEFAULT_PHOTOS.is_dir() else []
         console.print(f"wrote {fp16}")
         if photos:
-            inputs = np.stack([opencv.run(p.read_bytes(), spec.preprocess, ["input"])["input"] for p in photos])
+            inputs = np.stack([opencv.run(p.read_bytes(), spec.preprocess, [Stage.INPUT])[Stage.INPUT] for p in photos])
             c = compare_precision(path, fp16, inputs)
             console.print(f"fp16 vs fp32 on {c.images} photos (ONNX Runtime, CPU): top-1 agreement {c.top1_agreement:.1%}, "
                           f"logits max |diff| {c.max_abs_logit:.3g}, mean {c.mean_abs_logit:.3g}")
@@ -168,7 +169,7 @@ def _classify_everywhere(client, path: Path, pipelines: list[str], top_k: int) -
         try:
             cells.append(client.classify([data], name, top_k)[0])
         except ServerUnavailable as exc:
-            raise UsageError(f"the Triton server stopped answering at {path.name}: {exc}") from None
+            raise ServerStopped(client.url, path.name, str(exc)) from None
         except Exception as exc:
             cells.append(one_line(exc))
     return cells
