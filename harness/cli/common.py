@@ -61,10 +61,6 @@ def progress_bar(total: int, description: str):
         yield lambda status="": bar.update(task, advance=1, status=status)
 
 
-def spec_path(args: argparse.Namespace) -> Path:
-    return args.spec or args.repository / SPEC_FILENAME
-
-
 def session_of(args: argparse.Namespace) -> Session:
     """The :class:`~harness.session.Session` the repository, spec and server arguments describe."""
     return Session(args.repository, args.spec, getattr(args, "url", None), getattr(args, "protocol", "grpc"),

@@ -11,11 +11,10 @@ from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, connect, console, spec_path
+from harness.cli.common import add_repository_args, add_server_args, connect, console, session_of
 from harness.client import PIPELINES
 from harness.errors import ServerStopped, UsageError
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
-from harness.spec import load_spec
 from harness.stage import Stage
 
 
@@ -71,7 +70,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_model_export(args) -> int:
     from harness.model import export_default
 
-    spec = load_spec(spec_path(args))
+    spec = session_of(args).spec
     path = export_default(args.repository / "classifier", spec.preprocess.crop.size)
     console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
     if args.fp16:
@@ -95,7 +94,7 @@ def run_model_import(args) -> int:
     from harness.model import import_onnx, read_labels
     from harness.repository import set_class_count
 
-    spec = load_spec(spec_path(args))
+    spec = session_of(args).spec
     path = import_onnx(args.onnx, args.labels, args.repository / "classifier", spec.preprocess.crop.size)
     console.print(f"installed {args.onnx} as {path}")
     classes = len(read_labels(args.labels))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness.cli.common import add_repository_args, console, out, spec_path
+from harness.cli.common import add_repository_args, console, out, session_of
 from harness.errors import UsageError
 from harness.paths import BUILD_DIR
 
@@ -56,7 +56,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_train_command(args) -> int:
     from harness.accuracy import DatasetError
-    from harness.spec import load_spec
     from harness.training.config import TrainConfig
     from harness.training.data import load_training_set
 
@@ -67,7 +66,7 @@ def run_train_command(args) -> int:
         data = load_training_set(args.dataset)
     except (ValueError, DatasetError) as exc:
         raise UsageError(str(exc)) from None
-    spec = load_spec(spec_path(args))
+    spec = session_of(args).spec
     from harness.training.train import export, train
 
     def on_epoch(stats) -> None:
