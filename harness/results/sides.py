@@ -1,0 +1,80 @@
+"""Who played each side of a run, and with which spec: shared by every job's report."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping
+
+from harness.compare.tolerance import Tolerance
+
+Versions = Mapping[str, "str | None"]
+"""Package (and ``tritonserver``) -> version, None where not installed."""
+
+
+@dataclass(frozen=True)
+class ReferenceInfo:
+    """The training side: the recipe (as described to people) and the reference model."""
+
+    recipe: str
+    model: str
+    recipe_name: str | None = None
+    """The recipe's short name (opencv, torchvision, dali, or a custom one's)."""
+
+    def to_dict(self) -> dict:
+        out = {"recipe": self.recipe, "model": self.model}
+        if self.recipe_name is not None:
+            out["recipe_name"] = self.recipe_name
+        return out
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The server a run talked to: ``url`` as reported (``embedded server (...)`` for the
+    embedded one) and the protocol."""
+
+    url: str
+    protocol: str
+
+
+@dataclass(frozen=True)
+class DeployedInfo:
+    """The deployed path a check read: the production ensemble and the taps model."""
+
+    ensemble: str
+    taps_model: str
+    pipeline: str
+    server: ServerInfo
+
+    def to_dict(self) -> dict:
+        return {"ensemble": self.ensemble, "taps_model": self.taps_model, "pipeline": self.pipeline,
+                "url": self.server.url, "protocol": self.server.protocol}
+
+
+@dataclass(frozen=True)
+class SpecInfo:
+    """The spec a run read, and the tolerances it judged with."""
+
+    source: str
+    tolerances: Mapping[str, Tolerance]
+    deployed: Mapping | None = None
+    """The deployed preprocessing as a TOML-like table (None where not known)."""
+    reference: Mapping | None = None
+    """The reference preprocessing, with its ``recipe``."""
+
+    def to_dict(self) -> dict:
+        out: dict = {"source": self.source}
+        if self.deployed is not None:
+            out["deployed"] = dict(self.deployed)
+        if self.reference is not None:
+            out["reference"] = dict(self.reference)
+        out["tolerances"] = {str(k): dataclasses.asdict(v) for k, v in self.tolerances.items()}
+        return out
+
+    @staticmethod
+    def of(spec, tolerances: Mapping[str, Tolerance]) -> "SpecInfo":
+        """From a loaded :class:`harness.spec.Spec`."""
+        from harness.spec import to_table
+
+        return SpecInfo(spec.source, dict(tolerances), to_table(spec.preprocess),
+                        {"recipe": spec.reference.recipe, **to_table(spec.reference.preprocess)})
