@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from harness.stage import Stage
 
 
+DEFAULT_TIMEOUT = 120.0
+"""Seconds a request may take (``--timeout``)."""
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -82,7 +86,7 @@ class Session:
     spec_file: Path | None = None
     url: str | None = None
     protocol: str = "grpc"
-    timeout: float = 120.0
+    timeout: float = DEFAULT_TIMEOUT
     """Seconds per request."""
 
     @property

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.client import PIPELINES, PROTOCOLS, TritonClient
 from harness.paths import DEFAULT_REPOSITORY
-from harness.session import Session
+from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
 
 console = Console(stderr=True, highlight=False)
@@ -34,7 +34,7 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
                        help="host:port of a running Triton server; without it an embedded server "
                             "(cpu profile) is started on free loopback ports and stopped afterwards")
     group.add_argument("--protocol", choices=PROTOCOLS, default="grpc", help="default: %(default)s")
-    group.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default: %(default)s)")
+    group.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
 
 
 def add_reference_args(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +64,7 @@ def progress_bar(total: int, description: str):
 def session_of(args: argparse.Namespace) -> Session:
     """The :class:`~harness.session.Session` the repository, spec and server arguments describe."""
     return Session(args.repository, args.spec, getattr(args, "url", None), getattr(args, "protocol", "grpc"),
-                   getattr(args, "timeout", 120.0))
+                   getattr(args, "timeout", DEFAULT_TIMEOUT))
 
 
 @contextlib.contextmanager
