@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
-from harness.spec import SPEC_FILENAME, load_spec
+from harness.paths import PROJECT_ROOT
+from harness.session import Session
 from harness.training.data import load_training_set
 from harness.training.loader import TrainingLoader
 
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
-    p = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess
+    p = Session().spec.preprocess
     samples = load_training_set(args.dataset).train.samples
     loaders = {
         "deployed DALI (CPU decoder), harness loader": TrainingLoader(

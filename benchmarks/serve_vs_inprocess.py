@@ -17,11 +17,10 @@ from timing import measure
 
 from harness.client import TritonClient
 from harness.corpus import list_images
-from harness.model import ONNX_FILENAME, onnx_session
-from harness.paths import DEFAULT_PHOTOS, DEFAULT_REPOSITORY
+from harness.model import onnx_session
+from harness.paths import DEFAULT_PHOTOS
 from harness.preprocessing.dali_graph import CpuPipelineRunner
-from harness.session import embedded_server
-from harness.spec import SPEC_FILENAME, load_spec
+from harness.session import Session, embedded_server
 
 
 def main() -> None:
@@ -32,9 +31,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (default: %(default)s)")
     args = parser.parse_args()
 
-    spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess
+    setup = Session()  # the repository's own spec and model, as the commands read them
+    spec = setup.spec.preprocess
     images = [p.read_bytes() for p in list_images(DEFAULT_PHOTOS)]
-    session = onnx_session(DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME)
+    session = onnx_session(setup.onnx_path)
 
     def in_process_worker():
         runner = CpuPipelineRunner(spec, max_batch_size=1, num_threads=1)
@@ -46,7 +46,7 @@ def main() -> None:
         return classify
 
     rows = []
-    with embedded_server(DEFAULT_REPOSITORY, None) as server:
+    with embedded_server(setup.repository) as server:
         def served_worker():
             client = TritonClient(server.url(args.protocol), args.protocol)
             return lambda data: client.logits([data], "dali")

@@ -19,8 +19,8 @@ import platform
 import time
 from pathlib import Path
 
-from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY, PROJECT_ROOT
-from harness.spec import SPEC_FILENAME, load_spec
+from harness.paths import BUILD_DIR, PROJECT_ROOT
+from harness.session import Session
 from harness.training.data import load_training_set
 from harness.training.experiment import ExperimentConfig, render_table, run_experiment, runs_to_json
 
@@ -41,16 +41,16 @@ def main() -> None:
 
     config = ExperimentConfig(train_types=tuple(args.train_types), fractions=tuple(args.fractions),
                               seeds=tuple(args.seeds), epochs=args.epochs, last_block=args.last_block)
-    spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME)
+    setup = Session()  # the repository's own spec, as the commands read it
     data = load_training_set(args.dataset)
     start = time.perf_counter()
     work = BUILD_DIR / "training-experiment" / args.out.name  # models and repositories, one directory per run
-    runs = run_experiment(data, spec.preprocess, DEFAULT_REPOSITORY, work, config,
+    runs = run_experiment(data, setup.spec.preprocess, setup.repository, work, config,
                           log=lambda line: print(line, flush=True))
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "experiment.json").write_text(json.dumps({
-        "config": config.__dict__, "dataset": str(args.dataset), "spec": spec.source, "seconds": round(seconds, 1),
+        "config": config.__dict__, "dataset": str(args.dataset), "spec": setup.spec.source, "seconds": round(seconds, 1),
         "machine": f"{platform.machine()}, {platform.system()}", "runs": runs_to_json(runs)}, indent=1) + "\n")
     table = render_table(runs)
     (args.out / "table.md").write_text(table)
