@@ -1,4 +1,4 @@
-"""harness/results.py, the typed run model, and harness/stage.py: built from real small arrays, no server."""
+"""harness/results/, the typed run model, built from real small arrays: no server."""
 
 import json
 
@@ -6,11 +6,9 @@ import pytest
 
 from harness.compare.result import ImageResult
 from harness.compare.tolerance import Verdict
-from harness.errors import ERROR_STATUS, NothingCompared, ServerStopped, UsageError, exit_status_of
 from harness.report.data import json_safe
 from harness.results import RunComparison, SpecInfo
-from harness.spec import SpecError
-from harness.stage import ISOLATED_INPUT, STAGES, Stage
+from harness.stage import STAGES, Stage
 from tests.runs import TOLERANCES, check_report, result, summary
 
 CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "ties", "flips", "first_divergent_stage",
@@ -68,31 +66,6 @@ def test_a_run_comparison_keeps_the_fields_earlier_readers_used():
     assert data["reference"]["model"] == "onnx" and data["deployed"]["pipeline"] == "opencv"
     assert data["run"] == {"compared_runs": ["A", "B"], "side": "reference", "incomplete": False, "tie_margin": 0.5}
     assert not report.fails("close")
-
-
-def test_stage_names_are_one_enum():
-    assert [s.value for s in STAGES] == ["decode", "resize", "crop", "input", "output", "topk"]
-    assert Stage("crop") is Stage.CROP and Stage.CROP == "crop" and f"{Stage.CROP}" == "crop"
-    assert json.dumps({Stage.INPUT: Stage.OUTPUT}) == '{"input": "output"}'
-    assert Stage.RESIZE.is_image and not Stage.INPUT.is_image
-    assert all(ISOLATED_INPUT[s] is s.previous for s in ISOLATED_INPUT) and Stage.DECODE.previous is None
-    assert {"crop": 1}[Stage.CROP] == 1
-
-
-@pytest.mark.parametrize("error, status", [
-    (UsageError("no images"), ERROR_STATUS), (NothingCompared("none"), ERROR_STATUS),
-    (ServerStopped("127.0.0.1:1", "a.jpg", "timeout"), ERROR_STATUS), (SpecError("bad spec"), ERROR_STATUS),
-    (FileNotFoundError("x"), ERROR_STATUS), (KeyboardInterrupt(), ERROR_STATUS), (ValueError("a bug"), None),
-])
-def test_one_exit_status_policy(error, status):
-    assert exit_status_of(error) == status
-
-
-def test_a_stopped_server_says_where_and_what_now():
-    stopped = ServerStopped("127.0.0.1:1", "a.jpg", "deadline exceeded").then("3 images kept")
-    assert str(stopped) == "the Triton server at 127.0.0.1:1 stopped answering at image 'a.jpg': deadline exceeded. " \
-                           "3 images kept"
-    assert str(ServerStopped("h:1", None, "gone")) == "the Triton server at h:1 stopped answering: gone"
 
 
 def test_a_verdict_and_a_stage_are_typed_in_the_summary():
