@@ -54,6 +54,24 @@ def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
         assert all(g.kind == g.KIND_CPU for g in cpu[name].instance_group)
 
 
+def test_cpu_profile_differs_from_production_only_in_how_models_run(gpu, cpu):
+    """Backend, instances, threads and queue delay may differ; every other field of every
+    config (names, tensors, batch limits, ensemble steps, ragged inputs) is production's."""
+
+    def serving_fields_cleared(config):
+        config = type(config).FromString(config.SerializeToString())
+        for field in ("backend", "platform", "instance_group", "parameters"):
+            config.ClearField(field)
+        config.dynamic_batching.ClearField("max_queue_delay_microseconds")
+        return config
+
+    for name in EXPECTED_MODELS:
+        assert serving_fields_cleared(cpu[name]) == serving_fields_cleared(gpu[name]), name
+    # The replacements batch without waiting: on CPU a fuller batch is not cheaper per image.
+    assert cpu["classifier"].dynamic_batching.max_queue_delay_microseconds == 0
+    assert gpu["classifier"].dynamic_batching.max_queue_delay_microseconds > 0
+
+
 def test_ensembles_chain_preprocessing_into_the_classifier(gpu):
     for pipeline in PIPELINES.values():
         steps = gpu[pipeline.ensemble].ensemble_scheduling.step
