@@ -26,7 +26,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/python benchmarks/serve_vs_inprocess.py
+	$(BIN)/python benchmarks/roofline.py
 	$(BIN)/python benchmarks/check_scaling.py
 	$(BIN)/python benchmarks/diagnose_vs_check.py
 
