@@ -13,9 +13,9 @@ input     normalized model input, CHW float32           ``INPUT``
 """
 
 from harness.preprocessing.image_check import ImageError
+from harness.stage import PREPROCESS_STAGES, Stage
 
-PREPROCESS_STAGES = ("decode", "resize", "crop", "input")
-TAP_TENSORS = {"decode": "DECODED", "resize": "RESIZED", "crop": "CROPPED", "input": "INPUT"}
+TAP_TENSORS = {Stage.DECODE: "DECODED", Stage.RESIZE: "RESIZED", Stage.CROP: "CROPPED", Stage.INPUT: "INPUT"}
 """Stage name -> output tensor name of the preprocessing models."""
 
 __all__ = ["ImageError", "PREPROCESS_STAGES", "TAP_TENSORS"]
