@@ -2,7 +2,8 @@
 
 :class:`TritonServer` starts it on a model repository, waits until every model is ready,
 logs to a file, and stops it by its own PID (SIGTERM, waiting for the exit; SIGKILL only
-after a timeout). Use it as a context manager::
+after a timeout), or, should the process that started it die first, the kernel does. Use it
+as a context manager::
 
     with TritonServer(repo, http_port=8000) as server:
         client = tritonclient.http.InferenceServerClient(server.http_url)
@@ -188,7 +189,7 @@ class TritonServer:
         with self.log_file.open("wb") as log:
             self.process = subprocess.Popen(
                 self.command(install), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.environment(install), start_new_session=True,
+                env=self.environment(install), start_new_session=True, preexec_fn=_stop_with(os.getpid()),
             )
         try:
             self._wait_ready()
@@ -250,3 +251,24 @@ class TritonServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _stop_with(parent: int):
+    """The server's pre-exec step: the kernel sends it SIGTERM when its parent dies, even by
+    SIGKILL (a CI timeout, ``docker stop``), where no ``finally`` of ours runs: no server
+    outlives the process that started it. (Linux's PR_SET_PDEATHSIG follows the *thread*
+    that started the server: start it from a thread that lives as long as the server.)"""
+
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None).prctl  # looked up here: between fork and exec the child only calls it
+    pr_set_pdeathsig = 1
+
+    def pre_exec() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the prctl: nobody would stop us
+            os._exit(1)
+
+    return pre_exec

@@ -51,3 +51,44 @@ def test_a_model_that_fails_to_load_stops_startup_with_the_log(cpu_repository, t
         server.start()
     assert "failed to load 'classifier'" in str(err.value) and "labels.txt" in str(err.value)
     assert not server.is_running()
+
+
+def test_the_server_stops_when_the_process_that_started_it_is_killed(cpu_repository, tmp_path):
+    """A harness killed with SIGKILL (a CI timeout, docker stop) runs no cleanup of its own:
+    the kernel must stop its server, or it would keep serving, and holding its ports."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    starter = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from harness.server import TritonServer, free_port
+server = TritonServer({str(cpu_repository)!r}, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                      log_file={str(tmp_path / "triton.log")!r}, models=["preprocess_opencv"]).start()
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""], stdout=subprocess.PIPE, text=True)
+    server_pid = None
+    try:
+        server_pid = int(starter.stdout.readline())
+        os.kill(server_pid, 0)  # serving
+        starter.send_signal(signal.SIGKILL)
+        starter.wait(10)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                os.kill(server_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.25)
+        with pytest.raises(ProcessLookupError):
+            os.kill(server_pid, 0)
+    finally:
+        starter.kill()
+        if server_pid:
+            try:
+                os.killpg(server_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
