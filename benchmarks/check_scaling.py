@@ -26,7 +26,7 @@ import psutil
 
 from harness.corpus import list_images, make_variants
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
-from harness.session import embedded_server
+from harness.session import Session, embedded_server
 
 
 def child(argv: list[str]) -> None:
@@ -66,15 +66,11 @@ def run_check(images_dir: Path, url: str, report: Path, server: psutil.Process) 
 def baseline(images: list[Path], url: str) -> tuple[float, float]:
     """(server pipeline seconds, reference pipeline seconds), each run sequentially."""
     from harness.client import TritonClient
-    from harness.model import ONNX_FILENAME
-    from harness.reference import load_recipe
-    from harness.reference.model import load_reference_model
-    from harness.spec import SPEC_FILENAME, load_spec
 
     datas = [p.read_bytes() for p in images]
     client = TritonClient(url, "grpc")
-    recipe = load_recipe(load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME))
-    model = load_reference_model(DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME)
+    session = Session(DEFAULT_REPOSITORY)
+    recipe, model = session.recipe(), session.reference_model()
 
     def seconds(pipeline) -> float:
         for data in datas[:8]:  # warm-up: PyTorch's first calls are several times slower
