@@ -9,11 +9,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from harness.errors import ERROR_STATUS, CommandError, UsageError
 from harness.manifest import MANIFEST_PATH, ManifestError, load_manifest
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_KNOWN_ANSWERS = ROOT / "build" / "preflight"
-DEFAULT_REPOSITORY = ROOT / "model_repository"
+DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "preflight"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: every check passed; 1: one failed; 2: set-up error (manifest, server unreachable)."""
+    """0: every check passed; 1: one failed. A set-up error (manifest, server unreachable)
+    raises :class:`UsageError` (status 2, :mod:`harness.errors`)."""
     from contextlib import ExitStack
 
     from harness.client import TritonClient
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         manifest = load_manifest(args.manifest)
     except ManifestError as exc:
-        return _error(str(exc))
+        raise UsageError(str(exc)) from None
     with ExitStack() as stack:
         url, metrics_url = args.url, args.metrics_url
         if url and not metrics_url:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
         client = stack.enter_context(client_factory())
         if not client.is_ready():
-            return _error(f"Triton server at {url} ({args.protocol}) is not reachable or not ready")
+            raise UsageError(f"Triton server at {url} ({args.protocol}) is not reachable or not ready")
         if args.record:
             return _record(client, args)
         from harness.preflight import known_answers, passed, run_checks
@@ -88,10 +89,10 @@ def _record(client, args) -> int:
     from harness.preflight.known_answers import PHOTOS, record
     from harness.preprocessing.dali_graph import production_arguments
 
-    photos = [ROOT / "data" / "photos" / name for name in PHOTOS]
+    photos = [DEFAULT_PHOTOS / name for name in PHOTOS]
     missing = [str(p) for p in photos if not p.is_file()]
     if missing:
-        return _error(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
+        raise UsageError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
     path = record(client, photos, args.known_answers, production_arguments(args.repository))
     print(f"known answers of {len(photos)} photos recorded in {path.parent}")
     return 0
@@ -111,16 +112,15 @@ def format_rows(rows, manifest) -> str:
 def _tmpdir():
     import tempfile
 
-    (ROOT / "build").mkdir(exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix="preflight-", dir=ROOT / "build")
-
-
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+    BUILD_DIR.mkdir(exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix="preflight-", dir=BUILD_DIR)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m harness.preflight", description=__doc__)
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except CommandError as exc:  # the shared policy's status; no rich in the Triton image to print with
+        print(f"error: {exc}", file=sys.stderr)
+        return ERROR_STATUS
