@@ -6,7 +6,16 @@ import argparse
 import time
 from pathlib import Path
 
-from harness.cli.common import add_reference_args, add_repository_args, add_server_args, console, out, progress_bar, session_of
+from harness.cli.common import (
+    add_reference_args,
+    add_repository_args,
+    add_server_args,
+    add_tie_and_rejection_args,
+    console,
+    out,
+    progress_bar,
+    session_of,
+)
 from harness.client import PIPELINES
 from harness.errors import NothingCompared, ServerStopped, UsageError
 from harness.paths import REPORTS_DIR
@@ -46,12 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     group.add_argument("--fail-on", choices=("diverged", "tie"), default="diverged",
                        help="exit 1 on a top-1 change beyond the tie margin (diverged), or on any top-1 change, "
                             "ties included (tie) (default: %(default)s)")
-    group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
-                       help="a top-1 change is a tie when the reference's top-1 logit was ahead of the deployed "
-                            "top-1 by at most this much (default: the output tolerance's atol, 0.5 unless the "
-                            "spec's [tolerances.output] sets it)")
-    group.add_argument("--allow-rejected", action="store_true",
-                       help="an image rejected by one side only does not fail the run (default: it does)")
+    add_tie_and_rejection_args(group)
     add_server_args(accuracy)
     add_repository_args(accuracy)
     accuracy.set_defaults(run=run_accuracy_command)

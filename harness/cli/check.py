@@ -11,6 +11,7 @@ from harness.cli.common import (
     add_reference_args,
     add_repository_args,
     add_server_args,
+    add_tie_and_rejection_args,
     console,
     out,
     progress_bar,
@@ -66,13 +67,7 @@ FAIL_ON_HELP = ("exit 1 if any stage's verdict is this or worse: diverged; tie (
 def add_verdict_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("verdicts")
     group.add_argument("--fail-on", choices=FAIL_ON, default="diverged", help=FAIL_ON_HELP)
-    group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
-                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 logit was ahead "
-                            "of the deployed top-1 by at most this much (default: the output tolerance's atol, "
-                            "0.5 unless the spec's [tolerances.output] sets it)")
-    group.add_argument("--allow-rejected", action="store_true",
-                       help="an image rejected by one side only (the server cannot serve an image training "
-                            "processes, or the reverse) does not fail the run (default: it does)")
+    add_tie_and_rejection_args(group)
 
 
 def run_check_command(args) -> int:

@@ -45,6 +45,17 @@ def add_reference_args(parser: argparse.ArgumentParser) -> None:
                        help="auto: PyTorch for the default EfficientNet-Lite0, else the ONNX in ONNX Runtime")
 
 
+def add_tie_and_rejection_args(group) -> None:
+    """``--tie-margin`` and ``--allow-rejected``: what check, diagnose and accuracy let pass."""
+    group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
+                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 logit was ahead "
+                            "of the deployed top-1 by at most this much (default: the output tolerance's atol, "
+                            "0.5 unless the spec's [tolerances.output] sets it)")
+    group.add_argument("--allow-rejected", action="store_true",
+                       help="an image rejected by one side only (the server cannot serve an image training "
+                            "processes, or the reverse) does not fail the run (default: it does)")
+
+
 def add_images_args(parser: argparse.ArgumentParser, default_report: Path) -> None:
     """The images to run on, the deployed path, and where the report goes."""
     parser.add_argument("images", type=Path, help="directory of images (every file in it is an input)")

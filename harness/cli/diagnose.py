@@ -11,6 +11,7 @@ from harness.cli.common import (
     add_reference_args,
     add_repository_args,
     add_server_args,
+    add_tie_and_rejection_args,
     console,
     out,
     progress_bar,
@@ -39,11 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--write-spec", type=Path, default=None, metavar="FILE",
                    help="write the corrected reference spec (every cause applied to [reference]) to FILE; "
                         "`harness check --spec FILE` then compares against it")
-    p.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
-                   help="a top-1 change is a near tie, not a divergence, when the reference's top-1 logit was ahead "
-                        "of the deployed top-1 by at most this much (default: the output tolerance's atol, as check)")
-    p.add_argument("--allow-rejected", action="store_true",
-                   help="an image rejected by one side only does not make the exit status 1 (default: it does)")
+    add_tie_and_rejection_args(p.add_argument_group("verdicts"))
     add_server_args(p)
     add_repository_args(p)
     p.set_defaults(run=run_diagnose_command)
