@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from timing import server_cpu_seconds
 
 from harness.corpus import list_images, make_variants
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
@@ -49,18 +50,14 @@ class CheckRun:
     """CPU seconds of the server and its model processes meanwhile."""
 
 
-def cpu_seconds(process: psutil.Process) -> float:
-    return sum(sum(p.cpu_times()[:2]) for p in (process, *process.children(recursive=True)))
-
-
 def run_check(images_dir: Path, url: str, report: Path, server: psutil.Process) -> CheckRun:
     cmd = [sys.executable, __file__, "--child", "check", str(images_dir), "--url", url, "--report", str(report)]
-    before, server_before = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(server)
+    before, server_before = resource.getrusage(resource.RUSAGE_CHILDREN), sum(server_cpu_seconds(server).values())
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     _, status, peak, seconds = next(line for line in out.splitlines() if line.startswith("RESULT")).split()
     check_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return CheckRun(float(peak), float(seconds), check_cpu, cpu_seconds(server) - server_before)
+    return CheckRun(float(peak), float(seconds), check_cpu, sum(server_cpu_seconds(server).values()) - server_before)
 
 
 def baseline(images: list[Path], url: str) -> tuple[float, float]:

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import psutil
-from timing import measure
+from timing import measure, server_cpu_seconds
 
 from harness.client import TritonClient
 from harness.corpus import list_images
@@ -49,27 +49,10 @@ IN_PROCESS = "in-process validate + preprocess + model"
 SERVED = "served classify_dali (gRPC)"
 
 
-def process_name(process: psutil.Process) -> str:
-    """``tritonserver``, or the model a Python-backend stub serves (``.../<model>/1/model.py``)."""
-    cmdline = process.cmdline()
-    for arg in cmdline:
-        if arg.endswith("/model.py"):
-            return arg.split("/")[-3]
-    return os.path.basename(cmdline[0]) if cmdline else process.name()
-
-
 def cpu_seconds(server: psutil.Process) -> Counter:
     """CPU seconds so far of the server, each of its stubs (summed by model) and this process."""
-    seconds = Counter()
-    for process in (server, *server.children(recursive=True)):
-        try:
-            times = process.cpu_times()
-            seconds[process_name(process)] += times.user + times.system
-        except psutil.NoSuchProcess:
-            pass
     times = psutil.Process().cpu_times()
-    seconds[CLIENT] = times.user + times.system
-    return seconds
+    return server_cpu_seconds(server) + Counter({CLIENT: times.user + times.system})
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections import Counter
 from typing import Callable, Sequence
+
+import psutil
 
 
 def measure(workers: Sequence[Callable], items: Sequence, seconds: float) -> float:
@@ -29,3 +33,25 @@ def measure(workers: Sequence[Callable], items: Sequence, seconds: float) -> flo
     for t in threads:
         t.join()
     return sum(counts) / (time.perf_counter() - start)
+
+
+def process_name(process: psutil.Process) -> str:
+    """``tritonserver``, or the model a Python-backend stub serves (``.../<model>/1/model.py``)."""
+    cmdline = process.cmdline()
+    for arg in cmdline:
+        if arg.endswith("/model.py"):
+            return arg.split("/")[-3]
+    return os.path.basename(cmdline[0]) if cmdline else process.name()
+
+
+def server_cpu_seconds(server: psutil.Process) -> Counter:
+    """CPU seconds so far of a server and each of its stubs, summed by :func:`process_name`
+    (a stub that exits meanwhile is left out)."""
+    seconds = Counter()
+    for process in (server, *server.children(recursive=True)):
+        try:
+            times = process.cpu_times()
+            seconds[process_name(process)] += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return seconds
