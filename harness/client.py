@@ -113,6 +113,16 @@ class TritonClient:
         except Exception:  # connection refused, timeouts: not ready
             return False
 
+    def ready_models(self) -> list[str]:
+        """Names of the models the server has ready ([] if it cannot say)."""
+        try:
+            index = self._client.get_model_repository_index()
+        except Exception:  # informative only: the caller is already reporting a problem
+            return []
+        entries = index if isinstance(index, list) else [
+            {"name": m.name, "state": m.state} for m in index.models]
+        return sorted(e["name"] for e in entries if e.get("state") == "READY")
+
     def server_metadata(self) -> dict:
         """The server's name and version, or {} if it does not say (informative only)."""
         try:

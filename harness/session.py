@@ -23,6 +23,7 @@ from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 if TYPE_CHECKING:
     from harness.compare.tolerance import Tolerance
+    from harness.deployment import Deployment
     from harness.reference import Recipe
     from harness.reference.model import ReferenceModel
     from harness.server import TritonServer
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds a request may take (``--timeout``)."""
+PROBABILITY_ATOL = 0.02
+"""Output tolerance when the deployment answers probabilities: one-level input noise moves
+EfficientNet-Lite0's top-1 probability by about 0.01 (its logits by 0.1-0.25)."""
 
 
 def _stderr(message: str) -> None:
@@ -88,6 +92,8 @@ class Session:
     protocol: str = "grpc"
     timeout: float = DEFAULT_TIMEOUT
     """Seconds per request."""
+    labels: Path | None = None
+    """The class names of the user's model, one per line (None: the repository classifier's)."""
 
     @property
     def spec_path(self) -> Path:
@@ -111,7 +117,7 @@ class Session:
         """The classifier's class names, in output order."""
         from harness.model import LABELS_FILENAME, read_labels
 
-        return read_labels(self.repository / "classifier" / LABELS_FILENAME)
+        return read_labels(self.labels or self.repository / "classifier" / LABELS_FILENAME)
 
     def recipe(self, reference: str | None = None) -> "Recipe":
         """The training recipe: ``reference`` (built-in name or ``file.py:name``), default the spec's."""
@@ -125,10 +131,32 @@ class Session:
 
         return load_reference_model(self.onnx_path, choice, threads)
 
-    def tolerances(self) -> dict["Stage", "Tolerance"]:
-        from harness.compare.tolerance import tolerances_for
+    def deployment(self, client: TritonClient, pipeline: str = "dali", model: str | None = None,
+                   probe: bytes | None = None, output: str | None = None,
+                   stages: "dict[str, str] | None" = None) -> "Deployment":
+        """The deployed side a job reads: this repository's ``pipeline`` (its taps model), or
+        ``model``, any model or ensemble on the server, discovered from it with ``probe``
+        (an encoded image) to match its tensors to stages; ``output`` and ``stages`` override
+        what discovery finds. The found deployment is logged. Raises
+        :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
+        from harness.deployment import TapsDeployment, discover
 
-        return tolerances_for(self.spec.preprocess, self.spec.tolerances)
+        if model is None:
+            return TapsDeployment(pipeline, self.spec.preprocess)
+        if probe is None:
+            raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
+        return discover(client, model, probe, self.spec.reference.preprocess.crop.size, output, stages)
+
+    def tolerances(self, scores_kind: str = "logits") -> dict["Stage", "Tolerance"]:
+        """The spec's tolerances; for a deployment answering ``probabilities`` (compared with
+        the reference's softmax) the output's default is in probability units."""
+        from harness.compare.tolerance import Tolerance, tolerances_for
+        from harness.stage import Stage
+
+        tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
+        if scores_kind == "probabilities" and Stage.OUTPUT not in self.spec.tolerances:
+            tolerances[Stage.OUTPUT] = Tolerance(atol=PROBABILITY_ATOL)
+        return tolerances
 
     def tie_margin(self, given: float | None = None) -> float:
         """``given``, or by default the output tolerance (:func:`harness.compare.ties.default_tie_margin`);

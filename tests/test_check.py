@@ -12,6 +12,7 @@ from harness.check import ImageChecker, run_check
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
+from harness.deployment import DeployedSide, TapsDeployment
 from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.server import TritonServer, free_port
@@ -33,8 +34,8 @@ def reference_model(repository):
 
 def checker_for(server, spec, reference_model, pipeline="dali", reference=None, retries=3):
     url = server.grpc_url
-    return ImageChecker(lambda: TritonClient(url, "grpc"), pipeline, load_recipe(spec, reference), reference_model,
-                        spec.preprocess, tolerances_for(spec.preprocess, spec.tolerances), retries=retries)
+    side = DeployedSide(TapsDeployment(pipeline, spec.preprocess), lambda: TritonClient(url, "grpc"), retries)
+    return ImageChecker(side, load_recipe(spec, reference), reference_model, tolerances_for(spec.preprocess, spec.tolerances))
 
 
 @pytest.mark.parametrize("pipeline", ["dali", "opencv"])

@@ -3,25 +3,23 @@ each compared, and each deployed stage also run alone on the reference's previou
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from harness.client import InferenceError, ServerUnavailable, TritonClient
+from harness.client import InferenceError
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import Tolerance
-from harness.deployed import stage_runner
+from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
+from harness.model import softmax
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
-from harness.spec import Preprocess, SpecError
-from harness.stage import DEFAULT_TOP_K, ISOLATED_INPUT, Stage
+from harness.spec import SpecError
+from harness.stage import DEFAULT_TOP_K, Stage
 
 
 @dataclass
@@ -38,51 +36,22 @@ class ImageChecker:
 
     def __init__(
         self,
-        connect: Callable[[], TritonClient],
-        pipeline: str,
+        side: DeployedSide,
         recipe: Recipe,
         reference_model: ReferenceModel,
-        deployed: Preprocess,
         tolerances: dict[str, Tolerance],
         isolate: bool = True,
-        retries: int = 3,
         top_k: int = DEFAULT_TOP_K,
         tie_margin: float | None = None,
     ):
-        """``tie_margin``: a top-1 change within this many logits of the reference's margin
-        is a tie, not a divergence (default: the output tolerance, see harness.compare.ties)."""
-        self.connect, self.pipeline, self.recipe = connect, pipeline, recipe
-        self.reference_model, self.deployed, self.tolerances = reference_model, deployed, tolerances
-        self.isolate, self.retries, self.top_k = isolate, retries, top_k
+        """``side``: the deployed side (its deployment and request policy). ``tie_margin``: a
+        top-1 change within this many logits of the reference's margin is a tie, not a
+        divergence (default: the output tolerance, see harness.compare.ties)."""
+        self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
+        self.isolate, self.top_k = isolate, top_k
         self.tie_margin = default_tie_margin(tolerances) if tie_margin is None else tie_margin
-        self._local = threading.local()
-
-    # -- per-thread resources ------------------------------------------------------------
-    def _client(self) -> TritonClient:
-        if getattr(self._local, "client", None) is None:
-            self._local.client = self.connect()
-        return self._local.client
-
-    def _runner(self):
-        if getattr(self._local, "runner", None) is None:
-            self._local.runner = stage_runner(self.pipeline, self.deployed)
-        return self._local.runner
-
-    def _call(self, image: str, request: Callable[[TritonClient], np.ndarray]):
-        """A server request, retried with back-off while the server does not answer."""
-        for attempt in range(self.retries + 1):
-            try:
-                return request(self._client())
-            except ServerUnavailable as exc:
-                url = self._url()
-                self._local.client = None  # reconnect on the next attempt
-                if attempt == self.retries:
-                    raise ServerStopped(url, image, str(exc)) from None
-                time.sleep(0.5 * 2 ** attempt)
-
-    def _url(self) -> str:
-        client = getattr(self._local, "client", None)
-        return client.url if client else "(server)"
+        self.probabilities = side.deployment.scores_kind == "probabilities"
+        """The deployment answers probabilities: the reference's logits are compared as their softmax."""
 
     # -- one image -----------------------------------------------------------------------
     def check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
@@ -114,16 +83,12 @@ class ImageChecker:
             problem = self._input_problem(tensors.reference[Stage.INPUT])
             if problem:
                 return ImageResult(name, error=problem), None
-            tensors.reference[Stage.OUTPUT] = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
-        for attempt in range(2):
-            # Once more on a rejection: Triton may batch this request with another image's,
-            # and one undecodable image fails its whole DALI batch.
-            try:
-                tensors.deployed = self._call(name, lambda c: c.deployed(data, self.pipeline))
-                deployed_error = None
-                break
-            except InferenceError as exc:
-                deployed_error = one_line(exc)
+            logits = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
+            tensors.reference[Stage.OUTPUT] = softmax(logits) if self.probabilities else logits
+        try:
+            tensors.deployed = self.side.read(name, data)
+        except InferenceError as exc:
+            deployed_error = one_line(exc)
         if reference_error and deployed_error:
             return ImageResult(name, error=f"reference: {reference_error}; deployed: {deployed_error}"), None
         if reference_error:
@@ -145,8 +110,7 @@ class ImageChecker:
         return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:
-        runner = self._runner()
-        for stage, previous in ISOLATED_INPUT.items():
+        for stage, previous in self.side.deployment.isolates.items():
             if stage in t.reference and previous in t.reference:
-                t.isolated[stage] = runner.run(stage, t.reference[previous])
-        t.isolated[Stage.OUTPUT] = self._call(name, lambda c: c.classifier_logits(t.reference[Stage.INPUT][None]))[0]
+                alone = self.side.isolate(name, stage, t.reference[previous])
+                t.isolated[stage] = softmax(alone) if stage is Stage.OUTPUT and self.probabilities else alone

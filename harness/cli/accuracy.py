@@ -43,7 +43,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
                                "(file paths relative to the CSV; every image of DATASET needs a row)")
-    add_reference_args(accuracy)
+    add_reference_args(accuracy, class_names_option="--class-names")
     accuracy.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=list(PIPELINES),
                           help="deployed paths to score (default: %(default)s)")
     accuracy.add_argument("--batch-size", type=int, default=8,

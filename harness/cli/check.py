@@ -13,8 +13,10 @@ from harness.cli.common import (
     add_server_args,
     add_tie_and_rejection_args,
     console,
+    deployment_of,
     out,
     progress_bar,
+    require_reference_model,
     session_of,
 )
 from harness.client import PIPELINES
@@ -73,6 +75,7 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
 def run_check_command(args) -> int:
     from harness.check import ImageChecker, run_check
     from harness.corpus import list_images
+    from harness.deployment import DeployedSide
     from harness.report import versions, write_reports
     from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo
 
@@ -85,27 +88,33 @@ def run_check_command(args) -> int:
         raise UsageError(f"--resume: no earlier run in {args.report}")
     if args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
+    if args.model:
+        require_reference_model(args, [args.model])
     recipe = session.recipe(args.reference)
     reference_model = session.reference_model(args.reference_model, threads=max(1, (os.cpu_count() or 1) // args.workers))
     if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
         reference_model.check_input(spec.reference.preprocess.input_shape)
-    tolerances, tie_margin = session.tolerances(), session.tie_margin(args.tie_margin)
+    tie_margin = session.tie_margin(args.tie_margin)
 
     with session.connect(log=console.print) as client:
         server_metadata = client.server_metadata()
-        checker = ImageChecker(session.client_factory(client), args.pipeline, recipe, reference_model,
-                               spec.preprocess, tolerances, args.isolate, args.retries, args.top_k, tie_margin)
-        with progress_bar(len(images), f"checking {args.pipeline}") as advance:
+        deployment = deployment_of(args, session, client, images)
+        tolerances = session.tolerances(deployment.scores_kind)
+        side = DeployedSide(deployment, session.client_factory(client), args.retries)
+        checker = ImageChecker(side, recipe, reference_model, tolerances, args.isolate, args.top_k, tie_margin)
+        with progress_bar(len(images), f"checking {deployment.label}") as advance:
             outcome = run_check(images, checker, args.report, args.resume, args.save_tensors, args.workers,
                                 on_result=lambda r: advance(r.image))
         server = ServerInfo(session.server_label(client), client.protocol)
 
     stopped = outcome.stopped
-    path = PIPELINES[args.pipeline]
+    notes = () if args.model is None or args.model not in {p.ensemble for p in PIPELINES.values()} else (
+        f"{args.model} is this repository's own ensemble: --pipeline reads every preprocessing stage from its taps "
+        "model, a richer view than its steps give",)
     report = CheckReport(
         summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
         reference=ReferenceInfo(recipe.describe(), reference_model.name),
-        deployed=DeployedInfo(path.ensemble, path.taps_model, args.pipeline, server),
+        deployed=DeployedInfo.of(deployment, server, notes),
         run=CheckRun(round(outcome.seconds, 2), tie_margin, args.fail_on, args.isolate, args.top_k,
                      args.allow_rejected, str(stopped) if stopped else None))
     summary = report.summary

@@ -37,12 +37,39 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
 
 
-def add_reference_args(parser: argparse.ArgumentParser) -> None:
+def add_reference_args(parser: argparse.ArgumentParser, class_names_option: str = "--labels") -> None:
+    """The training side; ``class_names_option`` names the class-names file's option (accuracy's
+    ``--labels`` labels the images)."""
     group = parser.add_argument_group("reference (training side)")
     group.add_argument("--reference", default=None, metavar="NAME|FILE.py:NAME",
                        help="opencv, torchvision, or your own Compose/callable (default: the spec's [reference] recipe)")
-    group.add_argument("--reference-model", choices=("auto", "torch", "onnx"), default="auto",
-                       help="auto: PyTorch for the default EfficientNet-Lite0, else the ONNX in ONNX Runtime")
+    group.add_argument("--reference-model", default="auto", metavar="auto|torch|onnx|PATH",
+                       help="the trained model: your own as an ONNX file (ONNX Runtime) or a TorchScript file "
+                            "(PyTorch), needed with --model; or how to run the repository's classifier: auto "
+                            "(PyTorch for the default EfficientNet-Lite0, else its ONNX), torch, onnx (default: auto)")
+    group.add_argument(class_names_option, dest="class_names", type=Path, default=None, metavar="FILE",
+                       help="class names of your model, one per line in output order (default: the repository's)")
+
+
+def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    """Which deployed model a command reads: this repository's ``--pipeline``, or ``--model``."""
+    group = parser.add_argument_group("deployment")
+    if several:
+        group.add_argument("--model", action="append", default=None, metavar="NAME",
+                           help="a model or ensemble on the server at --url (repeat for several); the harness "
+                                "reads its config and finds how to send images and which output holds the scores")
+    else:
+        group.add_argument("--pipeline", choices=PIPELINES, default="dali",
+                           help="this repository's ensemble classify_PIPELINE with its taps model (default: %(default)s)")
+        group.add_argument("--model", default=None, metavar="NAME",
+                           help="any model or ensemble on the server at --url instead of --pipeline: discovered from "
+                                "its config, an ensemble replayed step by step, each step output matched to a stage")
+        group.add_argument("--stage", action="append", default=None, metavar="STEP=STAGE",
+                           help="with --model: compare step model STEP's output (or STEP.TENSOR) as STAGE (decode, "
+                                "resize, crop, input, output, or none), overriding the mapping found; repeatable")
+    group.add_argument("--output", default=None, metavar="NAME",
+                       help="with --model: the output holding the class scores (default: the one FP32 [classes] "
+                            "output, logits preferred)")
 
 
 def add_tie_and_rejection_args(group) -> None:
@@ -57,10 +84,61 @@ def add_tie_and_rejection_args(group) -> None:
 
 
 def add_images_args(parser: argparse.ArgumentParser, default_report: Path) -> None:
-    """The images to run on, the deployed path, and where the report goes."""
+    """The images to run on, the deployed side, and where the report goes."""
     parser.add_argument("images", type=Path, help="directory of images (every file in it is an input)")
-    parser.add_argument("--pipeline", choices=PIPELINES, default="dali", help="deployed path (default: %(default)s)")
+    add_deployment_args(parser)
     parser.add_argument("--report", type=Path, default=default_report, help="report directory (default: %(default)s)")
+
+
+PROBE_IMAGES = 5
+"""Images tried, in order, as the probe that discovery runs through a ``--model``."""
+
+
+def deployment_of(args: argparse.Namespace, session: Session, client: TritonClient, images: list[Path],
+                  model: str | None = None):
+    """The deployed side ``--pipeline``/``--model`` name (``model`` overrides ``--model``),
+    printed as found. A ``--model`` is probed with the first of ``images`` it accepts."""
+    from harness.deployment import DeploymentError
+    from harness.deployment.mapping import parse_overrides
+    from harness.errors import UsageError
+
+    model = model or (args.model if isinstance(getattr(args, "model", None), str) else None)
+    if model is None:
+        return session.deployment(client, args.pipeline)
+    try:
+        overrides = parse_overrides(getattr(args, "stage", None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    problems = []
+    for path in images[:PROBE_IMAGES]:
+        try:
+            probe = path.read_bytes()
+        except OSError as exc:
+            problems.append(f"{path.name}: {exc.strerror or exc}")
+            continue
+        try:
+            deployment = session.deployment(client, model=model, probe=probe, output=args.output, stages=dict(overrides))
+        except DeploymentError as exc:
+            if "rejected the probe image" not in str(exc):
+                raise
+            problems.append(f"{path.name}: {exc}")
+            continue
+        for line in deployment.describe():
+            console.print(line)
+        return deployment
+    raise UsageError(f"--model {model}: none of the first {len(problems)} images could probe it ({'; '.join(problems)})")
+
+
+def require_reference_model(args: argparse.Namespace, models: list[str]) -> None:
+    """A deployment other than this repository's needs the user's trained model to compare with."""
+    from harness.errors import UsageError
+    from harness.reference.model import CHOICES
+
+    foreign = [m for m in models if m not in {p.ensemble for p in PIPELINES.values()}]
+    if foreign and args.reference_model in CHOICES:
+        raise UsageError(f"--model {foreign[0]} is not this repository's ensemble: give the model it was trained as "
+                         "with --reference-model PATH (an ONNX or TorchScript file), so the harness can compare "
+                         "what training predicts")
 
 
 @contextlib.contextmanager
@@ -75,7 +153,7 @@ def progress_bar(total: int, description: str):
 def session_of(args: argparse.Namespace) -> Session:
     """The :class:`~harness.session.Session` the repository, spec and server arguments describe."""
     return Session(args.repository, args.spec, getattr(args, "url", None), getattr(args, "protocol", "grpc"),
-                   getattr(args, "timeout", DEFAULT_TIMEOUT))
+                   getattr(args, "timeout", DEFAULT_TIMEOUT), getattr(args, "class_names", None))
 
 
 @contextlib.contextmanager

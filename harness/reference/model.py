@@ -55,17 +55,71 @@ class OnnxModel(ReferenceModel):
 
         self.name = f"onnxruntime ({onnx_path.name})"
         self.session = onnx_session(onnx_path, threads or 0)
+        outputs = [o.name for o in self.session.get_outputs()]
+        self._output = LOGITS if LOGITS in outputs else outputs[0]  # a user's model may name it otherwise
+        self._input = self.session.get_inputs()[0].name
 
     def logits(self, batch):
-        return self.session.run([LOGITS], {self.session.get_inputs()[0].name: np.ascontiguousarray(batch, np.float32)})[0]
+        return self.session.run([self._output], {self._input: np.ascontiguousarray(batch, np.float32)})[0]
+
+
+class TorchScriptModel(ReferenceModel):
+    """A user's TorchScript file (``torch.jit.save``), run on the CPU: its first output is the logits."""
+
+    def __init__(self, path: Path, threads: int | None = None):
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        try:
+            self.module = torch.jit.load(str(path), map_location="cpu").eval()
+        except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError of many kinds
+            raise SpecError(f"{path} is not a TorchScript file torch can load: {str(exc).strip().splitlines()[0]}") from None
+        self.name = f"torchscript ({path.name})"
+
+    def logits(self, batch):
+        import torch
+
+        with torch.inference_mode():
+            out = self.module(torch.from_numpy(np.ascontiguousarray(batch, np.float32)))
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        return out.float().numpy()
+
+
+CHOICES = ("auto", "torch", "onnx")
+"""``--reference-model`` values that name how to run the repository's classifier (else a file)."""
+ONNX_SUFFIXES = (".onnx",)
 
 
 def load_reference_model(onnx_path: Path, choice: str = "auto", threads: int | None = None) -> ReferenceModel:
     """``auto``: PyTorch when the ONNX is the default EfficientNet-Lite0 export, else the
-    ONNX itself in ONNX Runtime (all we have of a user's model); or force ``torch``/``onnx``.
-    ``threads``: intra-op threads per call (default: the library's); with several images in
-    flight, one each is faster than oversubscribing the cores."""
+    ONNX itself in ONNX Runtime (all we have of a user's model); or force ``torch``/``onnx``;
+    or ``choice`` is the path of the user's own trained model: an ONNX file (ONNX Runtime)
+    or a TorchScript file (PyTorch). ``threads``: intra-op threads per call (default: the
+    library's); with several images in flight, one each is faster than oversubscribing the cores."""
+    if choice not in CHOICES:
+        return load_model_file(Path(choice), threads)
     model = TorchModel(threads=threads) if choice == "torch" or (
         choice == "auto" and model_tag(onnx_path) == DEFAULT_MODEL_TAG) else OnnxModel(onnx_path, threads=threads)
     model.input_shape = tuple(onnx_signature(onnx_path)[0][0].shape[1:])
+    return model
+
+
+def load_model_file(path: Path, threads: int | None = None) -> ReferenceModel:
+    """The user's trained model from a file: ``.onnx`` in ONNX Runtime, anything else as TorchScript."""
+    if not path.is_file():
+        raise SpecError(f"--reference-model {path}: no such file (or one of {', '.join(CHOICES)})")
+    if path.suffix.lower() not in ONNX_SUFFIXES:
+        return TorchScriptModel(path, threads)
+    from harness.model import ModelError
+
+    try:
+        model = OnnxModel(path, threads=threads)
+        inputs = onnx_signature(path)[0]
+    except ModelError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own types for a bad file
+        raise SpecError(f"{path} is not an ONNX model ONNX Runtime can load: {str(exc).strip().splitlines()[0]}") from None
+    shape = tuple(inputs[0].shape[1:])
+    model.input_shape = shape if all(isinstance(d, int) for d in shape) else None
     return model

@@ -115,6 +115,8 @@ def render_markdown(report: StageReport) -> str:
     top = topk_line(report)
     if top:
         lines += ["", top]
+    if report.found():
+        lines += ["", "Deployment found on the server:", "", "```", *report.found(), "```"]
     why = [(s.stage, s.why) for s in summary.stages if s.why]
     if why:
         lines += ["", "## Where the error comes from", ""]

@@ -45,6 +45,10 @@ class StageReport:
     def fails(self, fail_on: str = "diverged", allow_rejected: bool = False) -> bool:
         return self.summary.fails(fail_on, allow_rejected)
 
+    def found(self) -> tuple[str, ...]:
+        """Lines on how the deployed side was found on the server, if it was discovered."""
+        return ()
+
     def to_dict(self) -> dict:
         raise NotImplementedError
 
@@ -81,8 +85,13 @@ class CheckReport(StageReport):
 
     def sides(self) -> list[str]:
         d = self.deployed
+        source = f"stages from `{d.taps_model}`" if d.taps_model else "discovered from the server"
         return [f"Reference: {self.reference.recipe}; model: {self.reference.model}",
-                f"Deployed: `{d.ensemble}` at {d.server.url} ({d.server.protocol}), stages from `{d.taps_model}`"]
+                f"Deployed: `{d.ensemble}` at {d.server.url} ({d.server.protocol}), {source}"]
+
+    def found(self) -> tuple[str, ...]:
+        """What discovery found on the server (empty for this repository's own pipelines)."""
+        return self.deployed.found if self.deployed.taps_model is None else ()
 
     @property
     def tie_margin(self) -> float:

@@ -39,16 +39,33 @@ class ServerInfo:
 
 @dataclass(frozen=True)
 class DeployedInfo:
-    """The deployed path a check read: the production ensemble and the taps model."""
+    """The deployed path a check read: the production model (an ensemble, usually), the taps
+    model where this repository's is used, and what was found on the server."""
 
     ensemble: str
-    taps_model: str
+    taps_model: str | None
     pipeline: str
+    """This repository's pipeline (dali, opencv), or the model's name."""
     server: ServerInfo
+    found: tuple[str, ...] = ()
+    """What discovery found, one line each (the stage mapping, the step-by-step replay)."""
+    deployment: Mapping | None = None
+    """The deployment as :meth:`harness.deployment.Deployment.to_dict` gives it."""
+
+    @staticmethod
+    def of(deployment, server: ServerInfo, notes: tuple[str, ...] = ()) -> "DeployedInfo":
+        """From a :class:`harness.deployment.Deployment` after the run (its replay counted)."""
+        replay = getattr(deployment, "replay", None)
+        found = (*deployment.describe(), *([replay.describe()] if replay else []), *notes)
+        return DeployedInfo(deployment.model, getattr(deployment, "taps_model", None), deployment.label, server,
+                            found, deployment.to_dict())
 
     def to_dict(self) -> dict:
-        return {"ensemble": self.ensemble, "taps_model": self.taps_model, "pipeline": self.pipeline,
-                "url": self.server.url, "protocol": self.server.protocol}
+        out = {"ensemble": self.ensemble, "taps_model": self.taps_model, "pipeline": self.pipeline,
+               "url": self.server.url, "protocol": self.server.protocol}
+        if self.deployment is not None:
+            out["deployment"] = {**self.deployment, "found": list(self.found)}
+        return out
 
 
 @dataclass(frozen=True)

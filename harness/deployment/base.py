@@ -1,0 +1,109 @@
+"""The deployed side a job is given: :class:`Deployment`, one base class with a few hooks.
+
+A deployment knows which model serves the production answer, how an encoded file is sent
+to it, which stages it exposes and how to read them; every method takes the client to use
+(one per worker thread: see :class:`~harness.deployment.side.DeployedSide`). Kinds:
+
+- :class:`~harness.deployment.taps.TapsDeployment`: this repository's ensembles, every
+  preprocessing stage read from the taps model (the richest view);
+- :class:`~harness.deployment.stepwise.StepwiseDeployment`: any ensemble, replayed step by
+  step, each step output matched to a stage;
+- :class:`~harness.deployment.stepwise.ModelDeployment`: a single model: its scores only.
+
+A new kind (say, a client-side preprocessing function sending raw tensors) is one subclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from harness.deployment.discovery import IMAGE_KINDS, TensorInfo
+from harness.stage import Stage
+
+if TYPE_CHECKING:
+    from harness.client import TritonClient
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """How encoded files go into a model: the input tensor, and whether requests are batched."""
+
+    model: str
+    tensor: TensorInfo
+    batched: bool
+
+    @property
+    def kind(self) -> str:
+        """``ragged uint8`` or ``bytes`` (:data:`~harness.deployment.discovery.IMAGE_KINDS`)."""
+        return IMAGE_KINDS[self.tensor.data_type]
+
+    @property
+    def max_images(self) -> int | None:
+        """Images one request may carry (None: as many as the server batches)."""
+        return None if self.batched else 1
+
+    def inputs(self, images: Sequence[bytes]) -> dict[str, np.ndarray]:
+        """The request's inputs for ``images`` (one, unless batched)."""
+        if not self.batched and len(images) != 1:
+            raise ValueError(f"{self.model} is not batched: one image per request, got {len(images)}")
+        if self.kind == "bytes":
+            array = np.array([[bytes(b)] for b in images], dtype=np.object_)
+        else:
+            from harness.client import pack_images
+
+            array = pack_images(images)
+        return {self.tensor.name: array if self.batched else array[0]}
+
+    def describe(self) -> str:
+        batching = "batched" if self.batched else "one image per request"
+        return f"{self.tensor.describe()} ({self.kind}, {batching})"
+
+
+class Deployment:
+    """Base class; subclasses set the attributes and implement :meth:`read`."""
+
+    model: str
+    """The model whose answer is the production answer (an ensemble, usually)."""
+    label: str
+    """How reports name this side (the pipeline, or the model)."""
+    request: ImageRequest
+    scores_output: str
+    scores_kind: str = "logits"
+    """``logits`` or ``probabilities``: what the deployed output holds, so what is compared."""
+    stages: tuple[Stage, ...] = ()
+    """The stages :meth:`read` returns, in pipeline order (``output`` always)."""
+    isolates: dict[Stage, Stage] = {}
+    """Stage -> the reference stage that stage can be run alone on (:meth:`isolate`)."""
+
+    def describe(self) -> list[str]:
+        """What was found, one line each, for people (printed before a run, kept in reports)."""
+        return [f"model {self.model}: image input {self.request.describe()}, scores {self.scores_output} "
+                f"({self.scores_kind})", f"stages exposed: {', '.join(self.stages)}"]
+
+    def to_dict(self) -> dict:
+        return {"kind": type(self).__name__, "model": self.model, "label": self.label,
+                "image_input": self.request.describe(), "scores": self.scores_output, "scores_kind": self.scores_kind,
+                "stages": [str(s) for s in self.stages], "isolates": [str(s) for s in self.isolates],
+                "found": self.describe()}
+
+    # -- hooks ---------------------------------------------------------------------------
+    def read(self, client: "TritonClient", data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
+        """Every exposed stage of one image (``output``: the production model's scores);
+        ``image`` names it in what the deployment records about the run."""
+        raise NotImplementedError
+
+    def isolate(self, client: "TritonClient", stage: Stage, previous: np.ndarray) -> np.ndarray:
+        """``stage`` of the deployment run alone on the reference's ``isolates[stage]``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run {stage} alone")
+
+    # -- shared --------------------------------------------------------------------------
+    def scores(self, client: "TritonClient", images: Sequence[bytes]) -> np.ndarray:
+        """[images, classes] production scores; unbatched models get one request per image."""
+        step = self.request.max_images or len(images)
+        rows = [client.infer(self.model, self.request.inputs(images[i:i + step]), [self.scores_output])[self.scores_output]
+                for i in range(0, len(images), step)]
+        return np.concatenate([np.asarray(r, np.float32).reshape(-1 if self.request.batched else 1, r.shape[-1])
+                               for r in rows])

@@ -1,0 +1,55 @@
+"""This repository's own ensembles: every preprocessing stage from the taps model.
+
+The DALI backend cannot return a stage that no later operator consumes from the production
+model, so the repository serves the same graph a second time returning every stage
+(``preprocess_dali_taps``); the OpenCV model returns the stages asked for. The output is
+the production ensemble's own. Isolation runs the same library's stage code in-process on
+the reference's previous stage (the DALI graph pieces on the CPU, or the OpenCV functions),
+and the classifier on the reference's model input through the server.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from harness.client import CLASSIFIER, IMAGE, LOGITS, PIPELINES, Pipeline, TritonClient
+from harness.deployed import stage_runner
+from harness.deployment.base import Deployment, ImageRequest
+from harness.deployment.discovery import TensorInfo
+from harness.spec import Preprocess
+from harness.stage import ISOLATED_INPUT, TENSOR_STAGES, Stage
+
+
+class TapsDeployment(Deployment):
+    """``--pipeline dali|opencv``: the production ensemble and its taps model."""
+
+    stages = TENSOR_STAGES
+    isolates = {**ISOLATED_INPUT, Stage.OUTPUT: Stage.INPUT}
+
+    def __init__(self, pipeline: str, preprocess: Preprocess):
+        """``preprocess``: the deployed spec, which the in-process isolation runners read."""
+        self.pipeline: Pipeline = PIPELINES[pipeline]
+        self.model, self.label, self.taps_model = self.pipeline.ensemble, pipeline, self.pipeline.taps_model
+        self.request = ImageRequest(self.model, TensorInfo(IMAGE, "TYPE_UINT8", (-1,)), batched=True)
+        self.scores_output = LOGITS
+        self.preprocess = preprocess
+        self._local = threading.local()
+
+    def describe(self) -> list[str]:
+        return [*super().describe(), f"stages read from the taps model {self.taps_model}; isolation in-process "
+                                     f"({self.pipeline.name}) and through {CLASSIFIER}"]
+
+    def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
+        return client.deployed(data, self.pipeline.name)
+
+    def isolate(self, client: TritonClient, stage: Stage, previous: np.ndarray) -> np.ndarray:
+        if stage is Stage.OUTPUT:
+            return client.classifier_logits(previous[None])[0]
+        if getattr(self._local, "runner", None) is None:  # DALI pipelines are not thread-safe: one per thread
+            self._local.runner = stage_runner(self.pipeline.name, self.preprocess)
+        return self._local.runner.run(stage, previous)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "taps_model": self.taps_model, "pipeline": self.pipeline.name}
