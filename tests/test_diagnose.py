@@ -10,13 +10,16 @@ import pytest
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
+from harness.deployment import DeployedSide, TapsDeployment
+from harness.deployment.side import RETRIES
 from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose, resolve_auto
 from harness.diagnose.deployed import fetch_deployed
 from harness.errors import ServerStopped
+from harness.paths import DEFAULT_REPOSITORY
 from harness.reference import BUILT_IN
 from harness.reference.model import OnnxModel, TorchModel
 from harness.server import TritonServer, free_port
-from harness.spec import load_spec, with_overrides
+from harness.spec import SPEC_FILENAME, load_spec, with_overrides
 from tests.conftest import copy_photos
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "rocket.jpg", "grace_hopper.jpg",
@@ -43,9 +46,15 @@ COMBINATIONS = {  # spec in specs/planted -> its planted causes
 DEPLOYED_SPEC = "model_repository/preprocessing.toml"
 
 
+def dali_side(url: str, retries: int = RETRIES) -> DeployedSide:
+    """The repository's DALI pipeline through its taps model, as the diagnose command reads it."""
+    return DeployedSide(TapsDeployment("dali", load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess),
+                        lambda: TritonClient(url, "grpc"), retries)
+
+
 @pytest.fixture(scope="module")
 def deployed(server, photos_dir):
-    return fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), [photos_dir / n for n in PHOTOS], "dali")
+    return fetch_deployed(dali_side(server.grpc_url), [photos_dir / n for n in PHOTOS])
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +211,7 @@ def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tm
     copy_photos(photos_dir, PHOTOS[:2], tmp_path)
     reference = BUILT_IN["opencv"](spec.reference.preprocess)
     vanished = tmp_path / "vanished.jpg"  # listed, then gone before it is read
-    got = fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), [*list_images(tmp_path), vanished], "dali",
-                         reference)
+    got = fetch_deployed(dali_side(server.grpc_url), [*list_images(tmp_path), vanished], reference)
     assert sorted(got.names) == sorted(PHOTOS[:2])
     failed = {f.image: f for f in got.failed}
     assert failed["bad.jpg"].outcome == "failed"  # neither side reads it
@@ -222,8 +230,8 @@ def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repositor
 
     try:
         with pytest.raises(ServerStopped, match="stopped answering at image") as stopped:
-            fetch_deployed(lambda: TritonClient(server.grpc_url, "grpc"), list_images(photos_dir)[:12], "dali",
-                           workers=1, retries=1, on_image=stop_after_two)
+            fetch_deployed(dali_side(server.grpc_url, retries=1), list_images(photos_dir)[:12], workers=1,
+                           on_image=stop_after_two)
     finally:
         server.stop()
     assert server.grpc_url in str(stopped.value)

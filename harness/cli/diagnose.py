@@ -13,11 +13,12 @@ from harness.cli.common import (
     add_server_args,
     add_tie_and_rejection_args,
     console,
+    deployment_of,
     out,
     progress_bar,
+    require_reference_model,
     session_of,
 )
-from harness.client import PIPELINES
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
 from harness.paths import REPORTS_DIR
 
@@ -48,13 +49,14 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_diagnose_command(args) -> int:
     from harness.corpus import list_images
+    from harness.deployment import DeployedSide
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose, fetch_deployed, reference_toml
-    from harness.diagnose.advice import reference_table
+    from harness.diagnose.advice import fingerprint, reference_table
     from harness.reference import BUILT_IN
-    from harness.reference.model import TorchModel
+    from harness.reference.model import CHOICES, TorchModel
     from harness.report.data import versions
     from harness.report.diagnosis import CombinedChange, DiagnosisReport, write_diagnosis
-    from harness.results import ReferenceInfo, ServerInfo
+    from harness.results import DeployedInfo, ReferenceInfo, ServerInfo
     from harness.spec import SPEC_FILENAME, SpecError
 
     started = time.perf_counter()
@@ -67,6 +69,8 @@ def run_diagnose_command(args) -> int:
     images = list_images(args.images)
     if not images:
         raise UsageError(f"no images in {args.images}")
+    if args.model:
+        require_reference_model(args, [args.model])
     tie_margin = session.tie_margin(args.tie_margin)
     # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
     # spends more time waking up than working on one image's small tensors.
@@ -78,27 +82,37 @@ def run_diagnose_command(args) -> int:
             raise SpecError("the fp16 hypothesis needs the PyTorch model (--reference-model torch)")
         return TorchModel(half=True)
 
+    def not_fp16():
+        raise SpecError("the fp16 hypothesis runs this repository's PyTorch model, not --reference-model FILE")
+
     reference = BUILT_IN[recipe](spec.reference.preprocess)
     read_start = time.perf_counter()
     with session.connect(log=console.print) as client:
         server = ServerInfo(client.url, args.protocol)
+        deployment = deployment_of(args, session, client, images)
+        tolerances = session.tolerances(deployment.scores_kind)
+        if deployment.scores_kind == "probabilities":
+            raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
+                             "logits: name an output of logits with --output")
+        side = DeployedSide(deployment, session.client_factory(client))
         with progress_bar(len(images), "reading the deployed stages") as advance:
             try:
-                deployed = fetch_deployed(session.client_factory(client), images, args.pipeline, reference,
-                                          on_image=advance)
+                deployed = fetch_deployed(side, images, reference, on_image=advance)
             except ServerStopped as exc:
                 raise exc.then("Nothing was diagnosed; run diagnose again once the server answers") from None
     read_seconds = time.perf_counter() - read_start
     if not deployed.names:
         raise NothingCompared(f"no image could be compared: the deployment answered none of the {len(images)} "
                               f"({deployed.failed[0].image}: {deployed.failed[0].reason})")
-    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, session.tolerances(),
-                          fp16_model, tie_margin=tie_margin)
+    foreign = args.model is not None
+    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances,
+                          not_fp16 if foreign and args.reference_model not in CHOICES else fp16_model,
+                          tie_margin=tie_margin)
     search_start = time.perf_counter()
     try:
         with console.status("diagnosing") as status:
-            result = diagnose(diagnoser, str(args.repository / SPEC_FILENAME), DEPLOYED_LIBRARY[args.pipeline],
-                              progress=status.update)
+            result = diagnose(diagnoser, None if foreign else str(args.repository / SPEC_FILENAME),
+                              deployment.model if foreign else DEPLOYED_LIBRARY[args.pipeline], progress=status.update)
     finally:
         diagnoser.close()
     if not diagnoser.indices:
@@ -115,11 +129,13 @@ def run_diagnose_command(args) -> int:
               "total": time.perf_counter() - started}
     report = DiagnosisReport(
         result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
-        ReferenceInfo(recipe, model.name), PIPELINES[args.pipeline].ensemble, server,
+        ReferenceInfo(recipe, model.name), deployment.model, server,
         CombinedChange(reference_table(spec, final_recipe, final_preprocess),
                        reference_toml(spec, final_recipe, final_preprocess), note or None),
         spec.source, str(written) if written else None, diagnoser.tie_margin,
-        {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions())
+        {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
+        fingerprint(final_recipe, final_preprocess),
+        tuple(DeployedInfo.of(deployment, server).found) if foreign else ())
     paths = write_diagnosis(args.report, report)
     out(paths["markdown"].read_text())
     console.print(f"diagnosis: {paths['markdown']} (also {paths['json'].name})"

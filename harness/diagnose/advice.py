@@ -21,9 +21,18 @@ if TYPE_CHECKING:
     from harness.diagnose.evaluation import Diagnoser
 
 
-def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: str) -> str:
+def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_library: str) -> str:
     """The change to make, in spec terms, on the side that should change: the deployment
-    when it can take training's values, else training."""
+    when it can take training's values, else training. ``deployed_spec_path`` None: a
+    deployment discovered on the server (not built from a spec), ``deployed_library`` its
+    model: the change is said in the spec's terms for both sides."""
+    if deployed_spec_path is None and not h.fp16:
+        changes = h.changes(diagnoser.reference)
+        behaves = f"the deployment `{deployed_library}` behaves as if {_assign(changes, 2)}" if changes else (
+            f"the deployment `{deployed_library}` computes like {h.recipe}")
+        fix = f"make its preprocessing do {_assign(changes, 1)} as training did, or " if changes else ""
+        return (f"Training did {_assign(changes, 1) or diagnoser.recipe}; {behaves}: {fix}train with "
+                f"{_assign(changes, 2) or h.recipe} (`--write-spec` writes that reference).")
     if h.fp16:
         return ("The deployed classifier answers like the model in fp16: build the TensorRT engine in fp32 "
                 "(FP16=0 for the engine builder), or validate the model in fp16 before serving it so.")
@@ -136,3 +145,15 @@ def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preproc
     if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess):
         raise SpecError(f"{out}: the corrected spec does not read back as the reference it describes")
     return out
+
+
+def fingerprint(recipe: str, p: Preprocess) -> str:
+    """A preprocessing in words, e.g. "RGB, stretched to 224x224, linear, no antialias (torchvision), ..."."""
+    r, n = p.resize, p.normalize
+    size = "x".join(map(str, r.size))
+    resize = (f"stretched to {size}" if r.mode == "stretch" else f"shorter side to {r.size[0]}, center crop "
+              f"{'x'.join(map(str, p.crop.size))}")
+    mean, std = n.mean_std_in_pixels()
+    return (f"{p.input.channel_order}, {resize}, {r.interpolation}, {'antialias' if r.antialias else 'no antialias'} "
+            f"({recipe}, on {r.dtype}), mean {[round(m, 3) for m in mean]} std {[round(v, 3) for v in std]} "
+            f"on the 0-255 scale")

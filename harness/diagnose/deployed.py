@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,14 +10,12 @@ from typing import Callable
 
 import numpy as np
 
-from harness.client import ServerUnavailable, TritonClient
+from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
 from harness.results import ImageIssue
 
 FETCH_WORKERS = 4
 """Images in flight while reading the deployed side (the server works while the client waits)."""
-RETRIES = 3
-"""Retries of a request the server does not answer, with back-off, before the run ends."""
 
 
 @dataclass
@@ -33,35 +29,25 @@ class Deployed:
     """The images the deployment did not answer, each with its outcome."""
 
 
-def fetch_deployed(connect_client: Callable[[], TritonClient], images: list[Path], pipeline: str,
-                   reference: Callable[[bytes], object] | None = None, workers: int = FETCH_WORKERS,
-                   retries: int = RETRIES, on_image: Callable[[str], None] = lambda name: None):
-    """Every image's deployed stages and logits, read once (``workers`` in flight, one client
-    each). An image that cannot be read, or that the server rejects, is listed with its reason;
-    with ``reference``, a rejected image the reference can process is "rejected by
-    deployment", else "failed". A server that stops answering ends the read with
-    :class:`harness.errors.ServerStopped` after ``retries``."""
-    local = threading.local()
+def fetch_deployed(side: DeployedSide, images: list[Path], reference: Callable[[bytes], object] | None = None,
+                   workers: int = FETCH_WORKERS, on_image: Callable[[str], None] = lambda name: None):
+    """Every image's deployed stages, read once through ``side`` (its request policy: retries,
+    one re-send of a rejection), ``workers`` in flight. An image that cannot be read, or that
+    the server rejects, is listed with its reason; with ``reference``, a rejected image the
+    reference can process is "rejected by deployment", else "failed". A server that stops
+    answering ends the read with :class:`harness.errors.ServerStopped`."""
 
     def read(path: Path):
         try:
             data = path.read_bytes()
         except OSError as exc:
             return path.name, None, None, ImageIssue(path.name, f"unreadable: {exc}", "failed")
-        for attempt in range(retries + 1):
-            try:
-                if getattr(local, "client", None) is None:
-                    local.client = connect_client()
-                return path.name, data, local.client.deployed(data, pipeline), None
-            except ServerUnavailable as exc:
-                url = getattr(local.client, "url", "(server)")
-                local.client = None  # reconnect on the next attempt
-                if attempt == retries:
-                    raise ServerStopped(url, path.name, str(exc)) from None
-                time.sleep(0.5 * 2 ** attempt)
-            except Exception as exc:  # noqa: BLE001 - anything else the deployment does with one image is that image's
-                return path.name, data, None, ImageIssue(path.name, f"deployed: {_line(exc)}",
-                                                         _one_sided(reference, data))
+        try:
+            return path.name, data, side.read(path.name, data), None
+        except ServerStopped:
+            raise
+        except Exception as exc:  # noqa: BLE001 - anything else the deployment does with one image is that image's
+            return path.name, data, None, ImageIssue(path.name, f"deployed: {_line(exc)}", _one_sided(reference, data))
 
     deployed = Deployed([], [], [], [])
     pool = ThreadPoolExecutor(max(1, workers))

@@ -145,7 +145,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     return Round(number, base, focus, ranked, chosen, bool(explaining))
 
 
-def diagnose(diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: str,
+def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_library: str,
              catalogue: Catalogue = candidate_hypotheses, max_rounds: int = MAX_ROUNDS,
              progress: Callable[[str], None] = lambda s: None) -> Diagnosis:
     """Rounds until nothing diverges, nothing helps, or ``max_rounds``; then every cause
@@ -182,7 +182,7 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str, deployed_library: st
 
 
 def rank_by_cost(diagnoser: Diagnoser, found: list[tuple[int, Hypothesis]], final: Evaluation,
-                 deployed_spec_path: str, deployed_library: str,
+                 deployed_spec_path: str | None, deployed_library: str,
                  progress: Callable[[str], None]) -> tuple[Cause, ...]:
     """Each cause undone alone on top of the others: the flips and output error that come
     back are its cost. Most costly first."""

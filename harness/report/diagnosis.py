@@ -56,6 +56,10 @@ class DiagnosisReport:
     timing_seconds: Mapping[str, float] = field(default_factory=dict)
     counts: Mapping[str, int] = field(default_factory=dict)
     versions: Versions = field(default_factory=dict)
+    fingerprint: str | None = None
+    """The preprocessing the deployment behaves as, in words (every cause applied to the reference)."""
+    found: tuple[str, ...] = ()
+    """How a deployment discovered on the server was read (empty for this repository's pipelines)."""
 
     def one_sided(self) -> tuple[ImageIssue, ...]:
         """The images only one side could process."""
@@ -80,7 +84,9 @@ class DiagnosisReport:
             "failed": [f.to_dict() for f in self.failed],
             "screen_images": self.screen_images,
             "reference": {"recipe": self.reference.recipe, "model": self.reference.model},
-            "deployed": {"ensemble": self.ensemble, "url": self.server.url, "protocol": self.server.protocol},
+            "deployed": {"ensemble": self.ensemble, "url": self.server.url, "protocol": self.server.protocol,
+                         **({"found": list(self.found)} if self.found else {})},
+            "fingerprint": self.fingerprint,
             "combined_change": dataclasses.asdict(self.combined_change),
             "spec": self.spec, "written_spec": self.written_spec, "tie_margin": self.tie_margin,
             "timing_seconds": dict(self.timing_seconds), "counts": dict(self.counts), "versions": dict(self.versions),
@@ -239,6 +245,8 @@ def render_markdown(report: DiagnosisReport) -> str:
     lines = ["# Diagnosis", "", d.conclusion, ""]
     if d.recommendation:
         lines += [f"**Recommended change:** {d.recommendation}", ""]
+    if report.fingerprint:
+        lines += [f"The deployment behaves as: {report.fingerprint}.", ""]
     if report.written_spec:
         lines += [f"Corrected reference spec: `{report.written_spec}` (`harness check --spec` it).", ""]
     for outcome, what in FAILED_OUTCOMES.items():
@@ -246,6 +254,8 @@ def render_markdown(report: DiagnosisReport) -> str:
         if rows:
             lines += [f"{len(rows)} images {what}: " + ", ".join(f"{f.image} ({f.reason})" for f in rows), ""]
     lines += render_causes(report)
+    if report.found:
+        lines += ["Deployment found on the server:", "", "```", *report.found, "```", ""]
     for r in d.rounds:
         lines += render_round(r, report.screen_images)
     lines += [f"Images: {d.baseline.images} compared (the first {report.screen_images} for "
