@@ -4,21 +4,20 @@ Whatever goes wrong with one image fails that image alone, with a one-line reaso
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from harness.accuracy.dataset import Sample
-from harness.client import ServerUnavailable, TritonClient
 from harness.compare.result import one_line
+from harness.deployment import DeployedSide
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 from harness.stage import DEFAULT_TOP_K, Stage
 
 REFERENCE = "reference"
-"""Name of the reference path in results (deployed paths are named by pipeline: dali, opencv)."""
+"""Name of the reference path in results (deployed paths are named by pipeline, dali or opencv, or by model)."""
 TOP_K = DEFAULT_TOP_K
 """Classes kept per image and scored by top-k accuracy (default)."""
 
@@ -80,36 +79,28 @@ def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: Referenc
     return Predictions(REFERENCE, top_k, failed, logits)
 
 
-def predict_deployed(samples: Sequence[Sample], client: TritonClient, pipeline: str, batch_size: int = 8,
+def predict_deployed(samples: Sequence[Sample], side: DeployedSide, batch_size: int = 8,
                      on_image: Callable[[str], None] = lambda name: None, k: int = TOP_K) -> Predictions:
-    """One deployed ensemble through the server, ``batch_size`` images a request (default 8).
-    A request the server rejects is sent again one image at a time, so a bad image fails
-    alone; :class:`harness.client.ServerUnavailable` (no answer at all) propagates."""
+    """One deployed model through the server, ``batch_size`` images a request (default 8; one
+    for a model that does not batch), named by the deployment's label. The side's policy
+    holds: a rejected request is sent again one image at a time, so a bad image fails
+    alone; a server that stops answering ends the run (:class:`harness.errors.ServerStopped`)."""
     top_k, failed = {}, {}
-    for batch in _batches(samples, batch_size):
+    size = side.deployment.request.max_images or batch_size
+    for batch in _batches(samples, size):
         readable = {}
         for sample in batch:
             try:
                 readable[sample.name] = _read(sample)
             except OSError as exc:
                 failed[sample.name] = _reason(exc)
-        try:
-            if readable:
-                top_k.update(zip(readable, top_k_classes(client.logits(list(readable.values()), pipeline), k)))
-        except ServerUnavailable:
-            raise
-        except Exception:  # one bad image fails the whole request: find it
-            for name, data in readable.items():
-                try:
-                    top_k[name] = top_k_classes(client.logits([data], pipeline), k)[0]
-                except ServerUnavailable:
-                    raise
-                except Exception as exc:
-                    # The path is named beside the reason already: drop Triton's "in ensemble 'classify_dali', ".
-                    failed[name] = re.sub(r"^in ensemble '[^']*', ", "", one_line(exc))
+        if readable:
+            scores, why = side.scores(list(readable), list(readable.values()))
+            top_k.update({name: top_k_classes(row[None], k)[0] for name, row in scores.items()})
+            failed.update(why)
         for sample in batch:
             on_image(sample.name)
-    return Predictions(pipeline, top_k, failed)
+    return Predictions(side.deployment.label, top_k, failed)
 
 
 def _reason(exc: Exception) -> str:

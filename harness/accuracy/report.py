@@ -118,8 +118,10 @@ def _compared(s: PathScore, reference: PathScore, k: int) -> list[tuple[str, flo
 
 
 def ensemble(path: str) -> str | None:
-    """The ensemble a deployed path is served by (None for the reference)."""
-    return PIPELINES[path].ensemble if path in PIPELINES else None
+    """The model a deployed path is served by: a pipeline's ensemble, or the model named (None for the reference)."""
+    if path in PIPELINES:
+        return PIPELINES[path].ensemble
+    return None if path == "reference" else path
 
 
 def _rate(count: int | None, total: int) -> float | None:

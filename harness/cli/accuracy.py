@@ -7,17 +7,20 @@ import time
 from pathlib import Path
 
 from harness.cli.common import (
+    add_deployment_args,
     add_reference_args,
     add_repository_args,
     add_server_args,
     add_tie_and_rejection_args,
     console,
+    deployment_of,
     out,
     progress_bar,
+    require_reference_model,
     session_of,
 )
 from harness.client import PIPELINES
-from harness.errors import NothingCompared, ServerStopped, UsageError
+from harness.errors import NothingCompared, UsageError
 from harness.paths import REPORTS_DIR
 from harness.stage import DEFAULT_TOP_K
 
@@ -44,8 +47,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                           help="label the images of the DATASET directory with this CSV of file,label rows "
                                "(file paths relative to the CSV; every image of DATASET needs a row)")
     add_reference_args(accuracy, class_names_option="--class-names")
-    accuracy.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=list(PIPELINES),
-                          help="deployed paths to score (default: %(default)s)")
+    accuracy.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=None,
+                          help="this repository's deployed paths to score (default: both, unless --model is given)")
+    add_deployment_args(accuracy, several=True)
     accuracy.add_argument("--batch-size", type=int, default=8,
                           help="images per server request and per reference-model call (default: %(default)s)")
     accuracy.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
@@ -71,7 +75,7 @@ def run_accuracy_command(args) -> int:
         predict_reference,
         write_report,
     )
-    from harness.client import ServerUnavailable
+    from harness.deployment import DeployedSide
     from harness.report import versions
     from harness.results import ReferenceInfo, ServerInfo
 
@@ -79,7 +83,9 @@ def run_accuracy_command(args) -> int:
         raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
-    pipelines = list(dict.fromkeys(args.pipelines))
+    models = list(dict.fromkeys(args.model or ()))
+    pipelines = list(dict.fromkeys(args.pipelines if args.pipelines is not None else () if models else PIPELINES))
+    require_reference_model(args, models)
     session = session_of(args)
     classes = session.classes()
     dataset = load_dataset(args.dataset, classes, args.labels)  # a DatasetError exits 2 (harness.errors)
@@ -90,18 +96,19 @@ def run_accuracy_command(args) -> int:
     start = time.perf_counter()
     samples = dataset.samples
     with session.connect(log=console.print) as client:
-        url = client.url
         server = ServerInfo(session.server_label(client), args.protocol)
         server_metadata = client.server_metadata()
-        with progress_bar(len(samples) * (1 + len(pipelines)), "classifying") as advance:
+        images = [s.path for s in samples]
+        sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in
+                 [session.deployment(client, pipeline) for pipeline in pipelines]
+                 + [deployment_of(args, session, client, images, model) for model in models]]
+        with progress_bar(len(samples) * (1 + len(sides)), "classifying") as advance:
             predictions = [predict_reference(samples, recipe, reference_model, args.batch_size,
                                              on_image=lambda name: advance(f"reference {name}"), k=args.top_k)]
-            for pipeline in pipelines:
-                try:
-                    predictions.append(predict_deployed(samples, client, pipeline, args.batch_size,
-                                                        on_image=lambda name, p=pipeline: advance(f"{p} {name}"), k=args.top_k))
-                except ServerUnavailable as exc:
-                    raise ServerStopped(url, None, str(exc)) from None
+            for side in sides:
+                label = side.deployment.label
+                predictions.append(predict_deployed(samples, side, args.batch_size,
+                                                    on_image=lambda name, p=label: advance(f"{p} {name}"), k=args.top_k))
 
     report = AccuracyReport(
         evaluate(dataset, predictions, classes, tie_margin, args.top_k), classes,

@@ -14,5 +14,11 @@ from harness.deployment.side import DeployedSide
 from harness.deployment.stepwise import ModelDeployment, StepwiseDeployment, discover
 from harness.deployment.taps import TapsDeployment
 
-__all__ = ["DeployedSide", "Deployment", "DeploymentError", "ImageRequest", "ModelDeployment", "ModelInfo",
+
+def pipeline_side(client, pipeline: str, preprocess=None) -> DeployedSide:
+    """This repository's ``pipeline`` read through one ``client`` (a single-threaded job)."""
+    return DeployedSide(TapsDeployment(pipeline, preprocess), lambda: client)
+
+
+__all__ = ["pipeline_side", "DeployedSide", "Deployment", "DeploymentError", "ImageRequest", "ModelDeployment", "ModelInfo",
            "StepwiseDeployment", "TapsDeployment", "discover", "read_model"]

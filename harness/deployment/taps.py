@@ -28,8 +28,9 @@ class TapsDeployment(Deployment):
     stages = TENSOR_STAGES
     isolates = {**ISOLATED_INPUT, Stage.OUTPUT: Stage.INPUT}
 
-    def __init__(self, pipeline: str, preprocess: Preprocess):
-        """``preprocess``: the deployed spec, which the in-process isolation runners read."""
+    def __init__(self, pipeline: str, preprocess: Preprocess | None = None):
+        """``preprocess``: the deployed spec, which the in-process isolation runners read
+        (None: only the classifier can run alone)."""
         self.pipeline: Pipeline = PIPELINES[pipeline]
         self.model, self.label, self.taps_model = self.pipeline.ensemble, pipeline, self.pipeline.taps_model
         self.request = ImageRequest(self.model, TensorInfo(IMAGE, "TYPE_UINT8", (-1,)), batched=True)
@@ -47,6 +48,8 @@ class TapsDeployment(Deployment):
     def isolate(self, client: TritonClient, stage: Stage, previous: np.ndarray) -> np.ndarray:
         if stage is Stage.OUTPUT:
             return client.classifier_logits(previous[None])[0]
+        if self.preprocess is None:
+            raise ValueError(f"{self.label}: no deployed spec given, so {stage} cannot run alone")
         if getattr(self._local, "runner", None) is None:  # DALI pipelines are not thread-safe: one per thread
             self._local.runner = stage_runner(self.pipeline.name, self.preprocess)
         return self._local.runner.run(stage, previous)
