@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.deployment.base import pack_images
 from harness.preprocessing import TAP_TENSORS
 
 PROTOCOLS = ("http", "grpc")
@@ -51,15 +52,6 @@ _UNAVAILABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 # unloads its models first; a Python-backend model whose process died answers "Stub process
 # ... is not healthy" to every request after. Retried like no answer, never blamed on the image.
 _NOT_SERVING = ("has no available versions", "is not ready", "server is stopping", "unknown model", "is not healthy")
-
-
-def pack_images(images: Sequence[bytes]) -> np.ndarray:
-    """Encoded files -> one [batch, max_len] UINT8 tensor, shorter files zero padded."""
-    length = max((len(b) for b in images), default=0)
-    batch = np.zeros((len(images), length), np.uint8)
-    for row, data in zip(batch, images):
-        row[:len(data)] = np.frombuffer(data, np.uint8)
-    return batch
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,15 @@ if TYPE_CHECKING:
     from harness.client import TritonClient
 
 
+def pack_images(images: Sequence[bytes]) -> np.ndarray:
+    """Encoded files -> one [batch, max_len] UINT8 tensor, shorter files zero padded (DALI's convention)."""
+    length = max((len(b) for b in images), default=0)
+    batch = np.zeros((len(images), length), np.uint8)
+    for row, data in zip(batch, images):
+        row[:len(data)] = np.frombuffer(data, np.uint8)
+    return batch
+
+
 @dataclass(frozen=True)
 class ImageRequest:
     """How encoded files go into a model: the input tensor, and whether requests are batched."""
@@ -49,12 +58,8 @@ class ImageRequest:
         """The request's inputs for ``images`` (one, unless batched)."""
         if not self.batched and len(images) != 1:
             raise ValueError(f"{self.model} is not batched: one image per request, got {len(images)}")
-        if self.kind == "bytes":
-            array = np.array([[bytes(b)] for b in images], dtype=np.object_)
-        else:
-            from harness.client import pack_images
-
-            array = pack_images(images)
+        array = (np.array([[bytes(b)] for b in images], dtype=np.object_) if self.kind == "bytes"
+                 else pack_images(images))
         return {self.tensor.name: array if self.batched else array[0]}
 
     def describe(self) -> str:
