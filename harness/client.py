@@ -64,12 +64,13 @@ class TopK:
 
 
 def parse_classification(entries: np.ndarray) -> list[TopK]:
-    """Triton's classification extension answers ``b"score:index:label"`` per class."""
+    """Triton's classification extension answers ``b"score:index:label"`` per class
+    (``b"score:index"`` for an output without a label file: the index is the label)."""
     out = []
     for entry in entries:
         text = entry.decode() if isinstance(entry, bytes) else str(entry)
-        score, index, label = text.split(":", 2)
-        out.append(TopK(int(index), label, float(score)))
+        score, index, *label = text.split(":", 2)
+        out.append(TopK(int(index), label[0] if label else index, float(score)))
     return out
 
 
@@ -165,6 +166,12 @@ class TritonClient:
         """Top-k classes of each image through the ``classify_<pipeline>`` ensemble."""
         out = self.infer(PIPELINES[pipeline].ensemble, {IMAGE: pack_images(images)}, [PROBABILITIES], class_count=top_k)
         return [parse_classification(row) for row in out[PROBABILITIES]]
+
+    def top_k(self, model: str, inputs: dict[str, np.ndarray], output: str, k: int = 5) -> list[TopK]:
+        """The top-k classes of one request's one image, from Triton's classification extension
+        on any scores ``output`` (labels from the model's label file, if it has one)."""
+        entries = self.infer(model, inputs, [output], class_count=k)[output]
+        return parse_classification(entries.reshape(-1))
 
     def logits(self, images: Sequence[bytes], pipeline: str = "dali") -> np.ndarray:
         """[batch, classes] logits of the ``classify_<pipeline>`` ensemble."""

@@ -42,7 +42,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     build.set_defaults(run=run_repo_build)
 
     serve = commands.add_parser("serve", help="serve the repository with the embedded tritonserver")
-    serve.add_argument("--profile", choices=("cpu", "gpu"), default="cpu")
+    serve.add_argument("--profile", choices=("cpu", "gpu", "as-is"), default="cpu",
+                       help="cpu: this repository's cpu profile, derived from --repository; as-is: serve --repository "
+                            "unchanged (your own repository of Python-backend, ONNX Runtime or ensemble models) "
+                            "(default: %(default)s)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     serve.add_argument("--http-port", type=int, default=8000)
     serve.add_argument("--grpc-port", type=int, default=8001)
@@ -54,6 +57,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     infer = commands.add_parser("infer", help="top-k classes of images (or directories of images) through the server")
     infer.add_argument("images", nargs="+", type=Path)
     infer.add_argument("--pipeline", choices=(*PIPELINES, "both"), default="dali")
+    infer.add_argument("--model", action="append", default=None, metavar="NAME",
+                       help="any model or ensemble on the server instead of --pipeline (repeatable): its image input "
+                            "and scores output are read from its config")
+    infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output of class scores")
     infer.add_argument("--top-k", type=int, default=5)
     add_server_args(infer)
     add_repository_args(infer)
@@ -119,7 +126,10 @@ def run_serve(args) -> int:
     if args.profile == "gpu":
         raise UsageError("the gpu profile needs the DALI and TensorRT backends and a GPU: "
                          "serve it with `docker compose up` (see README)")
-    repo = build_cpu_profile(args.repository, BUILD_DIR / "repository-cpu", args.spec)
+    if args.profile == "as-is":
+        repo = args.repository
+    else:
+        repo = build_cpu_profile(args.repository, BUILD_DIR / "repository-cpu", args.spec)
     server = TritonServer(repo, args.host, args.http_port, args.grpc_port, args.metrics_port, log_file=args.log_file)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -127,7 +137,7 @@ def run_serve(args) -> int:
     with console.status("starting tritonserver"):
         server.start()
     try:
-        console.print(f"serving {repo} (cpu profile)\n  HTTP    {server.http_url}\n  gRPC    {server.grpc_url}\n"
+        console.print(f"serving {repo} ({args.profile})\n  HTTP    {server.http_url}\n  gRPC    {server.grpc_url}\n"
                       f"  metrics {server.metrics_url}\n  log     {server.log_file}\nCtrl-C to stop.")
         while not stop.wait(1.0):
             if not server.is_running():
@@ -152,21 +162,21 @@ def _expand(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _classify_everywhere(client, path: Path, pipelines: list[str], top_k: int) -> list:
-    """Per pipeline, the top-k answer or a one-line reason why this image has none. Any
-    failure of this image stays in its row; only a server that stopped answering ends
-    the command (exit 2)."""
+def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> list:
+    """Per classifier (name -> ``classify(data, top_k)``), the top-k answer or a one-line
+    reason why this image has none. Any failure of this image stays in its row; only a
+    server that stopped answering ends the command (exit 2)."""
     from harness.client import ServerUnavailable
     from harness.compare.result import one_line
 
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return [f"unreadable: {exc.strerror or exc}"] * len(pipelines)
+        return [f"unreadable: {exc.strerror or exc}"] * len(classifiers)
     cells = []
-    for name in pipelines:
+    for classify in classifiers.values():
         try:
-            cells.append(client.classify([data], name, top_k)[0])
+            cells.append(classify(data, top_k))
         except ServerUnavailable as exc:
             raise ServerStopped(client.url, path.name, str(exc)) from None
         except Exception as exc:
@@ -174,22 +184,40 @@ def _classify_everywhere(client, path: Path, pipelines: list[str], top_k: int) -
     return cells
 
 
+def _classifiers(client, args) -> dict:
+    """Column name -> ``classify(data, top_k)``: this repository's pipelines, or each ``--model``."""
+    if not args.model:
+        pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
+        return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in pipelines}
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import image_input, read_model, scores_output
+
+    out = {}
+    for name in dict.fromkeys(args.model):
+        info = read_model(client, name)
+        request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
+        console.print(f"{name}: image input {request.describe()}, scores {scores.describe()}")
+        out[name] = lambda data, k, r=request, s=scores.name: client.top_k(r.model, r.inputs([data]), s, k)
+    return out
+
+
 def run_infer(args) -> int:
     files = _expand(args.images)
-    pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
-    table = Table(title=f"top-{args.top_k} classes" if len(pipelines) == 1 else "top-1 class per pipeline")
-    table.add_column("image")
-    for name in pipelines:
-        table.add_column(f"classify_{name}")
-    if len(pipelines) > 1:
-        table.add_column("agree")
-    failures = 0
     with connect(args) as client:
+        classifiers = _classifiers(client, args)
+        names = list(classifiers)
+        table = Table(title=f"top-{args.top_k} classes" if len(names) == 1 else "top-1 class per model")
+        table.add_column("image")
+        for name in names:
+            table.add_column(name)
+        if len(names) > 1:
+            table.add_column("agree")
+        failures = 0
         for path in track(files, description="classifying", console=console, transient=True):
-            cells = _classify_everywhere(client, path, pipelines, args.top_k)
+            cells = _classify_everywhere(client, path, classifiers, args.top_k)
             ok = [c for c in cells if not isinstance(c, str)]
             failures += len(ok) < len(cells)
-            if len(pipelines) == 1:
+            if len(names) == 1:
                 c = cells[0]
                 text = f"[red]{escape(c)}[/]" if isinstance(c, str) else "\n".join(f"{t.score:.3f} {t.label}" for t in c)
                 table.add_row(escape(path.name), text)

@@ -129,10 +129,10 @@ def image_input(model: ModelInfo) -> TensorInfo:
     return tensor
 
 
-def scores_output(model: ModelInfo, choice: str | None = None) -> TensorInfo:
+def scores_output(model: ModelInfo, choice: str | None = None, prefer: str = "logit") -> TensorInfo:
     """The output of class scores: ``choice`` if given, else the one FP32 output of one
-    dimension (``[classes]``; ``[1, classes]`` unbatched); of several, the one named like
-    logits (what the reference model gives), else the first."""
+    dimension (``[classes]``; ``[1, classes]`` unbatched); of several, the one whose name
+    holds ``prefer`` (default: logits, what the reference model gives), else the first."""
     candidates = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
                   and len([d for d in t.dims if d != 1]) == 1 and max(t.dims) > 1]
     if choice is not None:
@@ -147,8 +147,8 @@ def scores_output(model: ModelInfo, choice: str | None = None) -> TensorInfo:
     if not candidates:
         raise DeploymentError(f"model {model.name!r} has no output of class scores (one FP32 [classes] tensor); "
                               f"outputs: {', '.join(t.describe() for t in model.outputs) or 'none'}")
-    logits = [t for t in candidates if "logit" in t.name.lower()]
-    return (logits or candidates)[0]
+    preferred = [t for t in candidates if prefer in t.name.lower()]
+    return (preferred or candidates)[0]
 
 
 def classes_of(tensor: TensorInfo) -> int:
