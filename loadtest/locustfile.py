@@ -17,7 +17,9 @@ Options (each also an environment variable; defaults in brackets):
 - ``--host``: Triton's address; ``grpc://h:p`` or ``http://h:p`` choose the protocol,
   a bare ``h:p`` uses ``--protocol`` (``LOCUST_HOST``);
 - ``--protocol`` grpc|http [grpc] (``LOCUST_PROTOCOL``);
-- ``--ensemble`` [classify_dali] (``LOCUST_ENSEMBLE``);
+- ``--ensemble`` any model with an encoded-image input [classify_dali] (``LOCUST_ENSEMBLE``):
+  its input (UINT8 ``[-1]`` or BYTES ``[1]``, batched or not) and its scores output
+  (probabilities preferred) are read from its config when the user starts;
 - ``--images`` directory of photos [data/photos of this project] (``LOCUST_IMAGES``);
 - ``--bad-fraction`` share of requests sent with a bad payload [0] (``LOCUST_BAD_FRACTION``);
 - ``--request-timeout`` seconds [60] (``LOCUST_REQUEST_TIMEOUT``).
@@ -25,7 +27,8 @@ Options (each also an environment variable; defaults in brackets):
 Distributed: ``locust -f loadtest/locustfile.py --master`` and any number of
 ``locust -f loadtest/locustfile.py --worker --master-host HOST``.
 
-Depends only on locust, gevent, tritonclient and numpy (the Locust image stays slim).
+Depends only on locust, gevent, tritonclient and numpy (the Locust image stays slim), and on
+``harness.deployment``'s discovery, which needs nothing more (the image mounts ``harness/``).
 """
 
 from __future__ import annotations
@@ -52,13 +55,11 @@ try:
 except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loadtest.payloads import PayloadSchedule, as_request_tensor, list_photos  # noqa: E402
+from loadtest.payloads import PayloadSchedule, list_photos  # noqa: E402
 from loadtest.samples import Sample, WindowRecorder, error_type  # noqa: E402
 from loadtest.triton import target_address  # noqa: E402
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[1] / "data" / "photos"
-INPUT = "IMAGE"
-OUTPUT = "PROBABILITIES"
 TOP_K = 5
 """Each request asks for the top-5 classes (Triton's classification extension), as a
 client of the classifier would; the answer is checked to hold them."""
@@ -99,39 +100,62 @@ class RequestFailed(Exception):
         return self.error
 
 
-class TritonInferClient:
-    """One tritonclient connection sending photos to an ensemble; returns response sizes."""
+def model_config(client, protocol: str, model: str) -> dict:
+    """A model's config as JSON field names, over either protocol."""
+    if protocol == "grpc":
+        from google.protobuf.json_format import MessageToDict
 
-    def __init__(self, protocol: str, url: str, timeout: float):
-        self.protocol, self.timeout = protocol, timeout
+        return MessageToDict(client.get_model_config(model).config, preserving_proto_field_name=True)
+    return client.get_model_config(model)
+
+
+class TritonInferClient:
+    """One tritonclient connection sending photos to one model; returns response sizes.
+
+    How a photo goes in and which output holds the scores come from the model's config
+    (:mod:`harness.deployment.discovery`), so any classification model can be loaded."""
+
+    def __init__(self, protocol: str, url: str, timeout: float, model: str):
+        from harness.deployment.base import ImageRequest
+        from harness.deployment.discovery import image_input, parse_config, scores_output
+
+        self.protocol, self.timeout, self.model = protocol, timeout, model
         if protocol == "grpc":
             import tritonclient.grpc as module
             self.client = module.InferenceServerClient(url)
-            self.outputs = [module.InferRequestedOutput(OUTPUT, class_count=TOP_K)]
+            options = {}
         else:
             import tritonclient.http as module
             self.client = module.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
-            self.outputs = [module.InferRequestedOutput(OUTPUT, class_count=TOP_K, binary_data=True)]
+            options = {"binary_data": True}
         self.module = module
+        info = parse_config(model_config(self.client, protocol, model))
+        self.request = ImageRequest(model, image_input(info), info.batched)
+        self.output = scores_output(info, prefer="prob").name
+        self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
 
-    def infer(self, ensemble: str, data: bytes) -> int:
+    def infer(self, data: bytes) -> int:
         """Send one file; returns the response's size in bytes, raises on any failure."""
-        tensor = as_request_tensor(data)
-        request_input = self.module.InferInput(INPUT, list(tensor.shape), "UINT8")
-        request_input.set_data_from_numpy(tensor)
+        from tritonclient.utils import np_to_triton_dtype
+
+        request_inputs = []
+        for name, tensor in self.request.inputs([data]).items():
+            request_input = self.module.InferInput(name, list(tensor.shape), np_to_triton_dtype(tensor.dtype))
+            request_input.set_data_from_numpy(tensor)
+            request_inputs.append(request_input)
         if self.protocol == "grpc":
-            result = self.client.infer(ensemble, [request_input], outputs=self.outputs, client_timeout=self.timeout)
+            result = self.client.infer(self.model, request_inputs, outputs=self.outputs, client_timeout=self.timeout)
             size = result.get_response().ByteSize()  # the serialized ModelInferResponse
         else:
-            result = self.client.infer(ensemble, [request_input], outputs=self.outputs)
+            result = self.client.infer(self.model, request_inputs, outputs=self.outputs)
             response = result.get_response()
             # The body: Triton's compact JSON header, then the binary output data.
             size = len(json.dumps(response, separators=(",", ":"))) + sum(
                 o.get("parameters", {}).get("binary_data_size", 0) for o in response.get("outputs", []))
-        top = result.as_numpy(OUTPUT)
-        if top is None or top.shape != (1, TOP_K):
-            raise RequestFailed("bad response", f"{OUTPUT} has shape {None if top is None else top.shape}, "
-                                                f"expected (1, {TOP_K})")
+        top = result.as_numpy(self.output)
+        if top is None or top.size != TOP_K:
+            raise RequestFailed("bad response", f"{self.output} has shape {None if top is None else top.shape}, "
+                                                f"expected {TOP_K} classes")
         return size
 
     def close(self) -> None:
@@ -165,7 +189,7 @@ class TritonUser(User):
         self.protocol, self.url = target_address(self.environment.host, options.protocol)
         self.ensemble = options.ensemble
         self.schedule = PayloadSchedule(load_photos(options.images), options.bad_fraction, start=next(_user_numbers))
-        self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout)
+        self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout, self.ensemble)
 
     def on_stop(self) -> None:
         if hasattr(self, "triton"):  # on_start may have failed (e.g. no --host)
@@ -178,7 +202,7 @@ class TritonUser(User):
         started = time.perf_counter()
         size, failure = 0, None
         try:
-            size = self.triton.infer(self.ensemble, data)
+            size = self.triton.infer(data)
         except Exception as exc:  # every failure is a result to count, never a crash of the user
             failure = as_request_failure(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0

@@ -48,11 +48,6 @@ def list_photos(directory: Path) -> list[Path]:
     return files
 
 
-def as_request_tensor(data: bytes) -> np.ndarray:
-    """One encoded file as the ensembles' ``IMAGE`` input: a [1, bytes] UINT8 tensor."""
-    return np.frombuffer(data, np.uint8)[None]
-
-
 class PayloadSchedule:
     """Which payload a user sends next.
 

@@ -1,8 +1,9 @@
 """The sweep's reports: comparison table (Markdown, CSV), server-side breakdown, PNG plots.
 
-The comparison sets GPU decode (``classify_dali``) against CPU decode
-(``classify_opencv``): the DALI row of each protocol and client count carries its QPS
-improvement over the OpenCV row.
+The comparison sets the first model swept against the second: by default GPU decode
+(``classify_dali``) against CPU decode (``classify_opencv``), and with ``--model A --model
+B`` A against B. A's row of each protocol and client count carries its QPS improvement
+over B's.
 """
 
 from __future__ import annotations
@@ -31,15 +32,32 @@ class ComparisonRow:
     """(candidate QPS / baseline QPS - 1) on the candidate's row, else None."""
 
 
+def compared_pair(results) -> tuple[str, str | None]:
+    """(candidate, baseline): the first two models of the sweep, in its order (the default
+    sweep's order puts :data:`CANDIDATE` first); baseline None with a single model."""
+    models = list(dict.fromkeys(r.point.ensemble for r in results))
+    if {CANDIDATE, BASELINE} <= set(models):
+        return CANDIDATE, BASELINE
+    return (models[0] if models else CANDIDATE), (models[1] if len(models) > 1 else None)
+
+
+def improvement_title(results) -> str:
+    candidate, baseline = compared_pair(results)
+    if (candidate, baseline) == (CANDIDATE, BASELINE):
+        return "DALI vs OpenCV QPS"
+    return f"{candidate} vs {baseline} QPS"
+
+
 def comparison_rows(results) -> list[ComparisonRow]:
-    """One row per point, with the QPS improvement of DALI over OpenCV on the DALI rows."""
+    """One row per point, with the candidate's QPS improvement over the baseline on its rows."""
     qps = {(r.point.protocol, r.point.clients, r.point.ensemble): r.stats.qps for r in results}
+    candidate, baseline_model = compared_pair(results)
     rows = []
     for r in results:
         p = r.point
         improvement = None
-        baseline = qps.get((p.protocol, p.clients, BASELINE))
-        if p.ensemble == CANDIDATE and baseline:
+        baseline = qps.get((p.protocol, p.clients, baseline_model))
+        if p.ensemble == candidate and baseline:
             improvement = r.stats.qps / baseline - 1.0
         rows.append(ComparisonRow(p.protocol, p.ensemble, p.clients, r.stats, improvement))
     return rows
@@ -62,7 +80,7 @@ def _improvement(value: float | None) -> str:
 
 def comparison_markdown(results) -> str:
     header = ("| protocol | ensemble | clients | QPS | avg ms | TP50 ms | TP90 ms | TP99 ms | errors | "
-              "DALI vs OpenCV QPS |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+              f"{improvement_title(results)} |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
     lines = [header]
     for row in comparison_rows(results):
         s = row.stats

@@ -137,6 +137,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="metrics endpoint (default: http://<--url host>:8002/metrics)")
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument("--ensembles", nargs="+", default=list(ENSEMBLES), help="default: %(default)s")
+    sweep.add_argument("--model", action="append", dest="models", default=None, metavar="NAME",
+                       help="any model on the server with an image input, instead of --ensembles (repeat: "
+                            "--model A --model B compares A with B); how to send an image and which output "
+                            "holds the scores are read from its config")
     sweep.add_argument("--clients", nargs="+", type=int, default=[1, 5, 10], help="default: %(default)s")
     sweep.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS), help="default: %(default)s")
     sweep.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring (default: %(default)s)")
@@ -164,7 +168,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         raise ValueError("--bad-fraction must be in [0, 1)")
     if args.duration <= 0 or args.warmup < 0:
         raise ValueError("--duration must be > 0 and --warmup >= 0")
-    return SweepConfig(tuple(args.ensembles), tuple(args.clients), tuple(args.protocols), args.warmup, args.duration,
+    models = tuple(dict.fromkeys(args.models)) if args.models else tuple(args.ensembles)
+    return SweepConfig(models, tuple(args.clients), tuple(args.protocols), args.warmup, args.duration,
                        args.requests, args.bad_fraction, args.request_timeout)
 
 

@@ -2,11 +2,10 @@
 
 import math
 
-import numpy as np
 import pytest
 
 from harness.preprocessing.image_check import ImageError, identify
-from loadtest.payloads import BAD_PAYLOADS, PayloadSchedule, as_request_tensor, list_photos, not_an_image, truncated
+from loadtest.payloads import BAD_PAYLOADS, PayloadSchedule, list_photos, not_an_image, truncated
 from loadtest.samples import PHOTO
 
 
@@ -48,11 +47,6 @@ def test_bad_payloads_are_bad_the_way_they_say(photos_dir):
         with pytest.raises(ImageError, match="not an image"):
             identify(not_an_image(data))
         assert not_an_image(data) == not_an_image(data)  # reproducible
-
-
-def test_request_tensor_is_one_row_of_the_file_bytes():
-    tensor = as_request_tensor(b"\x01\x02\x03")
-    assert tensor.shape == (1, 3) and tensor.dtype == np.uint8 and tensor.tobytes() == b"\x01\x02\x03"
 
 
 def test_list_photos_refuses_a_missing_or_empty_directory(tmp_path):
