@@ -30,7 +30,12 @@ A spec file looks like this (every key has a default, see the dataclasses)::
     antialias = true
 
 ``extends = "other.toml"`` (relative to the file) starts from another spec and overrides
-only the keys given.
+only the keys given. For a deployment discovered on the server (``--model``), a
+``[deployment.stages]`` table sets which stage a step's output is compared as (the same
+as ``--stage STEP=STAGE``; the command line wins)::
+
+    [deployment.stages]
+    jpeg_to_tensor = "crop"     # or "step_model.tensor" = "none"
 """
 
 from __future__ import annotations
@@ -166,6 +171,8 @@ class Spec:
     source: str = "<defaults>"
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The merged TOML table, as written to reports."""
+    deployed_stages: Mapping[str, str] = field(default_factory=dict)
+    """``[deployment.stages]``: step model (or ``step.tensor``) -> stage, for a discovered deployment."""
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -179,7 +186,7 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
     """Validate a spec table (as read from TOML) into a :class:`Spec`."""
     table = dict(table)
     table.pop("extends", None)
-    unknown = set(table) - {"decode", "resize", "crop", "normalize", "input", "reference", "tolerances"}
+    unknown = set(table) - {"decode", "resize", "crop", "normalize", "input", "reference", "tolerances", "deployment"}
     if unknown:
         raise SpecError(f"{source}: unknown section(s) {sorted(unknown)}")
     try:
@@ -189,9 +196,13 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         _check_choice(f"{source}: reference.recipe", recipe, RECIPES + ("custom",))
         reference = Reference(recipe, _preprocess(_merge(table, ref_table), f"{source} [reference]"))
         tolerances = {str(k): dict(v) for k, v in table.get("tolerances", {}).items()}
-    except (TypeError, KeyError) as exc:
+        deployment = dict(table.get("deployment", {}))
+        stages = {str(k): str(v) for k, v in dict(deployment.pop("stages", {})).items()}
+        if deployment:
+            raise SpecError(f"{source}: unknown key(s) {sorted(deployment)} in [deployment]; it has `stages`")
+    except (TypeError, KeyError, ValueError) as exc:
         raise SpecError(f"{source}: {exc}") from None
-    return Spec(base, reference, tolerances, source, raw=table)
+    return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages)
 
 
 def with_overrides(preprocess: Preprocess, **sections: Mapping[str, Any]) -> Preprocess:

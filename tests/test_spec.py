@@ -70,3 +70,12 @@ def test_normalization_scales(spec):
 
 def test_to_table_round_trips(spec):
     assert parse_spec(to_table(spec.preprocess)).preprocess == spec.preprocess
+
+
+def test_deployment_stages_for_a_discovered_deployment():
+    from harness.spec import SpecError, parse_spec
+
+    spec = parse_spec({"deployment": {"stages": {"jpeg_to_tensor": "crop", "prep.mask": "none"}}})
+    assert spec.deployed_stages == {"jpeg_to_tensor": "crop", "prep.mask": "none"}
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['steps'\] in \[deployment\]"):
+        parse_spec({"deployment": {"steps": {}}})

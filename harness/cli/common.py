@@ -106,9 +106,10 @@ def deployment_of(args: argparse.Namespace, session: Session, client: TritonClie
     if model is None:
         return session.deployment(client, args.pipeline)
     try:
-        overrides = parse_overrides(getattr(args, "stage", None))
+        spec_stages = [f"{step}={stage}" for step, stage in session.spec.deployed_stages.items()]
+        overrides = {**parse_overrides(spec_stages), **parse_overrides(getattr(args, "stage", None))}
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc).replace("--stage", f"--stage (or [deployment.stages] of {session.spec_path})", 1)) from None
     problems = []
     for path in images[:PROBE_IMAGES]:
         try:
