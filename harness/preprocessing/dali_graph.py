@@ -126,23 +126,37 @@ class CpuPipelineRunner:
     what Triton's DALI backend does with a dynamic batch: the cpu profile's
     ``preprocess_dali`` behaves so, so that what protects the gpu profile (the
     ``validate_image`` step) is tested, not our own retry.
+
+    A subclass with ``decoder = "mixed"`` and a ``device_id`` runs the production graph on
+    a GPU with the same construction and error handling (the training loader's GPU runner).
     """
 
+    decoder = "cpu"
+    """The decoder device of the graph: ``cpu``, or ``mixed`` (nvJPEG) in a GPU subclass."""
+
     def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
-                 isolate_failures: bool = True):
-        if not p.decode.fancy_upsampling:
-            raise SpecError("DALI's CPU decoder always upsamples chroma like libjpeg: decode.fancy_upsampling = false "
-                            "takes effect only on the GPU (mixed) decoder, which this machine cannot run")
-
-        @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=None, prefetch_queue_depth=1)
-        def pipeline():
-            return preprocess_graph(p, decoder_device="cpu", taps=taps)
-
+                 isolate_failures: bool = True, device_id: int | None = None):
         self.max_batch_size = max_batch_size
         self.isolate_failures = isolate_failures
         self.resize = p.resize
-        self._pipe = pipeline()
+        self.device_id = device_id
+        self._pipe = self.define(p, max_batch_size, num_threads, taps, device_id)
         self._pipe.build()
+
+    @classmethod
+    def define(cls, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
+               device_id: int | None = None):
+        """The runner's pipeline, defined but not built: ``serialize()`` works without a GPU
+        even for the ``mixed`` decoder (``device_id=None``); building it needs one."""
+        if cls.decoder == "cpu" and not p.decode.fancy_upsampling:
+            raise SpecError("DALI's CPU decoder always upsamples chroma like libjpeg: decode.fancy_upsampling = false "
+                            "takes effect only on the GPU (mixed) decoder, which this machine cannot run")
+
+        @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1)
+        def pipeline():
+            return preprocess_graph(p, decoder_device=cls.decoder, taps=taps)
+
+        return pipeline()
 
     def run(self, images: list[np.ndarray]) -> list[SampleResult]:
         """Preprocess encoded images (1-D uint8 arrays, zero padding allowed)."""

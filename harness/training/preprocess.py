@@ -155,27 +155,23 @@ def _device_id(device: str) -> int:
     return int(index or 0)
 
 
+GPU_THREADS = 2
+"""CPU threads of the GPU runner's pipeline (the mixed decoder's host-side work)."""
+
+
 def _gpu_runner_class():
-    from harness.preprocessing.dali_graph import INPUT_NAME, CpuPipelineRunner, check_supported, preprocess_graph
+    from harness.preprocessing.dali_graph import INPUT_NAME, CpuPipelineRunner
 
     class _GpuPipelineRunner(CpuPipelineRunner):
-        """The production graph (``mixed`` decoder) on one GPU; outputs stay on that GPU as
-        torch tensors, copied by DALI's PyTorch plugin. Reuses the CPU runner's per-image
-        error handling. Untested on this project's CPU-only machines."""
+        """The production graph (``mixed`` decoder) on one GPU, built by the CPU runner's own
+        construction (:meth:`CpuPipelineRunner.define`) and sharing its per-image error
+        handling; outputs stay on that GPU as torch tensors, copied by DALI's PyTorch plugin.
+        Its pipeline is serialized in the tests on a CPU; running it needs a GPU."""
 
-        def __init__(self, p: Preprocess, max_batch_size: int, device_id: int = 0, num_threads: int = 2):
-            from nvidia.dali import pipeline_def
+        decoder = "mixed"
 
-            check_supported(p)
-
-            @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=device_id,
-                          prefetch_queue_depth=1)
-            def pipeline():
-                return preprocess_graph(p, decoder_device="mixed")
-
-            self.max_batch_size, self.device_id = max_batch_size, device_id
-            self._pipe = pipeline()
-            self._pipe.build()
+        def __init__(self, p: Preprocess, max_batch_size: int, device_id: int = 0, num_threads: int = GPU_THREADS):
+            super().__init__(p, max_batch_size, num_threads=num_threads, device_id=device_id)
 
         def _run_batch(self, images):
             import torch
@@ -194,3 +190,9 @@ def _gpu_runner_class():
 def GpuPipelineRunner(p: Preprocess, max_batch_size: int, device_id: int = 0):  # noqa: N802 - a class factory
     """The deployed graph with the ``mixed`` decoder on GPU ``device_id`` (needs a GPU)."""
     return _gpu_runner_class()(p, max_batch_size, device_id)
+
+
+def gpu_pipeline(p: Preprocess, max_batch_size: int, device_id: int | None = 0):
+    """The GPU runner's pipeline, defined but not built (``device_id=None``: serializable
+    on a machine without a GPU)."""
+    return _gpu_runner_class().define(p, max_batch_size, num_threads=GPU_THREADS, device_id=device_id)
