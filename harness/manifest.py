@@ -1,6 +1,6 @@
 """The production manifest, ``deploy/versions.toml``: one Triton release and the versions
-its containers hold (server, DALI, TensorRT, CUDA, Python), plus the embedded server of
-the cpu profile.
+its containers hold (server, DALI, TensorRT, CUDA, Python), the decode stack beside DALI
+(nvImageCodec, nvJPEG) as the virtualenv pins it, plus the embedded server of the cpu profile.
 
 Standard library only: ``harness preflight`` reads it inside the Triton image, and
 ``docker/build_engine.py`` inside the TensorRT image (which has no project packages).
@@ -43,6 +43,10 @@ class Manifest:
     cuda: Component
     python: Component
     ubuntu: Component
+    nvimgcodec: Component
+    """nvImageCodec, the codec library DALI's decoders call (its CPU decoder included)."""
+    nvjpeg: Component
+    """nvJPEG, the GPU JPEG decoder behind nvImageCodec's ``mixed`` decoding."""
     embedded: Component
     """The cpu profile's tritonserver (``wheel`` pins it)."""
     embedded_python: str
@@ -52,6 +56,17 @@ class Manifest:
     def dali_requirement(self) -> str:
         """The pip requirement of the production DALI (what the virtualenv installs)."""
         return f"{self.dali.wheel}=={self.dali.version}"
+
+    @property
+    def tensorrt_requirement(self) -> str:
+        """The pip requirement of the production TensorRT (the ``gpu`` extra): any build of
+        the manifest's version (PyPI numbers builds, e.g. ``11.0.0.114``)."""
+        return f"tensorrt=={self.tensorrt.version}.*"
+
+    @property
+    def decode_stack_requirements(self) -> tuple[str, ...]:
+        """The pip requirements of nvImageCodec and nvJPEG, as the virtualenv installs them."""
+        return tuple(f"{c.wheel}=={c.version}" for c in (self.nvimgcodec, self.nvjpeg))
 
     @property
     def tensorrt_major(self) -> int:
@@ -85,6 +100,8 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
         cuda=_component(table, "cuda"),
         python=_component(table, "python"),
         ubuntu=_component(table, "ubuntu"),
+        nvimgcodec=_component(table, "nvimgcodec"),
+        nvjpeg=_component(table, "nvjpeg"),
         embedded=_component(table, "embedded", "server"),
         embedded_python=str(table["embedded"].get("python", "")),
     )
@@ -107,3 +124,17 @@ def tensorrt_library_version() -> str | None:
 def same_version(expected: str, found: str) -> bool:
     """A manifest's ``11.0.0`` is a library's ``11.0.0`` or ``11.0.0.114``."""
     return found == expected or found.startswith(expected + ".")
+
+
+def decode_stack_versions() -> dict[str, str | None]:
+    """The nvImageCodec and nvJPEG that this environment's DALI loaded, as DALI reports them
+    (None without DALI): what a GPU host's decoder runs, printed by ``harness preflight``.
+    DALI numbers them major * 1000 + minor * 100 + patch (nvImageCodec: 700 is 0.7.0) and
+    major * 1000 + minor * 10 + patch (nvJPEG: 13032 is 13.3.2, as its own tests read it)."""
+    try:
+        import nvidia.dali.backend as backend
+    except ImportError:
+        return {"nvImageCodec": None, "nvJPEG": None}
+    codec, jpeg = backend.GetNvimgcodecVersion(), backend.GetNvjpegVersion()
+    return {"nvImageCodec": f"{codec // 1000}.{codec % 1000 // 100}.{codec % 100}" if codec > 0 else None,
+            "nvJPEG": f"{jpeg // 1000}.{jpeg % 1000 // 10}.{jpeg % 10}" if jpeg > 0 else None}

@@ -1,6 +1,7 @@
 """deploy/versions.toml is the one source of the production versions: the Dockerfiles, the
-compose images, the DALI pin and the installed DALI follow it, and every DALI argument the
-pipeline uses exists in that DALI. The CPU-side proofs count only on those versions."""
+compose images, the DALI, nvImageCodec, nvJPEG and TensorRT pins and the installed DALI and
+decode stack follow it, and every DALI argument the pipeline uses exists in that DALI. The
+CPU-side proofs count only on those versions."""
 
 import importlib.metadata
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.manifest import ManifestError, load_manifest
+from harness.manifest import ManifestError, decode_stack_versions, load_manifest, same_version
 from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments, production_pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,10 @@ def disagreements(root: Path) -> list[str]:
     expect("docker-compose.yml", r"image:\s*harness-triton:(\S+)", manifest.release)
     expect("pyproject.toml", r'"(nvidia-dali-cuda\d+==[^"]+)"', manifest.dali_requirement)
     expect("requirements.lock", r"^(nvidia-dali-cuda\d+==\S+)", manifest.dali_requirement)
+    expect("pyproject.toml", r'"(tensorrt==[^"]+)"', manifest.tensorrt_requirement)  # the gpu extra
+    for requirement, pattern in zip(manifest.decode_stack_requirements, (r"nvidia-nvimgcodec-cu\d+==", r"nvidia-nvjpeg==")):
+        expect("pyproject.toml", rf'"({pattern}[^"]+)"', requirement)
+        expect("requirements.lock", rf"^({pattern}\S+)", requirement)
     expect("Makefile", r"^TRITON_WHEEL\s*:=\s*(\S+)", manifest.embedded.wheel)
     for image in (manifest.server.image, manifest.tensorrt.image):
         if not image.endswith(f":{manifest.release}-py3"):
@@ -53,6 +58,9 @@ def test_everything_follows_the_manifest():
     ("docker-compose.yml", "tensorrt:26.06-py3", "tensorrt:26.05-py3"),
     ("pyproject.toml", "nvidia-dali-cuda130==2.1.1", "nvidia-dali-cuda130==2.4.0"),
     ("requirements.lock", "nvidia-dali-cuda130==2.1.1", "nvidia-dali-cuda120==2.1.1"),
+    ("pyproject.toml", "tensorrt==11.0.0.*", "tensorrt==10.7.0"),  # the gpu extra's old pin
+    ("requirements.lock", "nvidia-nvjpeg==13.3.2.43", "nvidia-nvjpeg==13.2.3.58"),
+    ("pyproject.toml", "nvidia-nvimgcodec-cu13==0.7.0.11", "nvidia-nvimgcodec-cu13==0.9.0.20"),
 ])
 def test_a_drifted_file_is_caught(tmp_path, where, old, new):
     for name in (*VERSIONED, "deploy/versions.toml"):
@@ -71,9 +79,18 @@ def test_the_virtualenv_runs_the_manifests_dali(manifest):
     assert nvidia.dali.__version__ == manifest.dali.version
 
 
+def test_the_virtualenv_runs_the_manifests_decode_stack(manifest):
+    for component in (manifest.nvimgcodec, manifest.nvjpeg):
+        assert importlib.metadata.version(component.wheel) == component.version
+    # and DALI loaded those very libraries (it reports them without a GPU)
+    found = decode_stack_versions()
+    assert same_version(found["nvImageCodec"], manifest.nvimgcodec.version)  # DALI says 0.7.0 of 0.7.0.11
+    assert same_version(found["nvJPEG"], manifest.nvjpeg.version)
+
+
 def test_every_manifest_version_names_its_source(manifest):
     for component in (manifest.server, manifest.dali, manifest.tensorrt, manifest.cuda, manifest.python,
-                      manifest.ubuntu, manifest.embedded):
+                      manifest.ubuntu, manifest.nvimgcodec, manifest.nvjpeg, manifest.embedded):
         assert component.version and component.source
 
 
