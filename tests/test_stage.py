@@ -12,3 +12,4 @@ def test_stage_names_are_one_enum():
     assert Stage.RESIZE.is_image and not Stage.INPUT.is_image
     assert all(ISOLATED_INPUT[s] is s.previous for s in ISOLATED_INPUT) and Stage.DECODE.previous is None
     assert {"crop": 1}[Stage.CROP] == 1
+

@@ -12,9 +12,9 @@ import numpy as np
 
 from harness.accuracy.dataset import Dataset, Sample, abbreviated
 from harness.accuracy.predict import TOP_K, Predictions
-from harness.compare.result import SIDES
 from harness.compare.ties import margin_verdict, reference_margin
 from harness.compare.tolerance import Verdict
+from harness.outcome import Outcome
 
 # -- metrics (pure functions of arrays) -----------------------------------------------------
 
@@ -85,13 +85,13 @@ def flip_verdicts(samples: Sequence[Sample], reference: Predictions, deployed: P
     return out
 
 
-def outcome_of(reference_failed: bool, deployed_failed: Sequence[bool]) -> str:
-    """How an image that failed somewhere is labelled: "rejected by deployment" when the
-    reference classified it and some deployed path did not; "rejected by training" when the
-    reference failed and some deployed path classified it; else "failed"."""
+def outcome_of(reference_failed: bool, deployed_failed: Sequence[bool]) -> Outcome:
+    """How an image that failed somewhere is labelled: rejected by deployment when the
+    reference classified it and some deployed path did not; rejected by training when the
+    reference failed and some deployed path classified it; else failed."""
     if not reference_failed:
-        return f"rejected by {SIDES[0]}"
-    return f"rejected by {SIDES[1]}" if not all(deployed_failed) else "failed"
+        return Outcome.REJECTED_BY_DEPLOYMENT
+    return Outcome.REJECTED_BY_TRAINING if not all(deployed_failed) else Outcome.FAILED
 
 
 # -- the evaluation ------------------------------------------------------------------------
@@ -136,7 +136,7 @@ class AccuracyResult:
     image left out, whatever its outcome."""
     predictions: Mapping[str, Mapping[str, tuple[int, ...]]]
     """Path -> image name -> top-k class indices."""
-    outcomes: Mapping[str, str] = field(default_factory=dict)
+    outcomes: Mapping[str, Outcome] = field(default_factory=dict)
     """Image name -> "failed", "rejected by deployment" or "rejected by training", for each
     image of ``failed`` (see :func:`outcome_of`)."""
     tie_margin: float = 0.0
@@ -144,7 +144,7 @@ class AccuracyResult:
     """Classes per image in ``predictions`` and in top-k accuracy."""
 
     def rejected(self, side: str) -> int:
-        return sum(o == f"rejected by {side}" for o in self.outcomes.values())
+        return sum(o == Outcome.rejected_by(side) for o in self.outcomes.values())
 
 
 def evaluate(dataset: Dataset, predictions: Sequence[Predictions], classes: Sequence[str],

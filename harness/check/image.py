@@ -16,6 +16,7 @@ from harness.compare.tolerance import Tolerance
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
 from harness.model import softmax
+from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 from harness.spec import SpecError
@@ -92,9 +93,9 @@ class ImageChecker:
         if reference_error and deployed_error:
             return ImageResult(name, error=f"reference: {reference_error}; deployed: {deployed_error}"), None
         if reference_error:
-            return ImageResult(name, error=f"reference: {reference_error}", rejected_by="training"), None
+            return ImageResult(name, error=f"reference: {reference_error}", rejected_by=Side.TRAINING), None
         if deployed_error:
-            return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by="deployment"), None
+            return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by=Side.DEPLOYMENT), None
         if self.isolate:
             self._isolate(name, tensors)
         return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.compare.tolerance import Verdict
+from harness.outcome import Outcome, Side
 from harness.stage import Stage
 
-SIDES = ("deployment", "training")
+SIDES = tuple(Side)
 """Who can reject an image: the deployed server, or the training (reference) recipe."""
 
 
@@ -55,11 +56,10 @@ class ImageResult:
         return self.error is not None and self.rejected_by is None
 
     @property
-    def outcome(self) -> str:
-        """"compared", "failed", "rejected by deployment" or "rejected by training"."""
+    def outcome(self) -> Outcome:
         if self.rejected_by:
-            return f"rejected by {self.rejected_by}"
-        return "failed" if self.error is not None else "compared"
+            return Outcome.rejected_by(self.rejected_by)
+        return Outcome.FAILED if self.error is not None else Outcome.COMPARED
 
     @property
     def first_divergent(self) -> Stage | None:

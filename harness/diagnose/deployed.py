@@ -12,6 +12,7 @@ import numpy as np
 
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
+from harness.outcome import Outcome
 from harness.results import ImageIssue
 
 FETCH_WORKERS = 4
@@ -41,7 +42,7 @@ def fetch_deployed(side: DeployedSide, images: list[Path], reference: Callable[[
         try:
             data = path.read_bytes()
         except OSError as exc:
-            return path.name, None, None, ImageIssue(path.name, f"unreadable: {exc}", "failed")
+            return path.name, None, None, ImageIssue(path.name, f"unreadable: {exc}", Outcome.FAILED)
         try:
             return path.name, data, side.read(path.name, data), None
         except ServerStopped:
@@ -70,12 +71,12 @@ def _line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
-def _one_sided(reference: Callable[[bytes], object] | None, data: bytes) -> str:
-    """"rejected by deployment" when the reference processes what the deployment rejected."""
+def _one_sided(reference: Callable[[bytes], object] | None, data: bytes) -> Outcome:
+    """Rejected by deployment when the reference processes what the deployment rejected."""
     if reference is None:
-        return "failed"
+        return Outcome.FAILED
     try:
         reference(data)
     except Exception:  # noqa: BLE001 - failing on both sides is the ordinary "failed"
-        return "failed"
-    return "rejected by deployment"
+        return Outcome.FAILED
+    return Outcome.REJECTED_BY_DEPLOYMENT

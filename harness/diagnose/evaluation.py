@@ -27,6 +27,7 @@ from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
 from harness.diagnose.outcomes import Evaluation, ImageOutcome
+from harness.outcome import Outcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
 from harness.results import ImageIssue
@@ -92,7 +93,7 @@ class Diagnoser:
         explains them, and every later evaluation leaves them out."""
         ev = self.evaluate(())
         rejected = {i: o.failed for i, o in ev.outcomes.items() if o.failed}
-        self.rejected_by_training = [ImageIssue(self.deployed.names[i], f"reference: {reason}", "rejected by training")
+        self.rejected_by_training = [ImageIssue(self.deployed.names[i], f"reference: {reason}", Outcome.REJECTED_BY_TRAINING)
                                      for i, reason in rejected.items()]
         self.indices = [i for i in self.indices if i not in rejected]
         return ev.subset(self.indices)

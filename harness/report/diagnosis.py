@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from harness.outcome import Outcome
 from harness.report.data import json_safe
 from harness.report.markdown import fmt
 from harness.results import ImageIssue, ReferenceInfo, ServerInfo, Versions
@@ -18,11 +19,11 @@ if TYPE_CHECKING:
     from harness.diagnose import Cause, Diagnosis, Evaluation, Round
 
 FAILED_OUTCOMES = {
-    "rejected by deployment": "were rejected by the deployment but processed by training "
+    Outcome.REJECTED_BY_DEPLOYMENT: "were rejected by the deployment but processed by training "
                               "(a divergence no preprocessing parameter explains)",
-    "rejected by training": "were rejected by training but answered by the deployment "
+    Outcome.REJECTED_BY_TRAINING: "were rejected by training but answered by the deployment "
                             "(a divergence no preprocessing parameter explains)",
-    "failed": "failed on both sides or could not be read, and were left out",
+    Outcome.FAILED: "failed on both sides or could not be read, and were left out",
 }
 
 
@@ -63,7 +64,7 @@ class DiagnosisReport:
 
     def one_sided(self) -> tuple[ImageIssue, ...]:
         """The images only one side could process."""
-        return tuple(f for f in self.failed if (f.outcome or "").startswith("rejected by"))
+        return tuple(f for f in self.failed if f.outcome is not None and Outcome(f.outcome).one_sided)
 
     def to_dict(self) -> dict:
         """diagnosis.json."""
@@ -250,7 +251,7 @@ def render_markdown(report: DiagnosisReport) -> str:
     if report.written_spec:
         lines += [f"Corrected reference spec: `{report.written_spec}` (`harness check --spec` it).", ""]
     for outcome, what in FAILED_OUTCOMES.items():
-        rows = [f for f in report.failed if (f.outcome or "failed") == outcome]
+        rows = [f for f in report.failed if (f.outcome or Outcome.FAILED) == outcome]
         if rows:
             lines += [f"{len(rows)} images {what}: " + ", ".join(f"{f.image} ({f.reason})" for f in rows), ""]
     lines += render_causes(report)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from harness.compare.tolerance import Verdict
+from harness.outcome import Outcome
 from harness.stage import Stage
 
 
@@ -80,9 +81,9 @@ class ImageIssue:
 
     image: str
     reason: str
-    outcome: str | None = None
-    """Where recorded: "failed" (on both sides, or unreadable), "rejected by deployment" or
-    "rejected by training" (one side only)."""
+    outcome: Outcome | None = None
+    """Where recorded: failed (on both sides, or unreadable), rejected by deployment or by
+    training (one side only)."""
 
     def to_dict(self) -> dict:
         out = {"image": self.image, "reason": self.reason}

@@ -1,0 +1,39 @@
+"""What became of one image in a run: compared, or why not. One name for each, used by every
+job (check, diagnose, accuracy) and written as its plain value to every file.
+
+A one-sided rejection is a divergence of its own: one side cannot process an image the
+other can. ``Outcome`` is a :class:`enum.StrEnum`, so files keep the plain strings.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Side(enum.StrEnum):
+    """Who can reject an image."""
+
+    DEPLOYMENT = "deployment"
+    """The deployed server."""
+    TRAINING = "training"
+    """The training reference."""
+
+
+class Outcome(enum.StrEnum):
+    COMPARED = "compared"
+    """Both sides processed it; its stages have verdicts (equal, close, diverged)."""
+    FAILED = "failed"
+    """Neither side could process it, or it could not be read: says nothing about the deployment."""
+    REJECTED_BY_DEPLOYMENT = "rejected by deployment"
+    """Training processes it, the deployed server does not."""
+    REJECTED_BY_TRAINING = "rejected by training"
+    """The deployed server answers it, training does not."""
+
+    @staticmethod
+    def rejected_by(side: "Side | str") -> "Outcome":
+        return Outcome(f"rejected by {Side(side)}")
+
+    @property
+    def one_sided(self) -> bool:
+        """A rejection by one side only (fails a run unless ``--allow-rejected``)."""
+        return self in (Outcome.REJECTED_BY_DEPLOYMENT, Outcome.REJECTED_BY_TRAINING)
