@@ -148,12 +148,13 @@ def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preproc
 
 
 def fingerprint(recipe: str, p: Preprocess) -> str:
-    """A preprocessing in words, e.g. "RGB, stretched to 224x224, linear, no antialias (torchvision), ..."."""
-    r, n = p.resize, p.normalize
-    size = "x".join(map(str, r.size))
-    resize = (f"stretched to {size}" if r.mode == "stretch" else f"shorter side to {r.size[0]}, center crop "
-              f"{'x'.join(map(str, p.crop.size))}")
-    mean, std = n.mean_std_in_pixels()
-    return (f"{p.input.channel_order}, {resize}, {r.interpolation}, {'antialias' if r.antialias else 'no antialias'} "
-            f"({recipe}, on {r.dtype}), mean {[round(m, 3) for m in mean]} std {[round(v, 3) for v in std]} "
-            f"on the 0-255 scale")
+    """A preprocessing in words, e.g. "RGB; stretched to 224x224 (linear, antialias, torchvision
+    on uint8); mean [...] std [...] on the 0-255 scale"."""
+    r = p.resize
+    resize = f"stretched to {'x'.join(map(str, r.size))}" if r.mode == "stretch" else f"shorter side to {r.size[0]}"
+    how = f"{r.interpolation}, {'antialias' if r.antialias else 'no antialias'}, {recipe} on {r.dtype}"
+    crop = f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode != "stretch" or tuple(p.crop.size) != tuple(
+        r.size) else ""
+    mean, std = p.normalize.mean_std_in_pixels()
+    return (f"{p.input.channel_order}; {resize} ({how}){crop}; mean {[round(m, 3) for m in mean]} "
+            f"std {[round(v, 3) for v in std]} on the 0-255 scale")

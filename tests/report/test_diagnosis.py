@@ -92,3 +92,13 @@ def test_diagnosis_md_tables(tmp_path):
            "(as specified: 66.7%)." in text
     assert text.rstrip().endswith("Time (s): total 1.2.")
     assert not math.isnan(json.loads(paths["json"].read_text())["tie_margin"])
+
+
+def test_fingerprint_says_the_preprocessing_in_words():
+    from harness.diagnose.advice import fingerprint
+    from harness.spec import parse_spec
+
+    stretched = parse_spec({"resize": {"mode": "stretch", "size": [224, 224], "antialias": True},
+                            "input": {"channel_order": "BGR"}}).preprocess
+    assert fingerprint("torchvision", stretched).startswith("BGR; stretched to 224x224 (linear, antialias, torchvision")
+    assert "center crop 224x224" in fingerprint("opencv", parse_spec({}).preprocess)
