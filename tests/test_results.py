@@ -34,7 +34,7 @@ def test_check_report_json_keeps_its_fields():
                            "isolated": True, "tie_margin": 0.5, "top_k": 3, "allow_rejected": False}
     assert data["deployed"] == {"ensemble": "classify_dali", "taps_model": "preprocess_dali_taps", "pipeline": "dali",
                                 "url": "127.0.0.1:8001", "protocol": "grpc"}
-    assert data["spec"]["tolerances"]["resize"] == {"atol": 1.0, "rtol": 0.0, "max_fraction": 0.0}
+    assert data["spec"]["tolerances"]["resize"] == {"atol": 4.0, "rtol": 0.0, "max_fraction": 0.001, "mean_atol": 1.0}
     resize = data["stages"][1]
     assert resize["images"] == {"equal": 2, "diverged": 1} and resize["why"].startswith("this stage adds the error")
 

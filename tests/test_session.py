@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.compare.tolerance import Tolerance
+from harness.compare.tolerance import DEFAULT_TOLERANCES
 from harness.errors import UsageError
 from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
@@ -20,7 +20,7 @@ def test_a_session_reads_the_repository_s_own_spec_and_model(repository):
 
 def test_the_tie_margin_defaults_to_the_output_tolerance(repository):
     session = Session(repository)
-    assert session.tolerances()[Stage.OUTPUT] == Tolerance(atol=0.5)
+    assert session.tolerances()[Stage.OUTPUT] == DEFAULT_TOLERANCES[Stage.OUTPUT] and DEFAULT_TOLERANCES[Stage.OUTPUT].atol == 0.5
     assert session.tie_margin() == 0.5 and session.tie_margin(0.0) == 0.0
     with pytest.raises(UsageError, match="--tie-margin must be at least 0, got -1"):
         session.tie_margin(-1)

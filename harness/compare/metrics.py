@@ -128,7 +128,8 @@ def quick_verdict(reference: np.ndarray, deployed: np.ndarray, tolerance: Tolera
         return Verdict.EQUAL, rmse
     bound = tolerance.atol + tolerance.rtol * np.abs(reference) if tolerance.rtol else tolerance.atol
     over = np.count_nonzero(err > bound) / err.size
-    return (Verdict.CLOSE if over <= tolerance.max_fraction else Verdict.DIVERGED), rmse
+    mean = float(err.mean()) if tolerance.mean_atol is not None else 0.0
+    return (Verdict.CLOSE if tolerance.allows(over, mean) else Verdict.DIVERGED), rmse
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -147,7 +148,7 @@ def verdict(metrics: dict, tolerance: Tolerance) -> Verdict:
         return Verdict.DIVERGED
     if metrics["max_abs"] == 0:
         return Verdict.EQUAL
-    return Verdict.CLOSE if metrics["fraction_over_tolerance"] <= tolerance.max_fraction else Verdict.DIVERGED
+    return Verdict.CLOSE if tolerance.allows(metrics["fraction_over_tolerance"], metrics["mean_abs"]) else Verdict.DIVERGED
 
 
 def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: int = DEFAULT_TOP_K) -> dict:

@@ -50,6 +50,19 @@ def test_misaligned_spec_names_resize_and_exits_1(server, images, tmp_path, repo
     assert "**First divergent stage: resize**" in result.stdout
 
 
+def test_a_real_decoder_difference_passes_check_by_the_decoder_rule(server, images, tmp_path, repository):
+    # Training decoded with Pillow's YCbCr -> RGB instead of libjpeg-turbo's (docs/gpu.md): a
+    # level off on most pixels, two after the resize, which the old every-value rule failed
+    reference = f"{repository.parent / 'specs' / 'decoder_difference.py'}:pillow_ycbcr"
+    result = harness("check", images, "--url", server.grpc_url, "--reference", reference, "--report", tmp_path,
+                     "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    stages = {s["name"]: s for s in json.loads((tmp_path / "report.json").read_text())["stages"]}
+    assert stages["decode"]["verdict"] == "close" and stages["decode"]["metrics"]["max_abs"]["worst"] == 1
+    assert stages["resize"]["metrics"]["max_abs"]["worst"] == 2
+    assert all(s["verdict"] != "diverged" for s in stages.values()), stages
+
+
 def test_usage_errors_exit_2(server, images, tmp_path):
     missing_run = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "none", "--resume")
     assert missing_run.returncode == 2 and "no earlier run" in missing_run.stderr

@@ -68,9 +68,10 @@ def test_topk():
 
 def test_tolerances_default_and_override(spec):
     t = tolerances_for(spec.preprocess, {"resize": {"atol": 3}})
-    assert t["resize"].atol == 3 and t["decode"].atol == 2
-    assert t["input"].atol == pytest.approx(1 / 128, rel=0.01)  # one level after (x - 127) / 128
+    assert t["resize"].atol == 3 and t["decode"].atol == 4 and t["decode"].mean_atol == 1
+    assert t["input"].atol == pytest.approx(4 / 128, rel=0.01)  # the crop's 4 levels after (x - 127) / 128
+    assert t["input"].mean_atol == pytest.approx(1 / 128, rel=0.01)
     with pytest.raises(SpecError, match="no such stage"):
         tolerances_for(spec.preprocess, {"resise": {"atol": 1}})
-    with pytest.raises(SpecError, match="keys are atol, rtol, max_fraction"):
+    with pytest.raises(SpecError, match="keys are atol, rtol, max_fraction, mean_atol"):
         tolerances_for(spec.preprocess, {"resize": {"tol": 1}})
