@@ -3,10 +3,16 @@
 Proves on the running deployment what no CPU-side test can: that the server, DALI,
 TensorRT, CUDA and Python are the manifest's (``deploy/versions.toml``), that every DALI
 argument the pipeline uses exists in the DALI it runs, that the classifier's engine
-loads, that known-answer photos come out of both ensembles and the taps model as the
-cpu profile served them at build time (within the harness's tolerances), and that a bad
-image among concurrent good ones fails only itself. Each check is one :class:`Row`;
-checks that cannot run where preflight runs are skipped with the reason, never passed.
+loads, that known-answer photos come out of both ensembles and the taps model as recorded
+(:mod:`harness.preflight.known_answers`), and that a bad image among concurrent good ones
+fails only itself. Each check is one :class:`Row`; checks that cannot run where preflight
+runs are skipped with the reason, never passed; the decode stack found is printed.
+
+Which record, which rule (:mod:`harness.compare.tolerance`): a server is held to a record
+of its own profile by the strict drift rule; a GPU host without its own record is compared
+with the cpu record by the decoder rule (nvJPEG is not libjpeg-turbo); with its own record
+(``--record``), it is held to that by the drift rule, and that record to the cpu one by the
+decoder rule. The ``record`` column says which record a row used.
 
 Imports only numpy, tritonclient and the standard library at module level: it runs in
 the Triton image (``docker compose run --rm preflight``) as well as in the virtualenv.
@@ -25,11 +31,12 @@ import numpy as np
 from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
 from harness.compare.metrics import quick_verdict
 from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
-from harness.manifest import Manifest, same_version, tensorrt_library_version
+from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
+"""Row statuses; ``info`` is printed, never judged (what the container has)."""
 MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
           "classifier", "classify_dali", "classify_opencv")
 
@@ -43,6 +50,8 @@ class Row:
     expected: str = ""
     found: str = ""
     detail: str = ""
+    record: str = ""
+    """The known-answer record the row compared with (``cpu``, ``gpu``, ``gpu vs cpu``)."""
 
 
 def profile_of(client: TritonClient) -> str:
@@ -81,8 +90,18 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
         rows.append(engine_row(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
+    rows.extend(decode_stack_rows(manifest))
     rows.extend(dali_schema_rows(repository, known))
     return rows
+
+
+def decode_stack_rows(manifest: Manifest) -> list[Row]:
+    """The nvImageCodec and nvJPEG this environment's DALI loaded, beside the virtualenv's pins:
+    printed, not judged (the image's own builds are read from no release branch; what a
+    change of them does to the answers is the drift rows' to say)."""
+    found = decode_stack_versions()
+    return [Row(f"{name} version", INFO, pin.version, found[name] or "", "" if found[name] else "DALI is not installed here")
+            for name, pin in (("nvImageCodec", manifest.nvimgcodec), ("nvJPEG", manifest.nvjpeg))]
 
 
 def engine_row(stamp: Path, manifest: Manifest) -> Row:
@@ -134,41 +153,78 @@ def server_rows(client: TritonClient, manifest: Manifest, profile: str) -> list[
     return rows
 
 
-def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dict[str, Tolerance]) -> list[Row]:
-    """Both pipelines' stages and ensemble logits, and the classifier alone, against the record."""
-    rows = []
-    first = next(iter(known.images))
-    recorded = known.stages[first]["dali"]
-    try:
-        logits = client.classifier_logits(recorded["input"][None])[0]
-        verdict, rmse = quick_verdict(recorded["output"], logits, tolerances["output"])
-        rows.append(_verdict_row("classifier engine: known input", verdict, f"{first}: logits rmse {rmse:.3g}"))
-    except InferenceError as exc:
-        rows.append(Row("classifier engine: known input", FAIL, "logits", str(exc)))
-    for pipeline in PIPELINES:
-        worst: dict[str, tuple[Verdict, float, str]] = {}  # per stage: the worst verdict, then the worst RMSE
-        top1 = []
-        for photo, data in known.images.items():
-            expected = known.stages[photo][pipeline]
+def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dict[str, Tolerance],
+                      drift: dict[str, Tolerance], profile: str, own: KnownAnswers | None = None) -> list[Row]:
+    """Both pipelines' stages and ensemble logits, and the classifier alone, against a record.
+
+    With ``own`` (this host's own record) the server is held to it by ``drift`` and ``own``
+    to ``known`` by ``tolerances`` (the decoder rule); else the server to ``known``, by
+    ``drift`` when ``known`` is of the server's ``profile``, by ``tolerances`` when not."""
+    target = own or known
+    same = target.profile == profile or own is not None
+    rule, rule_name = (drift, "drift rule") if same else (tolerances, "decoder rule")
+    rows = [classifier_row(client, target, drift)]
+    served: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    failed: dict[str, str] = {}
+    for photo, data in target.images.items():
+        for pipeline in PIPELINES:
             try:
-                found = client.deployed(data, pipeline)
+                served.setdefault(photo, {})[pipeline] = client.deployed(data, pipeline)
             except InferenceError as exc:
-                worst["request"] = (Verdict.DIVERGED, 0.0, f"{photo}: {exc}")
-                continue
-            for stage, reference in expected.items():
-                verdict, rmse = quick_verdict(reference, found[stage], tolerances[stage])
-                if stage not in worst or (verdict.rank, rmse) > (worst[stage][0].rank, worst[stage][1]):
-                    worst[stage] = (verdict, rmse, f"worst {photo}: rmse {rmse:.3g}")
-            top1.append(int(np.argmax(found["output"])) == int(np.argmax(expected["output"])))
-        for stage, (verdict, _, detail) in worst.items():
-            rows.append(_verdict_row(f"{pipeline}: {stage}", verdict, detail))
-        rows.append(Row(f"{pipeline}: top-1", PASS if top1 and all(top1) else FAIL, f"{len(known.images)} of {len(known.images)}",
-                        f"{sum(top1)} of {len(known.images)}"))
+                failed.setdefault(photo, f"{photo}: {exc}")
+    rows += compared_rows(served, target.stages, rule, rule_name, target.profile, failed)
+    if own is not None:
+        rows += compared_rows(own.stages, known.stages, tolerances, "decoder rule", f"{own.profile} vs {known.profile}",
+                              prefix="record ")
+    elif not same:
+        rows.append(Row(f"{profile} record", SKIP, record=profile,
+                        detail="none yet: once this table passes, `--record` keeps this host's answers, and later runs "
+                               "hold it to them by the drift rule"))
     return rows
 
 
-def _verdict_row(check: str, verdict: Verdict, detail: str) -> Row:
-    return Row(check, FAIL if verdict == Verdict.DIVERGED else PASS, "equal or close", verdict.value, detail)
+def classifier_row(client: TritonClient, record: KnownAnswers, drift: dict[str, Tolerance]) -> Row:
+    """The classifier alone on a recorded model input gives the recorded logits: the same
+    input on both sides, so the strict rule."""
+    first = next(iter(record.images))
+    recorded = record.stages[first]["dali"]
+    try:
+        logits = client.classifier_logits(recorded["input"][None])[0]
+    except InferenceError as exc:
+        return Row("classifier engine: known input", FAIL, "logits", str(exc), record=record.profile)
+    verdict, rmse = quick_verdict(recorded["output"], logits, drift["output"])
+    return _verdict_row("classifier engine: known input", verdict, f"{first}: logits rmse {rmse:.3g}", "drift rule",
+                        record.profile)
+
+
+def compared_rows(found: dict, expected: dict, tolerances: dict[str, Tolerance], rule_name: str, record: str,
+                  failed: dict[str, str] | None = None, prefix: str = "") -> list[Row]:
+    """Per pipeline and stage, the worst verdict over the photos both hold (``found`` and
+    ``expected``: ``[photo][pipeline][stage]``), then whether every top-1 class is kept."""
+    rows = []
+    photos = [p for p in expected if p in found]
+    for pipeline in PIPELINES:
+        worst: dict[str, tuple[Verdict, float, str]] = {}  # per stage: the worst verdict, then the worst RMSE
+        if failed:
+            worst["request"] = (Verdict.DIVERGED, 0.0, next(iter(failed.values())))
+        for photo in photos:
+            for stage, reference in expected[photo][pipeline].items():
+                verdict, rmse = quick_verdict(reference, found[photo][pipeline][stage], tolerances[stage])
+                if stage not in worst or (verdict.rank, rmse) > (worst[stage][0].rank, worst[stage][1]):
+                    worst[stage] = (verdict, rmse, f"worst {photo}: rmse {rmse:.3g}")
+        for stage, (verdict, _, detail) in worst.items():
+            rows.append(_verdict_row(f"{prefix}{pipeline}: {stage}", verdict, detail, rule_name, record))
+        top1 = [int(np.argmax(found[p][pipeline]["output"])) == int(np.argmax(expected[p][pipeline]["output"]))
+                for p in photos]
+        count = len(expected)
+        rows.append(Row(f"{prefix}{pipeline}: top-1", PASS if top1 and all(top1) and len(top1) == count else FAIL,
+                        f"{count} of {count}", f"{sum(top1)} of {count}", record=record))
+    return rows
+
+
+def _verdict_row(check: str, verdict: Verdict, detail: str, rule_name: str, record: str) -> Row:
+    return Row(check, FAIL if verdict == Verdict.DIVERGED else PASS, f"equal or close ({rule_name})", verdict.value,
+               detail, record)
 
 
 def isolation_row(client_factory, photos: list[bytes], clients: int = 8, rounds: int = 6) -> Row:
@@ -237,13 +293,17 @@ def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None
 
 def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: KnownAnswers | None,
                tolerances: dict[str, Tolerance] | None = None, repository: Path | None = None,
-               in_server_env: bool = False, metrics_url: str | None = None) -> list[Row]:
+               in_server_env: bool = False, metrics_url: str | None = None,
+               own: KnownAnswers | None = None) -> list[Row]:
     """Every check, in order: versions, schema, models, known answers, concurrent load.
 
-    ``in_server_env``: this process runs in the server's own environment (the Triton image,
-    or the embedded server's virtualenv), so its DALI, TensorRT, CUDA and Python are the
-    server's; otherwise those rows are skipped. ``tolerances`` default to the harness's for
-    the repository's spec. ``metrics_url``: Triton's metrics, to see the batches formed."""
+    ``known`` is the cpu profile's record; ``own`` this host's own record (a GPU host's,
+    ``--record``), if any. ``in_server_env``: this process runs in the server's own
+    environment (the Triton image, or the embedded server's virtualenv), so its DALI,
+    TensorRT, CUDA, Python and decode stack are the server's; otherwise those rows are
+    skipped. ``tolerances`` default to the decoder rule for the repository's spec (the
+    drift rule always comes from it too). ``metrics_url``: Triton's metrics, to see the
+    batches formed."""
     profile = profile_of(client)
     rows = [Row("profile", PASS, "", profile)]
     rows += server_rows(client, manifest, profile)
@@ -255,12 +315,13 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
     if known is None:
         rows.append(Row("known answers", FAIL, detail="none recorded: run `make setup` (harness preflight --record)"))
     else:
-        if tolerances is None:
-            from harness.spec import SPEC_FILENAME, load_spec
+        from harness.spec import SPEC_FILENAME, load_spec
 
-            spec = load_spec(Path(repository or "model_repository") / SPEC_FILENAME)
+        spec = load_spec(Path(repository or "model_repository") / SPEC_FILENAME)
+        if tolerances is None:
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
-        rows += known_answer_rows(client, known, tolerances)
+        drift = tolerances_for(spec.preprocess, drift=True)
+        rows += known_answer_rows(client, known, tolerances, drift, profile, own)
         rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows
 

@@ -22,14 +22,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-url", help="Triton's metrics endpoint (default: port 8002 of --url's host)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help="default: deploy/versions.toml")
     parser.add_argument("--known-answers", type=Path, default=DEFAULT_KNOWN_ANSWERS,
-                        help="directory of the recorded known answers (default: build/preflight)")
+                        help="directory of the cpu profile's recorded known answers; a GPU host's own record is "
+                             "its gpu/ folder (default: build/preflight)")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY,
                         help="the model repository the server serves (default: model_repository)")
     parser.add_argument("--in-server-env", action="store_true",
                         help="this process runs in the server's own environment (the Triton image, or the embedded "
                              "server's virtualenv): also check its DALI, TensorRT, CUDA, Python and DALI schema")
     parser.add_argument("--record", action="store_true",
-                        help="record the known answers from the server (make setup does, on the cpu profile) and stop")
+                        help="record the server's known answers and stop: the cpu profile's (make setup does) or, on "
+                             "a GPU host, its own, which later runs hold it to (in KNOWN_ANSWERS/gpu)")
     parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default: %(default)s)")
 
@@ -64,48 +66,61 @@ def run(args: argparse.Namespace) -> int:
         client = stack.enter_context(client_factory())
         if not client.is_ready():
             raise UsageError(f"Triton server at {url} ({args.protocol}) is not reachable or not ready")
-        if args.record:
-            return _record(client, args)
-        from harness.preflight import known_answers, passed, run_checks
+        from harness.preflight import known_answers, passed, profile_of, run_checks
 
+        profile = profile_of(client)
+        if args.record:
+            return _record(client, args, profile)
         try:
             known = known_answers.load(args.known_answers)
         except FileNotFoundError as exc:
             print(f"warning: {exc}", file=sys.stderr)
             known = None
+        own_dir = known_answers.record_dir(args.known_answers, profile)
+        own = known_answers.load(own_dir) if profile != "cpu" and (own_dir / known_answers.META).is_file() else None
         rows = run_checks(client, client_factory, manifest, known, repository=args.repository,
-                          in_server_env=args.in_server_env, metrics_url=metrics_url)
+                          in_server_env=args.in_server_env, metrics_url=metrics_url, own=own)
     print(format_rows(rows, manifest))
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     ok = passed(rows)
     print(f"\npreflight {'PASSED' if ok else 'FAILED'}: {sum(r.status == 'pass' for r in rows)} passed, "
-          f"{sum(r.status == 'fail' for r in rows)} failed, {sum(r.status == 'skip' for r in rows)} skipped")
+          f"{sum(r.status == 'fail' for r in rows)} failed, {sum(r.status == 'skip' for r in rows)} skipped, "
+          f"{sum(r.status == 'info' for r in rows)} printed")
     return 0 if ok else 1
 
 
-def _record(client, args) -> int:
-    from harness.preflight.known_answers import PHOTOS, record
+def _record(client, args, profile: str) -> int:
+    from harness.manifest import decode_stack_versions
+    from harness.preflight.known_answers import PHOTOS, record, record_dir
     from harness.preprocessing.dali_graph import production_arguments
 
     photos = [DEFAULT_PHOTOS / name for name in PHOTOS]
     missing = [str(p) for p in photos if not p.is_file()]
     if missing:
         raise UsageError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
-    path = record(client, photos, args.known_answers, production_arguments(args.repository))
-    print(f"known answers of {len(photos)} photos recorded in {path.parent}")
+    out = record_dir(args.known_answers, profile)
+    versions = decode_stack_versions() if args.in_server_env or profile == "cpu" else {}
+    try:
+        path = record(client, photos, out, production_arguments(args.repository), profile, versions)
+    except OSError as exc:
+        raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
+                         "(in compose, build/preflight must be mounted writable to record)") from None
+    print(f"known answers of {len(photos)} photos recorded from the {profile} profile in {path.parent}")
     return 0
 
 
 def format_rows(rows, manifest) -> str:
-    """A plain table (no rich in the Triton image): check, status, expected, found, detail."""
+    """A plain table (no rich in the Triton image): check, status, the record compared with,
+    expected, found, detail."""
     head = f"preflight against the manifest: Triton {manifest.release} (server {manifest.server.version}, " \
            f"DALI {manifest.dali.version}, TensorRT {manifest.tensorrt.version}, CUDA {manifest.cuda.version})"
-    table = [("check", "status", "expected", "found", "detail")] + [
-        (r.check, r.status.upper() if r.status == "fail" else r.status, r.expected, r.found, r.detail) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in table]
+    table = [("check", "status", "record", "expected", "found", "detail")] + [
+        (r.check, r.status.upper() if r.status == "fail" else r.status, r.record, r.expected, r.found, r.detail)
+        for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:5], widths)) + "  " + row[5] for row in table]
     return "\n".join([head, "", *lines])
 
 

@@ -1,9 +1,13 @@
-"""Known answers: what the cpu profile serves for a few photos, recorded at build time.
+"""Known answers: what a deployment serves for a few photos, recorded.
 
-``make setup`` runs ``harness preflight --record`` against the embedded server: for each
-known-answer photo it keeps the file bytes, every preprocessing stage of both pipelines
-(the taps models) and the logits of both ensembles, plus the DALI operator arguments the
-pipeline uses. ``harness preflight`` on a GPU host compares the deployed server with them.
+``harness preflight --record`` keeps, for each known-answer photo, the file bytes, every
+preprocessing stage of both pipelines (the taps models) and the logits of both ensembles,
+plus the DALI operator arguments the pipeline uses and the versions it was recorded with.
+Two records: the cpu profile's (``make setup`` records it from the embedded server, in
+``build/preflight``), and a GPU host's own (``--record`` there, in ``build/preflight/gpu``:
+:func:`record_dir`). ``harness preflight`` compares a server with its own profile's record
+by the drift rule, and a GPU host's answers with the cpu record by the decoder rule
+(:mod:`harness.compare.tolerance`).
 """
 
 from __future__ import annotations
@@ -32,10 +36,29 @@ class KnownAnswers:
     """The version of the server they were recorded from."""
     pipeline_arguments: dict[str, list[str]] = field(default_factory=dict)
     """DALI operator schema name -> the arguments the pipeline passes it."""
+    profile: str = "cpu"
+    """The profile of the server they were recorded from (``cpu`` or ``gpu``)."""
+    versions: dict[str, str] = field(default_factory=dict)
+    """What recorded them: the server, and the DALI, nvImageCodec and nvJPEG of the recording
+    process (the server's own when recorded in its image or, for the cpu profile, its virtualenv)."""
+
+    @property
+    def source(self) -> str:
+        """The record in words, for the table: ``gpu record (server 2.70.0, nvJPEG 13.3.2)``."""
+        found = ", ".join(f"{k} {v}" for k, v in self.versions.items() if v)
+        return f"{self.profile} record" + (f" ({found})" if found else "")
 
 
-def record(client: TritonClient, photos: list[Path], out: Path, pipeline_arguments: dict[str, list[str]]) -> Path:
-    """Read the known answers of ``photos`` from a running server into ``out``."""
+def record_dir(directory: Path, profile: str) -> Path:
+    """Where a profile's record lives: the cpu profile's in ``directory`` itself (``make
+    setup`` writes it there), any other profile's in a folder of its name beside it."""
+    return Path(directory) if profile == "cpu" else Path(directory) / profile
+
+
+def record(client: TritonClient, photos: list[Path], out: Path, pipeline_arguments: dict[str, list[str]],
+           profile: str = "cpu", versions: dict[str, str | None] | None = None) -> Path:
+    """Read the known answers of ``photos`` from a running server of ``profile`` into ``out``;
+    ``versions`` (e.g. the decode stack this process loaded) are kept with them."""
     arrays, names = {}, []
     for path in photos:
         data = path.read_bytes()
@@ -46,8 +69,9 @@ def record(client: TritonClient, photos: list[Path], out: Path, pipeline_argumen
                 arrays[f"{path.name}/{pipeline}/{stage}"] = tensor
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / ARRAYS, **arrays)
-    meta = {"photos": names, "server": client.server_metadata().get("version", ""),
-            "pipeline_arguments": pipeline_arguments}
+    server = client.server_metadata().get("version", "")
+    meta = {"photos": names, "server": server, "pipeline_arguments": pipeline_arguments, "profile": profile,
+            "versions": {"server": server, **{k: v for k, v in (versions or {}).items() if v}}}
     (out / META).write_text(json.dumps(meta, indent=2) + "\n")  # written last: marks the record complete
     return out / META
 
@@ -65,4 +89,5 @@ def load(directory: Path) -> KnownAnswers:
         images[photo] = arrays[f"{photo}/image"].tobytes()
         stages[photo] = {pipeline: {key.split("/")[2]: value for key, value in arrays.items()
                                     if key.startswith(f"{photo}/{pipeline}/")} for pipeline in PIPELINES}
-    return KnownAnswers(images, stages, meta.get("server", ""), meta.get("pipeline_arguments", {}))
+    return KnownAnswers(images, stages, meta.get("server", ""), meta.get("pipeline_arguments", {}),
+                        meta.get("profile", "cpu"), meta.get("versions", {}))

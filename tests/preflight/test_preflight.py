@@ -1,5 +1,7 @@
 """harness preflight against the real embedded server (cpu profile): everything it can
-check without a GPU passes, and each check fails when what it guards is broken."""
+check without a GPU passes, and each check fails when what it guards is broken. The GPU
+host's records are exercised with records of real decoders: this server's own (drift rule)
+and one whose DALI stages another decoder or a planted cause produced (decoder rule)."""
 
 import dataclasses
 import subprocess
@@ -10,10 +12,15 @@ import numpy as np
 import pytest
 
 from harness.client import TritonClient
-from harness.manifest import load_manifest
-from harness.preflight import FAIL, PASS, SKIP, passed, run_checks
-from harness.preflight.known_answers import PHOTOS, KnownAnswers, load, record
+from harness.compare.tolerance import tolerances_for
+from harness.manifest import decode_stack_versions, load_manifest
+from harness.preflight import FAIL, INFO, PASS, SKIP, known_answer_rows, passed, run_checks
+from harness.preflight.known_answers import META, PHOTOS, KnownAnswers, load, record
 from harness.preprocessing.dali_graph import production_arguments
+from harness.reference import TorchvisionRecipe
+from harness.reference.custom import CallableRecipe, load_object
+from harness.reference.model import OnnxModel
+from harness.spec import with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +54,13 @@ def test_every_check_the_cpu_profile_allows_passes(server, known):
         assert by_name[name].status == PASS, by_name[name]
     assert by_name["profile"].found == "cpu"
     assert "TensorRT version" not in by_name  # the cpu profile has none: not claimed either way
+    # its own record: the drift rule, and the table says which record
+    assert by_name["dali: decode"].record == "cpu" and "drift rule" in by_name["dali: decode"].expected
+    # the decode stack is printed beside the pins, never judged
+    manifest, found = load_manifest(), decode_stack_versions()
+    for name, pin in (("nvImageCodec version", manifest.nvimgcodec), ("nvJPEG version", manifest.nvjpeg)):
+        assert by_name[name].status == INFO and by_name[name].expected == pin.version
+        assert by_name[name].found == found[name.split()[0]] and pin.version.startswith(by_name[name].found + ".")
 
 
 def test_a_served_tensor_that_moved_fails_its_stage(server, known):
@@ -110,3 +124,85 @@ def test_known_answers_round_trip(known):
     assert set(stages) == {"dali", "opencv"}
     assert set(stages["dali"]) == {"decode", "resize", "crop", "input", "output"}
     assert stages["dali"]["decode"].dtype == np.uint8 and stages["dali"]["output"].shape == (1000,)
+
+
+# -- a GPU host's records, on the cpu profile ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def model(repository):
+    return OnnxModel(repository / "classifier" / "model.onnx")
+
+
+def decoded_by(answers: KnownAnswers, recipe, model, profile: str) -> KnownAnswers:
+    """The record with its DALI stages and logits from ``recipe`` (another decoder, or a
+    planted cause) and the model: the record of a deployment that decodes so."""
+    stages = {}
+    for photo, data in answers.images.items():
+        reference = recipe(data)
+        reference["output"] = model.logits(reference["input"][None])[0]
+        stages[photo] = {**answers.stages[photo], "dali": reference}
+    return dataclasses.replace(answers, stages=stages, profile=profile)
+
+
+def pillow(repository):
+    return CallableRecipe(load_object(f"{repository.parent / 'specs' / 'decoder_difference.py'}:pillow_ycbcr"), "pillow")
+
+
+def rows_against(server, spec, known, own=None, tolerances=None):
+    with TritonClient(server.url("grpc"), "grpc") as client:
+        rows = known_answer_rows(client, known, tolerances or tolerances_for(spec.preprocess, spec.tolerances),
+                                 tolerances_for(spec.preprocess, drift=True), "cpu", own)
+    return {row.check: row for row in rows}, rows
+
+
+def test_another_decoders_record_is_held_to_the_decoder_rule(server, spec, repository, known, model):
+    # what a GPU host sees before it has a record of its own: its answers against the cpu
+    # record; here the other way round, this server against a record a Pillow decode made
+    other = decoded_by(load(known), pillow(repository), model, "pillow")
+    by_name, rows = rows_against(server, spec, other)
+    assert passed(rows), [r for r in rows if r.status == FAIL]
+    decode = by_name["dali: decode"]
+    assert decode.found == "close" and decode.record == "pillow" and "decoder rule" in decode.expected
+    assert by_name["cpu record"].status == SKIP and "--record" in by_name["cpu record"].detail
+    assert by_name["opencv: decode"].found == "equal"  # the OpenCV pipeline's record is this server's
+    # the strict rule fails the same healthy difference: the rule is what lets it pass
+    strict, _ = rows_against(server, spec, other, tolerances=tolerances_for(spec.preprocess, drift=True))
+    assert strict["dali: resize"].status == FAIL
+
+
+def test_a_host_with_its_own_record_is_held_to_it_and_its_record_to_the_other(server, spec, repository, known, model):
+    own = load(known)  # recorded from this very server into tmp_path by the fixture
+    other = decoded_by(own, pillow(repository), model, "pillow")
+    by_name, rows = rows_against(server, spec, other, own=own)
+    assert passed(rows), [r for r in rows if r.status == FAIL]
+    assert by_name["dali: decode"].found == "equal" and by_name["dali: decode"].record == "cpu"
+    assert "drift rule" in by_name["dali: decode"].expected
+    assert by_name["record dali: decode"].found == "close" and by_name["record dali: decode"].record == "cpu vs pillow"
+    assert "decoder rule" in by_name["record dali: decode"].expected and "cpu record" not in by_name
+
+
+def test_a_planted_cause_in_the_other_record_still_fails_its_stage(server, spec, known, model):
+    # a deployment that resizes with antialiasing (torchvision on PIL): diverged at resize
+    planted = decoded_by(load(known), TorchvisionRecipe(with_overrides(spec.preprocess, resize={"antialias": True})),
+                         model, "antialias")
+    for own in (None, load(known)):
+        by_name, rows = rows_against(server, spec, planted, own=own)
+        prefix = "record " if own else ""
+        assert by_name[f"{prefix}dali: resize"].status == FAIL, by_name[f"{prefix}dali: resize"]
+        assert by_name[f"{prefix}dali: decode"].status == PASS and not passed(rows)
+
+
+def test_record_writes_the_profile_and_versions_and_refuses_an_unwritable_place(server, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "harness.preflight", "--url", server.url("grpc"), *map(str, args)],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    recorded = run("--record", "--known-answers", tmp_path / "rec")
+    assert recorded.returncode == 0 and "from the cpu profile" in recorded.stdout, recorded.stderr
+    answers = load(tmp_path / "rec")  # the cpu profile's record is the folder itself
+    assert answers.profile == "cpu" and answers.versions["server"] == "2.51.0"
+    assert answers.versions["nvJPEG"] == decode_stack_versions()["nvJPEG"]
+    (tmp_path / "file").write_text("not a folder")
+    refused = run("--record", "--known-answers", tmp_path / "file")
+    assert refused.returncode == 2 and "cannot write the cpu record" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "file" / META).exists()
