@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.deployment.base import pack_images
+from harness.errors import HarnessError
 from harness.preprocessing import TAP_TENSORS
 
 PROTOCOLS = ("http", "grpc")
@@ -38,11 +39,11 @@ PIPELINES = {
 CLASSIFIER = "classifier"
 
 
-class InferenceError(RuntimeError):
+class InferenceError(HarnessError, RuntimeError):
     """The server answered a request with an error (its message is kept)."""
 
 
-class ServerUnavailable(RuntimeError):
+class ServerUnavailable(HarnessError, RuntimeError):
     """The server did not answer at all: refused, reset, or timed out."""
 
 

@@ -19,7 +19,14 @@ from __future__ import annotations
 EXIT_OK, EXIT_FOUND, ERROR_STATUS = 0, 1, 2
 
 
-class CommandError(Exception):
+class HarnessError(Exception):
+    """Base of every refusal of the harness's own (a spec, model, repository, dataset, image or
+    server it cannot use): a command ending with one exits :data:`ERROR_STATUS` with its
+    message. Library modules subclass it beside the built-in type they always were
+    (``class SpecError(HarnessError, ValueError)``), so this module imports none of them."""
+
+
+class CommandError(HarnessError):
     """A command cannot give a verdict: it exits with :data:`ERROR_STATUS` and this message."""
 
 
@@ -45,22 +52,11 @@ class ServerStopped(CommandError):
         return ServerStopped(self.url, self.image, self.reason, what_now)
 
 
-def _library_errors() -> tuple[type[BaseException], ...]:
-    """The harness's own refusals, raised by library code (imported late: the CLI starts fast)."""
-    from harness.accuracy import DatasetError
-    from harness.model import ModelError
-    from harness.repository import RepositoryError
-    from harness.server import ServerError
-    from harness.spec import SpecError
-
-    return SpecError, ModelError, RepositoryError, ServerError, DatasetError, FileNotFoundError
-
-
 def exit_status_of(exc: BaseException) -> int | None:
-    """:data:`ERROR_STATUS` for a :class:`CommandError`, a library refusal (spec, model,
-    repository, server, dataset, a missing file) or an interrupt; None for anything else
-    (a bug: let it raise with its traceback)."""
-    if isinstance(exc, (CommandError, KeyboardInterrupt, *_library_errors())):
+    """:data:`ERROR_STATUS` for a :class:`HarnessError` (a command's or a library's refusal:
+    spec, model, repository, server, dataset, image), a missing file or an interrupt; None
+    for anything else (a bug: let it raise with its traceback)."""
+    if isinstance(exc, (HarnessError, FileNotFoundError, KeyboardInterrupt)):
         return ERROR_STATUS
     return None
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.errors import HarnessError
+
 INPUT_NAME = "input"
 LOGITS = "logits"
 PROBABILITIES = "probabilities"
@@ -34,7 +36,7 @@ IMAGENET_LABELS = Path("/usr/share/doc/opencv-doc/examples/data/dnn/classificati
 """ImageNet-1k class names in index order (Debian package ``opencv-doc``)."""
 
 
-class ModelError(ValueError):
+class ModelError(HarnessError, ValueError):
     """A classifier does not meet the contract above."""
 
 

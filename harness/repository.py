@@ -17,6 +17,7 @@ import tomli_w
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from harness.errors import HarnessError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, check_onnx, read_labels
 from harness.spec import SPEC_FILENAME, Spec, load_spec, to_table
 
@@ -26,7 +27,7 @@ CONFIG_FILENAME = "config.pbtxt"
 ModelConfig = model_config_pb2.ModelConfig
 
 
-class RepositoryError(ValueError):
+class RepositoryError(HarnessError, ValueError):
     """A model repository is incomplete or its configs are malformed."""
 
 

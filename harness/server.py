@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 TRITON_HOME_ENV = "HARNESS_TRITON_HOME"
 DEFAULT_TRITON_HOME = Path(sys.prefix) / "pytriton"
 """Where ``make setup`` installs the wheel (``pip install --no-deps --target``), kept out of
@@ -35,7 +37,7 @@ _CPU_ONLY_NOISE = ("CudaDriverHelper", "NVML", "DCGM", "CUDA", "GPU metrics")
 """Errors tritonserver logs on every start without a GPU; not worth showing."""
 
 
-class ServerError(RuntimeError):
+class ServerError(HarnessError, RuntimeError):
     """The server could not be started, did not become ready, or did not stop."""
 
 

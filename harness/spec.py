@@ -4,8 +4,9 @@ The deployed pipelines (the DALI model, the OpenCV model, both profiles) read th
 sections; the harness's reference recipe reads the same sections with the ``[reference]``
 overrides applied, which is how a spec says "training did this differently".
 
-This module imports only the standard library: it also runs inside the Triton container,
-where the DALI backend imports the model repository's ``dali.py``.
+This module imports only the standard library (and :mod:`harness.errors`, which does too):
+it also runs inside the Triton container, where the DALI backend imports the model
+repository's ``dali.py``.
 
 A spec file looks like this (every key has a default, see the dataclasses)::
 
@@ -46,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.errors import HarnessError
+
 SPEC_FILENAME = "preprocessing.toml"
 """Name of the spec at the root of a model repository; every model there reads it."""
 
@@ -58,7 +61,7 @@ SIZE_ROUNDINGS = ("auto", "half_up", "floor")
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even")
 
 
-class SpecError(ValueError):
+class SpecError(HarnessError, ValueError):
     """A spec file is missing, malformed, or asks for something unsupported."""
 
 

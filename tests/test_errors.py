@@ -18,6 +18,20 @@ def test_one_exit_status_policy(error, status):
     assert exit_status_of(error) == status
 
 
+def test_every_library_refusal_is_a_harness_error_and_still_its_builtin_type():
+    from harness.client import InferenceError, ServerUnavailable
+    from harness.errors import HarnessError
+    from harness.preprocessing import ImageError
+    from harness.repository import RepositoryError
+    from harness.server import ServerError
+
+    for error in (SpecError, ModelError, DatasetError, RepositoryError, ImageError):
+        assert issubclass(error, HarnessError) and issubclass(error, ValueError)
+    for error in (ServerError, InferenceError, ServerUnavailable):
+        assert issubclass(error, HarnessError) and issubclass(error, RuntimeError)
+        assert exit_status_of(error("x")) == ERROR_STATUS
+
+
 def test_a_stopped_server_says_where_and_what_now():
     stopped = ServerStopped("127.0.0.1:1", "a.jpg", "deadline exceeded").then("3 images kept")
     assert str(stopped) == "the Triton server at 127.0.0.1:1 stopped answering at image 'a.jpg': deadline exceeded. " \

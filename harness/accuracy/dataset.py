@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from harness.corpus import list_images
+from harness.errors import HarnessError
 
 CSV_HEADER_FILE = ("file", "path", "image", "filename")
 CSV_HEADER_LABEL = ("label", "class")
 
 
-class DatasetError(ValueError):
+class DatasetError(HarnessError, ValueError):
     """The dataset cannot be read: the message names the file, directory or label at fault."""
 
 

@@ -16,6 +16,8 @@ import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
+from harness.errors import HarnessError
+
 if TYPE_CHECKING:
     from harness.spec import ResizeSpec
 
@@ -38,7 +40,7 @@ MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS
 megapixels), so the PIL-based training recipes and the deployment agree on what is too big."""
 
 
-class ImageError(ValueError):
+class ImageError(HarnessError, ValueError):
     """An input image cannot be decoded; the message says why, in one line."""
 
 
