@@ -161,17 +161,17 @@ def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dic
     to ``known`` by ``tolerances`` (the decoder rule); else the server to ``known``, by
     ``drift`` when ``known`` is of the server's ``profile``, by ``tolerances`` when not."""
     target = own or known
-    same = target.profile == profile or own is not None
+    same = own is not None or known.profile == profile
     rule, rule_name = (drift, "drift rule") if same else (tolerances, "decoder rule")
     rows = [classifier_row(client, target, drift)]
-    served: dict[str, dict[str, dict[str, np.ndarray]]] = {}
-    failed: dict[str, str] = {}
+    served: dict[str, dict[str, dict[str, np.ndarray]]] = {photo: {} for photo in target.images}
+    failed: dict[str, str] = {}  # pipeline -> the first request it failed
     for photo, data in target.images.items():
         for pipeline in PIPELINES:
             try:
-                served.setdefault(photo, {})[pipeline] = client.deployed(data, pipeline)
+                served[photo][pipeline] = client.deployed(data, pipeline)
             except InferenceError as exc:
-                failed.setdefault(photo, f"{photo}: {exc}")
+                failed.setdefault(pipeline, f"{photo}: {exc}")
     rows += compared_rows(served, target.stages, rule, rule_name, target.profile, failed)
     if own is not None:
         rows += compared_rows(own.stages, known.stages, tolerances, "decoder rule", f"{own.profile} vs {known.profile}",
@@ -200,13 +200,14 @@ def classifier_row(client: TritonClient, record: KnownAnswers, drift: dict[str, 
 def compared_rows(found: dict, expected: dict, tolerances: dict[str, Tolerance], rule_name: str, record: str,
                   failed: dict[str, str] | None = None, prefix: str = "") -> list[Row]:
     """Per pipeline and stage, the worst verdict over the photos both hold (``found`` and
-    ``expected``: ``[photo][pipeline][stage]``), then whether every top-1 class is kept."""
+    ``expected``: ``[photo][pipeline][stage]``), then whether every top-1 class is kept;
+    ``failed``: pipeline -> why a request of it failed (a ``request`` row)."""
     rows = []
-    photos = [p for p in expected if p in found]
     for pipeline in PIPELINES:
+        photos = [p for p in expected if pipeline in found.get(p, {})]
         worst: dict[str, tuple[Verdict, float, str]] = {}  # per stage: the worst verdict, then the worst RMSE
-        if failed:
-            worst["request"] = (Verdict.DIVERGED, 0.0, next(iter(failed.values())))
+        if failed and pipeline in failed:
+            worst["request"] = (Verdict.DIVERGED, 0.0, failed[pipeline])
         for photo in photos:
             for stage, reference in expected[photo][pipeline].items():
                 verdict, rmse = quick_verdict(reference, found[photo][pipeline][stage], tolerances[stage])

@@ -206,3 +206,16 @@ def test_record_writes_the_profile_and_versions_and_refuses_an_unwritable_place(
     refused = run("--record", "--known-answers", tmp_path / "file")
     assert refused.returncode == 2 and "cannot write the cpu record" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "file" / META).exists()
+
+
+def test_a_request_the_server_refuses_is_a_failed_row_and_the_other_photos_are_compared(server, spec, known):
+    answers = load(known)
+    photo = PHOTOS[1]
+    cut = dataclasses.replace(answers, images={**answers.images, photo: answers.images[photo][:2000]})
+    by_name, rows = rows_against(server, spec, cut)
+    for pipeline in ("dali", "opencv"):
+        request = by_name[f"{pipeline}: request"]
+        assert request.status == FAIL and request.detail.startswith(f"{photo}: "), request
+        assert by_name[f"{pipeline}: decode"].status == PASS  # the other three photos
+        assert by_name[f"{pipeline}: top-1"].found == f"3 of {len(PHOTOS)}"
+    assert not passed(rows)
