@@ -10,6 +10,7 @@ benchmarks alike:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import sys
 import tempfile
@@ -150,12 +151,14 @@ class Session:
     def tolerances(self, scores_kind: str = "logits") -> dict["Stage", "Tolerance"]:
         """The spec's tolerances; for a deployment answering ``probabilities`` (compared with
         the reference's softmax) the output's default is in probability units."""
-        from harness.compare.tolerance import Tolerance, tolerances_for
+        from harness.compare.tolerance import tolerances_for
         from harness.stage import Stage
 
         tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
         if scores_kind == "probabilities" and Stage.OUTPUT not in self.spec.tolerances:
-            tolerances[Stage.OUTPUT] = Tolerance(atol=PROBABILITY_ATOL)
+            # The output rule's form (the share allowed beyond it, its mean bound) in probability units.
+            scaled = {"atol": PROBABILITY_ATOL, "mean_atol": PROBABILITY_ATOL if tolerances[Stage.OUTPUT].mean_atol else None}
+            tolerances[Stage.OUTPUT] = dataclasses.replace(tolerances[Stage.OUTPUT], **scaled)
         return tolerances
 
     def tie_margin(self, given: float | None = None) -> float:

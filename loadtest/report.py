@@ -36,8 +36,6 @@ def compared_pair(results) -> tuple[str, str | None]:
     """(candidate, baseline): the first two models of the sweep, in its order (the default
     sweep's order puts :data:`CANDIDATE` first); baseline None with a single model."""
     models = list(dict.fromkeys(r.point.ensemble for r in results))
-    if {CANDIDATE, BASELINE} <= set(models):
-        return CANDIDATE, BASELINE
     return (models[0] if models else CANDIDATE), (models[1] if len(models) > 1 else None)
 
 

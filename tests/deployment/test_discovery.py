@@ -105,3 +105,14 @@ def test_a_foreign_model_needs_the_trained_model(server, images, tmp_path):
     result = harness("check", images, "--url", server.grpc_url, "--model", "classify_dali", "--reference-model", not_onnx)
     assert result.returncode == 2 and "is not an ONNX model" in text(result.stderr), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_output_of_probabilities_is_compared_with_the_references_softmax(server, images, tmp_path):
+    result = harness("check", images, "--url", server.grpc_url, "--model", "classify_dali", "--output", "PROBABILITIES",
+                     "--report", tmp_path)
+    assert result.returncode == 0, result.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["deployed"]["deployment"]["scores_kind"] == "probabilities"
+    assert report["spec"]["tolerances"]["output"]["atol"] == 0.02  # probability units, not logits
+    output = {s["name"]: s for s in report["stages"]}["output"]
+    assert output["verdict"] == "close" and output["metrics"]["max_abs"]["worst"] < 0.02

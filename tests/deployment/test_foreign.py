@@ -1,0 +1,188 @@
+"""Every command against a foreign deployment (examples/foreign_deployment: BYTES input, NHWC
+float preprocessing, a layout step, an ONNX classifier step, its own names), served for real
+by the embedded tritonserver: aligned it passes, with planted differences it fails at the
+right stage and diagnose names them, and what cannot be checked is a one-line exit 2."""
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.client import TritonClient
+from harness.deployment import discover
+from harness.deployment.stepwise import StepwiseDeployment
+from tests.cli.test_serving_commands import harness
+from tests.conftest import copy_photos
+from tests.deployment.test_discovery import text
+from tests.foreign import ENSEMBLE, STEPS, TRAINING_SPEC, serve_foreign
+
+PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "grace_hopper.jpg",
+          "aero3.jpg", "china.jpg"]
+PLANTED = {"resize_antialias": False, "channel_order": "BGR"}
+
+
+@pytest.fixture(scope="module")
+def onnx(repository):
+    return repository / "classifier" / "model.onnx"
+
+
+@pytest.fixture(scope="module")
+def images(photos_dir, tmp_path_factory):
+    return copy_photos(photos_dir, PHOTOS, tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture(scope="module")
+def aligned(onnx, tmp_path_factory):
+    with serve_foreign(tmp_path_factory.mktemp("aligned") / "repository", onnx) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def planted(onnx, tmp_path_factory):
+    with serve_foreign(tmp_path_factory.mktemp("planted") / "repository", onnx, **PLANTED) as server:
+        yield server
+
+
+def check(server, images, report, *options, protocol="grpc", onnx=None):
+    return harness("check", images, "--url", server.url(protocol), "--protocol", protocol, "--model", ENSEMBLE,
+                   "--spec", TRAINING_SPEC, "--reference-model", onnx, "--report", report, *options)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_aligned_deployment_passes_check_stage_by_stage(aligned, images, onnx, tmp_path, protocol):
+    result = check(aligned, images, tmp_path, protocol=protocol, onnx=onnx)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    verdicts = {s["name"]: s["verdict"] for s in report["stages"]}
+    assert verdicts == {"crop": "equal", "input": "equal", "output": "equal", "topk": "equal"}
+    assert report["compared"] == len(PHOTOS)
+    deployment = report["deployed"]["deployment"]
+    assert deployment["image_input"] == "encoded_image STRING [1] (bytes, batched)"
+    assert [(m["step"], m["stage"]) for m in deployment["mapping"]] == [
+        ("jpeg_to_tensor", "crop"), ("hwc_to_chw", "input"), ("effnet_scores", "output")]
+    assert deployment["replay"] == {"images": len(PHOTOS), "mismatched": 0, "mismatched_images": [],
+                                    "max_abs_diff": 0.0, "trusted": True}
+    isolated = {s["name"]: s["isolated"] for s in report["stages"]}
+    assert isolated["input"] is not None and isolated["output"] is not None  # steps fed the reference's stages
+    assert "jpeg_to_tensor.image_nhwc -> crop" in result.stdout
+
+
+def test_the_step_by_step_replay_equals_the_ensemble_on_every_photo(aligned, photos_dir):
+    with TritonClient(aligned.grpc_url, "grpc") as client:
+        deployment = discover(client, ENSEMBLE, (photos_dir / PHOTOS[0]).read_bytes(), (224, 224))
+        assert isinstance(deployment, StepwiseDeployment) and [s.model for s, _ in deployment.steps] == list(STEPS)
+        for name in PHOTOS:
+            data = (photos_dir / name).read_bytes()
+            replayed = deployment.replay_steps(client, data)["scores"][0]
+            np.testing.assert_array_equal(replayed, deployment.scores(client, [data])[0])
+
+
+def test_planted_differences_fail_check_at_crop_and_diagnose_names_both(planted, images, onnx, tmp_path):
+    result = check(planted, images, tmp_path / "check", onnx=onnx)
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "check" / "report.json").read_text())
+    assert report["first_divergent_stage"] == "crop"
+    written = tmp_path / "fixed.toml"
+    diagnosed = harness("diagnose", images, "--url", planted.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
+                        "--reference-model", onnx, "--report", tmp_path / "diagnose", "--write-spec", written)
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    diagnosis = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
+    assert {c["culprit"] for c in diagnosis["causes"]} == {"resize antialias", "channel order"}
+    assert diagnosis["remaining_divergence"] is None
+    assert diagnosis["fingerprint"].startswith("BGR; stretched to 224x224 (linear, no antialias")
+    assert "the deployment `image_classifier` behaves as if" in diagnosis["recommendation"]
+    fixed = check(planted, images, tmp_path / "fixed", "--spec", written, onnx=onnx)
+    assert fixed.returncode == 0, fixed.stdout  # training as the deployment behaves: nothing diverges
+
+
+def test_accuracy_and_infer_on_foreign_models(aligned, planted, images, onnx, tmp_path):
+    # Two servers: each --model is read on the one server of --url; score each against the reference.
+    flips = {}
+    for name, server in (("aligned", aligned), ("planted", planted)):
+        result = harness("accuracy", images, "--url", server.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
+                         "--reference-model", onnx, "--report", tmp_path / name)
+        report = json.loads((tmp_path / name / "accuracy.json").read_text())
+        paths = {p["path"]: p for p in report["paths"]}
+        assert set(paths) == {"reference", ENSEMBLE} and report["dataset"]["evaluated"] == len(PHOTOS), result.stderr
+        flips[name] = (result.returncode, paths[ENSEMBLE]["flips"])
+    assert flips["aligned"] == (0, 0) and flips["planted"][0] == 1 and flips["planted"][1] >= 1, flips
+    infer = harness("infer", images / "baboon.jpg", "--url", aligned.grpc_url, "--model", ENSEMBLE, "--top-k", "1")
+    # effnet_scores has no label file: Triton's classification extension answers class indices.
+    assert infer.returncode == 0 and " 372" in infer.stdout, infer.stdout  # ImageNet's baboon
+    assert "scores scores FP32 [1000]" in text(infer.stderr)
+
+
+def test_an_unbatched_deployment_is_checked_one_image_a_request(onnx, images, tmp_path):
+    with serve_foreign(tmp_path / "unbatched", onnx, batched=False) as server:
+        result = check(server, images, tmp_path / "report", onnx=onnx)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["deployed"]["deployment"]["image_input"] == "encoded_image STRING [1] (bytes, one image per request)"
+    assert {s["name"] for s in report["stages"]} == {"crop", "input", "output", "topk"}
+
+
+def test_a_step_missing_from_the_server_is_a_clear_error(onnx, images, tmp_path):
+    from harness.server import TritonServer, free_port
+    from tests.foreign import write_foreign_repository
+
+    repository = write_foreign_repository(tmp_path / "repository", onnx)
+    # The ensemble and its steps load, then one step is unloaded: the ensemble stops being
+    # ready, so discovery names the ensemble; explicit mode keeps every other model.
+    server = TritonServer(repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                          models=[ENSEMBLE, *STEPS])
+    with server:
+        with TritonClient(server.http_url, "http") as client:
+            client._client.unload_model("hwc_to_chw")
+        result = check(server, images, tmp_path / "report", onnx=onnx)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "not ready" in text(result.stderr)
+
+
+def test_bad_stage_override_and_a_stage_set_in_the_spec(aligned, images, onnx, tmp_path):
+    result = check(aligned, images, tmp_path / "none", "--stage", "jpeg_to_tensor=none", onnx=onnx)
+    report = json.loads((tmp_path / "none" / "report.json").read_text())
+    assert result.returncode == 0 and [s["name"] for s in report["stages"]] == ["input", "output", "topk"]
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'extends = "{TRAINING_SPEC}"\n[deployment.stages]\n"effnet_scores.class_scores" = "crop"\n')
+    bad = check(aligned, images, tmp_path / "bad", "--spec", spec, onnx=onnx)
+    assert bad.returncode == 2 and "cannot be compared as crop" in text(bad.stderr), bad.stderr
+
+
+def test_a_server_that_stops_mid_run_ends_it_naming_the_server(onnx, images, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    with serve_foreign(tmp_path / "repository", onnx) as server:
+        run = subprocess.Popen([sys.executable, "-m", "harness", "check", str(images), "--url", server.grpc_url,
+                                "--model", ENSEMBLE, "--spec", str(TRAINING_SPEC), "--reference-model", str(onnx),
+                                "--retries", "1", "--workers", "1", "--report", str(tmp_path / "report")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        results = tmp_path / "report" / "images.jsonl"
+        while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 2):
+            time.sleep(0.05)
+        server.stop()
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 2, err
+    assert f"the Triton server at {server.grpc_url} stopped answering" in text(err)
+    assert "--resume" in text(err) and "Traceback" not in err
+
+
+def test_loadtest_sends_the_foreign_models_own_input(aligned, server, tmp_path):
+    from tests.loadtest.test_sweep import SHORT, against, sweep
+
+    run = sweep(*against(aligned), "--model", ENSEMBLE, "--protocols", "grpc", "http", "--clients", 2,
+                "--bad-fraction", 0.25, *SHORT, "--out", tmp_path / "foreign")
+    assert run.returncode == 0, run.stderr
+    for point in json.loads((tmp_path / "foreign" / "results.json").read_text())["points"]:
+        stats = point["stats"]
+        assert point["ensemble"] == ENSEMBLE and stats["requests"] > 0 and stats["failed_photos"] == 0
+        assert set(stats["errors"]) == {"cannot decode"}  # BYTES payloads reached PIL, bad ones failed alone
+        assert {b["model"] for b in point["breakdown"]} == {ENSEMBLE, *STEPS}
+    # Two models of one server, named: A's QPS against B's in the table.
+    run = sweep(*against(server), "--model", "classify_opencv", "--model", "classify_dali", "--protocols", "grpc",
+                "--clients", 1, *SHORT, "--out", tmp_path / "pair")
+    assert run.returncode == 0, run.stderr
+    table = (tmp_path / "pair" / "comparison.md").read_text()
+    assert "classify_opencv vs classify_dali QPS" in table
