@@ -66,6 +66,8 @@ class ModelInfo:
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     steps: tuple[Step, ...] = ()
+    stateful: bool = False
+    """The model uses the sequence batcher: its answers depend on earlier requests."""
 
     @property
     def batched(self) -> bool:
@@ -109,12 +111,16 @@ def parse_config(config: dict) -> ModelInfo:
                   for s in config.get("ensemble_scheduling", {}).get("step", ()))
     platform = config.get("platform") or config.get("backend") or "unknown"
     return ModelInfo(config.get("name", "?"), platform, int(config.get("max_batch_size", 0) or 0),
-                     tensors("input"), tensors("output"), steps)
+                     tensors("input"), tensors("output"), steps, "sequence_batching" in config)
 
 
 def image_input(model: ModelInfo) -> TensorInfo:
     """The input an encoded image file goes into: ``TYPE_UINT8`` dims ``[-1]`` (ragged bytes)
-    or ``TYPE_STRING`` dims ``[1]`` (one object); the model must have exactly one input."""
+    or ``TYPE_STRING`` dims ``[1]`` (one object); the model must have exactly one input and
+    answer each request on its own (no sequence batching)."""
+    if model.stateful:
+        raise DeploymentError(f"model {model.name!r} uses the sequence batcher (its answer depends on earlier "
+                              "requests of a sequence): the harness checks models that answer each image alone")
     if len(model.inputs) != 1:
         names = ", ".join(t.describe() for t in model.inputs)
         raise DeploymentError(f"model {model.name!r} takes {len(model.inputs)} inputs ({names}); the harness sends "

@@ -51,6 +51,9 @@ def test_a_one_model_deployment_config_is_understood():
     info = parse_config(config)
     assert image_input(info).name == "DALI_INPUT_0" and scores_output(info).name == "probs"
     assert ModelDeployment.stages == (Stage.OUTPUT,)
+    stateful = parse_config({**config, "sequence_batching": {"max_sequence_idle_microseconds": 1000}})
+    with pytest.raises(DeploymentError, match="sequence batcher"):
+        image_input(stateful)
 
 
 @pytest.mark.parametrize("model, message", [

@@ -1,5 +1,6 @@
 """An ONNX classifier in ONNX Runtime: its first input is fed ``pixels_nchw``, its output
-``logits`` (or its first) is returned as ``class_scores``."""
+``logits`` (or its first) is returned as ``class_scores``. Parameter ``onnx_path``: the
+file, absolute or relative to this version folder (default ``model.onnx`` beside this file)."""
 
 import json
 import os
@@ -12,8 +13,9 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
-        path = config.get("parameters", {}).get("onnx_path", {}).get("string_value", "")
-        if not path or not os.path.isfile(path):
+        path = config.get("parameters", {}).get("onnx_path", {}).get("string_value", "") or "model.onnx"
+        path = os.path.join(args["model_repository"], args["model_version"], path)  # an absolute path stays
+        if not os.path.isfile(path):
             raise pb_utils.TritonModelException(f"effnet_scores: parameter onnx_path must name an ONNX file, got {path!r}")
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
