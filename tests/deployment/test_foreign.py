@@ -186,3 +186,15 @@ def test_loadtest_sends_the_foreign_models_own_input(aligned, server, tmp_path):
     assert run.returncode == 0, run.stderr
     table = (tmp_path / "pair" / "comparison.md").read_text()
     assert "classify_opencv vs classify_dali QPS" in table
+
+
+def test_diagnose_from_the_scores_alone_still_names_both_causes(planted, images, onnx, tmp_path):
+    # As against a deployment that exposes nothing but its answer (a single DALI model, say):
+    # every hypothesis is judged by the output error and the top-1 flips.
+    result = harness("diagnose", images, "--url", planted.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
+                     "--reference-model", onnx, "--stage", "jpeg_to_tensor=none", "--stage", "hwc_to_chw=none",
+                     "--report", tmp_path)
+    assert result.returncode == 0, result.stderr
+    diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
+    assert diagnosis["first_divergent_stage"] == "output"
+    assert {c["culprit"] for c in diagnosis["causes"]} == {"resize antialias", "channel order"}
