@@ -146,6 +146,9 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
     top = topk_line(report)
     if top:
         parts.append(f"<p>{e(top).replace('**', '')}</p>")
+    if report.found():
+        parts.append("<details open><summary>Deployment found on the server</summary><pre>"
+                     + e("\n".join(report.found())) + "</pre></details>")
     for stage in summary.stages:
         verdict = stage.verdict.value
         parts.append(f"<h2>{e(stage.stage.value)} <span class={verdict}>{verdict}</span></h2>")

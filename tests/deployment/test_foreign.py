@@ -65,6 +65,7 @@ def test_the_aligned_deployment_passes_check_stage_by_stage(aligned, images, onn
     isolated = {s["name"]: s["isolated"] for s in report["stages"]}
     assert isolated["input"] is not None and isolated["output"] is not None  # steps fed the reference's stages
     assert "jpeg_to_tensor.image_nhwc -> crop" in result.stdout
+    assert "Deployment found on the server" in (tmp_path / "report.html").read_text()
 
 
 def test_the_step_by_step_replay_equals_the_ensemble_on_every_photo(aligned, photos_dir):
