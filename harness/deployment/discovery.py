@@ -95,7 +95,11 @@ def read_model(client: "TritonClient", name: str) -> ModelInfo:
     config = client.model_config(name)
     if not config:
         raise DeploymentError(f"{client.url} gives no configuration for model {name!r}")
-    return parse_config(config)
+    try:
+        return parse_config(config)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DeploymentError(f"cannot read the configuration {client.url} gives for model {name!r}: "
+                              f"{type(exc).__name__}: {exc}") from None
 
 
 def parse_config(config: dict) -> ModelInfo:

@@ -148,15 +148,8 @@ class StepwiseDeployment(Deployment):
 
     # -- reading -------------------------------------------------------------------------
     def replay_steps(self, client: TritonClient, data: bytes) -> dict[str, np.ndarray]:
-        """Every ensemble tensor of one image, each step called with the earlier steps' outputs;
-        keys are the ensemble's tensor names, values as the steps return them (batch dim kept)."""
-        values = dict(self.request.inputs([data]))  # keyed by the ensemble's input name
-        for step, info in self.steps:
-            inputs = {name: values[ensemble_name] for name, ensemble_name in step.inputs.items()}
-            outputs = client.infer(step.model, inputs, list(step.outputs))
-            for name, ensemble_name in step.outputs.items():
-                values[ensemble_name] = outputs[name]
-        return values
+        """Every ensemble tensor of one image (see :func:`replay`)."""
+        return replay(client, [step for step, _ in self.steps], self.request.inputs([data]))
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         values = self.replay_steps(client, data)
@@ -181,6 +174,18 @@ class StepwiseDeployment(Deployment):
         array = iso.source.from_stage(previous, numpy_dtype(tensor.data_type))
         out = client.infer(iso.step.name, {iso.input_name: array[None] if iso.step.batched else array}, [iso.output_name])
         return iso.target.to_stage(unbatch(out[iso.output_name], iso.step))
+
+
+def replay(client: TritonClient, steps: list[Step], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """An ensemble's tensors, each step model called with the earlier steps' outputs, from
+    the ensemble's ``inputs``; keys are the ensemble's tensor names, values as the steps
+    return them (batch dimension kept)."""
+    values = dict(inputs)
+    for step in steps:
+        outputs = client.infer(step.model, {name: values[tensor] for name, tensor in step.inputs.items()},
+                               list(step.outputs))
+        values.update({tensor: outputs[name] for name, tensor in step.outputs.items()})
+    return values
 
 
 def unbatch(array: np.ndarray, info: ModelInfo) -> np.ndarray:
@@ -222,8 +227,7 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
             raise DeploymentError(f"step {step.model!r} of ensemble {model!r} is not ready on {client.url}: the "
                                   "ensemble cannot be replayed step by step")
         steps.append((step, read_model(client, step.model)))
-    deployment = StepwiseDeployment(info, request, out, kind, steps, [], {})
-    values = _probe(lambda: deployment.replay_steps(client, probe), model)
+    values = _probe(lambda: replay(client, [step for step, _ in steps], request.inputs([probe])), model)
     mappings, isolations = _map_steps(info, steps, values, out.name, decoded_size(probe), input_size, dict(overrides or {}))
     return StepwiseDeployment(info, request, out, kind, steps, mappings, isolations)
 
