@@ -138,8 +138,9 @@ class Session:
         """The deployed side a job reads: this repository's ``pipeline`` (its taps model), or
         ``model``, any model or ensemble on the server, discovered from it with ``probe``
         (an encoded image) to match its tensors to stages; ``output`` and ``stages`` override
-        what discovery finds. The found deployment is logged. Raises
-        :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
+        what discovery finds (:func:`harness.deployment.target.open_deployment` picks the probe
+        and logs what was found). Raises :class:`~harness.deployment.DeploymentError` for a
+        model the harness cannot use."""
         from harness.deployment import TapsDeployment, discover
 
         if model is None:

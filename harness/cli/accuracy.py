@@ -13,11 +13,10 @@ from harness.cli.common import (
     add_server_args,
     add_tie_and_rejection_args,
     console,
-    deployment_of,
     out,
     progress_bar,
-    require_reference_model,
     session_of,
+    target_of,
 )
 from harness.client import PIPELINES
 from harness.errors import NothingCompared, UsageError
@@ -76,6 +75,7 @@ def run_accuracy_command(args) -> int:
         write_report,
     )
     from harness.deployment import DeployedSide
+    from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions
     from harness.results import ReferenceInfo, ServerInfo
 
@@ -83,9 +83,9 @@ def run_accuracy_command(args) -> int:
         raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
-    models = list(dict.fromkeys(args.model or ()))
+    models = [target_of(args, model) for model in dict.fromkeys(args.model or ())]
     pipelines = list(dict.fromkeys(args.pipelines if args.pipelines is not None else () if models else PIPELINES))
-    require_reference_model(args, models)
+    require_reference_model(models, args.reference_model)
     session = session_of(args)
     classes = session.classes()
     dataset = load_dataset(args.dataset, classes, args.labels)  # a DatasetError exits 2 (harness.errors)
@@ -101,7 +101,7 @@ def run_accuracy_command(args) -> int:
         images = [s.path for s in samples]
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in
                  [session.deployment(client, pipeline) for pipeline in pipelines]
-                 + [deployment_of(args, session, client, images, model) for model in models]]
+                 + [open_deployment(session, client, model, images, console.print) for model in models]]
         with progress_bar(len(samples) * (1 + len(sides)), "classifying") as advance:
             predictions = [predict_reference(samples, recipe, reference_model, args.batch_size,
                                              on_image=lambda name: advance(f"reference {name}"), k=args.top_k)]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from harness.check.job import DEFAULT_WORKERS
 from harness.cli.common import (
     add_images_args,
     add_reference_args,
@@ -13,19 +13,17 @@ from harness.cli.common import (
     add_server_args,
     add_tie_and_rejection_args,
     console,
-    deployment_of,
     out,
     progress_bar,
-    require_reference_model,
     session_of,
+    target_of,
 )
-from harness.client import PIPELINES
-from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.deployment.side import RETRIES
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared
 from harness.paths import REPORTS_DIR
-from harness.stage import DEFAULT_TOP_K, Stage
+from harness.stage import DEFAULT_TOP_K
 
 DEFAULT_REPORT = REPORTS_DIR / "check"
-DEFAULT_WORKERS = min(8, 2 * (os.cpu_count() or 1))
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -46,7 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
                        help="images in flight: while some wait for the server, others compute "
                             "(default: twice the cores, at most 8: %(default)s here)")
-    check.add_argument("--retries", type=int, default=3, help="retries of a request the server does not answer")
+    check.add_argument("--retries", type=int, default=RETRIES,
+                       help="retries of a request the server does not answer (default: %(default)s)")
     add_server_args(check)
     add_repository_args(check)
     check.set_defaults(run=run_check_command)
@@ -73,64 +72,16 @@ def add_verdict_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_check_command(args) -> int:
-    from harness.check import ImageChecker, run_check
-    from harness.corpus import list_images
-    from harness.deployment import DeployedSide
-    from harness.report import versions, write_reports
-    from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo
+    from harness.check.job import CheckOptions, run
 
-    session = session_of(args)
-    spec = session.spec
-    images = list_images(args.images)
-    if not images:
-        raise UsageError(f"no images in {args.images}")
-    if args.resume and not (args.report / "images.jsonl").exists():
-        raise UsageError(f"--resume: no earlier run in {args.report}")
-    if args.top_k < 1:
-        raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
-    if args.model:
-        require_reference_model(args, [args.model])
-    recipe = session.recipe(args.reference)
-    reference_model = session.reference_model(args.reference_model, threads=max(1, (os.cpu_count() or 1) // args.workers))
-    if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
-        reference_model.check_input(spec.reference.preprocess.input_shape)
-    tie_margin = session.tie_margin(args.tie_margin)
-
-    with session.connect(log=console.print) as client:
-        server_metadata = client.server_metadata()
-        deployment = deployment_of(args, session, client, images)
-        tolerances = session.tolerances(deployment.scores_kind)
-        side = DeployedSide(deployment, session.client_factory(client), args.retries)
-        checker = ImageChecker(side, recipe, reference_model, tolerances, args.isolate, args.top_k, tie_margin)
-        with progress_bar(len(images), f"checking {deployment.label}") as advance:
-            outcome = run_check(images, checker, args.report, args.resume, args.save_tensors, args.workers,
-                                on_result=lambda r: advance(r.image))
-        server = ServerInfo(session.server_label(client), client.protocol)
-
-    stopped = outcome.stopped
-    notes = () if args.model is None or args.model not in {p.ensemble for p in PIPELINES.values()} else (
-        f"{args.model} is this repository's own ensemble: --pipeline reads every preprocessing stage from its taps "
-        "model, a richer view than its steps give",)
-    report = CheckReport(
-        summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
-        reference=ReferenceInfo(recipe.describe(), reference_model.name),
-        deployed=DeployedInfo.of(deployment, server, notes),
-        run=CheckRun(round(outcome.seconds, 2), tie_margin, args.fail_on, args.isolate, args.top_k,
-                     args.allow_rejected, str(stopped) if stopped else None))
-    summary = report.summary
-    missing = len(images) - summary.images
-    if stopped is None and missing:  # every image in is an image reported
-        raise RuntimeError(f"{missing} images neither compared nor failed")
-    paths = write_reports(args.report, report, outcome.visuals)
+    options = CheckOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
+                           args.fail_on, args.tie_margin, args.allow_rejected, args.top_k, args.save_tensors,
+                           args.resume, args.isolate, args.workers, args.retries)
+    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+    paths = result.paths
     out(paths["markdown"].read_text())
     console.print(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
-    if stopped is not None:
-        raise stopped.then(f"{summary.compared} images compared so far are kept; "
-                           f"continue with: harness check {args.images} --report {args.report} --resume")
-    if not summary.compared:
-        raise NothingCompared(f"none of the {summary.images} images could be compared "
-                              "(every one failed or was rejected): the run says nothing about the deployment")
-    return EXIT_FOUND if report.fails(args.fail_on, args.allow_rejected) else EXIT_OK
+    return result.exit_status()
 
 
 def run_compare_command(args) -> int:

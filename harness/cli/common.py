@@ -90,56 +90,20 @@ def add_images_args(parser: argparse.ArgumentParser, default_report: Path) -> No
     parser.add_argument("--report", type=Path, default=default_report, help="report directory (default: %(default)s)")
 
 
-PROBE_IMAGES = 5
-"""Images tried, in order, as the probe that discovery runs through a ``--model``."""
-
-
-def deployment_of(args: argparse.Namespace, session: Session, client: TritonClient, images: list[Path],
-                  model: str | None = None):
-    """The deployed side ``--pipeline``/``--model`` name (``model`` overrides ``--model``),
-    printed as found. A ``--model`` is probed with the first of ``images`` it accepts."""
-    from harness.deployment import DeploymentError
+def target_of(args: argparse.Namespace, model: str | None = None):
+    """The :class:`~harness.deployment.target.Target` the deployment arguments name (``model``
+    overrides ``--model``, for commands that take several)."""
     from harness.deployment.mapping import parse_overrides
+    from harness.deployment.target import Target
     from harness.errors import UsageError
 
-    model = model or (args.model if isinstance(getattr(args, "model", None), str) else None)
-    if model is None:
-        return session.deployment(client, args.pipeline)
+    if model is None and isinstance(getattr(args, "model", None), str):
+        model = args.model
     try:
-        spec_stages = [f"{step}={stage}" for step, stage in session.spec.deployed_stages.items()]
-        overrides = {**parse_overrides(spec_stages), **parse_overrides(getattr(args, "stage", None))}
+        stages = parse_overrides(getattr(args, "stage", None))
     except ValueError as exc:
-        raise UsageError(str(exc).replace("--stage", f"--stage (or [deployment.stages] of {session.spec_path})", 1)) from None
-    problems = []
-    for path in images[:PROBE_IMAGES]:
-        try:
-            probe = path.read_bytes()
-        except OSError as exc:
-            problems.append(f"{path.name}: {exc.strerror or exc}")
-            continue
-        try:
-            deployment = session.deployment(client, model=model, probe=probe, output=args.output, stages=dict(overrides))
-        except DeploymentError as exc:
-            if "rejected the probe image" not in str(exc):
-                raise
-            problems.append(f"{path.name}: {exc}")
-            continue
-        for line in deployment.describe():
-            console.print(line)
-        return deployment
-    raise UsageError(f"--model {model}: none of the first {len(problems)} images could probe it ({'; '.join(problems)})")
-
-
-def require_reference_model(args: argparse.Namespace, models: list[str]) -> None:
-    """A deployment other than this repository's needs the user's trained model to compare with."""
-    from harness.errors import UsageError
-    from harness.reference.model import CHOICES
-
-    foreign = [m for m in models if m not in {p.ensemble for p in PIPELINES.values()}]
-    if foreign and args.reference_model in CHOICES:
-        raise UsageError(f"--model {foreign[0]} is not this repository's ensemble: give the model it was trained as "
-                         "with --reference-model PATH (an ONNX or TorchScript file), so the harness can compare "
-                         "what training predicts")
+        raise UsageError(str(exc)) from None
+    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages)
 
 
 @contextlib.contextmanager

@@ -13,11 +13,10 @@ from harness.cli.common import (
     add_server_args,
     add_tie_and_rejection_args,
     console,
-    deployment_of,
     out,
     progress_bar,
-    require_reference_model,
     session_of,
+    target_of,
 )
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
 from harness.paths import REPORTS_DIR
@@ -50,6 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_diagnose_command(args) -> int:
     from harness.corpus import list_images
     from harness.deployment import DeployedSide
+    from harness.deployment.target import open_deployment, require_reference_model
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
     from harness.reference import BUILT_IN
@@ -69,8 +69,8 @@ def run_diagnose_command(args) -> int:
     images = list_images(args.images)
     if not images:
         raise UsageError(f"no images in {args.images}")
-    if args.model:
-        require_reference_model(args, [args.model])
+    target = target_of(args)
+    require_reference_model([target], args.reference_model)
     tie_margin = session.tie_margin(args.tie_margin)
     # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
     # spends more time waking up than working on one image's small tensors.
@@ -89,7 +89,7 @@ def run_diagnose_command(args) -> int:
     read_start = time.perf_counter()
     with session.connect(log=console.print) as client:
         server = ServerInfo(client.url, args.protocol)
-        deployment = deployment_of(args, session, client, images)
+        deployment = open_deployment(session, client, target, images, console.print)
         tolerances = session.tolerances(deployment.scores_kind)
         if deployment.scores_kind == "probabilities":
             raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
@@ -104,7 +104,7 @@ def run_diagnose_command(args) -> int:
     if not deployed.names:
         raise NothingCompared(f"no image could be compared: the deployment answered none of the {len(images)} "
                               f"({deployed.failed[0].image}: {deployed.failed[0].reason})")
-    foreign = args.model is not None
+    foreign = target.model is not None
     diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances,
                           not_fp16 if foreign and args.reference_model not in CHOICES else fp16_model,
                           tie_margin=tie_margin)
