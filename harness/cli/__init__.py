@@ -13,11 +13,11 @@ import sys
 
 from rich.markup import escape
 
-from harness.cli import accuracy, check, diagnose, loadtest, preflight, serving, train
+from harness.cli import accuracy, check, diagnose, layers, loadtest, preflight, serving, train
 from harness.cli.common import console
 from harness.errors import exit_status_of, message_of
 
-COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight)
+COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight, layers)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,250 @@
+"""Layer-by-layer comparison of executions, streamed: the core API of ``harness layers``.
+
+:func:`compare_layers` runs every execution on each batch of model inputs, compares every
+layer of every other execution with the first one's (the reference), folds the errors into
+running sums per layer (:class:`_Running`) and drops the batch: memory holds one batch of
+activations, whatever the number of images. Polygraphy's ``Comparator.compare_accuracy``
+would keep every output of every iteration (its ``RunResults``) until it compares, so the
+comparison is done here, with the same statistics (max/mean absolute error, relative
+error, cosine, NaN/Inf counts).
+
+A layer's error is judged relative to its own scale, as activations range from 1e-3 to
+1e3 across a network: its *relative RMS error* ``sqrt(sum err^2 / sum ref^2)`` on one image
+(:class:`LayerTolerance`). The first layer in topological order whose worst image is beyond
+it is the *first divergent layer*.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from harness.compare.metrics import cosine
+from harness.compare.tolerance import Verdict
+from harness.layers.executions import Execution, LayerGraph
+from harness.model import LOGITS
+
+
+@dataclass(frozen=True)
+class LayerTolerance:
+    """When a layer is ``close``: its relative RMS error on every image at most ``rel_rms``
+    (default 0.05, i.e. SQNR >= 26 dB) and no NaN or Inf. fp16 stays below 0.01 on every
+    layer of EfficientNet-Lite0 (docs/layers.md has the figures); an overflow, a wrong
+    weight or a training-mode export is far beyond."""
+
+    rel_rms: float = 0.05
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer of one execution against the reference, over every image."""
+
+    node: str
+    op_type: str
+    depth: int
+    """Position in the reference graph's topological order (0 = first layer)."""
+    max_abs: float
+    mean_abs: float
+    rel_rms: float
+    """Worst image's relative RMS error (see the module doc)."""
+    max_rel: float
+    """Largest absolute error over the layer's largest reference magnitude, worst image."""
+    cosine: float
+    """Worst (lowest) image's cosine similarity."""
+    nan: int
+    inf: int
+    """NaN and Inf values in this execution's output (the reference's are in ``reference_nonfinite``)."""
+    reference_nonfinite: int
+    worst_image: str
+    verdict: Verdict
+
+    def to_dict(self) -> dict:
+        return {**{k: _finite(v) for k, v in self.__dict__.items() if k != "verdict"}, "verdict": self.verdict.value}
+
+
+def _finite(v):
+    # JSON has no inf/nan: write them as strings, as the rest of the harness's reports do.
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One execution (``other``) against the reference, layer by layer."""
+
+    reference: str
+    other: str
+    rows: tuple[LayerRow, ...]
+    unmatched: tuple[str, ...]
+    """Reference layers this execution has no output for (fused, folded away, or not a module)."""
+    first_divergent_layer: str | None
+    trend: str
+    """What the error does after the first divergent layer: ``grows``, ``heals`` (the output
+    is within tolerance again) or ``persists``; with no divergent layer, ``none``."""
+    growth: float
+    """The output layer's relative RMS error over the first erring layer's (1.0: no growth)."""
+    top1_agreement: float
+    """Share of images whose logits' top-1 is the reference's (nan without a logits layer)."""
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.worst(r.verdict for r in self.rows)
+
+    def to_dict(self) -> dict:
+        return {"reference": self.reference, "execution": self.other, "verdict": self.verdict.value,
+                "first_divergent_layer": self.first_divergent_layer, "trend": self.trend,
+                "growth": _finite(self.growth), "top1_agreement": _finite(self.top1_agreement),
+                "unmatched": list(self.unmatched), "layers": [r.to_dict() for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class LayersResult:
+    """Every pair of a ``harness layers`` run; the first pair's first divergent layer is the run's."""
+
+    model: str
+    executions: tuple[str, ...]
+    images: int
+    failed: tuple[tuple[str, str], ...]
+    """(image, reason) of the files that could not be preprocessed."""
+    tolerance: LayerTolerance
+    pairs: tuple[PairResult, ...]
+    unmatched_modules: tuple[str, ...] = field(default=())
+    """``torch`` modules with no ONNX layer (identity paddings, dropout)."""
+
+    @property
+    def first_divergent_layer(self) -> str | None:
+        return next((p.first_divergent_layer for p in self.pairs if p.first_divergent_layer), None)
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.worst(p.verdict for p in self.pairs)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "executions": list(self.executions), "images": self.images,
+                "failed": [{"image": i, "reason": r} for i, r in self.failed],
+                "tolerance": self.tolerance.__dict__, "verdict": self.verdict.value,
+                "first_divergent_layer": self.first_divergent_layer,
+                "unmatched_modules": list(self.unmatched_modules), "pairs": [p.to_dict() for p in self.pairs]}
+
+
+class _Running:
+    """Running aggregates of one layer of one pair: O(1) memory per layer."""
+
+    __slots__ = ("max_abs", "sum_abs", "count", "rel_rms", "max_rel", "cosine", "nan", "inf", "ref_nonfinite",
+                 "worst", "present")
+
+    def __init__(self):
+        self.max_abs = self.sum_abs = self.rel_rms = self.max_rel = 0.0
+        self.count = self.nan = self.inf = self.ref_nonfinite = 0
+        self.cosine = 1.0
+        self.worst, self.present = "", False
+
+    def add(self, ref: np.ndarray, other: np.ndarray, names: list[str]) -> None:
+        self.present = True
+        other = other.astype(np.float32, copy=False)
+        self.nan += int(np.isnan(other).sum())
+        self.inf += int(np.isinf(other).sum())
+        self.ref_nonfinite += int((~np.isfinite(ref)).sum())
+        for i, name in enumerate(names):  # per image: a layer's verdict is its worst image's
+            a, b = ref[i].astype(np.float64).ravel(), other[i].astype(np.float64).ravel()
+            with np.errstate(invalid="ignore", over="ignore"):
+                err = np.abs(b - a)
+            finite = bool(np.isfinite(err).all())
+            signal = float(np.einsum("i,i->", a, a))
+            noise = float(np.einsum("i,i->", err, err)) if finite else math.inf
+            rel = math.sqrt(noise / signal) if signal else (0.0 if noise == 0 else math.inf)
+            peak = float(np.abs(a).max(initial=0.0))
+            self.max_abs = max(self.max_abs, float(err.max(initial=0.0)) if finite else math.inf)
+            self.sum_abs += float(err.sum()) if finite else math.inf
+            self.count += err.size
+            self.max_rel = max(self.max_rel, (float(err.max(initial=0.0)) / peak if peak else 0.0) if finite else math.inf)
+            self.cosine = min(self.cosine, cosine(a, b) if finite else 0.0)
+            if rel > self.rel_rms or not self.worst:
+                self.rel_rms, self.worst = max(rel, self.rel_rms), name
+
+    def row(self, node: str, op: str, depth: int, tolerance: LayerTolerance) -> LayerRow:
+        if self.max_abs == 0 and not (self.nan or self.inf):
+            verdict = Verdict.EQUAL
+        elif self.nan or self.inf or not self.rel_rms <= tolerance.rel_rms:
+            verdict = Verdict.DIVERGED
+        else:
+            verdict = Verdict.CLOSE
+        return LayerRow(node, op, depth, self.max_abs, self.sum_abs / self.count if self.count else 0.0, self.rel_rms,
+                        self.max_rel, self.cosine, self.nan, self.inf, self.ref_nonfinite, self.worst, verdict)
+
+
+def compare_layers(batches: Iterable[tuple[list[str], np.ndarray]], executions: list[Execution],
+                   graph: LayerGraph, tolerance: LayerTolerance = LayerTolerance(),
+                   layers: list[str] | None = None, progress: Callable[[int], None] = lambda n: None,
+                   ) -> tuple[tuple[PairResult, ...], int]:
+    """(one :class:`PairResult` per execution after the first, images compared).
+
+    ``batches`` yields (image names, model inputs [N, 3, H, W] float32); ``layers`` restricts
+    the comparison to these node names (default: every layer of ``graph``; raises
+    :class:`~harness.layers.executions.LayersError` for a name that is no layer);
+    ``progress`` gets the running image count after each batch."""
+    if layers:
+        graph.check_names(layers)
+    wanted = set(layers or graph.nodes)
+    order = [(d, n, op) for d, (n, op) in enumerate(zip(graph.nodes, graph.op_types)) if n in wanted]
+    running = [{n: _Running() for _, n, _ in order} for _ in executions[1:]]
+    top1 = [[0, 0] for _ in executions[1:]]
+    logits_node = graph.node_of().get(LOGITS)
+    images = 0
+    for names, batch in batches:
+        reference = executions[0](batch)
+        for execution, stats, agree in zip(executions[1:], running, top1):
+            outputs = execution(batch)
+            for _, node, _ in order:
+                if node in reference and node in outputs:
+                    stats[node].add(reference[node], outputs[node], names)
+            if logits_node in reference and logits_node in outputs:
+                agree[0] += int((reference[logits_node].argmax(1) == outputs[logits_node].argmax(1)).sum())
+                agree[1] += len(names)
+            del outputs  # one execution's activations at a time beside the reference's
+        images += len(names)
+        progress(images)
+    pairs = tuple(_pair(executions[0].name, e.name, stats, order, tolerance, agree)
+                  for e, stats, agree in zip(executions[1:], running, top1))
+    return pairs, images
+
+
+def _pair(reference: str, other: str, stats: dict[str, _Running], order, tolerance: LayerTolerance,
+          agree: list[int]) -> PairResult:
+    rows = tuple(stats[n].row(n, op, d, tolerance) for d, n, op in order if stats[n].present)
+    unmatched = tuple(n for _, n, _ in order if not stats[n].present)
+    first = next((r for r in rows if r.verdict is Verdict.DIVERGED), None)
+    erring = [r for r in rows if r.rel_rms > 0]
+    last = rows[-1] if rows else None
+    if first is None:
+        trend = "none"
+    elif last.verdict is not Verdict.DIVERGED:
+        trend = "heals"
+    elif last.rel_rms > first.rel_rms or (math.isinf(last.rel_rms) and not math.isinf(first.rel_rms)):
+        trend = "grows"
+    else:
+        trend = "persists"
+    if erring and last is not None and erring[0].rel_rms > 0:
+        growth = last.rel_rms / erring[0].rel_rms if math.isfinite(erring[0].rel_rms) else 1.0
+    else:
+        growth = 1.0
+    return PairResult(reference, other, rows, unmatched, first.node if first else None, trend, growth,
+                      agree[0] / agree[1] if agree[1] else math.nan)
+
+
+def batches_of(items: Iterable[tuple[str, np.ndarray]], size: int) -> Iterator[tuple[list[str], np.ndarray]]:
+    """Group (name, input [3, H, W]) into batches of ``size`` (the last one may be smaller)."""
+    names: list[str] = []
+    arrays: list[np.ndarray] = []
+    for name, array in items:
+        names.append(name)
+        arrays.append(array)
+        if len(names) == size:
+            yield names, np.stack(arrays)
+            names, arrays = [], []
+    if names:
+        yield names, np.stack(arrays)

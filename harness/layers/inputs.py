@@ -1,0 +1,39 @@
+"""The model inputs ``harness layers`` and the fp32 fallback run on: real images through the
+training recipe (the reference preprocessing), one at a time, never all held."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from harness.corpus import list_images
+from harness.errors import HarnessError, UsageError
+
+
+def image_inputs(directory: Path, recipe: Callable[[bytes], dict], failed: list[tuple[str, str]],
+                 limit: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """(file name, model input [3, H, W] float32) of every image of ``directory`` (at most
+    ``limit``, default all), in name order; a file the recipe refuses is appended to ``failed``
+    as (name, reason). ``.npy`` files are taken as saved model inputs (``check --save-tensors``).
+    Raises :class:`UsageError` when no file gave an input."""
+    if not Path(directory).is_dir():
+        raise UsageError(f"image directory not found: {directory}")
+    given = 0
+    for path in list_images(Path(directory)):
+        if limit is not None and given >= limit:
+            break
+        try:
+            if path.suffix == ".npy":
+                array = np.load(path, allow_pickle=False).astype(np.float32)
+                array = array[0] if array.ndim == 4 and array.shape[0] == 1 else array
+            else:
+                array = recipe(path.read_bytes())["input"]
+        except (HarnessError, ValueError, OSError) as exc:
+            failed.append((path.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+            continue
+        given += 1
+        yield path.name, array
+    if not given:
+        raise UsageError(f"{directory}: no usable image ({len(failed)} file(s) could not be read as an image)")
