@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import time
+import contextlib
 from pathlib import Path
 
 from harness.cli.common import (
@@ -18,11 +18,9 @@ from harness.cli.common import (
     session_of,
     target_of,
 )
-from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
 from harness.paths import REPORTS_DIR
 
 DEFAULT_REPORT = REPORTS_DIR / "diagnose"
-DEPLOYED_LIBRARY = {"dali": "DALI", "opencv": "OpenCV"}
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -47,98 +45,18 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_diagnose_command(args) -> int:
-    from harness.corpus import list_images
-    from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
-    from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose, fetch_deployed, reference_toml
-    from harness.diagnose.advice import fingerprint, reference_table
-    from harness.reference import BUILT_IN
-    from harness.reference.model import CHOICES, TorchModel
-    from harness.report.data import versions
-    from harness.report.diagnosis import CombinedChange, DiagnosisReport, write_diagnosis
-    from harness.results import DeployedInfo, ReferenceInfo, ServerInfo
-    from harness.spec import SPEC_FILENAME, SpecError
+    from harness.diagnose.job import DiagnoseOptions, run
 
-    started = time.perf_counter()
-    session = session_of(args)
-    spec = session.spec
-    recipe = args.reference or spec.reference.recipe
-    if recipe not in BUILT_IN:
-        raise UsageError(f"diagnose varies a built-in recipe ({', '.join(BUILT_IN)}); describe your training "
-                         f"preprocessing in the spec's [reference] section instead of {recipe!r}")
-    images = list_images(args.images)
-    if not images:
-        raise UsageError(f"no images in {args.images}")
-    target = target_of(args)
-    require_reference_model([target], args.reference_model)
-    tie_margin = session.tie_margin(args.tie_margin)
-    # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
-    # spends more time waking up than working on one image's small tensors.
-    model = session.reference_model(args.reference_model, threads=1)
-    model.check_input(spec.reference.preprocess.input_shape)
+    options = DiagnoseOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
+                              args.write_spec, args.tie_margin, args.allow_rejected)
 
-    def fp16_model():
-        if not isinstance(model, TorchModel):
-            raise SpecError("the fp16 hypothesis needs the PyTorch model (--reference-model torch)")
-        return TorchModel(half=True)
+    @contextlib.contextmanager
+    def status(text):
+        with console.status(text) as shown:
+            yield shown.update
 
-    def not_fp16():
-        raise SpecError("the fp16 hypothesis runs this repository's PyTorch model, not --reference-model FILE")
-
-    reference = BUILT_IN[recipe](spec.reference.preprocess)
-    read_start = time.perf_counter()
-    with session.connect(log=console.print) as client:
-        server = ServerInfo(client.url, args.protocol)
-        deployment = open_deployment(session, client, target, images, console.print)
-        tolerances = session.tolerances(deployment.scores_kind)
-        if deployment.scores_kind == "probabilities":
-            raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
-                             "logits: name an output of logits with --output")
-        side = DeployedSide(deployment, session.client_factory(client))
-        with progress_bar(len(images), "reading the deployed stages") as advance:
-            try:
-                deployed = fetch_deployed(side, images, reference, on_image=advance)
-            except ServerStopped as exc:
-                raise exc.then("Nothing was diagnosed; run diagnose again once the server answers") from None
-    read_seconds = time.perf_counter() - read_start
-    if not deployed.names:
-        raise NothingCompared(f"no image could be compared: the deployment answered none of the {len(images)} "
-                              f"({deployed.failed[0].image}: {deployed.failed[0].reason})")
-    foreign = target.model is not None
-    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances,
-                          not_fp16 if foreign and args.reference_model not in CHOICES else fp16_model,
-                          tie_margin=tie_margin)
-    search_start = time.perf_counter()
-    try:
-        with console.status("diagnosing") as status:
-            result = diagnose(diagnoser, None if foreign else str(args.repository / SPEC_FILENAME),
-                              deployment.model if foreign else DEPLOYED_LIBRARY[args.pipeline], progress=status.update)
-    finally:
-        diagnoser.close()
-    if not diagnoser.indices:
-        raise NothingCompared(f"no image could be compared: the reference recipe rejected all {len(deployed.names)} "
-                              f"images the deployment answered ({diagnoser.rejected_by_training[0].reason})")
-    final_recipe, final_preprocess, fp16 = diagnoser.setting([c.hypothesis for c in result.causes])
-    note = "The model-precision cause (fp16) cannot be written in a spec: the output stays different." if fp16 else ""
-    written = None
-    if args.write_spec:
-        written = corrected_spec(spec, session.spec_path, final_recipe, final_preprocess,
-                                 [c.hypothesis for c in result.causes], args.write_spec, note)
-    timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
-              "search (all phases)": time.perf_counter() - search_start,
-              "total": time.perf_counter() - started}
-    report = DiagnosisReport(
-        result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
-        ReferenceInfo(recipe, model.name), deployment.model, server,
-        CombinedChange(reference_table(spec, final_recipe, final_preprocess),
-                       reference_toml(spec, final_recipe, final_preprocess), note or None),
-        spec.source, str(written) if written else None, diagnoser.tie_margin,
-        {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
-        fingerprint(final_recipe, final_preprocess),
-        tuple(DeployedInfo.of(deployment, server).found) if foreign else ())
-    paths = write_diagnosis(args.report, report)
-    out(paths["markdown"].read_text())
-    console.print(f"diagnosis: {paths['markdown']} (also {paths['json'].name})"
-                  + (f"; corrected spec: {written}" if written else ""))
-    found = result.remaining is not None or (report.one_sided() and not args.allow_rejected)
-    return EXIT_FOUND if found else EXIT_OK
+    result = run(session_of(args), options, log=console.print, progress=progress_bar, status=status)
+    out(result.paths["markdown"].read_text())
+    console.print(f"diagnosis: {result.paths['markdown']} (also {result.paths['json'].name})"
+                  + (f"; corrected spec: {result.written_spec}" if result.written_spec else ""))
+    return result.exit_status()

@@ -1,0 +1,154 @@
+"""``harness diagnose`` as a job: :func:`run` takes a :class:`~harness.session.Session` and
+:class:`DiagnoseOptions`, reads the deployed side once, searches, and returns the written
+diagnosis; the command line only parses into these and prints."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from harness.check.job import Progress, no_progress
+from harness.deployment.target import Target
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
+
+if TYPE_CHECKING:
+    from harness.report.diagnosis import DiagnosisReport
+
+DEPLOYED_LIBRARY = {"dali": "DALI", "opencv": "OpenCV"}
+"""This repository's pipelines -> the library their advice names."""
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What a diagnosis is asked to do; defaults are the command line's."""
+
+    images: Path
+    report: Path
+    target: Target = field(default_factory=Target)
+    reference: str | None = None
+    """A built-in recipe (None: the spec's): diagnose varies its parameters."""
+    reference_model: str = "auto"
+    write_spec: Path | None = None
+    """Where to write the corrected reference spec (None: not written)."""
+    tie_margin: float | None = None
+    allow_rejected: bool = False
+
+
+@dataclass(frozen=True)
+class DiagnoseResult:
+    report: "DiagnosisReport"
+    paths: dict[str, Path]
+    """``markdown`` and ``json``."""
+    written_spec: Path | None
+    options: DiagnoseOptions
+
+    def exit_status(self) -> int:
+        """1 when a divergence remains that nothing explains, or an image only one side
+        processes (unless allowed); else 0."""
+        found = self.report.diagnosis.remaining is not None or (
+            self.report.one_sided() and not self.options.allow_rejected)
+        return EXIT_FOUND if found else EXIT_OK
+
+
+@contextlib.contextmanager
+def _quiet_status(text: str):
+    yield lambda text: None
+
+
+def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
+        progress: Progress = no_progress, status=_quiet_status) -> DiagnoseResult:
+    """Diagnose ``options.images`` and write ``diagnosis.md``/``.json`` to ``options.report``.
+    ``status(text)``: a context yielding ``update(text)`` for the search's phases. Raises
+    :class:`~harness.errors.UsageError` for bad options, :class:`~harness.errors.ServerStopped`
+    when the server stops answering while the deployed side is read (nothing is diagnosed),
+    :class:`~harness.errors.NothingCompared` when no image could be compared."""
+    from harness.corpus import list_images
+    from harness.deployment import DeployedSide
+    from harness.deployment.target import open_deployment, require_reference_model
+    from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose, fetch_deployed, reference_toml
+    from harness.diagnose.advice import fingerprint, reference_table
+    from harness.reference import BUILT_IN
+    from harness.reference.model import CHOICES, TorchModel
+    from harness.report.data import versions
+    from harness.report.diagnosis import CombinedChange, DiagnosisReport, write_diagnosis
+    from harness.results import DeployedInfo, ReferenceInfo, ServerInfo
+    from harness.spec import SPEC_FILENAME, SpecError
+
+    started = time.perf_counter()
+    spec = session.spec
+    recipe = options.reference or spec.reference.recipe
+    if recipe not in BUILT_IN:
+        raise UsageError(f"diagnose varies a built-in recipe ({', '.join(BUILT_IN)}); describe your training "
+                         f"preprocessing in the spec's [reference] section instead of {recipe!r}")
+    images = list_images(options.images)
+    if not images:
+        raise UsageError(f"no images in {options.images}")
+    target = options.target
+    require_reference_model([target], options.reference_model)
+    tie_margin = session.tie_margin(options.tie_margin)
+    # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
+    # spends more time waking up than working on one image's small tensors.
+    model = session.reference_model(options.reference_model, threads=1)
+    model.check_input(spec.reference.preprocess.input_shape)
+    foreign = target.model is not None
+
+    def fp16_model():
+        if options.reference_model not in CHOICES:
+            raise SpecError("the fp16 hypothesis runs this repository's PyTorch model, not --reference-model FILE")
+        if not isinstance(model, TorchModel):
+            raise SpecError("the fp16 hypothesis needs the PyTorch model (--reference-model torch)")
+        return TorchModel(half=True)
+
+    reference = BUILT_IN[recipe](spec.reference.preprocess)
+    read_start = time.perf_counter()
+    with session.connect(log=log) as client:
+        server = ServerInfo(client.url, client.protocol)
+        deployment = open_deployment(session, client, target, images, log)
+        if deployment.scores_kind == "probabilities":
+            raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
+                             "logits: name an output of logits with --output")
+        tolerances = session.tolerances(deployment.scores_kind)
+        side = DeployedSide(deployment, session.client_factory(client))
+        with progress(len(images), "reading the deployed stages") as advance:
+            try:
+                deployed = fetch_deployed(side, images, reference, on_image=advance)
+            except ServerStopped as exc:
+                raise exc.then("Nothing was diagnosed; run diagnose again once the server answers") from None
+    read_seconds = time.perf_counter() - read_start
+    if not deployed.names:
+        raise NothingCompared(f"no image could be compared: the deployment answered none of the {len(images)} "
+                              f"({deployed.failed[0].image}: {deployed.failed[0].reason})")
+    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances, fp16_model,
+                          tie_margin=tie_margin)
+    search_start = time.perf_counter()
+    try:
+        with status("diagnosing") as update:
+            result = diagnose(diagnoser, None if foreign else str(session.repository / SPEC_FILENAME),
+                              deployment.model if foreign else DEPLOYED_LIBRARY[target.pipeline], progress=update)
+    finally:
+        diagnoser.close()
+    if not diagnoser.indices:
+        raise NothingCompared(f"no image could be compared: the reference recipe rejected all {len(deployed.names)} "
+                              f"images the deployment answered ({diagnoser.rejected_by_training[0].reason})")
+    final_recipe, final_preprocess, fp16 = diagnoser.setting([c.hypothesis for c in result.causes])
+    note = "The model-precision cause (fp16) cannot be written in a spec: the output stays different." if fp16 else ""
+    written = None
+    if options.write_spec:
+        written = corrected_spec(spec, session.spec_path, final_recipe, final_preprocess,
+                                 [c.hypothesis for c in result.causes], options.write_spec, note)
+    timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
+              "search (all phases)": time.perf_counter() - search_start,
+              "total": time.perf_counter() - started}
+    report = DiagnosisReport(
+        result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
+        ReferenceInfo(recipe, model.name), deployment.model, server,
+        CombinedChange(reference_table(spec, final_recipe, final_preprocess),
+                       reference_toml(spec, final_recipe, final_preprocess), note or None),
+        spec.source, str(written) if written else None, diagnoser.tie_margin,
+        {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
+        fingerprint(final_recipe, final_preprocess),
+        tuple(DeployedInfo.of(deployment, server).found) if foreign else ())
+    return DiagnoseResult(report, write_diagnosis(options.report, report), written, options)
