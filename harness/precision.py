@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 FP16_FILENAME = "model_fp16.onnx"
 
 
-def export_fp16(onnx_path: Path, out: Path | None = None) -> Path:
-    """Convert the classifier ONNX to fp16 internally (fp32 I/O); returns the new file."""
+def export_fp16(onnx_path: Path, out: Path | None = None, fp32_layers: Sequence[str] = ()) -> Path:
+    """Convert the classifier ONNX to fp16 internally (fp32 I/O); returns the new file
+    (default ``model_fp16.onnx`` beside it). ``fp32_layers`` (node names, default none) stay
+    fp32, with Casts around them: the fallback :func:`harness.layers.fallback.find_fp32_fallback`
+    finds."""
     import warnings
 
     import onnx
@@ -29,7 +33,7 @@ def export_fp16(onnx_path: Path, out: Path | None = None) -> Path:
         # Softmax stays fp32: its exponentials are where fp16 loses most, and converting it
         # makes the converter mistype the fp32 `probabilities` output.
         model = float16.convert_float_to_float16(onnx.load(str(onnx_path)), keep_io_types=True,
-                                                 op_block_list=["Softmax"])
+                                                 op_block_list=["Softmax"], node_block_list=list(fp32_layers))
     _keep_fp32_outputs(model)
     onnx.checker.check_model(model)
     out = out or onnx_path.with_name(FP16_FILENAME)

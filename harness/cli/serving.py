@@ -25,7 +25,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_repository_args(export)
     export.add_argument("--fp16", action="store_true",
                         help="also write model_fp16.onnx (fp16 inside, fp32 inputs and outputs): what FP16=1 builds "
-                             "the TensorRT 11 engine from, as trtexec has no --fp16 there; prints its error against fp32")
+                             "the TensorRT 11 engine from, as trtexec has no --fp16 there; prints its error against fp32. "
+                             "Layers that break fp16 on the calibration images stay fp32 (listed in model_fp16.json)")
+    export.add_argument("--onnx", type=Path, default=None,
+                        help="with --fp16: convert this fp32 ONNX instead of exporting the default classifier")
+    export.add_argument("--calibration", type=Path, default=None,
+                        help=f"with --fp16: images the fp16 model must agree with fp32 on, top-1 and logits within the "
+                             f"output tolerance (default {DEFAULT_PHOTOS} when it exists; none: no fp32 fallback)")
+    export.add_argument("--out", type=Path, default=None,
+                        help="with --fp16: the fp16 ONNX to write (default model_fp16.onnx beside the fp32 one); "
+                             "OUT.json beside it lists the fp32_layers")
     export.set_defaults(run=run_model_export)
     imp = model_commands.add_parser("import", help="install your own ONNX classifier and label file")
     imp.add_argument("onnx", type=Path)
@@ -77,24 +86,46 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_model_export(args) -> int:
     from harness.model import export_default
 
-    spec = session_of(args).spec
-    path = export_default(args.repository / "classifier", spec.preprocess.crop.size)
-    console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
+    session = session_of(args)
+    if (args.onnx or args.out or args.calibration) and not args.fp16:
+        raise UsageError("--onnx, --calibration and --out go with --fp16")
+    if args.onnx is not None:
+        path = args.onnx
+    else:
+        path = export_default(args.repository / "classifier", session.spec.preprocess.crop.size)
+        console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
     if args.fp16:
-        import numpy as np
-
-        from harness.precision import compare_precision, export_fp16
-        from harness.preprocessing import opencv
-
-        fp16 = export_fp16(path)
-        photos = sorted(DEFAULT_PHOTOS.iterdir()) if DEFAULT_PHOTOS.is_dir() else []
-        console.print(f"wrote {fp16}")
-        if photos:
-            inputs = np.stack([opencv.run(p.read_bytes(), spec.preprocess, [Stage.INPUT])[Stage.INPUT] for p in photos])
-            c = compare_precision(path, fp16, inputs)
-            console.print(f"fp16 vs fp32 on {c.images} photos (ONNX Runtime, CPU): top-1 agreement {c.top1_agreement:.1%}, "
-                          f"logits max |diff| {c.max_abs_logit:.3g}, mean {c.mean_abs_logit:.3g}")
+        _export_fp16(session, path, args.out, args.calibration)
     return 0
+
+
+def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None) -> None:
+    """The fp16 model with its fp32 fallback found on ``calibration`` (default the photo corpus)."""
+    import json
+
+    import numpy as np
+
+    from harness.layers.executions import load_onnx
+    from harness.layers.fallback import find_fp32_fallback
+    from harness.layers.inputs import image_inputs
+    from harness.precision import FP16_FILENAME, compare_precision, export_fp16
+
+    load_onnx(path)  # a missing or non-ONNX file: one line, exit 2
+    out = out or path.with_name(FP16_FILENAME)
+    if calibration is None and not DEFAULT_PHOTOS.is_dir():
+        export_fp16(path, out)
+        console.print(f"wrote {out} (no calibration images: no fp32 fallback searched)")
+        return
+    failed: list = []
+    inputs = np.stack([x for _, x in image_inputs(calibration or DEFAULT_PHOTOS, session.recipe(), failed)])
+    fallback = find_fp32_fallback(path, inputs, out, session.tolerances()[Stage.OUTPUT], log=console.print)
+    report = out.with_suffix(".json")
+    report.write_text(json.dumps({"model": str(path), "fp16_model": str(out), **fallback.to_dict()}, indent=1) + "\n")
+    kept = ", ".join(fallback.fp32_layers) if fallback.fp32_layers else "none: fp16 is safe as it is"
+    console.print(f"wrote {out} and {report}; layers kept in fp32: {kept}", highlight=False, soft_wrap=True)
+    c = compare_precision(path, out, inputs)
+    console.print(f"fp16 vs fp32 on {c.images} images (ONNX Runtime, CPU): top-1 agreement {c.top1_agreement:.1%}, "
+                  f"logits max |diff| {c.max_abs_logit:.3g}, mean {c.mean_abs_logit:.3g}")
 
 
 def run_model_import(args) -> int:
