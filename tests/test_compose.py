@@ -31,7 +31,8 @@ RELEASE = f"{MANIFEST.release}-py3"
 def compose_cli(*args, file=COMPOSE_FILE):
     # Variables the file reads, left unset so their defaults are what is checked.
     env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS")}
-    return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", "--profile", "preflight", *args],
+    return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", "--profile", "preflight",
+                           "--profile", "layers", *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
 
 
@@ -62,8 +63,10 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "triton", "preflight", "locust-master", "locust-worker", "sweep"}
+    assert set(config["services"]) == {"engine-builder", "triton", "preflight", "locust-master", "locust-worker", "sweep",
+                                       "layers"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
+    assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
 
 
@@ -76,6 +79,7 @@ def test_pinned_images_of_one_release(config):
     services = config["services"]
     assert dockerfile_base(services["triton"]) == f"nvcr.io/nvidia/tritonserver:{RELEASE}"
     assert services["engine-builder"]["image"] == f"nvcr.io/nvidia/tensorrt:{RELEASE}"
+    assert services["layers"]["image"] == services["engine-builder"]["image"]  # trt layers in the engine's TensorRT
     assert dockerfile_base(services["locust-master"]) == "locustio/locust:2.47.0"
     assert services["preflight"]["image"] == services["triton"]["image"]  # so it reports the server's DALI
     for service in services.values():
