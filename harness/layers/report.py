@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.layers.compare import LayerRow, LayersResult, PairResult
 from harness.report.html import STYLE
 
-CSV_FIELDS = ("execution", "depth", "node", "op_type", "max_abs", "mean_abs", "rel_rms", "max_rel", "cosine",
+CSV_FIELDS = ("execution", "depth", "node", "op_type", "max_abs", "mean_abs", "rel_rms", "cosine",
               "nan", "inf", "reference_nonfinite", "worst_image", "verdict")
 PLOT_FLOOR = 1e-9
 """Where an exactly equal layer is drawn on the log-scale plot (it has no logarithm)."""
@@ -68,12 +68,12 @@ def _rows(pair: PairResult, only_interesting: bool) -> list[LayerRow]:
     return [pair.rows[i] for i in sorted(keep)]
 
 
-HEAD = ("depth", "layer", "op", "max abs", "mean abs", "rel RMS", "max rel", "cosine", "NaN", "Inf", "worst image",
+HEAD = ("depth", "layer", "op", "max abs", "mean abs", "rel RMS", "cosine", "NaN", "Inf", "worst image",
         "verdict")
 
 
 def _cells(r: LayerRow) -> list[str]:
-    return [str(r.depth), r.node, r.op_type, fmt(r.max_abs), fmt(r.mean_abs), fmt(r.rel_rms), fmt(r.max_rel),
+    return [str(r.depth), r.node, r.op_type, fmt(r.max_abs), fmt(r.mean_abs), fmt(r.rel_rms),
             f"{r.cosine:.6f}", str(r.nan), str(r.inf), r.worst_image, r.verdict.value]
 
 
