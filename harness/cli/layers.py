@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_repository_args, console, session_of
+from harness.cli.common import add_repository_args, add_server_args, connect, console, session_of
 from harness.errors import EXIT_FOUND, EXIT_OK
 
 
@@ -35,6 +35,23 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_repository_args(p)
     p.set_defaults(run=run_layers_command)
 
+    from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
+
+    r = commands.add_parser("repeat", help="does the deployment answer the same twice? the same images sent alone, "
+                                           "in batches and concurrently, every stage compared with the first answer")
+    r.add_argument("images", type=Path, help="directory of images")
+    r.add_argument("--pipeline", default="dali", help="which ensemble and taps model (default dali)")
+    r.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help=f"rounds per mode (default {DEFAULT_REPEATS})")
+    r.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)),
+                   help="request sizes the image is sent in with companions (default %(default)s)")
+    r.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                   help=f"threads sending single-image requests at once (default {DEFAULT_CONCURRENCY})")
+    r.add_argument("--limit", type=int, default=8, help="images used (default 8)")
+    r.add_argument("--report", type=Path, default=Path("build/repeat"), help="writes repeat.json and repeat.md here")
+    add_repository_args(r)
+    add_server_args(r)
+    r.set_defaults(run=run_repeat_command)
+
 
 def run_layers_command(args) -> int:
     from harness.errors import UsageError
@@ -57,3 +74,53 @@ def run_layers_command(args) -> int:
     console.print(f"first divergent layer: {result.first_divergent_layer or 'none'}; report: {paths['html']}",
                   highlight=False, soft_wrap=True)
     return EXIT_FOUND if result.first_divergent_layer else EXIT_OK
+
+
+def run_repeat_command(args) -> int:
+    import json
+
+    from harness.compare.tolerance import tolerances_for
+    from harness.corpus import list_images
+    from harness.errors import UsageError
+    from harness.layers.repeatability import check_repeatability, repository_probes, summary_rows
+    from harness.stage import Stage
+
+    session = session_of(args)
+    try:
+        sizes = [int(b) for b in args.batch_sizes.split(",") if b]
+    except ValueError:
+        raise UsageError(f"--batch-sizes: integers separated by commas, got {args.batch_sizes!r}") from None
+    if args.repeats < 1 or args.concurrency < 1 or any(b < 2 for b in sizes):
+        raise UsageError("--repeats and --concurrency must be at least 1, every batch size at least 2")
+    recipe = session.recipe()
+    images = []
+    for path in list_images(args.images):
+        data = path.read_bytes()
+        try:
+            recipe(data)
+        except ValueError as exc:  # ImageError and friends: skipped, said
+            console.print(f"skipped {path.name}: {exc}")
+            continue
+        images.append((path.name, data))
+        if len(images) == args.limit:
+            break
+    if not images:
+        raise UsageError(f"{args.images}: no usable image")
+    drift = tolerances_for(session.spec.preprocess, drift=True)
+    with connect(args) as client:
+        result = check_repeatability(session.client_factory(client), repository_probes(args.pipeline, recipe), images,
+                                     lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
+                                     args.repeats, sizes, args.concurrency)
+    args.report.mkdir(parents=True, exist_ok=True)
+    (args.report / "repeat.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    lines = [f"# Repeatability: {len(images)} images, {result.repeats} rounds, batch sizes {sizes}, "
+             f"{result.concurrency} concurrent", "", "| model | stage | images | answers | max abs spread | top-1 changes "
+             "| verdict |", "|---|---|---|---|---|---|---|"]
+    for row in summary_rows(result):
+        lines.append(f"| {row['probe']} | {row['stage']} | {row['images']} | "
+                     f"{row['answers']} | {row['max_abs']:.3g} | {row['top1_changes']} | {row['verdict'].value} |")
+        console.print(f"{row['probe']} {row['stage']}: {row['answers']} answers of {row['images']} images, largest spread "
+                      f"{row['max_abs']:.3g}, top-1 changes {row['top1_changes']}: {row['verdict'].value}")
+    (args.report / "repeat.md").write_text("\n".join(lines) + "\n")
+    console.print(f"verdict {result.verdict.value}; report: {args.report / 'repeat.md'}")
+    return EXIT_FOUND if result.verdict.value == "diverged" else EXIT_OK

@@ -1,0 +1,208 @@
+"""Does the deployment answer the same twice? Repeatability and batch invariance.
+
+:func:`check_repeatability` sends the same images N times to each :class:`Probe` (a model, its
+input, the outputs it exposes as stages) in three ways, and compares every answer with the
+image's first answer sent alone:
+
+- ``alone``: one image per request, one request at a time;
+- ``request``: the image inside one request with companions (every batch size of
+  ``batch_sizes``, the image at a varying position, other companions each round);
+- ``concurrent``: one image per request from ``concurrency`` threads at once, so Triton's
+  dynamic batcher puts it in server-side batches of varying size and company.
+
+Per stage and image: the largest deviation from the first answer (:class:`Spread`), judged with
+the drift rule (one deployment against itself: :data:`harness.compare.tolerance.DRIFT_TOLERANCES`),
+and top-1 changes for scores outputs. Kept per image: its first answer and running maxima, so
+memory grows with the images, not the repeats. Uses :class:`harness.client.TritonClient` as it is.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from harness.client import TritonClient
+from harness.compare.tolerance import Tolerance, Verdict
+
+MODES = ("alone", "request", "concurrent")
+DEFAULT_BATCH_SIZES = (2, 4, 8)
+DEFAULT_REPEATS = 3
+DEFAULT_CONCURRENCY = 8
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One model of the deployment and what it exposes: ``outputs`` {stage: output tensor};
+    ``scores`` names the stages that are class scores (top-1 is compared); ``prepare`` turns an
+    image's bytes into what the model takes (default: the bytes), ``pack`` a list of those into
+    a request's input (default: stack them); ``batching`` False sends only ``alone`` requests
+    (a model without dynamic batching, or with outputs whose shape varies per image)."""
+
+    model: str
+    input: str
+    outputs: dict[str, str]
+    scores: tuple[str, ...] = ()
+    pack: Callable[[list], np.ndarray] = np.stack
+    batching: bool = True
+    prepare: Callable[[bytes], object] = lambda data: data
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One stage of one image over every answer."""
+
+    probe: str
+    stage: str
+    image: str
+    answers: int
+    max_abs: float
+    """Largest |answer - first answer| over every element and answer."""
+    top1_changes: int
+    worst_mode: str
+    """The mode of the answer furthest from the first (``-`` when all are equal)."""
+    verdict: Verdict
+
+    def to_dict(self) -> dict:
+        return {**{k: v for k, v in self.__dict__.items() if k != "verdict"}, "verdict": self.verdict.value}
+
+
+@dataclass(frozen=True)
+class RepeatResult:
+    repeats: int
+    batch_sizes: tuple[int, ...]
+    concurrency: int
+    spreads: tuple[Spread, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.worst(s.verdict for s in self.spreads)
+
+    def to_dict(self) -> dict:
+        return {"repeats": self.repeats, "batch_sizes": list(self.batch_sizes), "concurrency": self.concurrency,
+                "verdict": self.verdict.value, "spreads": [s.to_dict() for s in self.spreads]}
+
+
+class _Tally:
+    __slots__ = ("first", "answers", "max_abs", "top1", "worst_mode")
+
+    def __init__(self, first: np.ndarray):
+        self.first, self.answers, self.max_abs, self.top1, self.worst_mode = first, 1, 0.0, 0, "-"
+
+    def add(self, answer: np.ndarray, mode: str, scores: bool) -> None:
+        self.answers += 1
+        if answer.shape != self.first.shape:
+            deviation = math.inf
+        else:
+            with np.errstate(invalid="ignore"):
+                d = np.abs(answer.astype(np.float64) - self.first)
+            deviation = float(d.max(initial=0.0)) if np.isfinite(d).all() else math.inf
+        if deviation > self.max_abs:
+            self.max_abs, self.worst_mode = deviation, mode
+        if scores and int(np.argmax(answer)) != int(np.argmax(self.first)):
+            self.top1 += 1
+
+
+def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequence[Probe],
+                        images: Sequence[tuple[str, bytes]], tolerances: Callable[[str], Tolerance],
+                        repeats: int = DEFAULT_REPEATS, batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+                        concurrency: int = DEFAULT_CONCURRENCY, seed: int = 0) -> RepeatResult:
+    """Send ``images`` ((name, encoded bytes)) ``repeats`` times per mode
+    to every probe (see the module doc) and return the spread of every stage of every image.
+    ``tolerances(stage)`` is the drift tolerance of a stage. Defaults: 3 repeats, batch sizes
+    2/4/8, 8 concurrent threads, companions drawn with ``seed`` 0."""
+    rng = random.Random(seed)
+    spreads: list[Spread] = []
+    names = [n for n, _ in images]
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        clients = [client_factory() for _ in range(concurrency)]
+        try:
+            for probe in probes:
+                items = [probe.prepare(data) for _, data in images]
+
+                def send(client: TritonClient, idx: list[int]) -> dict[str, np.ndarray]:
+                    return client.infer(probe.model, {probe.input: probe.pack([items[i] for i in idx])},
+                                        list(probe.outputs.values()))
+
+                tallies: dict[tuple[str, int], _Tally] = {}
+
+                def record(idx: list[int], out: dict[str, np.ndarray], mode: str) -> None:
+                    for stage, tensor in probe.outputs.items():
+                        for row, i in enumerate(idx):
+                            value = out[tensor][row]
+                            tally = tallies.get((stage, i))
+                            if tally is None:
+                                tallies[(stage, i)] = _Tally(value.astype(np.float64))
+                            else:
+                                tally.add(value, mode, stage in probe.scores)
+
+                for i in range(len(images)):  # the first answers: alone, one at a time
+                    record([i], send(clients[0], [i]), "alone")
+                for _ in range(repeats):
+                    for i in range(len(images)):
+                        record([i], send(clients[0], [i]), "alone")
+                    if not probe.batching:
+                        continue
+                    for size in batch_sizes:
+                        for i in range(len(images)):
+                            others = [j for j in range(len(images)) if j != i] or [i]
+                            idx = [rng.choice(others) for _ in range(size - 1)]
+                            idx.insert(rng.randrange(size), i)
+                            out = send(clients[0], idx)
+                            record([i], {t: v[idx.index(i):idx.index(i) + 1] for t, v in out.items()}, "request")
+                    order = list(range(len(images))) * max(1, concurrency // max(1, len(images)))
+                    rng.shuffle(order)
+                    futures = {pool.submit(send, clients[k % concurrency], [i]): i for k, i in enumerate(order)}
+                    for future in concurrent.futures.as_completed(futures):
+                        record([futures[future]], future.result(), "concurrent")
+                stage_order = list(probe.outputs)
+                for (stage, i), t in sorted(tallies.items(), key=lambda kv: (stage_order.index(kv[0][0]), kv[0][1])):
+                    tolerance = tolerances(stage)
+                    if t.max_abs == 0 and not t.top1:
+                        verdict = Verdict.EQUAL
+                    elif t.top1 or not t.max_abs <= tolerance.atol:
+                        verdict = Verdict.DIVERGED
+                    else:
+                        verdict = Verdict.CLOSE
+                    spreads.append(Spread(probe.model, stage, names[i], t.answers, t.max_abs, t.top1, t.worst_mode,
+                                          verdict))
+        finally:
+            for client in clients:
+                client.close()
+    return RepeatResult(repeats, tuple(batch_sizes), concurrency, tuple(spreads))
+
+
+def summary_rows(result: RepeatResult) -> list[dict]:
+    """Per probe and stage: images, answers, largest spread, top-1 changes, worst verdict."""
+    rows: dict[tuple[str, str], dict] = {}
+    for s in result.spreads:
+        row = rows.setdefault((s.probe, s.stage), {"probe": s.probe, "stage": s.stage, "images": 0, "answers": 0,
+                                                   "max_abs": 0.0, "top1_changes": 0, "verdict": Verdict.EQUAL})
+        row["images"] += 1
+        row["answers"] += s.answers
+        row["max_abs"] = max(row["max_abs"], s.max_abs)
+        row["top1_changes"] += s.top1_changes
+        row["verdict"] = Verdict.worst([row["verdict"], s.verdict])
+    return list(rows.values())
+
+
+def repository_probes(pipeline: str, recipe: Callable[[bytes], dict]) -> list[Probe]:
+    """This repository's deployment: the ``classify_<pipeline>`` ensemble's logits, its taps
+    model's stages (alone only: no dynamic batching there, and decoded images vary in size),
+    and the classifier alone on the reference's model input."""
+    from harness.client import CLASSIFIER, LOGITS, PIPELINES
+    from harness.deployment.base import pack_images
+    from harness.preprocessing import TAP_TENSORS
+
+    p = PIPELINES[pipeline]
+    return [
+        Probe(p.ensemble, "IMAGE", {"output": LOGITS}, scores=("output",), pack=pack_images),
+        Probe(p.taps_model, "IMAGE", {str(stage): name for stage, name in TAP_TENSORS.items()}, pack=pack_images,
+              batching=False),
+        Probe(CLASSIFIER, "input", {"classifier": "logits"}, scores=("classifier",),
+              prepare=lambda data: recipe(data)["input"]),
+    ]
