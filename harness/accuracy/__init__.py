@@ -26,7 +26,8 @@ McNemar and flip counts stay on all evaluated images: ties are labelled, never d
 - :mod:`~harness.accuracy.dataset`: reading the labeled set;
 - :mod:`~harness.accuracy.predict`: each path's predictions;
 - :mod:`~harness.accuracy.scoring`: the scores (pure functions of the predictions);
-- :mod:`~harness.accuracy.report`: :class:`AccuracyReport`, accuracy.json and accuracy.md.
+- :mod:`~harness.accuracy.report`: :class:`AccuracyReport`, accuracy.json and accuracy.md;
+- :mod:`~harness.accuracy.job`: the job the command line runs (:func:`~harness.accuracy.job.run`).
 """
 
 from harness.accuracy.dataset import CSV_HEADER_FILE, CSV_HEADER_LABEL, Dataset, DatasetError, Sample, class_indices, load_dataset

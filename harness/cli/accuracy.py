@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from harness.cli.common import (
@@ -19,7 +18,6 @@ from harness.cli.common import (
     target_of,
 )
 from harness.client import PIPELINES
-from harness.errors import NothingCompared, UsageError
 from harness.paths import REPORTS_DIR
 from harness.stage import DEFAULT_TOP_K
 
@@ -65,66 +63,18 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_accuracy_command(args) -> int:
-    from harness.accuracy import (
-        AccuracyReport,
-        AccuracyRun,
-        evaluate,
-        load_dataset,
-        predict_deployed,
-        predict_reference,
-        write_report,
-    )
-    from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
-    from harness.report import versions
-    from harness.results import ReferenceInfo, ServerInfo
+    from harness.accuracy.job import AccuracyOptions, run
 
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.top_k < 1:
-        raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
-    models = [target_of(args, model) for model in dict.fromkeys(args.model or ())]
-    pipelines = list(dict.fromkeys(args.pipelines if args.pipelines is not None else () if models else PIPELINES))
-    require_reference_model(models, args.reference_model)
-    session = session_of(args)
-    classes = session.classes()
-    dataset = load_dataset(args.dataset, classes, args.labels)  # a DatasetError exits 2 (harness.errors)
-    tie_margin = session.tie_margin(args.tie_margin)
-    recipe = session.recipe(args.reference)
-    reference_model = session.reference_model(args.reference_model)
-
-    start = time.perf_counter()
-    samples = dataset.samples
-    with session.connect(log=console.print) as client:
-        server = ServerInfo(session.server_label(client), args.protocol)
-        server_metadata = client.server_metadata()
-        images = [s.path for s in samples]
-        sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in
-                 [session.deployment(client, pipeline) for pipeline in pipelines]
-                 + [open_deployment(session, client, model, images, console.print) for model in models]]
-        with progress_bar(len(samples) * (1 + len(sides)), "classifying") as advance:
-            predictions = [predict_reference(samples, recipe, reference_model, args.batch_size,
-                                             on_image=lambda name: advance(f"reference {name}"), k=args.top_k)]
-            for side in sides:
-                label = side.deployment.label
-                predictions.append(predict_deployed(samples, side, args.batch_size,
-                                                    on_image=lambda name, p=label: advance(f"{p} {name}"), k=args.top_k))
-
-    report = AccuracyReport(
-        evaluate(dataset, predictions, classes, tie_margin, args.top_k), classes,
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
-        server, session.spec.source,
-        AccuracyRun(round(time.perf_counter() - start, 2), args.batch_size, args.fail_on, args.allow_rejected),
-        versions(server_metadata))
-    json_path, markdown_path = write_report(args.report, report)
-    out(markdown_path.read_text())
-    console.print(f"report: {markdown_path}  (also {json_path.name})")
-    failed = report.result.failed
+    models = tuple(target_of(args, model) for model in dict.fromkeys(args.model or ()))
+    options = AccuracyOptions(args.dataset, args.report, args.labels,
+                              tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
+                              args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
+                              args.allow_rejected)
+    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+    out(result.markdown_path.read_text())
+    console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
+    failed, images = result.report.result.failed, len(result.report.result.dataset.samples)
     if failed:
-        console.print(f"[yellow]{len(failed)} of {len(samples)} images failed and were excluded from every "
-                      f"path[/] (reasons in {markdown_path.name})")
-    if not report.result.evaluated:
-        raise NothingCompared(f"none of the {len(samples)} images of {args.dataset} could be classified on every path")
-    if report.any_rejected() and not args.allow_rejected:
-        return 1
-    return 1 if report.any_flips(ties=args.fail_on == "tie") else 0
+        console.print(f"[yellow]{len(failed)} of {images} images failed and were excluded from every "
+                      f"path[/] (reasons in {result.markdown_path.name})")
+    return result.exit_status()
