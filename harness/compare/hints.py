@@ -30,4 +30,14 @@ def explain(stage: Stage, verdict: Verdict, isolated_verdict: Verdict | None) ->
                  "the error from earlier stages")
     else:
         where = "no isolated run for this stage"
-    return f"{where}. Usual causes: {STAGE_HINTS.get(stage, '')}."
+    why = f"{where}. Usual causes: {STAGE_HINTS.get(stage, '')}."
+    if stage == Stage.OUTPUT and isolated_verdict is Verdict.DIVERGED:
+        # The classifier alone diverges on the reference's input: look inside the model.
+        why += f" {LAYERS_HINT}"
+    return why
+
+
+LAYERS_HINT = ("The classifier alone diverges: find its first divergent layer with `harness layers IMAGES --executions "
+               "torch,onnx` (the export) and `harness layers IMAGES --executions onnx,onnx-fp16` (precision); "
+               "`harness model export --fp16 "
+               "--calibration IMAGES` keeps the layers that break fp16 in fp32.")

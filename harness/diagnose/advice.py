@@ -35,7 +35,9 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
                 f"{_assign(changes, 2) or h.recipe} (`--write-spec` writes that reference).")
     if h.fp16:
         return ("The deployed classifier answers like the model in fp16: build the TensorRT engine in fp32 "
-                "(FP16=0 for the engine builder), or validate the model in fp16 before serving it so.")
+                "(FP16=0 for the engine builder), or validate the model in fp16 before serving it so: "
+                "`harness layers IMAGES --executions onnx,onnx-fp16` names its first divergent layer, and "
+                "`harness model export --fp16 --calibration IMAGES` keeps the layers that break fp16 in fp32.")
     parts = []
     if h.recipe:
         parts.append(f"The deployment computes like {h.recipe}, not like training's {diagnoser.recipe}, with the same "
