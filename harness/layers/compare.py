@@ -59,11 +59,11 @@ class LayerRow:
     verdict: Verdict
 
     def to_dict(self) -> dict:
-        return {**{k: _finite(v) for k, v in self.__dict__.items() if k != "verdict"}, "verdict": self.verdict.value}
+        return {**{k: finite_or_text(v) for k, v in self.__dict__.items() if k != "verdict"}, "verdict": self.verdict.value}
 
 
-def _finite(v):
-    # JSON has no inf/nan: write them as strings, as the rest of the harness's reports do.
+def finite_or_text(v):
+    """``v``, or ``"inf"``/``"nan"`` for a non-finite float: JSON has neither."""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     return v
@@ -94,7 +94,7 @@ class PairResult:
     def to_dict(self) -> dict:
         return {"reference": self.reference, "execution": self.other, "verdict": self.verdict.value,
                 "first_divergent_layer": self.first_divergent_layer, "trend": self.trend,
-                "growth": _finite(self.growth), "top1_agreement": _finite(self.top1_agreement),
+                "growth": finite_or_text(self.growth), "top1_agreement": finite_or_text(self.top1_agreement),
                 "unmatched": list(self.unmatched), "layers": [r.to_dict() for r in self.rows]}
 
 

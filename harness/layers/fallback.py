@@ -23,7 +23,7 @@ import numpy as np
 from harness.compare.metrics import quick_verdict
 from harness.compare.tolerance import Tolerance, Verdict
 from harness.errors import HarnessError
-from harness.layers.compare import LayerTolerance, PairResult, batches_of, compare_layers
+from harness.layers.compare import LayerTolerance, PairResult, batches_of, compare_layers, finite_or_text
 from harness.layers.executions import LayerGraph, OnnxExecution, open_executions
 from harness.model import INPUT_NAME, LOGITS
 
@@ -50,7 +50,7 @@ class Fallback:
     def to_dict(self) -> dict:
         return {"fp32_layers": list(self.fp32_layers), "images": self.images,
                 "first_divergent_layer": self.first_divergent_layer, "trials": self.trials,
-                "max_abs_logit": self.max_abs_logit if math.isfinite(self.max_abs_logit) else str(self.max_abs_logit),
+                "max_abs_logit": finite_or_text(self.max_abs_logit),
                 "top1_agreement": self.top1_agreement}
 
 
