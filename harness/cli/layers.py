@@ -26,6 +26,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help=f"comma-separated, the first is the reference; of {', '.join(EXECUTIONS)} (default torch,onnx)")
     p.add_argument("--fp16-onnx", type=Path, default=None,
                    help="the fp16 ONNX for onnx-fp16/trt-fp16 (default: converted from --onnx as `model export --fp16` does)")
+    p.add_argument("--torch-model", default=None, metavar="FILE.py:FACTORY",
+                   help="the user's PyTorch classifier for `torch`: a module, or a function returning one "
+                        "(default: the default EfficientNet-Lite0)")
+    p.add_argument("--torch-prefix", default=None,
+                   help="the ONNX scope the module was exported under (default: net for the default model, as "
+                        "`harness model export` wraps it; none for --torch-model)")
     p.add_argument("--layers", default=None, help="comma-separated node names to compare (default: every layer)")
     p.add_argument("--rel-rms", type=float, default=LayerTolerance.rel_rms,
                    help=f"a layer diverges beyond this relative RMS error on an image (default {LayerTolerance.rel_rms})")
@@ -67,7 +73,8 @@ def run_layers_command(args) -> int:
     layers = [n.strip() for n in args.layers.split(",")] if args.layers else None
     result = run_layers(args.images, onnx_path, executions, session.recipe(), LayerTolerance(args.rel_rms), layers,
                         args.fp16_onnx, args.batch, args.limit,
-                        progress=lambda n: console.print(f"{n} images", end="\r") if sys.stdout.isatty() else None)
+                        progress=lambda n: console.print(f"{n} images", end="\r") if sys.stdout.isatty() else None,
+                        torch_model=args.torch_model, torch_prefix=args.torch_prefix)
     paths = write_layers_report(args.report, result, "harness layers " + shlex.join(sys.argv[2:]))
     for pair in result.pairs:
         console.print(pair_line(pair), highlight=False, soft_wrap=True)

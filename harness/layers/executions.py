@@ -273,15 +273,32 @@ class TrtExecution:
         self._runner.deactivate()
 
 
+def _torch_model(ref: str | None, prefix: str | None) -> tuple:
+    """(module or None, scope prefix) for :class:`TorchExecution`."""
+    if ref is None:
+        return None, "net" if prefix is None else prefix
+    from harness.reference.custom import load_object
+
+    factory = load_object(ref)
+    net = factory() if callable(factory) and not hasattr(factory, "named_modules") else factory
+    if not hasattr(net, "named_modules"):
+        raise LayersError(f"--torch-model {ref}: gives a {type(net).__name__}, not a torch.nn.Module")
+    net.eval()
+    return net, prefix or ""
+
+
 EXECUTIONS = ("onnx", "onnx-noopt", "onnx-fp16", "torch", "trt", "trt-fp16")
 
 
 @contextlib.contextmanager
-def open_executions(names: list[str], onnx_path: Path, graph: LayerGraph,
-                    fp16_path: Path | None = None) -> Iterator[list[Execution]]:
+def open_executions(names: list[str], onnx_path: Path, graph: LayerGraph, fp16_path: Path | None = None,
+                    torch_model: str | None = None, torch_prefix: str | None = None) -> Iterator[list[Execution]]:
     """The executions ``names`` of ``onnx_path`` (see the module doc), closed after the block.
     ``fp16_path`` is the fp16 ONNX (default: converted from ``onnx_path`` into a temporary file
-    by :func:`harness.precision.export_fp16`, as ``harness model export --fp16`` does)."""
+    by :func:`harness.precision.export_fp16`, as ``harness model export --fp16`` does).
+    ``torch_model`` is the user's module for ``torch``, ``path/file.py:factory`` (default: the
+    default EfficientNet-Lite0); ``torch_prefix`` the scope its ONNX export put it under (default
+    ``net`` for the default model, as ``harness model export`` wraps it, else none)."""
     unknown = [n for n in names if n not in EXECUTIONS]
     if unknown:
         raise UsageError(f"unknown execution {unknown[0]!r}; executions: {', '.join(EXECUTIONS)}")
@@ -307,7 +324,7 @@ def open_executions(names: list[str], onnx_path: Path, graph: LayerGraph,
             elif name == "onnx-fp16":
                 execution = OnnxExecution(name, fp16(), graph)
             elif name == "torch":
-                execution = TorchExecution(name, graph)
+                execution = TorchExecution(name, graph, *_torch_model(torch_model, torch_prefix))
             else:
                 execution = TrtExecution(name, fp16() if name == "trt-fp16" else onnx_path, graph)
             stack.callback(execution.close)

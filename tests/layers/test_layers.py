@@ -147,3 +147,23 @@ def test_bad_input_is_one_line_and_exit_2(case, fp32, images, tmp_path, capsys):
     assert status == 2 and result is None
     assert out.startswith("error:") and "Traceback" not in out
     assert len(out.strip().splitlines()) <= 2  # one message (rich may wrap it)
+
+
+def test_users_torch_module_matched_to_its_own_export(images, tmp_path):
+    """A user's module exported directly (no wrapper, so no `net` scope), given as file.py:factory."""
+    import torch
+
+    from harness.model import INPUT_NAME, load_torch_model
+
+    onnx_path = tmp_path / "user.onnx"
+    torch.onnx.export(load_torch_model(), (torch.zeros(1, 3, 224, 224),), str(onnx_path), input_names=[INPUT_NAME],
+                      output_names=[LOGITS], dynamic_axes={INPUT_NAME: {0: "batch"}, LOGITS: {0: "batch"}},
+                      opset_version=13, dynamo=False)
+    factory = tmp_path / "user_model.py"
+    factory.write_text("from harness.model import load_torch_model\n\n\ndef build():\n    return load_torch_model()\n")
+    status, result = layers(images, tmp_path / "report", "--onnx", str(onnx_path), "--executions", "onnx,torch",
+                            "--torch-model", f"{factory}:build")
+    assert status == 0 and result["first_divergent_layer"] is None
+    (pair,) = result["pairs"]
+    assert len(pair["layers"]) > 100 and pair["unmatched"] == ["/Reshape"]  # the inline flatten has no module
+    assert pair["top1_agreement"] == 1.0
