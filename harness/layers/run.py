@@ -9,7 +9,7 @@ from harness.layers.compare import LayersResult, LayerTolerance, batches_of, com
 from harness.layers.executions import LayerGraph, open_executions
 from harness.layers.inputs import image_inputs
 
-DEFAULT_BATCH = 8
+DEFAULT_BATCH = 4
 """Images per forward pass: the activations of one batch of every execution are all a run holds."""
 
 
