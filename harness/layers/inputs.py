@@ -16,8 +16,9 @@ def image_inputs(directory: Path, recipe: Callable[[bytes], dict], failed: list[
                  limit: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """(file name, model input [3, H, W] float32) of every image of ``directory`` (at most
     ``limit``, default all), in name order; a file the recipe refuses is appended to ``failed``
-    as (name, reason). ``.npy`` files are taken as saved model inputs (``check --save-tensors``).
-    Raises :class:`UsageError` when no file gave an input."""
+    as (name, reason). Saved model inputs are taken as they are: a ``.npz`` of ``check
+    --save-tensors`` (its reference ``input``, the model input training's recipe made) or a
+    ``.npy`` [3, H, W]. Raises :class:`UsageError` when no file gave an input."""
     if not Path(directory).is_dir():
         raise UsageError(f"image directory not found: {directory}")
     given = 0
@@ -25,12 +26,16 @@ def image_inputs(directory: Path, recipe: Callable[[bytes], dict], failed: list[
         if limit is not None and given >= limit:
             break
         try:
-            if path.suffix == ".npy":
+            if path.suffix == ".npz":
+                from harness.check.files import load_image_tensors
+
+                array = load_image_tensors(path).reference["input"].astype(np.float32)
+            elif path.suffix == ".npy":
                 array = np.load(path, allow_pickle=False).astype(np.float32)
                 array = array[0] if array.ndim == 4 and array.shape[0] == 1 else array
             else:
                 array = recipe(path.read_bytes())["input"]
-        except (HarnessError, ValueError, OSError) as exc:
+        except (HarnessError, ValueError, OSError, KeyError) as exc:
             failed.append((path.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             continue
         given += 1

@@ -167,3 +167,24 @@ def test_users_torch_module_matched_to_its_own_export(images, tmp_path):
     (pair,) = result["pairs"]
     assert len(pair["layers"]) > 100 and pair["unmatched"] == ["/Reshape"]  # the inline flatten has no module
     assert pair["top1_agreement"] == 1.0
+
+
+def test_saved_check_tensors_are_model_inputs(fp32, images, inputs, tmp_path):
+    """`check --save-tensors` files (.npz) give the same comparison as the images they came from."""
+    from harness.check.files import save_image_tensors
+    from harness.check.image import ImageTensors
+
+    saved = tmp_path / "tensors"
+    saved.mkdir()
+    for path, x in zip(sorted(images.iterdir()), inputs):
+        tensors = ImageTensors()
+        tensors.reference["input"] = x
+        save_image_tensors(saved / f"{path.name}.npz", tensors)
+    args = ("--onnx", str(fp32), "--executions", "onnx,onnx-noopt")
+    _, from_images = layers(images, tmp_path / "a", *args)
+    _, from_tensors = layers(saved, tmp_path / "b", *args)
+    assert from_tensors["images"] == from_images["images"] == IMAGES
+    def rows(result):
+        return [(x["node"], x["max_abs"], x["rel_rms"]) for x in result["pairs"][0]["layers"]]
+
+    assert rows(from_tensors) == rows(from_images)
