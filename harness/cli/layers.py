@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("layers", help="compare the classifier layer by layer between runtimes and precisions "
                                            "and name the first divergent layer")
     p.add_argument("images", type=Path, help="directory of images (the reference preprocessing makes the model "
-                                             "inputs) or of saved model inputs (.npy)")
+                                             "inputs) or of saved model inputs (check --save-tensors .npz, or .npy)")
     p.add_argument("--onnx", type=Path, default=None,
                    help="the fp32 ONNX (default: the repository's classifier)")
     p.add_argument("--executions", default="torch,onnx",
