@@ -21,6 +21,24 @@ if TYPE_CHECKING:
     from harness.diagnose.evaluation import Diagnoser
 
 
+def _fp16_layer(diagnoser: Diagnoser) -> str:
+    """``" (in fp16 the model first diverges at layer ...)"``: harness layers on the diagnosed
+    images, the default model in fp32 against fp16 (what the hypothesis runs); empty when the
+    default model's export is not there to name the layers."""
+    from harness.errors import HarnessError
+    from harness.layers.fp16 import fp16_layers
+    from harness.model import ONNX_FILENAME
+    from harness.paths import DEFAULT_REPOSITORY
+    from harness.reference import BUILT_IN
+
+    onnx_path = DEFAULT_REPOSITORY / "classifier" / ONNX_FILENAME
+    try:
+        found = fp16_layers(onnx_path, diagnoser.deployed.data, BUILT_IN[diagnoser.recipe](diagnoser.reference))
+    except (HarnessError, OSError):
+        return ""
+    return f" ({found.sentence()})"
+
+
 def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_library: str) -> str:
     """The change to make, in spec terms, on the side that should change: the deployment
     when it can take training's values, else training. ``deployed_spec_path`` None: a
@@ -34,7 +52,8 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
         return (f"Training did {_assign(changes, 1) or diagnoser.recipe}; {behaves}: {fix}train with "
                 f"{_assign(changes, 2) or h.recipe} (`--write-spec` writes that reference).")
     if h.fp16:
-        return ("The deployed classifier answers like the model in fp16: build the TensorRT engine in fp32 "
+        return ("The deployed classifier answers like the model in fp16" + _fp16_layer(diagnoser)
+                + ": build the TensorRT engine in fp32 "
                 "(FP16=0 for the engine builder), or validate the model in fp16 before serving it so: "
                 "`harness layers IMAGES --executions onnx,onnx-fp16` names its first divergent layer, and "
                 "`harness model export --fp16 --calibration IMAGES` keeps the layers that break fp16 in fp32.")

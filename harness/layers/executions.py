@@ -226,8 +226,9 @@ class TorchExecution:
         import torch
 
         self._outputs, self._last, self._calls = {}, None, {}
+        x = torch.from_numpy(batch)
         with torch.no_grad():
-            self.net(torch.from_numpy(batch))
+            self.net(x.half() if next(self.net.parameters()).dtype == torch.float16 else x)
         out, self._outputs = self._outputs, {}
         return out
 
