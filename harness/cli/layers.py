@@ -47,6 +47,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                                            "in batches and concurrently, every stage compared with the first answer")
     r.add_argument("images", type=Path, help="directory of images")
     r.add_argument("--pipeline", default="dali", help="which ensemble and taps model (default dali)")
+    r.add_argument("--model", default=None, metavar="NAME",
+                   help="any model or ensemble on the server instead of --pipeline: its scores, and its classifier "
+                        "step alone on the reference input where discovery finds one (see harness check --model)")
     r.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help=f"rounds per mode (default {DEFAULT_REPEATS})")
     r.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)),
                    help="request sizes the image is sent in with companions (default %(default)s)")
@@ -88,8 +91,9 @@ def run_repeat_command(args) -> int:
 
     from harness.compare.tolerance import tolerances_for
     from harness.corpus import list_images
+    from harness.deployment.target import Target, open_deployment
     from harness.errors import UsageError
-    from harness.layers.repeatability import check_repeatability, repository_probes, summary_rows
+    from harness.layers.repeatability import check_repeatability, deployment_probes, repository_probes, summary_rows
     from harness.stage import Stage
 
     session = session_of(args)
@@ -115,7 +119,12 @@ def run_repeat_command(args) -> int:
         raise UsageError(f"{args.images}: no usable image")
     drift = tolerances_for(session.spec.preprocess, drift=True)
     with connect(args) as client:
-        result = check_repeatability(session.client_factory(client), repository_probes(args.pipeline, recipe), images,
+        if args.model:
+            found = open_deployment(session, client, Target(model=args.model), list_images(args.images), console.print)
+            probes = deployment_probes(found, recipe)
+        else:
+            probes = repository_probes(args.pipeline, recipe)
+        result = check_repeatability(session.client_factory(client), probes, images,
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
                                      args.repeats, sizes, args.concurrency)
     args.report.mkdir(parents=True, exist_ok=True)

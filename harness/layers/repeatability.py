@@ -50,6 +50,8 @@ class Probe:
     pack: Callable[[list], np.ndarray] = np.stack
     batching: bool = True
     prepare: Callable[[bytes], object] = lambda data: data
+    batched: bool = True
+    """False: the model has no batch dimension (``max_batch_size`` 0): one image a request."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,9 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                 items = [probe.prepare(data) for _, data in images]
 
                 def send(client: TritonClient, idx: list[int]) -> dict[str, np.ndarray]:
-                    return client.infer(probe.model, {probe.input: probe.pack([items[i] for i in idx])},
-                                        list(probe.outputs.values()))
+                    out = client.infer(probe.model, {probe.input: probe.pack([items[i] for i in idx])},
+                                       list(probe.outputs.values()))
+                    return out if probe.batched else {name: value[None] for name, value in out.items()}
 
                 tallies: dict[tuple[str, int], _Tally] = {}
 
@@ -188,6 +191,29 @@ def summary_rows(result: RepeatResult) -> list[dict]:
         row["top1_changes"] += s.top1_changes
         row["verdict"] = Verdict.worst([row["verdict"], s.verdict])
     return list(rows.values())
+
+
+def deployment_probes(deployment, recipe: Callable[[bytes], dict]) -> list[Probe]:
+    """Any deployment found on the server (:mod:`harness.deployment`): its production scores,
+    sent as the model takes an image, and the step that produces them alone on the
+    reference's model input, where the deployment can run it alone."""
+    from harness.stage import Stage
+
+    request = deployment.request
+    probes = [Probe(deployment.model, request.tensor.name, {"output": deployment.scores_output}, scores=("output",),
+                    pack=lambda files: request.inputs(files)[request.tensor.name] if request.batched
+                    else request.inputs(files[:1])[request.tensor.name],
+                    batching=request.batched, batched=request.batched)]
+    isolation = getattr(deployment, "isolations", {}).get(Stage.OUTPUT)
+    if isolation is not None:
+        from harness.deployment.stepwise import numpy_dtype
+
+        step, dtype = isolation.step, numpy_dtype(isolation.step.input(isolation.input_name).data_type)
+        probes.append(Probe(step.name, isolation.input_name, {"classifier": isolation.output_name},
+                            scores=("classifier",), batching=step.batched, batched=step.batched,
+                            pack=np.stack if step.batched else (lambda items: items[0]),
+                            prepare=lambda data: isolation.source.from_stage(recipe(data)["input"], dtype)))
+    return probes
 
 
 def repository_probes(pipeline: str, recipe: Callable[[bytes], dict]) -> list[Probe]:

@@ -199,3 +199,13 @@ def test_diagnose_from_the_scores_alone_still_names_both_causes(planted, images,
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
     assert diagnosis["first_divergent_stage"] == "output"
     assert {c["culprit"] for c in diagnosis["causes"]} == {"resize antialias", "channel order"}
+
+
+def test_repeat_on_a_foreign_deployment_sends_its_own_input(aligned, images, tmp_path):
+    result = harness("repeat", images, "--url", aligned.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
+                     "--limit", 3, "--repeats", 1, "--report", tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "repeat.json").read_text())
+    spreads = {(s["probe"], s["stage"]) for s in report["spreads"]}
+    assert spreads == {(ENSEMBLE, "output"), ("effnet_scores", "classifier")}  # the classifier step alone too
+    assert report["verdict"] == "equal"  # the cpu profile's Python and ONNX Runtime steps answer the same every time
