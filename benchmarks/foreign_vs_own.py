@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.foreign import serve_foreign  # noqa: E402
-
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY, PROJECT_ROOT  # noqa: E402
 from harness.session import embedded_server  # noqa: E402
+from tests.foreign import serve_foreign  # noqa: E402
 
 TARGET = 1.3
 TRAINING_SPEC = PROJECT_ROOT / "examples" / "foreign_deployment" / "training.toml"
