@@ -12,10 +12,10 @@ from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
-from harness.compare.tolerance import Tolerance
 from harness.report import versions, write_reports
 from harness.results import RunComparison, SpecInfo
 from harness.stage import Stage
+from harness.tolerance import Tolerance
 
 
 def _tolerances(saved: dict) -> dict[Stage, Tolerance]:

@@ -23,13 +23,13 @@ from harness.errors import UsageError
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 if TYPE_CHECKING:
-    from harness.compare.tolerance import Tolerance
     from harness.deployment import Deployment
     from harness.reference import Recipe
     from harness.reference.model import ReferenceModel
     from harness.server import TritonServer
     from harness.spec import Spec
     from harness.stage import Stage
+    from harness.tolerance import Tolerance
 
 
 DEFAULT_TIMEOUT = 120.0

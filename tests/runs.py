@@ -9,9 +9,10 @@ import numpy as np
 from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult
 from harness.compare.stages import compare_stages
-from harness.compare.tolerance import DEFAULT_TOLERANCES, Tolerance
+from harness.compare.tolerance import DEFAULT_TOLERANCES
 from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo
 from harness.stage import Stage
+from harness.tolerance import Tolerance
 
 TOLERANCES = {**DEFAULT_TOLERANCES, Stage.INPUT: Tolerance(atol=0.01)}
 TOP_K = 3

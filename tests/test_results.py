@@ -5,10 +5,10 @@ import json
 import pytest
 
 from harness.compare.result import ImageResult
-from harness.compare.tolerance import Verdict
 from harness.report.data import json_safe
 from harness.results import RunComparison, SpecInfo
 from harness.stage import STAGES, Stage
+from harness.verdict import Verdict
 from tests.runs import TOLERANCES, check_report, result, summary
 
 CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "ties", "flips", "first_divergent_stage",

@@ -13,8 +13,8 @@ import numpy as np
 from harness.accuracy.dataset import Dataset, Sample, abbreviated
 from harness.accuracy.predict import TOP_K, Predictions
 from harness.compare.ties import margin_verdict, reference_margin
-from harness.compare.tolerance import Verdict
 from harness.outcome import Outcome
+from harness.verdict import Verdict
 
 # -- metrics (pure functions of arrays) -----------------------------------------------------
 

@@ -12,7 +12,6 @@ from harness.client import InferenceError
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
-from harness.compare.tolerance import Tolerance
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
 from harness.model import softmax
@@ -21,6 +20,7 @@ from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
+from harness.tolerance import Tolerance
 
 
 @dataclass

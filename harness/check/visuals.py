@@ -11,8 +11,8 @@ import numpy as np
 from harness.check.image import ImageTensors
 from harness.compare.aggregate import severity
 from harness.compare.result import ImageResult
-from harness.compare.tolerance import Verdict
 from harness.stage import IMAGE_STAGES, STAGES, Stage
+from harness.verdict import Verdict
 
 VISUAL_SIDE = 256
 """Heat maps are downsampled to at most this many pixels a side: the report needs the

@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.compare.result import SIDES, ImageResult, StageResult
-from harness.compare.tolerance import Verdict
 from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, StageStats
 from harness.stage import STAGES, Stage
+from harness.verdict import Verdict
 
 HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order"}
 SIGNED = {"top1_prob_change"}

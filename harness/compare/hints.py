@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.compare.tolerance import Verdict
 from harness.stage import Stage
+from harness.verdict import Verdict
 
 STAGE_HINTS = {
     Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "

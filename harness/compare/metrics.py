@@ -13,9 +13,10 @@ import cv2
 import numpy as np
 
 from harness.compare.ties import margin_verdict, reference_margin
-from harness.compare.tolerance import Tolerance, Verdict
 from harness.model import softmax
 from harness.stage import DEFAULT_TOP_K
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 HISTOGRAM_EDGES = np.array([0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, np.inf])
 """Bins of the absolute-error histograms: one scale fits pixel levels and tensors."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.compare.tolerance import Verdict
 from harness.outcome import Outcome, Side
 from harness.stage import Stage
+from harness.verdict import Verdict
 
 SIDES = tuple(Side)
 """Who can reject an image: the deployed server, or the training (reference) recipe."""

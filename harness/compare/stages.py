@@ -7,8 +7,8 @@ import numpy as np
 from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import StageResult
 from harness.compare.ties import default_tie_margin
-from harness.compare.tolerance import Tolerance
 from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
+from harness.tolerance import Tolerance
 
 
 def as_8bit(image: np.ndarray) -> np.ndarray:

@@ -19,8 +19,9 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.compare.tolerance import Tolerance, Verdict
 from harness.stage import Stage
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 
 def default_tie_margin(tolerances: Mapping[str, Tolerance]) -> float:

@@ -1,4 +1,4 @@
-"""Per-stage tolerances and verdicts.
+"""Per-stage tolerances: which :class:`~harness.tolerance.Tolerance` each stage is judged by.
 
 A stage of one image is ``equal`` when both sides hold identical values, ``close`` when at
 most ``max_fraction`` of the elements differ by more than ``atol + rtol * |reference|``
@@ -28,48 +28,11 @@ A spec overrides the decoder rule per stage::
 from __future__ import annotations
 
 import dataclasses
-import enum
-from dataclasses import dataclass
 from typing import Mapping
 
 from harness.spec import Preprocess, SpecError
 from harness.stage import Stage
-
-
-class Verdict(str, enum.Enum):
-    EQUAL = "equal"
-    CLOSE = "close"
-    TIE = "tie"
-    """``topk`` only: the top-1 class changed, but within what the output's error explains
-    (see :mod:`harness.compare.ties`). Not a divergence; fails a run only with
-    ``--fail-on tie`` (or ``close``)."""
-    DIVERGED = "diverged"
-
-    @property
-    def rank(self) -> int:
-        return ("equal", "close", "tie", "diverged").index(self.value)
-
-    @staticmethod
-    def worst(verdicts) -> "Verdict":
-        return max(verdicts, key=lambda v: v.rank, default=Verdict.EQUAL)
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """How far a deployed stage may stray from the reference and still be ``close``."""
-
-    atol: float = 0.0
-    rtol: float = 0.0
-    max_fraction: float = 0.0
-    """Fraction of elements allowed beyond ``atol + rtol * |reference|`` (default: none;
-    0.001 makes ``atol`` a bound on the 99.9th percentile of the error)."""
-    mean_atol: float | None = None
-    """Bound on the mean absolute error (default None: no bound)."""
-
-    def allows(self, fraction_over: float, mean_abs: float) -> bool:
-        """Whether a stage with this fraction beyond the bound and this mean error is close."""
-        return fraction_over <= self.max_fraction and (self.mean_atol is None or mean_abs <= self.mean_atol)
-
+from harness.tolerance import Tolerance
 
 LEVELS_BEYOND = 4.0
 """The decoder rule's bound on an image stage's p99.9, in 8-bit levels (see the module doc)."""

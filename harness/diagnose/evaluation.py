@@ -22,7 +22,6 @@ import numpy as np
 from harness.compare.metrics import quick_verdict
 from harness.compare.stages import as_8bit
 from harness.compare.ties import default_tie_margin, flip_verdict
-from harness.compare.tolerance import Tolerance, Verdict
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
@@ -33,6 +32,8 @@ from harness.reference.model import ReferenceModel
 from harness.results import ImageIssue
 from harness.spec import Preprocess, SpecError, with_overrides
 from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, Stage
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 SCREEN_IMAGES = 8
 """Hypotheses are first tried on this many images; one that does not improve on them is

@@ -11,9 +11,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.compare.tolerance import Verdict
 from harness.diagnose.catalogue import Hypothesis
 from harness.stage import STAGES, Stage
+from harness.verdict import Verdict
 
 
 @dataclass(frozen=True)

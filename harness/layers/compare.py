@@ -22,9 +22,9 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from harness.compare.tolerance import Verdict
 from harness.layers.executions import Execution, LayerGraph
 from harness.model import LOGITS
+from harness.verdict import Verdict
 
 
 @dataclass(frozen=True)

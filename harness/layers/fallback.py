@@ -21,11 +21,12 @@ from typing import Callable
 import numpy as np
 
 from harness.compare.metrics import quick_verdict
-from harness.compare.tolerance import Tolerance, Verdict
 from harness.errors import HarnessError
 from harness.layers.compare import LayerTolerance, PairResult, batches_of, compare_layers, finite_or_text
 from harness.layers.executions import LayerGraph, OnnxExecution, open_executions
 from harness.model import INPUT_NAME, LOGITS
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 
 class FallbackError(HarnessError, RuntimeError):

@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.client import TritonClient
-from harness.compare.tolerance import Tolerance, Verdict
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 MODES = ("alone", "request", "concurrent")
 DEFAULT_BATCH_SIZES = (2, 4, 8)

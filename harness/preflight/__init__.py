@@ -30,10 +30,12 @@ import numpy as np
 
 from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
 from harness.compare.metrics import quick_verdict
-from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
+from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 """Row statuses; ``info`` is printed, never judged (what the container has)."""

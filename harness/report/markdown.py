@@ -7,8 +7,8 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.compare.result import SIDES
-from harness.compare.tolerance import Verdict
 from harness.stage import Stage
+from harness.verdict import Verdict
 
 if TYPE_CHECKING:
     from harness.results import StageReport

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
-from harness.compare.tolerance import Tolerance
+from harness.tolerance import Tolerance
 
 Versions = Mapping[str, "str | None"]
 """Package (and ``tritonserver``) -> version, None where not installed."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from harness.compare.tolerance import Verdict
 from harness.outcome import Outcome
 from harness.stage import Stage
+from harness.verdict import Verdict
 
 
 @dataclass(frozen=True)

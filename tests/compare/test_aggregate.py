@@ -5,9 +5,9 @@ import pytest
 
 from harness.compare.aggregate import WORST_KEPT, MetricStats, RunSummary
 from harness.compare.result import ImageResult
-from harness.compare.tolerance import Verdict
 from harness.results import ImageIssue
 from harness.stage import STAGES, Stage
+from harness.verdict import Verdict
 from tests.runs import deployed_like, result, stages, summary
 
 

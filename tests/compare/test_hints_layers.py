@@ -1,8 +1,8 @@
 """check's report points at `harness layers` when the classifier alone diverges, and only then."""
 
 from harness.compare.hints import LAYERS_HINT, explain
-from harness.compare.tolerance import Verdict
 from harness.stage import Stage
+from harness.verdict import Verdict
 
 
 def test_isolated_output_divergence_points_at_harness_layers():

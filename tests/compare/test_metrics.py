@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from harness.compare.metrics import HISTOGRAM_EDGES, compare_arrays, quick_verdict, topk_metrics, topk_verdict, verdict
-from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
+from harness.compare.tolerance import tolerances_for
 from harness.spec import SpecError
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 
 @pytest.mark.parametrize("shape", [(7, 5, 3), (300, 200, 3), (1, 1, 3)])

@@ -3,7 +3,9 @@
 import numpy as np
 
 from harness.compare.ties import default_tie_margin, flip_verdict, reference_margin
-from harness.compare.tolerance import Tolerance, Verdict, tolerances_for
+from harness.compare.tolerance import tolerances_for
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 
 def test_same_top1_is_no_flip():

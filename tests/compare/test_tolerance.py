@@ -14,13 +14,15 @@ import pytest
 
 from harness.compare.metrics import compare_arrays, quick_verdict, verdict
 from harness.compare.stages import compare_stages
-from harness.compare.tolerance import DEFAULT_TOLERANCES, Tolerance, Verdict, tolerances_for
+from harness.compare.tolerance import DEFAULT_TOLERANCES, tolerances_for
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.reference import OpenCVRecipe
 from harness.reference.custom import CallableRecipe, load_object
 from harness.reference.model import OnnxModel
 from harness.spec import with_overrides
 from harness.stage import STAGES, Stage
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 COLOUR = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "messi5.jpg", "text_motion.jpg", "china.jpg"]
 """Colour photos (a grayscale JPEG has no colour conversion), text_motion.jpg the one whose

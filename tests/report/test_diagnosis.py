@@ -4,12 +4,12 @@ from per-image outcomes (the data the search produces): no server, no model."""
 import json
 import math
 
-from harness.compare.tolerance import Verdict
 from harness.diagnose import Cause, Diagnosis, Evaluation, Hypothesis, ImageOutcome, Round
 from harness.diagnose.conclusion import combined_recommendation, conclude
 from harness.report.diagnosis import CombinedChange, DiagnosisReport, render_markdown, write_diagnosis
 from harness.results import ImageIssue, ReferenceInfo, ServerInfo
 from harness.stage import STAGES, Stage
+from harness.verdict import Verdict
 
 ANTIALIAS = Hypothesis("antialias off", "resize antialias", {"resize": {"antialias": False}})
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from harness.compare.metrics import quick_verdict
-from harness.compare.tolerance import Verdict, tolerances_for
+from harness.compare.tolerance import tolerances_for
 from harness.preprocessing.dali_graph import CpuPipelineRunner, pipeline_arguments, production_pipelines
 from harness.spec import SpecError, with_overrides
 from harness.training.preprocess import DeployedPreprocessor, GpuPipelineRunner, gpu_pipeline
+from harness.verdict import Verdict
 
 GPU = torch.cuda.is_available()
 
