@@ -11,8 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.deployment.base import pack_images
 from harness.errors import HarnessError
+from harness.packing import pack_images
 from harness.preprocessing import TAP_TENSORS
 
 PROTOCOLS = ("http", "grpc")

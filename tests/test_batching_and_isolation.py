@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.client import IMAGE, InferenceError, TritonClient, pack_images
+from harness.client import IMAGE, InferenceError, TritonClient
+from harness.packing import pack_images
 from harness.preflight.bad_images import bad_images
 from loadtest.metrics import breakdown, scrape
 from tests.conftest import encode

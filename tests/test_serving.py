@@ -133,7 +133,7 @@ def test_bad_image_among_concurrent_good_requests(server, photo, pipeline):
 
 
 def test_taps_of_several_images_of_different_sizes_are_refused_clearly(client, photo):
-    from harness.client import pack_images
+    from harness.packing import pack_images
 
     with pytest.raises(InferenceError, match="different shape for each image"):
         client.infer("preprocess_opencv", {"IMAGE": pack_images([photo("baboon.jpg"), photo("rocket.jpg")])}, ["DECODED"])

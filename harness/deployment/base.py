@@ -21,19 +21,11 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from harness.deployment.discovery import IMAGE_KINDS, TensorInfo
+from harness.packing import pack_images
 from harness.stage import Stage
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
-
-
-def pack_images(images: Sequence[bytes]) -> np.ndarray:
-    """Encoded files -> one [batch, max_len] UINT8 tensor, shorter files zero padded (DALI's convention)."""
-    length = max((len(b) for b in images), default=0)
-    batch = np.zeros((len(images), length), np.uint8)
-    for row, data in zip(batch, images):
-        row[:len(data)] = np.frombuffer(data, np.uint8)
-    return batch
 
 
 @dataclass(frozen=True)

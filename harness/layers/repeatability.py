@@ -222,7 +222,7 @@ def repository_probes(pipeline: str, recipe: Callable[[bytes], dict]) -> list[Pr
     model's stages (alone only: no dynamic batching there, and decoded images vary in size),
     and the classifier alone on the reference's model input."""
     from harness.client import CLASSIFIER, LOGITS, PIPELINES
-    from harness.deployment.base import pack_images
+    from harness.packing import pack_images
     from harness.preprocessing import TAP_TENSORS
 
     p = PIPELINES[pipeline]

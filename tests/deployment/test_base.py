@@ -4,8 +4,9 @@ kind is tested against real models in test_discovery.py and test_foreign.py)."""
 import numpy as np
 import pytest
 
-from harness.deployment.base import ImageRequest, pack_images
+from harness.deployment.base import ImageRequest
 from harness.deployment.discovery import TensorInfo
+from harness.packing import pack_images
 
 RAGGED = TensorInfo("IMAGE", "TYPE_UINT8", (-1,))
 BYTES = TensorInfo("encoded", "TYPE_STRING", (1,))

@@ -2,7 +2,8 @@
 
 import pytest
 
-from harness.client import InferenceError, pack_images
+from harness.client import InferenceError
+from harness.packing import pack_images
 from loadtest.samples import PHOTO, Sample, WindowRecorder, error_type
 
 
