@@ -10,8 +10,9 @@ accuracy.json, diagnosis.json) is derived from them by ``to_dict``, never the re
 - :class:`CheckRun`, :class:`CheckReport`: ``harness check``; :class:`RunComparison`:
   ``harness compare``.
 
-Modules: :mod:`~harness.results.sides`, :mod:`~harness.results.summary`,
-:mod:`~harness.results.reports`; everything is importable from here.
+Modules: :mod:`~harness.results.sides`, :mod:`~harness.results.summary` (with
+:mod:`~harness.results.hints`, the ``why`` of a diverged stage), :mod:`~harness.results.reports`;
+everything is importable from here.
 """
 
 from harness.results.reports import CheckReport, CheckRun, RunComparison, StageReport

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from harness.outcome import Outcome
+from harness.results.hints import explain
 from harness.stage import Stage
 from harness.verdict import Verdict
 
@@ -56,8 +57,6 @@ class StageStats:
     @property
     def why(self) -> str | None:
         """Where a diverged stage's error comes from (None unless diverged)."""
-        from harness.compare.hints import explain
-
         return explain(self.stage, self.verdict, self.isolated_verdict)
 
     def to_dict(self) -> dict:

@@ -1,6 +1,6 @@
 """check's report points at `harness layers` when the classifier alone diverges, and only then."""
 
-from harness.compare.hints import LAYERS_HINT, explain
+from harness.results.hints import LAYERS_HINT, explain
 from harness.stage import Stage
 from harness.verdict import Verdict
 

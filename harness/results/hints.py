@@ -1,4 +1,5 @@
-"""Where a diverged stage's error usually comes from: one sentence per stage, for the reports."""
+"""Where a diverged stage's error usually comes from: one sentence per stage, the ``why`` of a
+:class:`~harness.results.StageStats` in every report."""
 
 from __future__ import annotations
 
