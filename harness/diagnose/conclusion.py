@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.diagnose.outcomes import Evaluation
-from harness.report.markdown import fmt
+from harness.formatting import fmt
 from harness.stage import Stage
 
 if TYPE_CHECKING:

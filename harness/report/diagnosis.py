@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from harness.formatting import fmt
 from harness.outcome import Outcome
 from harness.report.data import json_safe
-from harness.report.markdown import fmt
 from harness.results import ImageIssue, ReferenceInfo, ServerInfo, Versions
 from harness.stage import Stage
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.compare.metrics import HISTOGRAM_EDGES
-from harness.report.markdown import COLUMNS, FLIPS_NOTE, fmt, headline, images_line, stage_rows, topk_line
+from harness.formatting import fmt
+from harness.report.markdown import COLUMNS, FLIPS_NOTE, headline, images_line, stage_rows, topk_line
 from harness.results import StageReport, StageStats
 from harness.stage import Stage
 

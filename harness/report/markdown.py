@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from harness.compare.result import SIDES
+from harness.formatting import fmt
 from harness.stage import Stage
 from harness.verdict import Verdict
 
@@ -15,18 +15,6 @@ if TYPE_CHECKING:
 
 COLUMNS = ("stage", "verdict", "equal / close / diverged", "max abs err (worst)", "mean abs err (mean)",
            "isolated max abs err", "PSNR dB / cosine (worst)")
-
-
-def fmt(value, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "0"
-    return f"{value:.{digits}g}"
 
 
 def _cell(text: str) -> str:
