@@ -3,14 +3,10 @@ one recommendation covering every cause."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from harness.diagnose.findings import Cause, Round
 from harness.diagnose.outcomes import Evaluation
 from harness.formatting import fmt
 from harness.stage import Stage
-
-if TYPE_CHECKING:
-    from harness.diagnose.rounds import Cause, Round
 
 
 def _explained(e: Evaluation, base: Evaluation, focus: Stage) -> str:
