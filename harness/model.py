@@ -183,18 +183,23 @@ def write_labels(path: Path, labels: list[str]) -> None:
     path.write_text("".join(f"{label}\n" for label in labels))
 
 
-def onnx_session(onnx_path: Path, threads: int = 0):
+def onnx_session(onnx_path: Path | bytes, threads: int = 0, optimize: bool = True):
     """An ONNX Runtime CPU session as the project runs every one (server, harness, benchmarks).
 
-    ``threads``: intra-op threads, 0 = one per core. Idle intra-op threads do not spin: on a
-    small machine spinning burns the cores that preprocessing and clients need (measured
-    here: 5x the CPU time of the served classifier for the same work)."""
+    ``onnx_path``: a file, or a serialized model. ``threads``: intra-op threads, 0 = one per
+    core. Idle intra-op threads do not spin: on a small machine spinning burns the cores that
+    preprocessing and clients need (measured here: 5x the CPU time of the served classifier
+    for the same work). ``optimize`` False disables ONNX Runtime's graph optimizations
+    (default: all of them, as the server runs the model)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    model = onnx_path if isinstance(onnx_path, bytes) else str(onnx_path)
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ it is the *first divergent layer*.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -141,16 +142,16 @@ class _Running:
         self.worst, self.present = "", False
 
     def add(self, ref: np.ndarray, other: np.ndarray, names: list[str]) -> None:
-        """Fold one batch in, vectorized over its images in float32, in as few passes over the
-        activations as possible (this is most of a run's cost): the difference, three dot
-        products per image (a.a, a.d, d.d give the error, the signal and the cosine), |d|
-        with its maximum and sum. NaN/Inf are counted only when the error's sum says so."""
+        """Fold one batch in, per image in float32, in as few passes over the activations as
+        possible (this is most of a run's cost): the difference, then BLAS on each image's
+        row: three dot products (a.a, a.d, d.d give the error, the signal and the cosine),
+        sum |d| and the index of max |d|. NaN/Inf are counted only when d.d says so."""
         self.present = True
         n = len(names)
-        a = ref.reshape(n, -1)
+        a = _float32(ref).reshape(n, -1)
         with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.subtract(other.reshape(n, -1), a, dtype=np.float32)  # fp16 is cast inside the subtraction
-            noise = np.einsum("ij,ij->i", diff, diff)
+            diff = np.subtract(_float32(other).reshape(n, -1), a)
+        noise = np.array([_dot(d, d) for d in diff])
         self.count += diff.size
         if not np.isfinite(noise).all():  # an Inf or NaN (or an overflow): the layer's statistics are infinite
             self.nan += int(np.isnan(other).sum())
@@ -160,12 +161,10 @@ class _Running:
             self.cosine = 0.0
             self.worst = self.worst or names[int(np.argmin(np.isfinite(noise)))]
             return
-        signal = np.einsum("ij,ij->i", a, a).astype(np.float64)
-        cross = np.einsum("ij,ij->i", a, diff).astype(np.float64)
-        noise = noise.astype(np.float64)
-        np.abs(diff, out=diff)
-        self.max_abs = max(self.max_abs, float(diff.max()))
-        self.sum_abs += float(diff.sum(dtype=np.float64))
+        signal = np.array([_dot(x, x) for x in a])
+        cross = np.array([_dot(x, d) for x, d in zip(a, diff)])
+        self.max_abs = max(self.max_abs, max(abs(float(d[_iamax(d)])) for d in diff))
+        self.sum_abs += sum(_asum(d) for d in diff)
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(signal > 0, np.sqrt(noise / signal), np.where(noise == 0, 0.0, math.inf))
             power = np.maximum(signal + 2 * cross + noise, 0.0)  # |b|^2 = |a|^2 + 2 a.d + |d|^2
@@ -186,6 +185,42 @@ class _Running:
                         self.cosine, self.nan, self.inf, self.ref_nonfinite, self.worst, verdict)
 
 
+def _float32(x: np.ndarray) -> np.ndarray:
+    """``x`` as float32. fp16 goes through OpenCV's F16C conversion: numpy 1.26 casts float16
+    without SIMD (2.4 ms per million values, 10x OpenCV), which made the cast most of an fp16
+    comparison. (torch's is as fast on one thread, but spins its thread pool on a busy host.)"""
+    if x.dtype == np.float32:
+        return x
+    if x.dtype == np.float16:
+        import cv2
+
+        # convertFp16 reads CV_16S as the bits of halves; a Mat is 2-D: one row per image.
+        rows = np.ascontiguousarray(x).reshape(len(x), -1).view(np.int16)
+        return cv2.convertFp16(rows).reshape(x.shape)
+    return x.astype(np.float32)
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """x.y of two contiguous float32 rows in float64 (BLAS sdot: 3x numpy's einsum per row)."""
+    return float(_blas().sdot(x, y))
+
+
+def _asum(x: np.ndarray) -> float:
+    """sum |x| (BLAS sasum: one pass, no |x| array)."""
+    return float(_blas().sasum(x))
+
+
+def _iamax(x: np.ndarray) -> int:
+    """Index of the largest |x| (BLAS isamax: one pass; scipy returns it 0-based)."""
+    return int(_blas().isamax(x))
+
+
+def _blas():
+    from scipy.linalg import blas
+
+    return blas
+
+
 def compare_layers(batches: Iterable[tuple[list[str], np.ndarray]], executions: list[Execution],
                    graph: LayerGraph, tolerance: LayerTolerance = LayerTolerance(),
                    layers: list[str] | None = None, progress: Callable[[int], None] = lambda n: None,
@@ -204,19 +239,33 @@ def compare_layers(batches: Iterable[tuple[list[str], np.ndarray]], executions: 
     top1 = [[0, 0] for _ in executions[1:]]
     logits_node = graph.node_of().get(LOGITS)
     images = 0
-    for names, batch in batches:
-        reference = executions[0](batch)
-        for execution, stats, agree in zip(executions[1:], running, top1):
-            outputs = execution(batch)
-            for _, node, _ in order:
-                if node in reference and node in outputs:
-                    stats[node].add(reference[node], outputs[node], names)
-            if logits_node in reference and logits_node in outputs:
-                agree[0] += int((reference[logits_node].argmax(1) == outputs[logits_node].argmax(1)).sum())
-                agree[1] += len(names)
-            del outputs  # one execution's activations at a time beside the reference's
-        images += len(names)
-        progress(images)
+
+    def fold(reference: dict, outputs: dict, stats: dict[str, _Running], agree: list[int], names: list[str]) -> None:
+        for _, node, _ in order:
+            if node in reference and node in outputs:
+                stats[node].add(reference[node], outputs[node], names)
+        if logits_node in reference and logits_node in outputs:
+            agree[0] += int((reference[logits_node].argmax(1) == outputs[logits_node].argmax(1)).sum())
+            agree[1] += len(names)
+
+    # One execution's outputs are folded in on a worker thread while the next execution runs:
+    # the folding is numpy, BLAS and OpenCV (they release the GIL), and ONNX Runtime leaves
+    # a core partly idle on the marked graph's small elementwise nodes. It holds one more
+    # execution's activations, not more images: memory stays flat.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="layers-fold") as pool:
+        folding = None
+        for names, batch in batches:
+            reference = executions[0](batch)
+            for execution, stats, agree in zip(executions[1:], running, top1):
+                outputs = execution(batch)
+                if folding is not None:
+                    folding.result()
+                folding = pool.submit(fold, reference, outputs, stats, agree, names)
+                del outputs
+            images += len(names)
+            progress(images)
+        if folding is not None:
+            folding.result()
     pairs = tuple(_pair(executions[0].name, e.name, stats, order, tolerance, agree)
                   for e, stats, agree in zip(executions[1:], running, top1))
     return pairs, images

@@ -13,9 +13,10 @@ name. Which executions exist (:data:`EXECUTIONS`):
 - ``trt``: a TensorRT engine (fp32, or ``trt-fp16``) built from the ONNX, every tensor marked;
   needs TensorRT and a GPU (the ``layers`` service of docker-compose.yml).
 
-The ONNX ones use Polygraphy's loaders (``ModifyOutputs(outputs=MARK_ALL)`` does the graph
-surgery of marking every tensor, ``SessionFromOnnx``/``OnnxrtRunner`` run it): marking is
-where hand-written code goes wrong (value infos, types of the fp16 graph's tensors).
+The ONNX ones use Polygraphy's ``ModifyOutputs(outputs=MARK_ALL)`` for the graph surgery of
+marking every tensor (where hand-written code goes wrong: value infos, types of the fp16
+graph's tensors) and run it in the project's own ONNX Runtime session
+(:func:`harness.model.onnx_session`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ NOT_LAYERS = frozenset({"Constant", "ConstantOfShape", "Shape", "Gather", "Unsqu
                         "Cast", "Range", "Size"})
 """Op types that compute shapes and constants, not activations: never compared (the model's
 own float Concat/Cast would be, as their outputs are float; see :meth:`LayerGraph.from_onnx`)."""
+NOT_COMPARED = NOT_LAYERS | {"Pad"}
+"""... and a constant Pad before a convolution, although its output is float: it moves data (its
+error is its input's, and the convolution after it shows any wrong padding, in the same module
+scope), and leaving it unmarked lets ONNX Runtime fold it into that convolution: 17 of
+EfficientNet-Lite0's layers, a fifth of a run's time and of its activations."""
 
 
 class LayersError(HarnessError, ValueError):
@@ -67,7 +73,7 @@ class LayerGraph:
                  for v in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]}
         floats = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
         rows = [(node.name or node.output[0], node.output[0], node.op_type) for node in model.graph.node
-                if node.op_type not in NOT_LAYERS and node.output and types.get(node.output[0]) in floats]
+                if node.op_type not in NOT_COMPARED and node.output and types.get(node.output[0]) in floats]
         if not rows:
             raise LayersError(f"{path}: no layer with a float output")
         nodes, tensors, ops = zip(*rows)
@@ -117,13 +123,12 @@ class OnnxExecution:
     turns off the rest (constant folding, layout and arithmetic rewrites)."""
 
     def __init__(self, name: str, path: Path, graph: LayerGraph, optimize: bool = True):
-        import onnxruntime as ort
         from polygraphy import constants
         from polygraphy.backend.onnx import ModifyOutputs
-        from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
+
+        from harness.model import onnx_session
 
         self.name = name
-        level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         marked = ModifyOutputs(load_onnx(path), outputs=constants.MARK_ALL)
         with _quiet():
             model = marked()
@@ -134,20 +139,17 @@ class OnnxExecution:
         del_outputs = [o for o in model.graph.output if o.name not in keep]
         for o in del_outputs:
             model.graph.output.remove(o)
-        loader = SessionFromOnnx(model.SerializeToString(), graph_optimization_level=level)
-        self._runner = OnnxrtRunner(loader)
-        with _quiet():
-            self._runner.activate()
-        self._names = [o.name for o in self._runner.sess.get_outputs() if o.name in self._tensor_node]
+        # The project's own session (threads that do not spin: the folding of the previous
+        # execution's outputs needs the other core), not Polygraphy's SessionFromOnnx.
+        self._session = onnx_session(model.SerializeToString(), optimize=optimize)
+        self._names = [o.name for o in self._session.get_outputs() if o.name in self._tensor_node]
 
     def __call__(self, batch: np.ndarray) -> dict[str, np.ndarray]:
-        # The session Polygraphy built, run directly: its runner's infer() checks every one of
-        # the ~100 outputs' type (importing torch to do so) on each call, 40% of a run's time.
-        out = self._runner.sess.run(self._names, {INPUT_NAME: batch})
+        out = self._session.run(self._names, {INPUT_NAME: batch})
         return {self._tensor_node[t]: v for t, v in zip(self._names, out)}
 
     def close(self) -> None:
-        self._runner.deactivate()
+        self._session = None
 
 
 @contextlib.contextmanager
