@@ -7,22 +7,14 @@ import shutil
 import numpy as np
 import pytest
 
-from harness.accuracy import (
-    REFERENCE,
-    AccuracyReport,
-    evaluate,
-    load_dataset,
-    predict_deployed,
-    predict_reference,
-    render_markdown,
-)
+from harness.accuracy import REFERENCE, evaluate, load_dataset, predict_deployed, predict_reference, render_markdown
 from harness.client import TritonClient
 from harness.corpus import VARIANTS, make_variants
 from harness.deployment import pipeline_side
 from harness.model import read_labels
 from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
-from harness.results import ReferenceInfo, ServerInfo
+from harness.results import AccuracyReport, ReferenceInfo, ServerInfo
 from harness.spec import load_spec
 from tests.conftest import copy_photos
 

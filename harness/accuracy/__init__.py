@@ -26,13 +26,14 @@ McNemar and flip counts stay on all evaluated images: ties are labelled, never d
 - :mod:`~harness.accuracy.dataset`: reading the labeled set;
 - :mod:`~harness.accuracy.predict`: each path's predictions;
 - :mod:`~harness.accuracy.scoring`: the scores (pure functions of the predictions);
-- :mod:`~harness.accuracy.report`: :class:`AccuracyReport`, accuracy.json and accuracy.md;
+- :mod:`~harness.accuracy.report`: accuracy.json and accuracy.md, from a
+  :class:`harness.results.AccuracyReport`;
 - :mod:`~harness.accuracy.job`: the job the command line runs (:func:`~harness.accuracy.job.run`).
 """
 
 from harness.accuracy.dataset import CSV_HEADER_FILE, CSV_HEADER_LABEL, Dataset, DatasetError, Sample, class_indices, load_dataset
 from harness.accuracy.predict import REFERENCE, TOP_K, Predictions, predict_deployed, predict_reference, top_k_classes
-from harness.accuracy.report import AccuracyReport, AccuracyRun, render_markdown, write_report
+from harness.accuracy.report import render_markdown, write_report
 from harness.accuracy.scoring import (
     AccuracyResult,
     ClassScore,
@@ -47,7 +48,7 @@ from harness.accuracy.scoring import (
     top_k_accuracy,
 )
 
-__all__ = ["CSV_HEADER_FILE", "CSV_HEADER_LABEL", "AccuracyReport", "AccuracyResult", "AccuracyRun", "ClassScore",
+__all__ = ["CSV_HEADER_FILE", "CSV_HEADER_LABEL", "AccuracyResult", "ClassScore",
            "Dataset", "DatasetError", "McNemar", "PathScore", "Predictions", "REFERENCE", "Sample", "TOP_K",
            "class_indices", "class_scores", "evaluate", "flip_count", "flip_verdicts", "load_dataset", "mcnemar_exact",
            "outcome_of", "predict_deployed", "predict_reference", "render_markdown", "top_k_accuracy", "top_k_classes",

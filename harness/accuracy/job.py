@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Callable
 
 from harness.accuracy.predict import TOP_K
-from harness.accuracy.report import AccuracyReport
 from harness.check.job import Progress, no_progress
 from harness.client import PIPELINES
 from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.results import AccuracyReport, AccuracyRun
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         progress: Progress = no_progress) -> AccuracyResult:
     """Classify every image of ``options.dataset`` on the reference and on every deployed path,
     score them, write accuracy.json and accuracy.md to ``options.report``."""
-    from harness.accuracy import AccuracyRun, evaluate, load_dataset, predict_deployed, predict_reference, write_report
+    from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference, write_report
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions

@@ -15,7 +15,7 @@ from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
 
 if TYPE_CHECKING:
-    from harness.report.diagnosis import DiagnosisReport
+    from harness.results import DiagnosisReport
 
 DEPLOYED_LIBRARY = {"dali": "DALI", "opencv": "OpenCV"}
 """This repository's pipelines -> the library their advice names."""
@@ -73,8 +73,8 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.reference import BUILT_IN
     from harness.reference.model import CHOICES, TorchModel
     from harness.report.data import versions
-    from harness.report.diagnosis import CombinedChange, DiagnosisReport, write_diagnosis
-    from harness.results import DeployedInfo, ReferenceInfo, ServerInfo
+    from harness.report.diagnosis import write_diagnosis
+    from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo, ServerInfo
     from harness.spec import SPEC_FILENAME, SpecError
 
     started = time.perf_counter()

@@ -3,7 +3,8 @@
 All three read one typed :class:`harness.results.StageReport` (a check, or a comparison of
 two runs); report.json is its ``to_dict``. per_image.csv and images.jsonl are streamed by
 the run itself (:mod:`harness.check.files`); accuracy and diagnose write their own
-(:mod:`harness.accuracy.report`, :mod:`harness.report.diagnosis`).
+(:mod:`harness.accuracy.report`, :mod:`harness.report.diagnosis`), from their report types in
+:mod:`harness.results`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,19 @@
-"""diagnosis.json and diagnosis.md, both from one :class:`DiagnosisReport`: the rounds, every
-cause with its prediction cost, the combined change, and what remains."""
+"""diagnosis.json and diagnosis.md, both from one :class:`~harness.results.DiagnosisReport`: the
+rounds, every cause with its prediction cost, the combined change, and what remains."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from harness.formatting import fmt
 from harness.outcome import Outcome
 from harness.report.data import json_safe
-from harness.results import ImageIssue, ReferenceInfo, ServerInfo, Versions
-from harness.stage import Stage
+from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
 
 if TYPE_CHECKING:
-    from harness.diagnose import Cause, Diagnosis, Evaluation, Round
+    from harness.diagnose import Cause, Round
 
 FAILED_OUTCOMES = {
     Outcome.REJECTED_BY_DEPLOYMENT: "were rejected by the deployment but processed by training "
@@ -25,153 +22,6 @@ FAILED_OUTCOMES = {
                             "(a divergence no preprocessing parameter explains)",
     Outcome.FAILED: "failed on both sides or could not be read, and were left out",
 }
-
-
-@dataclass(frozen=True)
-class CombinedChange:
-    """Every cause applied to the spec's ``[reference]``: what training should say it does."""
-
-    reference: Mapping
-    """The corrected ``[reference]`` table."""
-    toml: str
-    note: str | None = None
-    """What a spec cannot say (the model in fp16)."""
-
-
-@dataclass(frozen=True)
-class DiagnosisReport:
-    """One ``harness diagnose`` run: the :class:`~harness.diagnose.Diagnosis` and what it ran on."""
-
-    diagnosis: "Diagnosis"
-    images: int
-    failed: tuple[ImageIssue, ...]
-    """Images left out of the search, each with its outcome."""
-    screen_images: int
-    reference: ReferenceInfo
-    ensemble: str
-    server: ServerInfo
-    combined_change: CombinedChange
-    spec: str
-    written_spec: str | None
-    tie_margin: float
-    timing_seconds: Mapping[str, float] = field(default_factory=dict)
-    counts: Mapping[str, int] = field(default_factory=dict)
-    versions: Versions = field(default_factory=dict)
-    fingerprint: str | None = None
-    """The preprocessing the deployment behaves as, in words (every cause applied to the reference)."""
-    found: tuple[str, ...] = ()
-    """How a deployment discovered on the server was read (empty for this repository's pipelines)."""
-
-    def one_sided(self) -> tuple[ImageIssue, ...]:
-        """The images only one side could process."""
-        return tuple(f for f in self.failed if f.outcome is not None and Outcome(f.outcome).one_sided)
-
-    def to_dict(self) -> dict:
-        """diagnosis.json."""
-        d = self.diagnosis
-        return {
-            "first_divergent_stage": d.first_divergent,
-            "conclusion": d.conclusion,
-            "recommendation": d.recommendation,
-            "explained_by": " + ".join(c.hypothesis.name for c in d.explained_by) or None,
-            "causes": [cause_dict(c) for c in d.causes],
-            "remaining_divergence": d.remaining,
-            "stopped": d.stopped,
-            "baseline": evaluation_summary(d.baseline),
-            "final": evaluation_summary(d.final),
-            "rounds": [round_dict(r) for r in d.rounds],
-            "hypotheses": [HypothesisRow.of(e, d.rounds[0].base, d.first_divergent).to_dict() for e in d.ranked],
-            "images": self.images,
-            "failed": [f.to_dict() for f in self.failed],
-            "screen_images": self.screen_images,
-            "reference": {"recipe": self.reference.recipe, "model": self.reference.model},
-            "deployed": {"ensemble": self.ensemble, "url": self.server.url, "protocol": self.server.protocol,
-                         **({"found": list(self.found)} if self.found else {})},
-            "fingerprint": self.fingerprint,
-            "combined_change": dataclasses.asdict(self.combined_change),
-            "spec": self.spec, "written_spec": self.written_spec, "tie_margin": self.tie_margin,
-            "timing_seconds": dict(self.timing_seconds), "counts": dict(self.counts), "versions": dict(self.versions),
-        }
-
-
-@dataclass(frozen=True)
-class HypothesisRow:
-    """One hypothesis of a round, against that round's base on the same images."""
-
-    hypothesis: str
-    culprit: str
-    status: str
-    changes: tuple[tuple, ...]
-    """(key, reference value, hypothesized value)."""
-    recipe: str | None
-    images: int
-    stage: Stage
-    diverged_before: int
-    diverged_after: int
-    error_before: float | None
-    error_after: float | None
-    output_error_before: float | None
-    output_error_after: float | None
-    top1_agreement_before: float | None
-    top1_agreement_after: float | None
-    first_divergent_after: Stage | None
-
-    @staticmethod
-    def of(e: "Evaluation", base: "Evaluation", focus: Stage | None) -> "HypothesisRow":
-        stage = focus or Stage.OUTPUT
-        base = e.baseline or base
-        return HypothesisRow(
-            e.name, e.culprit, e.status, tuple(e.changes), e.hypothesis.recipe if e.hypothesis else None, e.images,
-            stage, base.diverged(stage), e.diverged(stage), base.error(stage), e.error(stage),
-            base.error(Stage.OUTPUT), e.error(Stage.OUTPUT), base.top1_agreement(), e.top1_agreement(),
-            e.first_divergent())
-
-    def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["changes"] = [{"key": k, "reference": a, "hypothesis": b} for k, a, b in self.changes]
-        return out
-
-
-def evaluation_summary(e) -> dict:
-    return {
-        "images": e.images,
-        "first_divergent_stage": e.first_divergent(),
-        "verdicts": {s: dict(c) for s, c in e.verdicts.items() if c},
-        "errors": {s: e.error(s) for s in e.verdicts if e.errors(s)},
-        "top1_agreement": e.top1_agreement(),
-        "top1_flips": e.flips(),
-        "top1_ties": e.ties(),
-    }
-
-
-def _applied_before(r: "Round") -> list[str]:
-    return [h.name for h in r.base.on_top_of] + ([r.base.hypothesis.name] if r.base.hypothesis else [])
-
-
-def round_dict(r: "Round") -> dict:
-    return {
-        "round": r.number,
-        "first_divergent_stage": r.focus,
-        "applied_before": _applied_before(r),
-        "base": evaluation_summary(r.base),
-        "chosen": r.chosen.name if r.chosen else None,
-        "explains": r.explains,
-        "hypotheses": [HypothesisRow.of(e, r.base, r.focus).to_dict() for e in r.ranked],
-    }
-
-
-def cause_dict(c: "Cause") -> dict:
-    return {
-        "cause": c.hypothesis.name,
-        "culprit": c.hypothesis.culprit,
-        "round": c.round,
-        "changes": [{"key": k, "reference": a, "deployment_behaves_as": b} for k, a, b in c.changes],
-        "recipe": c.hypothesis.recipe,
-        "fp16": c.hypothesis.fp16,
-        "cost": {"top1_flips": c.flips, "output_error": c.output_error},
-        "without_it": evaluation_summary(c.without),
-        "advice": c.advice,
-    }
 
 
 def _or_dash(value, formatted) -> str:
@@ -216,7 +66,7 @@ def render_causes(report: DiagnosisReport) -> list[str]:
 
 def render_round(r: "Round", screen: int) -> list[str]:
     stage, chosen = r.focus, r.chosen.name if r.chosen else None
-    applied = ", ".join(_applied_before(r)) or "nothing"
+    applied = ", ".join(applied_before(r)) or "nothing"
     lines = [f"## Round {r.number}: first divergent stage `{stage}`", "",
              f"Applied before this round: {applied}. Top-1 agreement {_pct(r.base.top1_agreement())}; kept: "
              + (f"**{chosen}** ({'explains' if r.explains else 'explains part of'} `{stage}`)"

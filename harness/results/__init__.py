@@ -8,16 +8,21 @@ accuracy.json, diagnosis.json) is derived from them by ``to_dict``, never the re
   (or a comparison's) results over every image, frozen from
   :class:`harness.compare.aggregate.RunSummary`.
 - :class:`CheckRun`, :class:`CheckReport`: ``harness check``; :class:`RunComparison`:
-  ``harness compare``.
+  ``harness compare``; :class:`DiagnosisReport`: ``harness diagnose``; :class:`AccuracyReport`:
+  ``harness accuracy``: every job's report type is here, its writer in
+  :mod:`harness.report` (or :mod:`harness.accuracy.report`).
 
 Modules: :mod:`~harness.results.sides`, :mod:`~harness.results.summary` (with
-:mod:`~harness.results.hints`, the ``why`` of a diverged stage), :mod:`~harness.results.reports`;
-everything is importable from here.
+:mod:`~harness.results.hints`, the ``why`` of a diverged stage), :mod:`~harness.results.reports`,
+:mod:`~harness.results.diagnosis`, :mod:`~harness.results.accuracy`; everything is importable from here.
 """
 
+from harness.results.accuracy import AccuracyReport, AccuracyRun
+from harness.results.diagnosis import CombinedChange, DiagnosisReport
 from harness.results.reports import CheckReport, CheckRun, RunComparison, StageReport
 from harness.results.sides import DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo, Versions
 from harness.results.summary import CheckSummary, Flip, ImageIssue, Metrics, MetricSummary, StageStats
 
-__all__ = ["CheckReport", "CheckRun", "CheckSummary", "DeployedInfo", "Flip", "ImageIssue", "MetricSummary", "Metrics",
-           "ReferenceInfo", "RunComparison", "ServerInfo", "SpecInfo", "StageReport", "StageStats", "Versions"]
+__all__ = ["AccuracyReport", "AccuracyRun", "CheckReport", "CheckRun", "CheckSummary", "CombinedChange", "DeployedInfo",
+           "DiagnosisReport", "Flip", "ImageIssue", "MetricSummary", "Metrics", "ReferenceInfo", "RunComparison",
+           "ServerInfo", "SpecInfo", "StageReport", "StageStats", "Versions"]

@@ -8,7 +8,6 @@ import pytest
 
 from harness.accuracy import (
     REFERENCE,
-    AccuracyReport,
     Dataset,
     Predictions,
     Sample,
@@ -18,7 +17,7 @@ from harness.accuracy import (
     top_k_classes,
     write_report,
 )
-from harness.results import ReferenceInfo, ServerInfo
+from harness.results import AccuracyReport, ReferenceInfo, ServerInfo
 
 CLASSES = ["cat", "dog", "fox", "owl", "elk", "yak"]
 

@@ -6,8 +6,8 @@ import math
 
 from harness.diagnose import Cause, Diagnosis, Evaluation, Hypothesis, ImageOutcome, Round
 from harness.diagnose.conclusion import combined_recommendation, conclude
-from harness.report.diagnosis import CombinedChange, DiagnosisReport, render_markdown, write_diagnosis
-from harness.results import ImageIssue, ReferenceInfo, ServerInfo
+from harness.report.diagnosis import render_markdown, write_diagnosis
+from harness.results import CombinedChange, DiagnosisReport, ImageIssue, ReferenceInfo, ServerInfo
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict
 
