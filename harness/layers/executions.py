@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
@@ -282,6 +283,13 @@ def _torch_model(ref: str | None, prefix: str | None) -> tuple:
         return None, "net" if prefix is None else prefix
     from harness.reference.custom import load_object
 
+    path_text, colon, _ = ref.rpartition(":")
+    if not colon or Path(path_text).suffix != ".py":
+        if zipfile.is_zipfile(ref):  # torch.jit.save writes a zip archive
+            raise LayersError(f"--torch-model {ref}: TorchScript takes no forward hooks; give path/file.py:factory, "
+                              "or its ONNX export as --onnx")
+        raise LayersError(f"--torch-model {ref}: expected path/file.py:factory (a torch.nn.Module or a function "
+                          "returning one)")
     factory = load_object(ref)
     net = factory() if callable(factory) and not hasattr(factory, "named_modules") else factory
     if not hasattr(net, "named_modules"):
