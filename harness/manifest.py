@@ -2,8 +2,9 @@
 its containers hold (server, DALI, TensorRT, CUDA, Python), the decode stack beside DALI
 (nvImageCodec, nvJPEG) as the virtualenv pins it, plus the embedded server of the cpu profile.
 
-Standard library only: ``harness preflight`` reads it inside the Triton image, and
-``docker/build_engine.py`` inside the TensorRT image (which has no project packages).
+Standard library only (with :mod:`harness.errors`, itself standard library only): ``harness
+preflight`` reads it inside the Triton image, and ``docker/build_engine.py`` inside the
+TensorRT image (which has no project packages).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 MANIFEST_PATH = Path(__file__).resolve().parents[1] / "deploy" / "versions.toml"
 """The manifest of a source checkout (the Triton image mounts it at the same place)."""
 
 
-class ManifestError(ValueError):
+class ManifestError(HarnessError, ValueError):
     """The manifest is missing or lacks a field."""
 
 

@@ -21,11 +21,12 @@ def test_one_exit_status_policy(error, status):
 def test_every_library_refusal_is_a_harness_error_and_still_its_builtin_type():
     from harness.client import InferenceError, ServerUnavailable
     from harness.errors import HarnessError
+    from harness.manifest import ManifestError
     from harness.preprocessing import ImageError
     from harness.repository import RepositoryError
     from harness.server import ServerError
 
-    for error in (SpecError, ModelError, DatasetError, RepositoryError, ImageError):
+    for error in (SpecError, ModelError, DatasetError, RepositoryError, ImageError, ManifestError):
         assert issubclass(error, HarnessError) and issubclass(error, ValueError)
     for error in (ServerError, InferenceError, ServerUnavailable):
         assert issubclass(error, HarnessError) and issubclass(error, RuntimeError)
