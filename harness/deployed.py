@@ -23,11 +23,7 @@ class OpenCVStageRunner:
         self.p = p
 
     def run(self, stage: Stage, image: np.ndarray) -> np.ndarray:
-        if stage == Stage.RESIZE:
-            return opencv.resize(image, self.p.resize)
-        if stage == Stage.CROP:
-            return opencv.crop(image, self.p.crop)
-        return opencv.normalize(image, self.p)
+        return opencv.STEPS[stage](image, self.p)
 
 
 def stage_runner(pipeline: str, p: Preprocess):

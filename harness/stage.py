@@ -38,12 +38,19 @@ DEFAULT_TOP_K = 5
 """Classes the ``topk`` stage compares (top-k overlap) and accuracy scores (top-k accuracy), by default."""
 
 STAGES: tuple[Stage, ...] = tuple(Stage)
-"""Every compared stage, in pipeline order."""
-PREPROCESS_STAGES: tuple[Stage, ...] = (Stage.DECODE, Stage.RESIZE, Stage.CROP, Stage.INPUT)
-"""The stages of preprocessing (what the taps models return)."""
+"""Every compared stage, in pipeline order: the one place the order is written. Each library
+(:mod:`harness.preprocessing.opencv`, :mod:`harness.preprocessing.dali_graph`, the reference
+recipes) maps a stage to its step in a table, and :func:`harness.preprocessing.run_steps`
+walks them in this order; the lists below are derived from it."""
+PREPROCESS_STAGES: tuple[Stage, ...] = STAGES[:STAGES.index(Stage.INPUT) + 1]
+"""The stages of preprocessing, from the file to the model input (what the taps models return)."""
 TENSOR_STAGES: tuple[Stage, ...] = (*PREPROCESS_STAGES, Stage.OUTPUT)
 """The stages compared array by array (``topk`` is derived from ``output``)."""
-IMAGE_STAGES: tuple[Stage, ...] = (Stage.DECODE, Stage.RESIZE, Stage.CROP)
-"""Image stages: HWC on the 0-255 scale."""
-ISOLATED_INPUT: dict[Stage, Stage] = {Stage.RESIZE: Stage.DECODE, Stage.CROP: Stage.RESIZE, Stage.INPUT: Stage.CROP}
+IMAGE_STAGES: tuple[Stage, ...] = PREPROCESS_STAGES[:-1]
+"""Image stages: HWC on the 0-255 scale (every preprocessing stage before the model input)."""
+ISOLATED_INPUT: dict[Stage, Stage] = {stage: stage.previous for stage in PREPROCESS_STAGES[1:]}
 """Stage -> the reference stage it is fed when the deployed stage is run alone."""
+TAP_TENSORS: dict[Stage, str] = {Stage.DECODE: "DECODED", Stage.RESIZE: "RESIZED", Stage.CROP: "CROPPED",
+                                 Stage.INPUT: "INPUT"}
+"""Preprocessing stage -> the output tensor of the taps models (``model_repository/*/config.pbtxt``
+list them in this order). Here, beside the order, so that a new stage is declared in one place."""

@@ -14,8 +14,10 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
+from harness.preprocessing import Step, run_steps
 from harness.preprocessing.image_check import ImageError, identify, image_bytes, validate
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+from harness.stage import Stage
 
 INPUT_NAME = "IMAGE"
 """Name of the external source: the DALI backend binds the Triton input of this name to it."""
@@ -91,22 +93,31 @@ def normalize(image, p: Preprocess):
     return chw
 
 
+def steps(decoder_device: str) -> dict[Stage, Step]:
+    """Stage -> its DALI step ``(previous stage's node, spec) -> node``, decoding on
+    ``decoder_device``: the graph below and the isolated runs (:class:`CpuStageRunner`)."""
+    return {
+        Stage.DECODE: lambda encoded, p: decode(encoded, p.decode, decoder_device),
+        Stage.RESIZE: lambda image, p: resize(image, p.resize),
+        Stage.CROP: lambda image, p: crop(image, p.crop),
+        Stage.INPUT: normalize,
+    }
+
+
 def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False):
     """The whole graph from the ``IMAGE`` input: the model input, or every stage if ``taps``.
 
-    Tap order matches the taps model's outputs: DECODED, RESIZED, CROPPED, INPUT. The
-    resized and cropped taps are sent as float32 whatever ``resize.dtype`` is (lossless),
+    Tap order matches the taps model's outputs (:data:`harness.stage.TAP_TENSORS`). The
+    image taps after the decode are sent as float32 whatever ``resize.dtype`` is (lossless),
     so one model config serves every spec.
     """
     check_supported(p)
     encoded = fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1)
-    decoded = decode(encoded, p.decode, decoder_device)
-    resized = resize(decoded, p.resize)
-    cropped = crop(resized, p.crop)
-    model_input = normalize(cropped, p)
+    nodes = dict(run_steps(steps(decoder_device), encoded, p))
     if not taps:
-        return model_input
-    return decoded, fn.cast(resized, dtype=types.FLOAT), fn.cast(cropped, dtype=types.FLOAT), model_input
+        return nodes[Stage.INPUT]
+    return tuple(fn.cast(node, dtype=types.FLOAT) if stage.is_image and stage is not Stage.DECODE else node
+                 for stage, node in nodes.items())
 
 
 @dataclass
@@ -230,8 +241,6 @@ class CpuStageRunner:
     per (stage, input dtype), built on first use; not thread-safe (one per thread).
     """
 
-    STAGES = {"resize": lambda x, p: resize(x, p.resize), "crop": lambda x, p: crop(x, p.crop), "input": normalize}
-
     def __init__(self, p: Preprocess):
         check_supported(p)
         self.p = p
@@ -247,7 +256,7 @@ class CpuStageRunner:
         return np.array(pipe.run()[0][0])
 
     def _build(self, stage: str, dtype):
-        p, op = self.p, self.STAGES[stage]
+        p, op = self.p, steps("cpu")[stage]
 
         @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1)
         def pipeline():

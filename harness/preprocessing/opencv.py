@@ -11,9 +11,10 @@ from typing import Iterable
 import cv2
 import numpy as np
 
-from harness.preprocessing import PREPROCESS_STAGES
+from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import ImageError, check_resize, identify, image_bytes
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+from harness.stage import Stage
 
 INTERPOLATION = {
     "nearest": cv2.INTER_NEAREST,
@@ -72,12 +73,26 @@ def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1))
 
 
+def _resize_checked(image: np.ndarray, p: Preprocess) -> np.ndarray:
+    # Refuse, before cv2 tries, a resize that would exhaust memory (see check_resize).
+    check_resize(*image.shape[:2], p.resize)
+    return resize(image, p.resize)
+
+
+STEPS: dict[Stage, Step] = {
+    Stage.DECODE: lambda data, p: decode(data, p.decode),
+    Stage.RESIZE: _resize_checked,
+    Stage.CROP: lambda image, p: crop(image, p.crop),
+    Stage.INPUT: normalize,
+}
+"""Stage -> its OpenCV step ``(previous stage, spec) -> stage``: the served model, the
+``opencv`` recipe and the isolated runs (:mod:`harness.deployed`) all go through it."""
+
+
 def run(data: np.ndarray | bytes, p: Preprocess, stages: Iterable[str] = PREPROCESS_STAGES) -> dict[str, np.ndarray]:
-    """Every stage of one image; ``stages`` says which to return (all are computed up to the last)."""
+    """The ``stages`` of one image (every stage up to the last of them is computed)."""
     wanted = set(stages)
-    out = {"decode": decode(data, p.decode)}
-    check_resize(*out["decode"].shape[:2], p.resize)
-    out["resize"] = resize(out["decode"], p.resize)
-    out["crop"] = crop(out["resize"], p.crop)
-    out["input"] = normalize(out["crop"], p)
-    return {k: v for k, v in out.items() if k in wanted}
+    if not wanted:
+        return {}
+    last = max(wanted, key=PREPROCESS_STAGES.index)
+    return {stage: x for stage, x in run_steps(STEPS, data, p, until=Stage(last)) if stage in wanted}
