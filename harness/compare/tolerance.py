@@ -31,7 +31,7 @@ import dataclasses
 from typing import Mapping
 
 from harness.spec import Preprocess, SpecError
-from harness.stage import Stage
+from harness.stage import IMAGE_STAGES, Stage
 from harness.tolerance import Tolerance
 
 LEVELS_BEYOND = 4.0
@@ -67,8 +67,12 @@ DRIFT_TOLERANCES = {
 def tolerances_for(p: Preprocess, overrides: Mapping[str, Mapping[str, float]] = {},
                    drift: bool = False) -> dict[str, Tolerance]:
     """The decoder rule with the spec's overrides, or the drift rule (``drift``: overrides
-    do not apply). ``input`` gets the ``crop`` rule in normalized units (levels / std)."""
-    tolerances = dict(DRIFT_TOLERANCES if drift else DEFAULT_TOLERANCES)
+    do not apply). ``input`` gets the last image stage's (``crop``'s) rule in normalized
+    units (levels / std); an image stage without a rule of its own, its previous stage's."""
+    rules = DRIFT_TOLERANCES if drift else DEFAULT_TOLERANCES
+    tolerances = {}
+    for stage in (*IMAGE_STAGES, Stage.OUTPUT):  # so that a new image stage needs no rule written here
+        tolerances[stage] = rules.get(stage) or tolerances[stage.previous]
     if not drift:
         for stage, values in overrides.items():
             if stage == Stage.INPUT:
@@ -77,11 +81,11 @@ def tolerances_for(p: Preprocess, overrides: Mapping[str, Mapping[str, float]] =
                 raise SpecError(f"[tolerances.{stage}]: no such stage; stages: {', '.join([*tolerances, 'input'])}")
             tolerances[stage] = _replace(tolerances[stage], stage, values)
     _, std = p.normalize.mean_std_in_pixels()
-    crop, scale = tolerances[Stage.CROP], 1.0 / min(std)
+    image, scale = tolerances[Stage.INPUT.previous], 1.0 / min(std)
     # float32 normalization differs by an ulp or so between libraries: add a hair.
     tolerances[Stage.INPUT] = dataclasses.replace(
-        crop, atol=crop.atol * scale * 1.001 + 1e-5,
-        mean_atol=None if crop.mean_atol is None else crop.mean_atol * scale * 1.001)
+        image, atol=image.atol * scale * 1.001 + 1e-5,
+        mean_atol=None if image.mean_atol is None else image.mean_atol * scale * 1.001)
     if not drift and Stage.INPUT in overrides:
         tolerances[Stage.INPUT] = _replace(tolerances[Stage.INPUT], Stage.INPUT, overrides[Stage.INPUT])
     return tolerances
