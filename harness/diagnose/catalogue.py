@@ -44,14 +44,12 @@ def plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-NATIVE_ROUNDING = {"torchvision": ("floor", "half_even"), "torch": ("floor", "half_even")}
-"""(size, crop offset) rounding of a library's ``auto``; the others round both half up."""
-
-
 def resolve_auto(recipe: str, p: Preprocess) -> Preprocess:
-    """``auto`` roundings spelled out as what the recipe's library does, so that hypotheses
-    and advice name real behaviour (torchvision's auto is floor, DALI's is half up)."""
-    size, offset = NATIVE_ROUNDING.get(recipe, ("half_up", "half_up"))
+    """``auto`` roundings spelled out as what the recipe's library does (its
+    ``native_rounding``), so that hypotheses and advice name real behaviour (torchvision's
+    auto is floor, DALI's is half up)."""
+    library = BUILT_IN.get(recipe)
+    size, offset = library.native_rounding if library else ("half_up", "half_up")
     return with_overrides(
         p,
         resize={"size_rounding": size if p.resize.size_rounding == "auto" else p.resize.size_rounding},

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from harness.reference.base import Recipe
+from harness.reference.base import BUILT_IN, Recipe
 from harness.reference.custom import CallableRecipe, ComposeRecipe, is_compose, load_object
-from harness.reference.recipes import DaliRecipe, OpenCVRecipe, TorchRecipe, TorchvisionRecipe
+from harness.reference.recipes import DaliRecipe, OpenCVRecipe, TorchRecipe, TorchvisionRecipe  # registers them
 from harness.spec import Preprocess, Spec, SpecError
-
-BUILT_IN = {"opencv": OpenCVRecipe, "torchvision": TorchvisionRecipe, "torch": TorchRecipe, "dali": DaliRecipe}
-"""Recipe name -> class; the libraries that resize: cv2, PIL (torch when PIL cannot), torch, DALI."""
 
 
 def load_recipe(spec: Spec, reference: str | None = None, preprocess: Preprocess | None = None) -> Recipe:
@@ -29,5 +26,5 @@ def load_recipe(spec: Spec, reference: str | None = None, preprocess: Preprocess
     raise SpecError(f"reference {choice!r} is a {type(obj).__name__}, not a torchvision Compose or a callable")
 
 
-__all__ = ["Recipe", "load_recipe", "OpenCVRecipe", "TorchvisionRecipe", "TorchRecipe", "DaliRecipe", "ComposeRecipe",
+__all__ = ["BUILT_IN", "Recipe", "load_recipe", "OpenCVRecipe", "TorchvisionRecipe", "TorchRecipe", "DaliRecipe", "ComposeRecipe",
            "CallableRecipe"]

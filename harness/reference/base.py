@@ -1,40 +1,69 @@
 """The reference recipe: training-time preprocessing replayed on the file bytes.
 
 A recipe turns encoded bytes into the named stages the deployed side also produces
-(``decode``, ``resize``, ``crop``, ``input``), as numpy arrays in one convention:
-image stages HWC on the 0-255 scale, ``input`` CHW float32. Built-in recipes implement
-the four hooks; a custom recipe may produce only some stages (at least ``input``).
+(:data:`~harness.stage.PREPROCESS_STAGES`), as numpy arrays in one convention: image stages
+HWC on the 0-255 scale, ``input`` CHW float32. Built-in recipes implement one hook per
+stage, named after it, and are registered by :func:`register`; a custom recipe may produce
+only some stages (at least ``input``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from harness.preprocessing import PREPROCESS_STAGES
+from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import check_resize
+from harness.spec import RECIPES, Preprocess
+from harness.stage import Stage
+
+BUILT_IN: dict[str, type[Recipe]] = {}
+"""Recipe name -> class: the one registry of preprocessing libraries. The spec's
+``[reference] recipe``, diagnose's "resize with LIBRARY" hypotheses and ``harness train
+--preprocessing`` (recipes with ``trains``) all read it."""
+
+
+def register(cls: type[Recipe]) -> type[Recipe]:
+    """Class decorator: add a built-in recipe to :data:`BUILT_IN` under its ``name``."""
+    if cls.name not in RECIPES:  # the spec checks names without importing the libraries
+        raise ValueError(f"recipe {cls.name!r}: add its name to harness.spec.RECIPES too")
+    BUILT_IN[cls.name] = cls
+    return cls
 
 
 class Recipe:
-    """Base class: subclasses implement the hooks on their own image type (``native``)."""
+    """Base class: subclasses implement one hook per stage, named after it (``decode``,
+    ``resize``, ``crop``, ``input``), on their own image type (``native``)."""
 
     name = "recipe"
     stages: tuple[str, ...] = PREPROCESS_STAGES
     """The stages this recipe produces, in pipeline order."""
+    native_rounding = ("half_up", "half_up")
+    """What ``auto`` means in this library: (resize.size_rounding, crop.offset_rounding)."""
+    trains = False
+    """Offered as a training preprocessing (``harness train --preprocessing NAME``)."""
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
         """Every stage of one image. Raises :class:`harness.preprocessing.ImageError` for bad files."""
         out = {}
-        image = self.decode(data)
-        out["decode"] = self.to_array(image)
-        self.check_resize(*out["decode"].shape[:2])
-        image = self.resize(image)
-        out["resize"] = self.to_array(image)
-        image = self.crop(image)
-        out["crop"] = self.to_array(image)
-        out["input"] = np.ascontiguousarray(self.to_input(image), dtype=np.float32)
+        for stage, image in run_steps(self.steps(), data):
+            out[stage] = self.to_array(image) if stage.is_image else np.ascontiguousarray(image, dtype=np.float32)
+            if stage is Stage.DECODE:  # before the resize tries it, as the deployed pipelines do
+                self.check_resize(*out[stage].shape[:2])
         return out
+
+    def steps(self) -> dict[Stage, Step]:
+        """Stage -> this recipe's step: the hook named after the stage (looked up on each
+        call, so that a hook replaced on the instance, as diagnose's decode cache does, is used)."""
+        return {stage: getattr(self, stage.value) for stage in PREPROCESS_STAGES}
+
+    @classmethod
+    def model_inputs(cls, p: Preprocess) -> Callable[[bytes], np.ndarray]:
+        """For training: file bytes -> the CHW float32 model input, by this library with
+        the spec's parameters (raises ImageError for a bad file)."""
+        recipe = cls(p)
+        return lambda data: recipe(data)[Stage.INPUT]
 
     def check_resize(self, height: int, width: int) -> None:
         """:func:`harness.preprocessing.image_check.check_resize` with the recipe's spec
@@ -53,7 +82,7 @@ class Recipe:
     def crop(self, image: Any) -> Any:
         raise NotImplementedError
 
-    def to_input(self, image: Any) -> np.ndarray:
+    def input(self, image: Any) -> np.ndarray:
         """The cropped image -> CHW float32 model input."""
         raise NotImplementedError
 

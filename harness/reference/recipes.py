@@ -1,45 +1,54 @@
-"""Built-in recipes, read from the spec's reference section: ``opencv`` and ``torchvision``."""
+"""Built-in recipes, read from the spec's reference section: one class per library,
+registered by :func:`~harness.reference.base.register` (its ``name`` in ``harness.spec.RECIPES``)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 
 from harness.preprocessing import PREPROCESS_STAGES, opencv
-from harness.reference.base import Recipe
+from harness.reference.base import Recipe, register
 from harness.reference.decoders import decode_with_switches, open_rgb
-from harness.spec import Preprocess, SpecError
+from harness.spec import Preprocess, SpecError, with_overrides
+from harness.stage import Stage
 
 
+@register
 class OpenCVRecipe(Recipe):
     """cv2.imdecode, BGR->RGB, cv2.resize, center crop, normalize, CHW: the same code the
-    ``preprocess_opencv`` model serves (:mod:`harness.preprocessing.opencv`)."""
+    ``preprocess_opencv`` model serves (:data:`harness.preprocessing.opencv.STEPS`)."""
 
     name = "opencv"
+    trains = True
 
     def __init__(self, p: Preprocess):
         opencv.check_supported(p, decode=False)  # decode switches go to libjpeg-turbo directly
         self.p = p
 
+    def steps(self):
+        # The served table itself, so a stage added there is replayed here; only the decode
+        # is the recipe's own (libjpeg-turbo when the spec sets decode switches).
+        return {**{stage: functools.partial(step, p=self.p) for stage, step in opencv.STEPS.items()},
+                Stage.DECODE: self.decode}
+
     def decode(self, data):
         custom = decode_with_switches(data, self.p.decode)
         return custom if custom is not None else opencv.decode(data, self.p.decode)
 
-    def resize(self, image):
-        return opencv.resize(image, self.p.resize)
-
-    def crop(self, image):
-        return opencv.crop(image, self.p.crop)
-
-    def to_input(self, image):
-        return opencv.normalize(image, self.p)
+    @classmethod
+    def model_inputs(cls, p):
+        # Training feeds exactly what the preprocess_opencv model serves (no libjpeg switches).
+        opencv.check_supported(p)
+        return lambda data: opencv.run(data, p, (Stage.INPUT,))[Stage.INPUT]
 
     def describe(self):
         r = self.p.resize
         return f"opencv: cv2.imdecode, cv2.resize({r.mode} {list(r.size)}, {r.interpolation}), center crop, normalize"
 
 
+@register
 class TorchvisionRecipe(Recipe):
     """The classic torchvision training pipeline on PIL images::
 
@@ -54,6 +63,8 @@ class TorchvisionRecipe(Recipe):
 
     name = "torchvision"
     force_tensor = False
+    native_rounding = ("floor", "half_even")  # int() on the resized size, round() on the crop offsets
+    trains = True
 
     def __init__(self, p: Preprocess):
         from torchvision import transforms as T
@@ -108,7 +119,7 @@ class TorchvisionRecipe(Recipe):
             return F.crop(image, top, left, *self.p.crop.size)
         return self._crop(image)
 
-    def to_input(self, image):
+    def input(self, image):
         import torch
         from torchvision.transforms.functional import pil_to_tensor
 
@@ -131,15 +142,23 @@ class TorchvisionRecipe(Recipe):
         return (f"torchvision: PIL decode, Resize({list(r.size)}, {r.interpolation}, antialias={r.antialias}) on {path}, "
                 "CenterCrop, ToTensor, Normalize")
 
+    @classmethod
+    def model_inputs(cls, p):
+        # The common torchvision training recipe: PIL's resize, which always antialiases.
+        return super().model_inputs(with_overrides(p, resize={"antialias": True}))
 
+
+@register
 class TorchRecipe(TorchvisionRecipe):
     """torchvision's transforms on uint8 tensors (``PILToTensor`` first): the resize is
     torch's own kernel (antialiased or not, as the spec says), not PIL's."""
 
     name = "torch"
     force_tensor = True
+    trains = False  # not offered for training (yet): torchvision's PIL recipe is the common one
 
 
+@register
 class DaliRecipe(Recipe):
     """Training that preprocessed with DALI on the CPU: the same graph as the deployed
     ``preprocess_dali`` (:mod:`harness.preprocessing.dali_graph`), with the reference's
