@@ -17,6 +17,7 @@ DEFAULT_OUT = BUILD_DIR / "trained"
 
 def register(commands: argparse._SubParsersAction) -> None:
     from harness.training.config import TrainConfig
+    from harness.training.preprocess import CHOICES
 
     d = TrainConfig()
     train = commands.add_parser(
@@ -30,7 +31,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "Exit status: 0 trained, 2 usage or setup error.")
     train.add_argument("dataset", type=Path, metavar="DATASET")
     train.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)")
-    train.add_argument("--preprocessing", default=d.preprocessing, metavar="deployed|opencv|torchvision|mix:F",
+    train.add_argument("--preprocessing", default=d.preprocessing, metavar="|".join((*CHOICES, "mix:F")),
                        help="training preprocessing; mix:F sends a share F of the images through OpenCV and the rest "
                             "through the deployed graph (default: %(default)s)")
     train.add_argument("--fraction", type=float, default=d.fraction,

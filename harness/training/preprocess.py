@@ -2,12 +2,12 @@
 
 - ``deployed``: the DALI graph the server runs (:mod:`harness.preprocessing.dali_graph`),
   with DALI's CPU decoder on a CPU, or the ``mixed`` (nvJPEG) decoder on a GPU as in
-  production;
-- ``opencv``: the OpenCV implementation (:mod:`harness.preprocessing.opencv`), the code
-  the ``preprocess_opencv`` model serves;
-- ``torchvision``: the common training recipe, ``Resize`` on PIL images (antialiased;
-  sizes truncated as torchvision does) -> ``CenterCrop`` -> ``ToTensor`` -> ``Normalize``,
-  with the spec's size, crop and normalization;
+  production: batched, so it is built here;
+- every reference recipe with ``trains`` (:data:`harness.reference.BUILT_IN`, the one
+  registry of libraries), through its ``model_inputs``: ``opencv``, the code the
+  ``preprocess_opencv`` model serves; ``torchvision``, the common training recipe,
+  ``Resize`` on PIL images (antialiased; sizes truncated as torchvision does) ->
+  ``CenterCrop`` -> ``ToTensor`` -> ``Normalize``, with the spec's size, crop and normalization;
 - ``mix:F``: each image through ``opencv`` with probability F, else ``deployed`` (the
   ``cpu_percentage`` of torchpipe's training integration).
 """
@@ -20,18 +20,20 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.preprocessing import ImageError
-from harness.spec import Preprocess, with_overrides
+from harness.reference import BUILT_IN
+from harness.spec import Preprocess
 
-DEPLOYED, OPENCV, TORCHVISION, MIX = "deployed", "opencv", "torchvision", "mix"
-CHOICES = (DEPLOYED, OPENCV, TORCHVISION)
-"""Single preprocessings; ``mix:F`` combines the first two."""
+DEPLOYED, OPENCV, MIX = "deployed", "opencv", "mix"
+CHOICES = (DEPLOYED, *(name for name, recipe in BUILT_IN.items() if recipe.trains))
+"""Single preprocessings: the deployed graph, then the registry's; ``mix:F`` combines
+``deployed`` with ``opencv``."""
 
 @dataclass(frozen=True)
 class Preprocessing:
     """A ``--preprocessing`` choice."""
 
     name: str
-    """deployed, opencv, torchvision or mix."""
+    """One of :data:`CHOICES`, or mix."""
     cpu_fraction: float = 0.0
     """For ``mix``: the share of images preprocessed by OpenCV instead of the deployed graph."""
 
@@ -40,7 +42,7 @@ class Preprocessing:
 
 
 def parse_preprocessing(text: str) -> Preprocessing:
-    """``deployed``, ``opencv``, ``torchvision`` or ``mix:F`` with F in [0, 1]."""
+    """One of :data:`CHOICES` (``deployed``, ``opencv``, ``torchvision``), or ``mix:F`` with F in [0, 1]."""
     if text in CHOICES:
         return Preprocessing(text)
     name, _, fraction = text.partition(":")
@@ -53,11 +55,6 @@ def parse_preprocessing(text: str) -> Preprocessing:
             return Preprocessing(MIX, value)
         raise ValueError(f"mix:F needs a fraction F between 0 and 1 (the OpenCV share), got {text!r}")
     raise ValueError(f"preprocessing must be one of {', '.join(CHOICES)} or mix:F, got {text!r}")
-
-
-def torchvision_preprocess(p: Preprocess) -> Preprocess:
-    """The spec as the common torchvision recipe runs it: PIL's antialiased resize."""
-    return with_overrides(p, resize={"antialias": True})
 
 
 class Preprocessor:
@@ -102,20 +99,6 @@ class _PerImage(Preprocessor):
         return results
 
 
-def opencv_preprocessor(p: Preprocess) -> Preprocessor:
-    from harness.preprocessing import opencv
-
-    opencv.check_supported(p)
-    return _PerImage(OPENCV, lambda data: opencv.run(data, p, ("input",))["input"])
-
-
-def torchvision_preprocessor(p: Preprocess) -> Preprocessor:
-    from harness.reference import TorchvisionRecipe
-
-    recipe = TorchvisionRecipe(torchvision_preprocess(p))
-    return _PerImage(TORCHVISION, lambda data: recipe(data)["input"])
-
-
 @dataclass(frozen=True)
 class PreprocessorFactory:
     """Everything needed to build the preprocessors in a worker process (picklable)."""
@@ -127,15 +110,12 @@ class PreprocessorFactory:
 
     def build(self) -> dict[str, Preprocessor]:
         """Preprocessor name -> preprocessor: one entry, or two for ``mix``."""
-        names = {DEPLOYED: [DEPLOYED], OPENCV: [OPENCV], TORCHVISION: [TORCHVISION], MIX: [DEPLOYED, OPENCV]}
         built = {}
-        for name in names[self.choice.name]:
+        for name in [DEPLOYED, OPENCV] if self.choice.name == MIX else [self.choice.name]:
             if name == DEPLOYED:
                 built[name] = DeployedPreprocessor(self.preprocess, self.max_batch_size, self.device)
-            elif name == OPENCV:
-                built[name] = opencv_preprocessor(self.preprocess)
             else:
-                built[name] = torchvision_preprocessor(self.preprocess)
+                built[name] = _PerImage(name, BUILT_IN[name].model_inputs(self.preprocess))
         return built
 
     def route(self, count: int, seed: int | tuple[int, ...]) -> list[str]:
