@@ -9,7 +9,9 @@
   :mod:`loadtest.metrics`, :mod:`loadtest.report`, :mod:`loadtest.triton`,
   :mod:`loadtest.locust_control`: small pure pieces the two above are made of.
 
-Nothing here imports the ``harness`` package (except, lazily, to start the embedded server and
-local Locust processes),
-so the Locust image only needs locust, tritonclient, numpy, matplotlib and rich.
+Nothing here imports the ``harness`` package but :mod:`harness.errors` (standard library only:
+the errors here are :class:`~harness.errors.HarnessError`, so the sweep exits by the harness's
+one status policy) and, lazily, what starts the embedded server and local Locust processes and
+reads a model's config; the Locust image mounts ``harness/`` and only needs locust,
+tritonclient, numpy, matplotlib and rich.
 """

@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from harness.errors import HarnessError
 from loadtest.samples import Sample
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
@@ -27,8 +28,8 @@ WORKER_REPORT_INTERVAL = 3.0
 """Seconds between a Locust worker's reports to its master (locust.runners)."""
 
 
-class LocustError(RuntimeError):
-    """Locust is unreachable, does not run our locustfile, or misbehaved during a run."""
+class LocustError(HarnessError, RuntimeError):
+    """Locust is unreachable, does not run our locustfile, or misbehaved during a run (exit status 2)."""
 
 
 class LocustControl:

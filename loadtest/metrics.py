@@ -20,6 +20,8 @@ import re
 import urllib.request
 from dataclasses import dataclass
 
+from harness.errors import HarnessError
+
 REQUEST_SUCCESS = "nv_inference_request_success"
 REQUEST_FAILURE = "nv_inference_request_failure"
 INFERENCE_COUNT = "nv_inference_count"
@@ -37,8 +39,8 @@ _SAMPLE_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-class MetricsError(RuntimeError):
-    """The metrics endpoint could not be read or is not Triton's."""
+class MetricsError(HarnessError, RuntimeError):
+    """The metrics endpoint could not be read or is not Triton's (exit status 2, :mod:`harness.errors`)."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,11 @@ breakdown per model, and PNG plots, all in ``--out``.
     python -m loadtest.sweep --url 127.0.0.1:8000     # a running server (gRPC 8001, metrics 8002)
     python -m loadtest.sweep --url triton:8000 --locust http://locust-master:8089   # docker compose
 
-Exit status: 0 done; 1 a point had no successful request or a photo failed; 2 the server
-(or Locust) is unreachable or not ready, or bad arguments.
+Exit status (the harness's one policy, :mod:`harness.errors`): 0 every point was measured
+and every good photo served; 1 a point had no successful request or a good photo failed
+(bad payloads failing, ``--bad-fraction``, are expected, not a failure); 2 bad arguments,
+the server (or Locust, or the metrics endpoint) unreachable, not ready or stopped, no
+successful request in the whole sweep (nothing measured), or interrupted.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError, exit_status_of, message_of
 from loadtest.locust_control import LocalLocust, LocustControl
 from loadtest.metrics import ModelBreakdown, breakdown, scrape
 from loadtest.stats import RunStats, summarize
@@ -161,16 +165,71 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "(default: 0, one process)")
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """What a sweep is asked to do: the command line's options (defaults are its defaults)."""
+
+    config: SweepConfig = SweepConfig()
+    url: str | None = None
+    """HTTP address of a running server; None: the embedded server (cpu profile)."""
+    grpc_url: str | None = None
+    metrics_url: str | None = None
+    locust: str | None = None
+    """A running Locust master's web UI to drive; None: Locust started here."""
+    workers: int = 0
+    """Locust workers started here (0: one process)."""
+    images: Path = DEFAULT_IMAGES
+    out: Path = DEFAULT_OUT
+
+
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    """The sweep's :class:`SweepConfig`; raises :class:`~harness.errors.UsageError` for a bad value."""
     if any(c < 1 for c in args.clients):
-        raise ValueError("client counts must be >= 1")
+        raise UsageError("client counts must be >= 1")
     if not 0.0 <= args.bad_fraction < 1.0:
-        raise ValueError("--bad-fraction must be in [0, 1)")
+        raise UsageError("--bad-fraction must be in [0, 1)")
     if args.duration <= 0 or args.warmup < 0:
-        raise ValueError("--duration must be > 0 and --warmup >= 0")
+        raise UsageError("--duration must be > 0 and --warmup >= 0")
     models = tuple(dict.fromkeys(args.models)) if args.models else tuple(args.ensembles)
     return SweepConfig(models, tuple(args.clients), tuple(args.protocols), args.warmup, args.duration,
                        args.requests, args.bad_fraction, args.request_timeout)
+
+
+def options_from_args(args: argparse.Namespace) -> SweepOptions:
+    """The :class:`SweepOptions` :func:`add_arguments`' options parse into."""
+    return SweepOptions(config_from_args(args), args.url, args.grpc_url, args.metrics_url, args.locust, args.workers,
+                        args.images, args.out)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep whose reports are written."""
+
+    results: list[PointResult]
+    paths: list[Path]
+    """The files written in ``--out``."""
+    meta: dict
+
+    def findings(self) -> list[str]:
+        """Each point that fails the run, in words (rich markup): no successful request, or
+        good photos that failed."""
+        found = []
+        for r in self.results:
+            where = f"{r.point.protocol} {r.point.ensemble} x{r.point.clients}"
+            if r.stats.requests == 0:
+                found.append(f"[bold red]no successful request[/] in {where} (errors: {r.stats.errors})")
+            elif r.stats.failed_photos:
+                found.append(f"[bold red]{r.stats.failed_photos} good photos failed[/] in {where} "
+                             f"(errors: {r.stats.errors})")
+        return found
+
+    def exit_status(self) -> int:
+        """0 nothing found, 1 :meth:`findings`; raises :class:`~harness.errors.NothingCompared`
+        (status 2) when no point had a successful request: the sweep measured nothing."""
+        if not any(r.stats.requests for r in self.results):
+            raise NothingCompared(f"no successful request in any of the {len(self.results)} points: nothing was "
+                                  "measured (the reports say which errors the requests met)")
+        return EXIT_FOUND if self.findings() else EXIT_OK
 
 
 @contextlib.contextmanager
@@ -184,53 +243,52 @@ def _embedded_server() -> Iterator[Endpoints]:
         yield server
 
 
-def _console():
+def make_console():
+    """The sweep's messages and progress: stderr, whole lines (no 80-column wraps in logs)."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)  # whole lines in logs, not 80-column wraps
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | None = None) -> int:
-    """Run the sweep described by ``args``; ``start_server`` makes the embedded server
-    (a context manager yielding an object with ``http_url``, ``grpc_url``, ``metrics_url``)."""
-    console = _console()
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
-        return 2
-    try:
-        with contextlib.ExitStack() as stack:
-            if args.url:
-                endpoints = Endpoints.from_url(args.url, args.grpc_url, args.metrics_url)
-            else:
-                server = stack.enter_context((start_server or _embedded_server)())
-                endpoints = Endpoints(server.http_url, server.grpc_url, server.metrics_url)
-            check_ready(endpoints, list(config.ensembles), list(config.protocols))
-            if args.locust:
-                locust = LocustControl(args.locust)
-                locust.check()
-                if locust.is_master():  # a master without workers runs no users
-                    locust.wait_workers()
-            else:
-                if not args.images.is_dir():
-                    raise ValueError(f"image directory not found: {args.images}")
-                options = {"images": args.images}
-                locust = stack.enter_context(LocalLocust(options, args.workers, log_dir=args.out / "logs"))
-            mode = f"Locust at {args.locust} ({locust.worker_count()} workers)" if args.locust else (
-                f"local Locust, master + {args.workers} workers" if args.workers else "local Locust")
-            console.print(f"sweeping {endpoints.http} (HTTP) / {endpoints.grpc} (gRPC) with {mode}")
-            started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
-            results = _run_with_progress(locust, endpoints, config, console)
-            finished, load_after = dt.datetime.now(dt.timezone.utc), os.getloadavg()
-    except (RuntimeError, ValueError) as exc:  # ServerNotReady, LocustError, MetricsError, the server's own
-        console.print(f"[bold red]error:[/] {exc}")
-        return 2
-    except KeyboardInterrupt:
-        console.print("[bold red]error:[/] interrupted")
-        return 2
+def run(options: SweepOptions, start_server: Callable[[], ContextManager] | None = None,
+        console=None) -> SweepResult:
+    """Run the sweep ``options`` describe and write its reports in ``options.out``;
+    ``start_server`` makes the embedded server (a context manager yielding an object with
+    ``http_url``, ``grpc_url``, ``metrics_url``); ``console`` (rich) shows the progress.
 
-    from loadtest.report import breakdown_markdown, comparison_markdown, write_report
+    Raises the harness's errors (status 2, :mod:`harness.errors`) before anything is written
+    for bad options or a server or Locust that is not there, and during the run if one of
+    them stops; see :meth:`SweepResult.exit_status` for the verdict."""
+    config = options.config
+    console = console or make_console()
+    with contextlib.ExitStack() as stack:
+        if options.url:
+            try:
+                endpoints = Endpoints.from_url(options.url, options.grpc_url, options.metrics_url)
+            except ValueError as exc:
+                raise UsageError(f"--url: {exc}") from None
+        else:
+            server = stack.enter_context((start_server or _embedded_server)())
+            endpoints = Endpoints(server.http_url, server.grpc_url, server.metrics_url)
+        check_ready(endpoints, list(config.ensembles), list(config.protocols))
+        if options.locust:
+            locust = LocustControl(options.locust)
+            locust.check()
+            if locust.is_master():  # a master without workers runs no users
+                locust.wait_workers()
+        else:
+            if not options.images.is_dir():
+                raise UsageError(f"image directory not found: {options.images}")
+            locust = stack.enter_context(LocalLocust({"images": options.images}, options.workers,
+                                                     log_dir=options.out / "logs"))
+        mode = f"Locust at {options.locust} ({locust.worker_count()} workers)" if options.locust else (
+            f"local Locust, master + {options.workers} workers" if options.workers else "local Locust")
+        console.print(f"sweeping {endpoints.http} (HTTP) / {endpoints.grpc} (gRPC) with {mode}")
+        started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
+        results = _run_with_progress(locust, endpoints, config, console)
+        finished, load_after = dt.datetime.now(dt.timezone.utc), os.getloadavg()
+
+    from loadtest.report import write_report
 
     meta = {
         "date": started.date().isoformat(),
@@ -238,17 +296,24 @@ def run(args: argparse.Namespace, start_server: Callable[[], ContextManager] | N
         "finished": finished.isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
         "server": {"http": endpoints.http, "grpc": endpoints.grpc, "metrics": endpoints.metrics,
-                   "embedded_cpu_profile": not args.url},
+                   "embedded_cpu_profile": not options.url},
         "load_generator": mode,
         # Other work on the machine skews the figures: the 1, 5, 15-minute load averages say how busy it was.
         "load_average": {"before": list(load_before), "after": list(load_after)},
         "config": {**config.__dict__, "ensembles": list(config.ensembles), "clients": list(config.clients),
                    "protocols": list(config.protocols)},
     }
-    paths = write_report(results, args.out, meta)
-    sys.stdout.write(comparison_markdown(results) + "\n\n" + breakdown_markdown(results) + "\n")
-    console.print("reports: " + ", ".join(str(p) for p in paths))
-    return _exit_status(results, console)
+    return SweepResult(results, write_report(results, options.out, meta), meta)
+
+
+def print_result(result: SweepResult, console) -> None:
+    """The comparison and breakdown tables on stdout; the reports written and the findings on ``console``."""
+    from loadtest.report import breakdown_markdown, comparison_markdown
+
+    sys.stdout.write(comparison_markdown(result.results) + "\n\n" + breakdown_markdown(result.results) + "\n")
+    console.print("reports: " + ", ".join(str(p) for p in result.paths))
+    for finding in result.findings():
+        console.print(finding)
 
 
 def _run_with_progress(locust, endpoints, config, console) -> list[PointResult]:
@@ -272,25 +337,25 @@ def _run_with_progress(locust, endpoints, config, console) -> list[PointResult]:
         return run_sweep(locust, endpoints, config, on_point)
 
 
-def _exit_status(results: list[PointResult], console) -> int:
-    status = 0
-    for r in results:
-        where = f"{r.point.protocol} {r.point.ensemble} x{r.point.clients}"
-        if r.stats.requests == 0:
-            console.print(f"[bold red]no successful request[/] in {where} (errors: {r.stats.errors})")
-            status = 1
-        elif r.stats.failed_photos:
-            console.print(f"[bold red]{r.stats.failed_photos} good photos failed[/] in {where} "
-                          f"(errors: {r.stats.errors})")
-            status = 1
-    return status
-
-
 def main(argv: list[str] | None = None) -> int:
+    """``python -m loadtest.sweep``: parse, run, print; the exit status of :class:`SweepResult`,
+    or 2 with one line for the harness's errors (:func:`harness.errors.exit_status_of`)."""
+    from rich.markup import escape
+
     parser = argparse.ArgumentParser(prog="python -m loadtest.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    out = make_console()
+    try:
+        result = run(options_from_args(parser.parse_args(argv)), console=out)
+        print_result(result, out)
+        return result.exit_status()
+    except (Exception, KeyboardInterrupt) as exc:
+        status = exit_status_of(exc)
+        if status is None:
+            raise
+        out.print(f"[bold red]error:[/] {escape(message_of(exc))}")
+        return status
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from harness.errors import HarnessError
 from loadtest.metrics import MetricsError, scrape
 
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 
 
-class ServerNotReady(RuntimeError):
-    """The server is unreachable, not ready, or lacks a model the sweep needs."""
+class ServerNotReady(HarnessError, RuntimeError):
+    """The server is unreachable, not ready, or lacks a model the sweep needs (exit status 2)."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         status = exit_status_of(exc)
         if status is None:
             raise
-        console.print(f"[bold red]error:[/] {escape(message_of(exc))}")
+        console.print(f"[bold red]error:[/] {escape(message_of(exc))}", soft_wrap=True)  # one line in logs
         return status
 
 

@@ -1,4 +1,9 @@
-"""``harness loadtest``: the Locust sweep of CPU decode vs GPU decode (see loadtest/sweep.py)."""
+"""``harness loadtest``: the Locust sweep of CPU decode vs GPU decode (see loadtest/sweep.py).
+
+Exit status (:mod:`harness.errors`): 0 every point measured and every good photo served; 1 a
+point had no successful request or a good photo failed; 2 bad arguments, the server, Locust
+or the metrics unreachable or stopped, nothing measured at all, or interrupted.
+"""
 
 from __future__ import annotations
 
@@ -19,4 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_loadtest(args: argparse.Namespace) -> int:
-    return sweep.run(args, start_server=lambda: embedded_server(args.repository, args.spec))
+    console = sweep.make_console()
+    result = sweep.run(sweep.options_from_args(args), console=console,
+                       start_server=lambda: embedded_server(args.repository, args.spec))
+    sweep.print_result(result, console)
+    return result.exit_status()

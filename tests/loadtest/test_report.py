@@ -58,3 +58,32 @@ def test_every_report_file(results, tmp_path):
     for name in ("throughput.png", "latency.png"):
         image = matplotlib.image.imread(by_name[name])
         assert image.shape[0] > 300 and image.shape[1] > 600  # two panels: grpc and http
+
+
+def test_the_sweeps_exit_status_is_the_harness_policy(results):
+    import dataclasses
+
+    from harness.errors import NothingCompared, exit_status_of
+    from loadtest.sweep import SweepResult
+
+    def failing(r, **change):
+        return dataclasses.replace(r, stats=dataclasses.replace(r.stats, **change))
+
+    assert SweepResult(results, [], {}).exit_status() == 0 and not SweepResult(results, [], {}).findings()
+    photo_failed = SweepResult([failing(results[0], failed_photos=2), *results[1:]], [], {})
+    assert photo_failed.exit_status() == 1 and "2 good photos failed" in photo_failed.findings()[0]
+    none_served = SweepResult([failing(results[0], requests=0), *results[1:]], [], {})
+    assert none_served.exit_status() == 1 and "no successful request" in none_served.findings()[0]
+    with pytest.raises(NothingCompared, match="nothing was measured") as nothing:
+        SweepResult([failing(r, requests=0) for r in results], [], {}).exit_status()
+    assert exit_status_of(nothing.value) == 2
+
+
+def test_the_loadtests_own_errors_exit_with_status_2():
+    from harness.errors import ERROR_STATUS, exit_status_of
+    from loadtest.locust_control import LocustError
+    from loadtest.metrics import MetricsError
+    from loadtest.triton import ServerNotReady
+
+    for error in (LocustError, MetricsError, ServerNotReady):
+        assert issubclass(error, RuntimeError) and exit_status_of(error("x")) == ERROR_STATUS
