@@ -162,6 +162,6 @@ def test_the_package_the_triton_image_installs_has_every_module_the_models_impor
                 imported.add(node.module)
     imported |= {"harness.serving.preprocess_dali_cpu", "harness.serving.classifier_onnx"}  # the cpu profile's
     # `python3 -m harness.preflight` in the image (docker compose run --rm preflight)
-    imported |= {"harness.preflight.__main__", "harness.preflight.cli", "loadtest.metrics"}
+    imported |= {"harness.preflight.__main__", "harness.preflight.cli", "harness.preflight.job", "loadtest.metrics"}
     assert imported and all(m.replace(".", "/") + ".py" in files for m in imported), sorted(imported)
     assert "harness/__init__.py" in files

@@ -1,19 +1,28 @@
 """The preflight command line, shared by ``harness preflight`` and ``python3 -m harness.preflight``
-(the latter in the Triton image, which has no other harness dependencies)."""
+(the latter in the Triton image, which has no other harness dependencies): it parses into
+:class:`~harness.preflight.job.PreflightOptions`, runs :func:`harness.preflight.job.run` and
+prints a plain table (no rich in the Triton image).
+
+Exit status (the harness's one policy, :mod:`harness.errors`): 0 every check passed (or
+``--record`` wrote the record); 1 a check failed (known answers missing included); 2 set-up:
+a manifest it cannot read, the server not reachable or not ready, photos missing or a record
+it cannot write, or interrupted."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
-from harness.errors import ERROR_STATUS, CommandError, UsageError
-from harness.manifest import MANIFEST_PATH, ManifestError, load_manifest
-from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
+from harness.errors import exit_status_of, message_of
+from harness.manifest import MANIFEST_PATH
+from harness.paths import DEFAULT_REPOSITORY
+from harness.preflight.job import DEFAULT_KNOWN_ANSWERS, DEFAULT_TIMEOUT, PreflightOptions, PreflightResult
 
-DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "preflight"
+DESCRIPTION = ("Versions, DALI schema, engine, known-answer photos through both ensembles and the taps model, and "
+               "bad-image isolation; a pass/fail table. Exit status: 0 every check passed (or the record was "
+               "written), 1 a check failed, 2 set-up (manifest, server unreachable or not ready, photos missing, "
+               "record not writable).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,82 +42,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="record the server's known answers and stop: the cpu profile's (make setup does) or, on "
                              "a GPU host, its own, which later runs hold it to (in KNOWN_ANSWERS/gpu)")
     parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
+
+
+def options_from_args(args: argparse.Namespace) -> PreflightOptions:
+    return PreflightOptions(args.url, args.protocol, args.metrics_url, args.manifest, args.known_answers,
+                            args.repository, args.in_server_env, args.record, args.report, args.timeout)
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: every check passed; 1: one failed. A set-up error (manifest, server unreachable)
-    raises :class:`UsageError` (status 2, :mod:`harness.errors`)."""
-    from contextlib import ExitStack
+    """Run the preflight ``args`` describe and print it; the result's exit status. A set-up
+    error raises (:class:`~harness.errors.UsageError`: status 2, :mod:`harness.errors`)."""
+    from harness.preflight.job import run as run_preflight
 
-    from harness.client import TritonClient
-
-    try:
-        manifest = load_manifest(args.manifest)
-    except ManifestError as exc:
-        raise UsageError(str(exc)) from None
-    with ExitStack() as stack:
-        url, metrics_url = args.url, args.metrics_url
-        if url and not metrics_url:
-            metrics_url = f"http://{url.rsplit(':', 1)[0]}:8002/metrics"
-        if not url:
-            from harness.repository import build_cpu_profile
-            from harness.server import TritonServer, free_port
-
-            repo = build_cpu_profile(args.repository, Path(stack.enter_context(_tmpdir())) / "repository")
-            server = stack.enter_context(TritonServer(repo, http_port=free_port(), grpc_port=free_port(),
-                                                      metrics_port=free_port()))
-            url, metrics_url = server.url(args.protocol), server.metrics_url
-
-        def client_factory():
-            return TritonClient(url, args.protocol, timeout=args.timeout)
-
-        client = stack.enter_context(client_factory())
-        if not client.is_ready():
-            raise UsageError(f"Triton server at {url} ({args.protocol}) is not reachable or not ready")
-        from harness.preflight import known_answers, passed, profile_of, run_checks
-
-        profile = profile_of(client)
-        if args.record:
-            return _record(client, args, profile)
-        try:
-            known = known_answers.load(args.known_answers)
-        except FileNotFoundError as exc:
-            print(f"warning: {exc}", file=sys.stderr)
-            known = None
-        own_dir = known_answers.record_dir(args.known_answers, profile)
-        own = known_answers.load(own_dir) if profile != "cpu" and (own_dir / known_answers.META).is_file() else None
-        rows = run_checks(client, client_factory, manifest, known, repository=args.repository,
-                          in_server_env=args.in_server_env, metrics_url=metrics_url, own=own)
-    print(format_rows(rows, manifest))
-    if args.report:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    ok = passed(rows)
-    print(f"\npreflight {'PASSED' if ok else 'FAILED'}: {sum(r.status == 'pass' for r in rows)} passed, "
-          f"{sum(r.status == 'fail' for r in rows)} failed, {sum(r.status == 'skip' for r in rows)} skipped, "
-          f"{sum(r.status == 'info' for r in rows)} printed")
-    return 0 if ok else 1
+    result = run_preflight(options_from_args(args))
+    print_result(result)
+    return result.exit_status()
 
 
-def _record(client, args, profile: str) -> int:
-    from harness.manifest import decode_stack_versions
-    from harness.preflight.known_answers import PHOTOS, record, record_dir
-    from harness.preprocessing.dali_graph import production_arguments
+def print_result(result: PreflightResult) -> None:
+    """The table and the verdict on stdout (or, after ``--record``, where the record went)."""
+    from harness.preflight import FAIL, INFO, PASS, SKIP, passed
 
-    photos = [DEFAULT_PHOTOS / name for name in PHOTOS]
-    missing = [str(p) for p in photos if not p.is_file()]
-    if missing:
-        raise UsageError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
-    out = record_dir(args.known_answers, profile)
-    versions = decode_stack_versions() if args.in_server_env or profile == "cpu" else {}
-    try:
-        path = record(client, photos, out, production_arguments(args.repository), profile, versions)
-    except OSError as exc:
-        raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
-                         "(in compose, build/preflight must be mounted writable to record)") from None
-    print(f"known answers of {len(photos)} photos recorded from the {profile} profile in {path.parent}")
-    return 0
+    if result.recorded is not None:
+        print(f"known answers of {result.photos} photos recorded from the {result.profile} profile in "
+              f"{result.recorded.parent}")
+        return
+    print(format_rows(result.rows, result.manifest))
+    print(f"\npreflight {'PASSED' if passed(result.rows) else 'FAILED'}: {result.count(PASS)} passed, "
+          f"{result.count(FAIL)} failed, {result.count(SKIP)} skipped, {result.count(INFO)} printed")
 
 
 def format_rows(rows, manifest) -> str:
@@ -124,18 +86,15 @@ def format_rows(rows, manifest) -> str:
     return "\n".join([head, "", *lines])
 
 
-def _tmpdir():
-    import tempfile
-
-    BUILD_DIR.mkdir(exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix="preflight-", dir=BUILD_DIR)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m harness.preflight", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python3 -m harness.preflight", description=DESCRIPTION)
     add_arguments(parser)
+    args = parser.parse_args(argv)
     try:
-        return run(parser.parse_args(argv))
-    except CommandError as exc:  # the shared policy's status; no rich in the Triton image to print with
-        print(f"error: {exc}", file=sys.stderr)
-        return ERROR_STATUS
+        return run(args)
+    except (Exception, KeyboardInterrupt) as exc:  # the shared policy; no rich in the Triton image to print with
+        status = exit_status_of(exc)
+        if status is None:
+            raise
+        print(f"error: {message_of(exc)}", file=sys.stderr)
+        return status

@@ -219,3 +219,17 @@ def test_a_request_the_server_refuses_is_a_failed_row_and_the_other_photos_are_c
         assert by_name[f"{pipeline}: decode"].status == PASS  # the other three photos
         assert by_name[f"{pipeline}: top-1"].found == f"3 of {len(PHOTOS)}"
     assert not passed(rows)
+
+
+def test_the_exit_status_is_the_harness_policy():
+    from harness.errors import NothingCompared, exit_status_of
+    from harness.preflight import Row
+    from harness.preflight.job import PreflightResult
+
+    manifest = load_manifest()
+    assert PreflightResult(manifest, "cpu", (Row("a", PASS), Row("b", SKIP))).exit_status() == 0
+    assert PreflightResult(manifest, "cpu", (Row("a", PASS), Row("b", FAIL))).exit_status() == 1
+    assert PreflightResult(manifest, "cpu", recorded=Path("rec/known_answers.json"), photos=4).exit_status() == 0
+    with pytest.raises(NothingCompared) as nothing:
+        PreflightResult(manifest, "cpu", (Row("a", SKIP), Row("b", INFO))).exit_status()
+    assert exit_status_of(nothing.value) == 2

@@ -1,0 +1,155 @@
+"""``harness preflight`` as a job: :func:`run` takes :class:`PreflightOptions` and returns a
+:class:`PreflightResult` whose :meth:`~PreflightResult.exit_status` is the harness's one
+policy (:mod:`harness.errors`); the command lines (``harness preflight`` and ``python3 -m
+harness.preflight``, :mod:`harness.preflight.cli`) only parse into these and print.
+
+Imports what :mod:`harness.preflight` does (numpy, tritonclient, the standard library): it runs
+in the Triton image too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, load_manifest
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
+
+DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "preflight"
+DEFAULT_TIMEOUT = 60.0
+"""Seconds per request (``--timeout``)."""
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """What a preflight is asked to do; defaults are the command line's."""
+
+    url: str | None = None
+    """``host:port`` of the server; None: the embedded server (cpu profile) is started."""
+    protocol: str = "grpc"
+    metrics_url: str | None = None
+    """Triton's metrics endpoint (None: port 8002 of ``url``'s host, or the embedded server's)."""
+    manifest: Path = MANIFEST_PATH
+    known_answers: Path = DEFAULT_KNOWN_ANSWERS
+    repository: Path = DEFAULT_REPOSITORY
+    in_server_env: bool = False
+    """This process runs in the server's own environment: its versions and DALI schema are checked too."""
+    record: bool = False
+    """Record the server's known answers and stop."""
+    report: Path | None = None
+    """Also write the rows to this JSON file."""
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """A finished preflight: the rows of a check, or (``--record``) where the record went."""
+
+    manifest: Manifest
+    profile: str
+    rows: tuple = ()
+    """The :class:`~harness.preflight.Row` of every check, in order."""
+    recorded: Path | None = None
+    """With ``--record``: the record's metadata file (the record is in its folder)."""
+    photos: int = 0
+    """With ``--record``: how many photos were recorded."""
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.rows)
+
+    def exit_status(self) -> int:
+        """0 every check passed (or the record was written), 1 one failed; raises
+        :class:`~harness.errors.NothingCompared` (status 2) when no check could pass."""
+        from harness.preflight import FAIL, PASS
+
+        if self.recorded is not None:
+            return EXIT_OK
+        if self.count(FAIL):
+            return EXIT_FOUND
+        if not self.count(PASS):
+            raise NothingCompared("preflight checked nothing: every check was skipped")
+        return EXIT_OK
+
+
+def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> PreflightResult:
+    """Check the server (``options.url``, or an embedded one started for the run) against the
+    manifest and the known answers, or record its known answers (``options.record``); write
+    ``options.report``. Raises :class:`~harness.errors.UsageError` for a manifest it cannot
+    read, a server not ready, missing photos or an unwritable record; ``log`` gets warnings."""
+    from harness.client import TritonClient
+    from harness.preflight import known_answers, profile_of, run_checks
+
+    try:
+        manifest = load_manifest(options.manifest)
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from None
+    with contextlib.ExitStack() as stack:
+        url, metrics_url = options.url, options.metrics_url
+        if url and not metrics_url:
+            metrics_url = f"http://{url.rsplit(':', 1)[0]}:8002/metrics"
+        if not url:
+            from harness.repository import build_cpu_profile
+            from harness.server import TritonServer, free_port
+
+            repo = build_cpu_profile(options.repository, Path(stack.enter_context(_tmpdir())) / "repository")
+            server = stack.enter_context(TritonServer(repo, http_port=free_port(), grpc_port=free_port(),
+                                                      metrics_port=free_port()))
+            url, metrics_url = server.url(options.protocol), server.metrics_url
+
+        def client_factory():
+            return TritonClient(url, options.protocol, timeout=options.timeout)
+
+        client = stack.enter_context(client_factory())
+        if not client.is_ready():
+            raise UsageError(f"Triton server at {url} ({options.protocol}) is not reachable or not ready")
+        profile = profile_of(client)
+        if options.record:
+            return _record(client, options, manifest, profile)
+        try:
+            known = known_answers.load(options.known_answers)
+        except FileNotFoundError as exc:
+            log(f"warning: {exc}")
+            known = None
+        own_dir = known_answers.record_dir(options.known_answers, profile)
+        own = known_answers.load(own_dir) if profile != "cpu" and (own_dir / known_answers.META).is_file() else None
+        rows = run_checks(client, client_factory, manifest, known, repository=options.repository,
+                          in_server_env=options.in_server_env, metrics_url=metrics_url, own=own)
+    if options.report:
+        options.report.parent.mkdir(parents=True, exist_ok=True)
+        options.report.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    return PreflightResult(manifest, profile, tuple(rows))
+
+
+def _record(client, options: PreflightOptions, manifest: Manifest, profile: str) -> PreflightResult:
+    from harness.manifest import decode_stack_versions
+    from harness.preflight.known_answers import PHOTOS, record, record_dir
+    from harness.preprocessing.dali_graph import production_arguments
+
+    photos = [DEFAULT_PHOTOS / name for name in PHOTOS]
+    missing = [str(p) for p in photos if not p.is_file()]
+    if missing:
+        raise UsageError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
+    out = record_dir(options.known_answers, profile)
+    versions = decode_stack_versions() if options.in_server_env or profile == "cpu" else {}
+    try:
+        path = record(client, photos, out, production_arguments(options.repository), profile, versions)
+    except OSError as exc:
+        raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
+                         "(in compose, build/preflight must be mounted writable to record)") from None
+    return PreflightResult(manifest, profile, recorded=path, photos=len(photos))
+
+
+def _tmpdir():
+    import tempfile
+
+    BUILD_DIR.mkdir(exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix="preflight-", dir=BUILD_DIR)
