@@ -20,7 +20,7 @@ from harness.reference import OpenCVRecipe
 from harness.reference.custom import CallableRecipe, load_object
 from harness.reference.model import OnnxModel
 from harness.spec import with_overrides
-from harness.stage import STAGES, Stage
+from harness.stage import PREPROCESS_STAGES, STAGES, Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -36,7 +36,7 @@ def deployed(spec, repository, photos_dir):
     out = {}
     for name in COLOUR:
         data = (photos_dir / name).read_bytes()
-        stages = dict(zip(("decode", "resize", "crop", "input"), runner.run([np.frombuffer(data, np.uint8)])[0].outputs))
+        stages = dict(zip(PREPROCESS_STAGES, runner.run([np.frombuffer(data, np.uint8)])[0].outputs))
         stages["output"] = model.logits(stages["input"][None])[0]
         out[name] = (data, stages)
     return out, model

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from harness.preprocessing import ImageError, opencv
+from harness.preprocessing import PREPROCESS_STAGES, ImageError, opencv
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.spec import SpecError, with_overrides
 from tests.conftest import encode
@@ -23,7 +23,8 @@ def test_dali_cpu_matches_opencv_within_one_level(spec, photo, overrides):
     results = CpuPipelineRunner(p, max_batch_size=4, taps=True).run(data)
     for name, d, res in zip(PHOTOS, data, results):
         assert res.error is None, name
-        decoded, resized, cropped, model_input = res.outputs
+        taps = dict(zip(PREPROCESS_STAGES, res.outputs))  # the graph taps every stage, in order
+        decoded, resized, cropped, model_input = (taps[s] for s in ("decode", "resize", "crop", "input"))
         ref = opencv.run(d, p)
         # On the CPU, DALI and OpenCV decode with the same libjpeg-turbo: bit-identical.
         assert np.array_equal(decoded, ref["decode"]), name
