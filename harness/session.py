@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from harness.deployment import Deployment
     from harness.reference import Recipe
     from harness.reference.model import ReferenceModel
+    from harness.results import ServerInfo
     from harness.server import TritonServer
     from harness.spec import Spec
     from harness.stage import Stage
@@ -163,8 +164,9 @@ class Session:
         return tolerances
 
     def tie_margin(self, given: float | None = None) -> float:
-        """``given``, or by default the output tolerance (:func:`harness.compare.ties.default_tie_margin`);
-        raises :class:`UsageError` if negative."""
+        """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
+        ``given`` (``--tie-margin``), or by default the spec's output tolerance
+        (:func:`harness.compare.ties.default_tie_margin`); raises :class:`UsageError` if negative."""
         from harness.compare.ties import default_tie_margin
 
         margin = default_tie_margin(self.tolerances()) if given is None else given
@@ -186,3 +188,10 @@ class Session:
     def server_label(self, client: TritonClient) -> str:
         """The server's URL as reports show it: ``embedded server (URL)`` when it was started here."""
         return client.url if self.url else f"embedded server ({client.url})"
+
+    def server_info(self, client: TritonClient) -> "ServerInfo":
+        """The server a job's report names (:meth:`server_label`, the protocol): built here
+        only, for every job."""
+        from harness.results import ServerInfo
+
+        return ServerInfo(self.server_label(client), client.protocol)

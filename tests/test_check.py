@@ -10,6 +10,7 @@ import pytest
 
 from harness.check import ImageChecker, run_check
 from harness.client import TritonClient
+from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
 from harness.deployment import DeployedSide, TapsDeployment
@@ -35,7 +36,9 @@ def reference_model(repository):
 def checker_for(server, spec, reference_model, pipeline="dali", reference=None, retries=3):
     url = server.grpc_url
     side = DeployedSide(TapsDeployment(pipeline, spec.preprocess), lambda: TritonClient(url, "grpc"), retries)
-    return ImageChecker(side, load_recipe(spec, reference), reference_model, tolerances_for(spec.preprocess, spec.tolerances))
+    tolerances = tolerances_for(spec.preprocess, spec.tolerances)
+    return ImageChecker(side, load_recipe(spec, reference), reference_model, tolerances,
+                        tie_margin=default_tie_margin(tolerances))
 
 
 @pytest.mark.parametrize("pipeline", ["dali", "opencv"])

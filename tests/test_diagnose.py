@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.client import TritonClient
+from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
 from harness.deployment import DeployedSide, TapsDeployment
@@ -67,8 +68,9 @@ def planted_spec(repository, name):
 
 
 def diagnoser_for(spec, deployed, model):
+    tolerances = tolerances_for(spec.preprocess, spec.tolerances)
     return Diagnoser(deployed, spec.reference.recipe, spec.reference.preprocess, spec.preprocess, model,
-                     tolerances_for(spec.preprocess, spec.tolerances), lambda: TorchModel(half=True))
+                     tolerances, lambda: TorchModel(half=True), tie_margin=default_tie_margin(tolerances))
 
 
 def run(spec, deployed, model, **kwargs):

@@ -31,3 +31,13 @@ def test_another_spec_overrides_the_tolerances(repository, tmp_path):
     spec.write_text(f'extends = "{repository / SPEC_FILENAME}"\n\n[tolerances.output]\natol = 2\n')
     session = Session(repository, spec)
     assert session.spec_path == spec and session.tie_margin() == 2.0
+
+
+def test_every_job_names_its_server_the_same_way(repository):
+    from types import SimpleNamespace
+
+    from harness.results import ServerInfo
+
+    client = SimpleNamespace(url="127.0.0.1:8001", protocol="grpc")  # what a ready client tells
+    assert Session(repository).server_info(client) == ServerInfo("embedded server (127.0.0.1:8001)", "grpc")
+    assert Session(repository, url="127.0.0.1:8001").server_info(client) == ServerInfo("127.0.0.1:8001", "grpc")

@@ -66,7 +66,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions
-    from harness.results import ReferenceInfo, ServerInfo
+    from harness.results import ReferenceInfo
 
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}")
@@ -84,7 +84,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     start = time.perf_counter()
     samples, k = dataset.samples, options.top_k
     with session.connect(log=log) as client:
-        server = ServerInfo(session.server_label(client), client.protocol)
+        server = session.server_info(client)
         server_metadata = client.server_metadata()
         images = [s.path for s in samples]
         deployments = [session.deployment(client, pipeline) for pipeline in pipelines] + [

@@ -11,7 +11,6 @@ import numpy as np
 from harness.client import InferenceError
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
-from harness.compare.ties import default_tie_margin
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
 from harness.model import softmax
@@ -43,14 +42,15 @@ class ImageChecker:
         tolerances: dict[str, Tolerance],
         isolate: bool = True,
         top_k: int = DEFAULT_TOP_K,
-        tie_margin: float | None = None,
+        *,
+        tie_margin: float,
     ):
         """``side``: the deployed side (its deployment and request policy). ``tie_margin``: a
         top-1 change within this many logits of the reference's margin is a tie, not a
-        divergence (default: the output tolerance, see harness.compare.ties)."""
+        divergence (the job's, :meth:`harness.session.Session.tie_margin`)."""
         self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
         self.isolate, self.top_k = isolate, top_k
-        self.tie_margin = default_tie_margin(tolerances) if tie_margin is None else tie_margin
+        self.tie_margin = tie_margin
         self.probabilities = side.deployment.scores_kind == "probabilities"
         """The deployment answers probabilities: the reference's logits are compared as their softmax."""
 

@@ -89,7 +89,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions, write_reports
-    from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo
+    from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
 
     spec = session.spec
     images = list_images(options.images)
@@ -112,11 +112,12 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         deployment = open_deployment(session, client, options.target, images, log)
         tolerances = session.tolerances(deployment.scores_kind)
         side = DeployedSide(deployment, session.client_factory(client), options.retries)
-        checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k, tie_margin)
+        checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
+                               tie_margin=tie_margin)
         with progress(len(images), f"checking {deployment.label}") as advance:
             outcome = run_check(images, checker, options.report, options.resume, options.save_tensors,
                                 options.workers, on_result=lambda r: advance(r.image))
-        server = ServerInfo(session.server_label(client), client.protocol)
+        server = session.server_info(client)
 
     stopped = outcome.stopped
     report = CheckReport(

@@ -21,7 +21,7 @@ import numpy as np
 
 from harness.compare.metrics import quick_verdict
 from harness.compare.stages import as_8bit
-from harness.compare.ties import default_tie_margin, flip_verdict
+from harness.compare.ties import flip_verdict
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
@@ -56,11 +56,12 @@ class Diagnoser:
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS, tie_margin: float | None = None):
+                 workers: int = DEFAULT_WORKERS, *, tie_margin: float):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
-        self.tie_margin = default_tie_margin(tolerances) if tie_margin is None else tie_margin
-        """A top-1 change is a tie when the reference's margin is at most this (default: the output's atol)."""
+        self.tie_margin = tie_margin
+        """A top-1 change is a tie when the reference's margin is at most this (the job's,
+        :meth:`harness.session.Session.tie_margin`)."""
         self._fp16_model, self._fp16 = fp16_model, None
         for stages in deployed.stages:  # whole levels as uint8 once, not as float32 in every comparison
             for stage in IMAGE_STAGES:

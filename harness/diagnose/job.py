@@ -74,7 +74,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.reference.model import CHOICES, TorchModel
     from harness.report.data import versions
     from harness.report.diagnosis import write_diagnosis
-    from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo, ServerInfo
+    from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
     from harness.spec import SPEC_FILENAME, SpecError
 
     started = time.perf_counter()
@@ -105,7 +105,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     reference = BUILT_IN[recipe](spec.reference.preprocess)
     read_start = time.perf_counter()
     with session.connect(log=log) as client:
-        server = ServerInfo(client.url, client.protocol)
+        server = session.server_info(client)
         deployment = open_deployment(session, client, target, images, log)
         if deployment.scores_kind == "probabilities":
             raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
