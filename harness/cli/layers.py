@@ -7,8 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_repository_args, add_server_args, connect, console, session_of
-from harness.errors import EXIT_FOUND, EXIT_OK
+from harness.cli.common import add_repository_args, add_server_args, console, session_of
+from harness.errors import UsageError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -17,7 +17,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     from harness.layers.run import DEFAULT_BATCH
 
     p = commands.add_parser("layers", help="compare the classifier layer by layer between runtimes and precisions "
-                                           "and name the first divergent layer")
+                                           "and name the first divergent layer",
+                            description="Run the classifier in each execution (the first is the reference) on the same "
+                                        "inputs and compare every layer's output; name the first divergent layer. Exit "
+                                        "status: 0 no layer diverged, 1 one did, 2 a model, layer, execution or image "
+                                        "directory it cannot use.")
     p.add_argument("images", type=Path, help="directory of images (the reference preprocessing makes the model "
                                              "inputs) or of saved model inputs (check --save-tensors .npz, or .npy)")
     p.add_argument("--onnx", type=Path, default=None,
@@ -44,7 +48,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
 
     r = commands.add_parser("repeat", help="does the deployment answer the same twice? the same images sent alone, "
-                                           "in batches and concurrently, every stage compared with the first answer")
+                                           "in batches and concurrently, every stage compared with the first answer",
+                            description="Send the same images alone, in batches and concurrently, and compare every "
+                                        "stage of every answer with the image's first, by the drift rule. Exit status: "
+                                        "0 every answer repeats within the rule, 1 one does not, 2 bad options, no "
+                                        "usable image, or the server not reachable or stopped.")
     r.add_argument("images", type=Path, help="directory of images")
     r.add_argument("--pipeline", default="dali", help="which ensemble and taps model (default dali)")
     r.add_argument("--model", default=None, metavar="NAME",
@@ -63,80 +71,35 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_layers_command(args) -> int:
-    from harness.errors import UsageError
-    from harness.layers.compare import LayerTolerance
-    from harness.layers.report import pair_line, write_layers_report
-    from harness.layers.run import run_layers
+    from harness.layers.job import LayersOptions, run
+    from harness.layers.report import pair_line
 
-    session = session_of(args)
-    if args.batch < 1 or args.rel_rms <= 0:
-        raise UsageError("--batch must be at least 1 and --rel-rms above 0")
-    onnx_path = args.onnx or session.onnx_path
-    executions = [e.strip() for e in args.executions.split(",") if e.strip()]
-    layers = [n.strip() for n in args.layers.split(",")] if args.layers else None
-    result = run_layers(args.images, onnx_path, executions, session.recipe(), LayerTolerance(args.rel_rms), layers,
-                        args.fp16_onnx, args.batch, args.limit,
-                        progress=lambda n: console.print(f"{n} images", end="\r") if sys.stdout.isatty() else None,
-                        torch_model=args.torch_model, torch_prefix=args.torch_prefix)
-    paths = write_layers_report(args.report, result, "harness layers " + shlex.join(sys.argv[2:]))
-    for pair in result.pairs:
+    options = LayersOptions(args.images, args.onnx, tuple(e.strip() for e in args.executions.split(",") if e.strip()),
+                            args.fp16_onnx, args.torch_model, args.torch_prefix,
+                            tuple(n.strip() for n in args.layers.split(",")) if args.layers else None,
+                            args.rel_rms, args.batch, args.limit, args.report,
+                            "harness layers " + shlex.join(sys.argv[2:]))
+    job = run(session_of(args), options,
+              progress=lambda n: console.print(f"{n} images", end="\r") if sys.stdout.isatty() else None)
+    for pair in job.result.pairs:
         console.print(pair_line(pair), highlight=False, soft_wrap=True)
-    console.print(f"first divergent layer: {result.first_divergent_layer or 'none'}; report: {paths['html']}",
+    console.print(f"first divergent layer: {job.result.first_divergent_layer or 'none'}; report: {job.paths['html']}",
                   highlight=False, soft_wrap=True)
-    return EXIT_FOUND if result.first_divergent_layer else EXIT_OK
+    return job.exit_status()
 
 
 def run_repeat_command(args) -> int:
-    import json
+    from harness.layers.job import RepeatOptions, run_repeat
 
-    from harness.compare.tolerance import tolerances_for
-    from harness.corpus import list_images
-    from harness.deployment.target import Target, open_deployment
-    from harness.errors import UsageError
-    from harness.layers.repeatability import check_repeatability, deployment_probes, repository_probes, summary_rows
-    from harness.stage import Stage
-
-    session = session_of(args)
     try:
-        sizes = [int(b) for b in args.batch_sizes.split(",") if b]
+        sizes = tuple(int(b) for b in args.batch_sizes.split(",") if b)
     except ValueError:
         raise UsageError(f"--batch-sizes: integers separated by commas, got {args.batch_sizes!r}") from None
-    if args.repeats < 1 or args.concurrency < 1 or any(b < 2 for b in sizes):
-        raise UsageError("--repeats and --concurrency must be at least 1, every batch size at least 2")
-    recipe = session.recipe()
-    images = []
-    for path in list_images(args.images):
-        data = path.read_bytes()
-        try:
-            recipe(data)
-        except ValueError as exc:  # ImageError and friends: skipped, said
-            console.print(f"skipped {path.name}: {exc}")
-            continue
-        images.append((path.name, data))
-        if len(images) == args.limit:
-            break
-    if not images:
-        raise UsageError(f"{args.images}: no usable image")
-    drift = tolerances_for(session.spec.preprocess, drift=True)
-    with connect(args) as client:
-        if args.model:
-            found = open_deployment(session, client, Target(model=args.model), list_images(args.images), console.print)
-            probes = deployment_probes(found, recipe)
-        else:
-            probes = repository_probes(args.pipeline, recipe)
-        result = check_repeatability(session.client_factory(client), probes, images,
-                                     lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
-                                     args.repeats, sizes, args.concurrency)
-    args.report.mkdir(parents=True, exist_ok=True)
-    (args.report / "repeat.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    lines = [f"# Repeatability: {len(images)} images, {result.repeats} rounds, batch sizes {sizes}, "
-             f"{result.concurrency} concurrent", "", "| model | stage | images | answers | max abs spread | top-1 changes "
-             "| verdict |", "|---|---|---|---|---|---|---|"]
-    for row in summary_rows(result):
-        lines.append(f"| {row['probe']} | {row['stage']} | {row['images']} | "
-                     f"{row['answers']} | {row['max_abs']:.3g} | {row['top1_changes']} | {row['verdict'].value} |")
+    options = RepeatOptions(args.images, args.pipeline, args.model, args.repeats, sizes, args.concurrency, args.limit,
+                            args.report)
+    job = run_repeat(session_of(args), options, log=console.print)
+    for row in job.rows:
         console.print(f"{row['probe']} {row['stage']}: {row['answers']} answers of {row['images']} images, largest spread "
                       f"{row['max_abs']:.3g}, top-1 changes {row['top1_changes']}: {row['verdict'].value}")
-    (args.report / "repeat.md").write_text("\n".join(lines) + "\n")
-    console.print(f"verdict {result.verdict.value}; report: {args.report / 'repeat.md'}")
-    return EXIT_FOUND if result.verdict.value == "diverged" else EXIT_OK
+    console.print(f"verdict {job.result.verdict.value}; report: {job.paths['markdown']}")
+    return job.exit_status()

@@ -15,7 +15,6 @@ from harness.cli.common import add_repository_args, add_server_args, connect, co
 from harness.client import PIPELINES
 from harness.errors import ServerStopped, UsageError
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
-from harness.stage import Stage
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -101,29 +100,16 @@ def run_model_export(args) -> int:
 
 def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None) -> None:
     """The fp16 model with its fp32 fallback found on ``calibration`` (default the photo corpus)."""
-    import json
+    from harness.layers.job import export_fp16_model
 
-    import numpy as np
-
-    from harness.layers.executions import load_onnx
-    from harness.layers.fallback import find_fp32_fallback
-    from harness.layers.inputs import image_inputs
-    from harness.precision import FP16_FILENAME, compare_precision, export_fp16
-
-    load_onnx(path)  # a missing or non-ONNX file: one line, exit 2
-    out = out or path.with_name(FP16_FILENAME)
-    if calibration is None and not DEFAULT_PHOTOS.is_dir():
-        export_fp16(path, out)
-        console.print(f"wrote {out} (no calibration images: no fp32 fallback searched)")
+    done = export_fp16_model(session, path, out, calibration, log=console.print)
+    if done.fallback is None:
+        console.print(f"wrote {done.fp16_model} (no calibration images: no fp32 fallback searched)")
         return
-    failed: list = []
-    inputs = np.stack([x for _, x in image_inputs(calibration or DEFAULT_PHOTOS, session.recipe(), failed)])
-    fallback = find_fp32_fallback(path, inputs, out, session.tolerances()[Stage.OUTPUT], log=console.print)
-    report = out.with_suffix(".json")
-    report.write_text(json.dumps({"model": str(path), "fp16_model": str(out), **fallback.to_dict()}, indent=1) + "\n")
-    kept = ", ".join(fallback.fp32_layers) if fallback.fp32_layers else "none: fp16 is safe as it is"
-    console.print(f"wrote {out} and {report}; layers kept in fp32: {kept}", highlight=False, soft_wrap=True)
-    c = compare_precision(path, out, inputs)
+    kept = ", ".join(done.fallback.fp32_layers) if done.fallback.fp32_layers else "none: fp16 is safe as it is"
+    console.print(f"wrote {done.fp16_model} and {done.report}; layers kept in fp32: {kept}", highlight=False,
+                  soft_wrap=True)
+    c = done.comparison
     console.print(f"fp16 vs fp32 on {c.images} images (ONNX Runtime, CPU): top-1 agreement {c.top1_agreement:.1%}, "
                   f"logits max |diff| {c.max_abs_logit:.3g}, mean {c.mean_abs_logit:.3g}")
 
