@@ -163,13 +163,14 @@ class Session:
             tolerances[Stage.OUTPUT] = dataclasses.replace(tolerances[Stage.OUTPUT], **scaled)
         return tolerances
 
-    def tie_margin(self, given: float | None = None) -> float:
+    def tie_margin(self, given: float | None = None, scores_kind: str = "logits") -> float:
         """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
-        ``given`` (``--tie-margin``), or by default the spec's output tolerance
-        (:func:`harness.compare.ties.default_tie_margin`); raises :class:`UsageError` if negative."""
+        ``given`` (``--tie-margin``), or by default the output tolerance of ``scores_kind``
+        (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
+        units of the scores compared. Raises :class:`UsageError` if negative."""
         from harness.compare.ties import default_tie_margin
 
-        margin = default_tie_margin(self.tolerances()) if given is None else given
+        margin = default_tie_margin(self.tolerances(scores_kind)) if given is None else given
         if margin < 0:
             raise UsageError(f"--tie-margin must be at least 0, got {margin}")
         return margin

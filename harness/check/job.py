@@ -105,12 +105,15 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                                               threads=max(1, (os.cpu_count() or 1) // options.workers))
     if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
         reference_model.check_input(spec.reference.preprocess.input_shape)
-    tie_margin = session.tie_margin(options.tie_margin)
+    session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
 
     with session.connect(log=log) as client:
         server_metadata = client.server_metadata()
         deployment = open_deployment(session, client, options.target, images, log)
         tolerances = session.tolerances(deployment.scores_kind)
+        # In the units compared: probabilities when the deployment answers them (the reference's
+        # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
+        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind)
         side = DeployedSide(deployment, session.client_factory(client), options.retries)
         checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
                                tie_margin=tie_margin)

@@ -117,5 +117,6 @@ def test_an_output_of_probabilities_is_compared_with_the_references_softmax(serv
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["deployed"]["deployment"]["scores_kind"] == "probabilities"
     assert report["spec"]["tolerances"]["output"]["atol"] == 0.02  # probability units, not logits
+    assert report["run"]["tie_margin"] == 0.02  # so is a tie between two classes
     output = {s["name"]: s for s in report["stages"]}["output"]
     assert output["verdict"] == "close" and output["metrics"]["max_abs"]["worst"] < 0.02
