@@ -16,6 +16,8 @@ Commands raise; :func:`exit_status_of` is the one place an exception becomes a s
 
 from __future__ import annotations
 
+from typing import Callable
+
 EXIT_OK, EXIT_FOUND, ERROR_STATUS = 0, 1, 2
 
 
@@ -63,3 +65,17 @@ def exit_status_of(exc: BaseException) -> int | None:
 
 def message_of(exc: BaseException) -> str:
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+
+
+def run_command(command: Callable[[], int], report: Callable[[str], None]) -> int:
+    """``command()``'s exit status, under the one policy: an exception :func:`exit_status_of`
+    knows ends the command with its status, its message given to ``report`` (one line);
+    anything else raises with its traceback. Every command line's ``main`` runs through it."""
+    try:
+        return command()
+    except (Exception, KeyboardInterrupt) as exc:
+        status = exit_status_of(exc)
+        if status is None:
+            raise
+        report(message_of(exc))
+        return status

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
-from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError, exit_status_of, message_of
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError, run_command
 from loadtest.locust_control import LocalLocust, LocustControl
 from loadtest.metrics import ModelBreakdown, breakdown, scrape
 from loadtest.stats import RunStats, summarize
@@ -339,23 +339,21 @@ def _run_with_progress(locust, endpoints, config, console) -> list[PointResult]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m loadtest.sweep``: parse, run, print; the exit status of :class:`SweepResult`,
-    or 2 with one line for the harness's errors (:func:`harness.errors.exit_status_of`)."""
+    or 2 with one line for the harness's errors (:func:`harness.errors.run_command`)."""
     from rich.markup import escape
 
     parser = argparse.ArgumentParser(prog="python -m loadtest.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
+    args = parser.parse_args(argv)
     out = make_console()
-    try:
-        result = run(options_from_args(parser.parse_args(argv)), console=out)
+
+    def sweep() -> int:
+        result = run(options_from_args(args), console=out)
         print_result(result, out)
         return result.exit_status()
-    except (Exception, KeyboardInterrupt) as exc:
-        status = exit_status_of(exc)
-        if status is None:
-            raise
-        out.print(f"[bold red]error:[/] {escape(message_of(exc))}")
-        return status
+
+    return run_command(sweep, lambda message: out.print(f"[bold red]error:[/] {escape(message)}"))
 
 
 if __name__ == "__main__":

@@ -38,3 +38,21 @@ def test_a_stopped_server_says_where_and_what_now():
     assert str(stopped) == "the Triton server at 127.0.0.1:1 stopped answering at image 'a.jpg': deadline exceeded. " \
                            "3 images kept"
     assert str(ServerStopped("h:1", None, "gone")) == "the Triton server at h:1 stopped answering: gone"
+
+
+def test_run_command_reports_a_refusal_and_lets_a_bug_raise():
+    from harness.errors import run_command
+
+    said = []
+
+    def refuse() -> int:
+        raise UsageError("no images in /nowhere")
+
+    assert run_command(refuse, said.append) == ERROR_STATUS and said == ["no images in /nowhere"]
+    assert run_command(lambda: 1, said.append) == 1 and len(said) == 1
+
+    def bug() -> int:
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        run_command(bug, said.append)

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from harness.cli import accuracy, check, diagnose, layers, loadtest, preflight, serving, train
 from harness.cli.common import console
-from harness.errors import exit_status_of, message_of
+from harness.errors import run_command
 
 COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight, layers)
 
@@ -33,14 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except (Exception, KeyboardInterrupt) as exc:
-        status = exit_status_of(exc)
-        if status is None:
-            raise
-        console.print(f"[bold red]error:[/] {escape(message_of(exc))}", soft_wrap=True)  # one line in logs
-        return status
+    return run_command(lambda: args.run(args),
+                       lambda message: console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import exit_status_of, message_of
+from harness.errors import run_command
 from harness.manifest import MANIFEST_PATH
 from harness.paths import DEFAULT_REPOSITORY
 from harness.preflight.job import DEFAULT_KNOWN_ANSWERS, DEFAULT_TIMEOUT, PreflightOptions, PreflightResult
@@ -90,11 +90,5 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m harness.preflight", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except (Exception, KeyboardInterrupt) as exc:  # the shared policy; no rich in the Triton image to print with
-        status = exit_status_of(exc)
-        if status is None:
-            raise
-        print(f"error: {message_of(exc)}", file=sys.stderr)
-        return status
+    # The shared policy; no rich in the Triton image to print with.
+    return run_command(lambda: run(args), lambda message: print(f"error: {message}", file=sys.stderr))
