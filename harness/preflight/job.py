@@ -96,13 +96,10 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
         url, metrics_url = options.url, options.metrics_url
         if url and not metrics_url:
             metrics_url = f"http://{url.rsplit(':', 1)[0]}:8002/metrics"
-        if not url:
-            from harness.repository import build_cpu_profile
-            from harness.server import TritonServer, free_port
+        if not url:  # never in the Triton image (there, the server's url is given)
+            from harness.session import embedded_server
 
-            repo = build_cpu_profile(options.repository, Path(stack.enter_context(_tmpdir())) / "repository")
-            server = stack.enter_context(TritonServer(repo, http_port=free_port(), grpc_port=free_port(),
-                                                      metrics_port=free_port()))
+            server = stack.enter_context(embedded_server(options.repository, log=log))
             url, metrics_url = server.url(options.protocol), server.metrics_url
 
         def client_factory():
@@ -147,9 +144,3 @@ def _record(client, options: PreflightOptions, manifest: Manifest, profile: str)
                          "(in compose, build/preflight must be mounted writable to record)") from None
     return PreflightResult(manifest, profile, recorded=path, photos=len(photos))
 
-
-def _tmpdir():
-    import tempfile
-
-    BUILD_DIR.mkdir(exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix="preflight-", dir=BUILD_DIR)
