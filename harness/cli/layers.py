@@ -12,9 +12,9 @@ from harness.errors import UsageError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from harness.layers.compare import LayerTolerance
     from harness.layers.executions import EXECUTIONS
-    from harness.layers.run import DEFAULT_BATCH
+    from harness.layers.job import LayersOptions as L
+    from harness.layers.job import RepeatOptions as R
 
     p = commands.add_parser("layers", help="compare the classifier layer by layer between runtimes and precisions "
                                            "and name the first divergent layer",
@@ -26,8 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                                              "inputs) or of saved model inputs (check --save-tensors .npz, or .npy)")
     p.add_argument("--onnx", type=Path, default=None,
                    help="the fp32 ONNX (default: the repository's classifier)")
-    p.add_argument("--executions", default="torch,onnx",
-                   help=f"comma-separated, the first is the reference; of {', '.join(EXECUTIONS)} (default torch,onnx)")
+    p.add_argument("--executions", default=",".join(L.executions),
+                   help=f"comma-separated, the first is the reference; of {', '.join(EXECUTIONS)} (default %(default)s)")
     p.add_argument("--fp16-onnx", type=Path, default=None,
                    help="the fp16 ONNX for onnx-fp16/trt-fp16 (default: converted from --onnx as `model export --fp16` does)")
     p.add_argument("--torch-model", default=None, metavar="FILE.py:FACTORY",
@@ -37,15 +37,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="the ONNX scope the module was exported under (default: net for the default model, as "
                         "`harness model export` wraps it; none for --torch-model)")
     p.add_argument("--layers", default=None, help="comma-separated node names to compare (default: every layer)")
-    p.add_argument("--rel-rms", type=float, default=LayerTolerance.rel_rms,
-                   help=f"a layer diverges beyond this relative RMS error on an image (default {LayerTolerance.rel_rms})")
-    p.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"images per forward pass (default {DEFAULT_BATCH})")
+    p.add_argument("--rel-rms", type=float, default=L.rel_rms,
+                   help="a layer diverges beyond this relative RMS error on an image (default %(default)s)")
+    p.add_argument("--batch", type=int, default=L.batch, help="images per forward pass (default %(default)s)")
     p.add_argument("--limit", type=int, default=None, help="use at most this many images (default all)")
-    p.add_argument("--report", type=Path, default=Path("build/layers"), help="report directory (default build/layers)")
+    p.add_argument("--report", type=Path, default=L.report, help="report directory (default %(default)s)")
     add_repository_args(p)
     p.set_defaults(run=run_layers_command)
-
-    from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
 
     r = commands.add_parser("repeat", help="does the deployment answer the same twice? the same images sent alone, "
                                            "in batches and concurrently, every stage compared with the first answer",
@@ -54,17 +52,17 @@ def register(commands: argparse._SubParsersAction) -> None:
                                         "0 every answer repeats within the rule, 1 one does not, 2 bad options, no "
                                         "usable image, or the server not reachable or stopped.")
     r.add_argument("images", type=Path, help="directory of images")
-    r.add_argument("--pipeline", default="dali", help="which ensemble and taps model (default dali)")
+    r.add_argument("--pipeline", default=R.pipeline, help="which ensemble and taps model (default %(default)s)")
     r.add_argument("--model", default=None, metavar="NAME",
                    help="any model or ensemble on the server instead of --pipeline: its scores, and its classifier "
                         "step alone on the reference input where discovery finds one (see harness check --model)")
-    r.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help=f"rounds per mode (default {DEFAULT_REPEATS})")
-    r.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)),
+    r.add_argument("--repeats", type=int, default=R.repeats, help="rounds per mode (default %(default)s)")
+    r.add_argument("--batch-sizes", default=",".join(map(str, R.batch_sizes)),
                    help="request sizes the image is sent in with companions (default %(default)s)")
-    r.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
-                   help=f"threads sending single-image requests at once (default {DEFAULT_CONCURRENCY})")
-    r.add_argument("--limit", type=int, default=8, help="images used (default 8)")
-    r.add_argument("--report", type=Path, default=Path("build/repeat"), help="writes repeat.json and repeat.md here")
+    r.add_argument("--concurrency", type=int, default=R.concurrency,
+                   help="threads sending single-image requests at once (default %(default)s)")
+    r.add_argument("--limit", type=int, default=R.limit, help="images used (default %(default)s)")
+    r.add_argument("--report", type=Path, default=R.report, help="writes repeat.json and repeat.md here")
     add_repository_args(r)
     add_server_args(r)
     r.set_defaults(run=run_repeat_command)

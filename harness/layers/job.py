@@ -15,6 +15,7 @@ from harness.errors import EXIT_FOUND, EXIT_OK, UsageError
 from harness.layers.compare import LayerTolerance
 from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
 from harness.layers.run import DEFAULT_BATCH
+from harness.verdict import Verdict
 
 if TYPE_CHECKING:
     from harness.layers.compare import LayersResult
@@ -102,7 +103,7 @@ class RepeatJobResult:
 
     def exit_status(self) -> int:
         """0 every answer repeated within the drift rule, 1 one did not."""
-        return EXIT_FOUND if self.result.verdict.value == "diverged" else EXIT_OK
+        return EXIT_FOUND if self.result.verdict is Verdict.DIVERGED else EXIT_OK
 
 
 def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lambda line: None) -> RepeatJobResult:
