@@ -109,10 +109,10 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
 
     with session.connect(log=log) as client:
         server_metadata = client.server_metadata()
-        deployment = open_deployment(session, client, options.target, images, log)
-        tolerances = session.tolerances(deployment.scores_kind)
+        deployment = open_deployment(session, client, options.target, images, log, recipe)
         # In the units compared: probabilities when the deployment answers them (the reference's
         # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
+        tolerances = session.tolerances(deployment.scores_kind)
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind)
         side = DeployedSide(deployment, session.client_factory(client), options.retries)
         checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
@@ -128,7 +128,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         reference=ReferenceInfo(recipe.describe(), reference_model.name),
         deployed=DeployedInfo.of(deployment, server, options.target.note()),
         run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
-                     options.allow_rejected, str(stopped) if stopped else None))
+                     options.allow_rejected, str(stopped) if stopped else None, deployment.scores_kind.name))
     missing = len(images) - report.summary.images
     if stopped is None and missing:  # every image in is an image reported
         raise RuntimeError(f"{missing} images neither compared nor failed")

@@ -34,6 +34,18 @@ class StageReport:
         raise NotImplementedError
 
     @property
+    def scores_kind(self) -> str:
+        """What the compared outputs hold: ``logits`` or ``probabilities`` (:mod:`harness.scores`)."""
+        return "logits"
+
+    @property
+    def scores_unit(self) -> str:
+        """The unit of the tie margin and of the output's errors (``logits``, ``probability``)."""
+        from harness.scores import score_kind
+
+        return score_kind(self.scores_kind).unit
+
+    @property
     def top_k(self) -> int:
         return DEFAULT_TOP_K
 
@@ -64,11 +76,14 @@ class CheckRun:
     top_k: int = DEFAULT_TOP_K
     allow_rejected: bool = False
     stopped_reason: str | None = None
+    scores_kind: str = "logits"
+    """What the output compared holds; the tie margin is in its units."""
 
     def to_dict(self) -> dict:
         return {"seconds": self.seconds, "incomplete": self.stopped_reason is not None,
                 "stopped_reason": self.stopped_reason, "fail_on": self.fail_on, "isolated": self.isolated,
-                "tie_margin": self.tie_margin, "top_k": self.top_k, "allow_rejected": self.allow_rejected}
+                "tie_margin": self.tie_margin, "scores_kind": self.scores_kind, "top_k": self.top_k,
+                "allow_rejected": self.allow_rejected}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +111,10 @@ class CheckReport(StageReport):
     @property
     def tie_margin(self) -> float:
         return self.run.tie_margin
+
+    @property
+    def scores_kind(self) -> str:
+        return self.run.scores_kind
 
     @property
     def top_k(self) -> int:
@@ -140,6 +159,10 @@ class RunComparison(StageReport):
     @property
     def tie_margin(self) -> float:
         return self.run_tie_margin
+
+    @property
+    def scores_kind(self) -> str:
+        return (self.deployed_b.get("deployment") or {}).get("scores_kind", "logits")
 
     def to_dict(self) -> dict:
         verdict = self.summary.verdict
