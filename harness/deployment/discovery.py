@@ -161,6 +161,15 @@ def scores_output(model: ModelInfo, choice: str | None = None, prefer: str = "lo
     return (preferred or candidates)[0]
 
 
+def numpy_dtype(data_type: str):
+    """A Triton data type (``TYPE_FP32``) as numpy's."""
+    import numpy as np
+    from tritonclient.utils import triton_to_np_dtype
+
+    name = data_type.removeprefix("TYPE_")
+    return np.dtype(triton_to_np_dtype("BYTES" if name == "STRING" else name))
+
+
 def classes_of(tensor: TensorInfo) -> int:
     """The class count of a scores output."""
     return max(tensor.dims)

@@ -31,13 +31,16 @@ class Target:
     """The output of class scores (None: found)."""
     stages: Mapping[str, str] = field(default_factory=dict)
     """``{step or step.tensor: stage}`` overriding the mapping found (``--stage``)."""
+    client: str | None = None
+    """``file.py:name``: the client's own preprocessing, whose tensors ``model`` is fed (``--client``)."""
 
     @property
     def foreign(self) -> bool:
-        """A model that is not one of this repository's ensembles: its training side is the user's."""
-        from harness.client import PIPELINES
+        """A model that is not one of this repository's (its ensembles, its classifier): its
+        training side is the user's."""
+        from harness.client import CLASSIFIER, PIPELINES
 
-        return self.model is not None and self.model not in {p.ensemble for p in PIPELINES.values()}
+        return self.model is not None and self.model not in {CLASSIFIER, *(p.ensemble for p in PIPELINES.values())}
 
     def note(self) -> tuple[str, ...]:
         """What the report should add about this choice."""
@@ -59,12 +62,17 @@ def require_reference_model(targets: Sequence[Target], reference_model: str) -> 
 
 
 def open_deployment(session: "Session", client: "TritonClient", target: Target, images: Sequence[Path],
-                    log: Callable[[str], None] = lambda line: None) -> "Deployment":
+                    log: Callable[[str], None] = lambda line: None,
+                    reference: Callable[[bytes], dict] | None = None) -> "Deployment":
     """The deployment ``target`` names on ``client``'s server; a ``--model`` is probed with the
-    first of ``images`` it accepts (at most :data:`PROBE_IMAGES`) and what was found is logged
+    first of ``images`` it accepts (at most :data:`PROBE_IMAGES`), its tensors read against
+    ``reference`` (the job's reference recipe) on that image, and what was found is logged
     line by line. The spec's ``[deployment.stages]`` apply under ``target.stages``."""
     if target.model is None:
-        return session.deployment(client, target.pipeline)
+        if target.client:
+            raise UsageError(f"--client {target.client} needs --model: the model on the server the client's tensors "
+                             "are sent to")
+        return _repository_pipeline(session, client, target.pipeline)
     from harness.deployment.mapping import parse_overrides
 
     try:
@@ -72,6 +80,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
     except ValueError as exc:
         raise UsageError(f"[deployment.stages] of {session.spec_path}: {exc}".replace("--stage ", "")) from None
     stages = {**from_spec, **target.stages}
+    sources = {key: "--stage" if key in target.stages else f"[deployment.stages] of {session.spec_path}" for key in stages}
     problems = []
     for path in images[:PROBE_IMAGES]:
         try:
@@ -81,7 +90,8 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
             continue
         try:
             deployment = session.deployment(client, model=target.model, probe=probe, output=target.output,
-                                            stages=stages)
+                                            stages=stages, reference=_reference_stages(reference, probe),
+                                            sources=sources, client_function=target.client)
         except DeploymentError as exc:
             if "rejected the probe image" not in str(exc):
                 raise
@@ -92,3 +102,28 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
         return deployment
     raise UsageError(f"--model {target.model}: none of the first {len(problems)} images could probe it "
                      f"({'; '.join(problems)})")
+
+
+def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str) -> "Deployment":
+    """This repository's ``pipeline``, its ensemble and taps model ready on the server, else a
+    one-line refusal naming the models the server has (give ``--model`` for one of those)."""
+    from harness.client import PIPELINES
+
+    names = PIPELINES[pipeline]
+    missing = [m for m in (names.ensemble, names.taps_model) if not client.is_ready(m)]
+    if missing:
+        ready = client.ready_models()
+        raise UsageError(f"no {missing[0]} on {client.url}: this is not a server of this repository's models; give "
+                         "--model NAME for one of yours (models on the server: "
+                         f"{', '.join(ready) if ready else 'none ready'})")
+    return session.deployment(client, pipeline)
+
+
+def _reference_stages(reference: Callable[[bytes], dict] | None, probe: bytes) -> dict | None:
+    """The reference's stages of the probe (None when there is no reference, or it cannot process the probe)."""
+    if reference is None:
+        return None
+    try:
+        return reference(probe)
+    except Exception:  # noqa: BLE001 - evidence only: without it, the mapping says what it could not read
+        return None
