@@ -30,6 +30,7 @@ from harness.outcome import Outcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
 from harness.results import ImageIssue
+from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
 from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, Stage
 from harness.tolerance import Tolerance
@@ -56,12 +57,15 @@ class Diagnoser:
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS, *, tie_margin: float):
+                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
         self.tie_margin = tie_margin
         """A top-1 change is a tie when the reference's margin is at most this (the job's,
-        :meth:`harness.session.Session.tie_margin`)."""
+        :meth:`harness.session.Session.tie_margin`), in the units of ``scores``."""
+        self.scores = scores
+        """What the deployed output holds: the reference model's logits are compared as such
+        scores (their softmax for probabilities; :mod:`harness.scores`)."""
         self._fp16_model, self._fp16 = fp16_model, None
         for stages in deployed.stages:  # whole levels as uint8 once, not as float32 in every comparison
             for stage in IMAGE_STAGES:
@@ -108,6 +112,12 @@ class Diagnoser:
         if setting is None:
             return made
         return made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting[2]), self.indices))
+
+    def evaluate_recipe(self, recipe: Recipe, name: str) -> Evaluation:
+        """Any recipe object (the user's training callable) on every image, as it is: no
+        parameter of it can be varied, only compared."""
+        setting = (f"custom:{name}", self.reference, False)
+        return Evaluation(name, "-", self._outcomes_of(setting, recipe, self.model, self.indices))
 
     def screen(self, applied: Sequence[Hypothesis], h: Hypothesis, base: Evaluation, stage: str,
                model: bool) -> Evaluation:
@@ -231,6 +241,7 @@ class Diagnoser:
         self.counts["reference model (images)"] += new
         self.counts["reference model (cached)"] += len(todo) - new
         for i, out in zip(todo, logits):
+            out = self.scores.from_logits(out)
             outcome, dep_out = prepared[i][0], self.deployed.stages[i][Stage.OUTPUT]
             verdicts, errors = dict(outcome.verdicts), dict(outcome.errors)
             verdicts[Stage.OUTPUT], errors[Stage.OUTPUT] = self._compare(Stage.OUTPUT, out, dep_out)

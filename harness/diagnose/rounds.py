@@ -4,9 +4,13 @@ cause ranked by what it costs in predictions.
 Round *n* re-locates the first divergent stage with the changes of rounds 1..n-1 applied to
 the reference, tries every culprit of the catalogue on top of them, and keeps the simplest
 one that explains that stage (every stage up to it equal or close on every image), or else
-the one that improves it most. Rounds stop when nothing diverges, when nothing in the
-catalogue helps, or after :data:`MAX_ROUNDS`. A round that only improved is kept if a later
-round completes its explanation (two causes at one stage), and dropped otherwise.
+the one that improves it most. Only a real improvement counts, explaining included
+(:meth:`~harness.diagnose.outcomes.Evaluation.improves`: the stage's error cut by
+:data:`~harness.diagnose.outcomes.MIN_ERROR_DROP`, or enough images out of ``diverged``):
+what noise does is a candidate at most, never a cause. Rounds stop when nothing diverges,
+when nothing in the catalogue helps, or after :data:`MAX_ROUNDS`. A round that only
+improved is kept if a later round completes its explanation (two causes at one stage), and
+dropped otherwise.
 
 The cost of a cause is what undoing it alone, with every other cause applied, does to the
 predictions: the top-1 flips it brings back, then the output error it adds.
@@ -58,7 +62,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     before = base.subset(diagnoser.indices[:SCREEN_IMAGES])
     done = {id(e): diagnoser.evaluate(applied, e.hypothesis, base) for e in live
             if e.diverged(focus) == 0 and e.score(focus)[:2] < before.score(focus)[:2]}
-    explaining = [f for f in done.values() if f.diverged(focus) == 0]
+    explaining = [f for f in done.values() if f.diverged(focus) == 0 and f.improves(base, focus)]
     waiting = f"not pursued: another hypothesis explains `{focus}`"
     if not explaining:
         waiting = f"not pursued: a better one on the first {SCREEN_IMAGES} images improves `{focus}` on every image"
@@ -66,13 +70,15 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
             if id(e) not in done:
                 progress(f"round {number}: {e.name}, with the model")
                 done[id(e)] = diagnoser.screen(applied, e.hypothesis, base, focus, model=True)
-        for e in sorted((e for e in live if done[id(e)].status == "screened"), key=lambda e: done[id(e)].score(focus)):
+        # Only what improves beyond noise on the first images is worth every image.
+        worth = [e for e in live if done[id(e)].status == "screened" and done[id(e)].improves(before, focus)]
+        for e in sorted(worth, key=lambda e: done[id(e)].score(focus)):
             done[id(e)] = diagnoser.evaluate(applied, e.hypothesis, base)
-            if done[id(e)].score(focus) < base.score(focus):
+            if done[id(e)].improves(base, focus):
                 break
     tried = [done.get(id(e), e) for e in screened]
     tried = [e.with_status(waiting) if e.status == "screened" else e for e in tried]
-    improving = [e for e in tried if e.evaluated and e.score(focus) < base.score(focus)]
+    improving = [e for e in tried if e.evaluated and e.improves(base, focus)]
     if explaining:
         chosen = min(explaining, key=lambda e: _simplicity(e, focus))
     else:
