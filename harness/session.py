@@ -74,8 +74,22 @@ def connect(url: str | None, protocol: str, timeout: float, repository: Path, sp
             url = stack.enter_context(embedded_server(repository, spec, log)).url(protocol)
         client = stack.enter_context(TritonClient(url, protocol, timeout=timeout))
         if not client.is_ready():
-            raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready")
+            raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready{_other_protocol(url, protocol)}")
         yield client
+
+
+def _other_protocol(url: str, protocol: str) -> str:
+    """``; it answers HTTP there: add --protocol http`` when ``url`` speaks the other protocol (a
+    common slip: Triton's HTTP port 8000 with the default gRPC), else nothing."""
+    from harness.client import PROTOCOLS
+
+    other = next(p for p in PROTOCOLS if p != protocol)
+    try:
+        with TritonClient(url, other, timeout=5.0) as probe:
+            answers = probe.is_ready()
+    except Exception:  # noqa: BLE001 - only a hint
+        return ""
+    return f"; it answers {other.upper() if other == 'http' else 'gRPC'} there: add --protocol {other}" if answers else ""
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,10 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
         group.add_argument("--stage", action="append", default=None, metavar="STEP=STAGE",
                            help="with --model: compare step model STEP's output (or STEP.TENSOR) as STAGE (decode, "
                                 "resize, crop, input, output, or none), overriding the mapping found; repeatable")
+    group.add_argument("--client", default=None, metavar="FILE.py:NAME",
+                       help="with --model: your client's own preprocessing, a function of the file's bytes returning "
+                            "the model's input tensor (or a dict of tensors by input name); it runs here as your "
+                            "client runs it, its tensors are sent to the model and compared as stages")
     group.add_argument("--output", default=None, metavar="NAME",
                        help="with --model: the output holding the class scores (default: the one FP32 [classes] "
                             "output, logits preferred)")
@@ -103,7 +107,8 @@ def target_of(args: argparse.Namespace, model: str | None = None):
         stages = parse_overrides(getattr(args, "stage", None))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages)
+    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages,
+                  getattr(args, "client", None))
 
 
 @contextlib.contextmanager

@@ -87,6 +87,11 @@ class Deployment:
                 "stages": [str(s) for s in self.stages], "isolates": [str(s) for s in self.isolates],
                 "found": self.describe()}
 
+    def unsettled(self) -> list:
+        """The tensors whose stage the evidence did not settle (listed, not compared); a
+        probe image that settles more is a better one."""
+        return [m for m in getattr(self, "mappings", ()) if m.suggestion]
+
     # -- hooks ---------------------------------------------------------------------------
     def read(self, client: "TritonClient", data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         """Every exposed stage of one image (``output``: the production model's scores);

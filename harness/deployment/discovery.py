@@ -26,6 +26,10 @@ class DeploymentError(UsageError):
     that is not an encoded image, no output of class scores, ...)."""
 
 
+class ProbeRejected(DeploymentError):
+    """The deployment (or the client's preprocessing) rejected the probe image: another image may do."""
+
+
 IMAGE_KINDS = {"TYPE_UINT8": "ragged uint8", "TYPE_STRING": "bytes"}
 """Triton data type of an encoded-image input -> how a file is sent: ``ragged uint8`` (DALI's
 convention: the file's bytes, zero padded to the longest of the batch) or ``bytes`` (one

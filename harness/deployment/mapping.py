@@ -8,9 +8,10 @@ stages by what they hold (one probe image; the mapping is then fixed for the run
 - a tensor of 3 channels (HWC or CHW) gets its **scale** from how its values relate to the
   reference's pixels of the same photo (:func:`read_scale`): the standard deviation and mean
   of the tensor against those of the reference's image give the affine map ``(x - m) / s``
-  from pixels to the tensor, whatever the photo's brightness. ``s`` about 1 and ``m`` about 0:
-  an image on the 0-255 scale; ``s`` about 255, ``m`` about 0: an image on 0-1; any other ``m``
-  (and ``s``): a **normalized** tensor. uint8 is the 0-255 scale;
+  from pixels to the tensor, whatever the photo's brightness. ``s`` about 1 (values within
+  0-255): an image on the 0-255 scale; ``s`` about 255 (values within 0-1): an image on 0-1;
+  otherwise, a mean subtracted (``m`` away from 0, or negative values): a **normalized**
+  tensor. uint8 is the 0-255 scale;
 - an image is the reference image stage of its size it is closest to after the layout (and
   scale) conversion: ``decode``, ``resize`` or ``crop`` (by size alone, the file's own size
   is ``decode``, the model input's ``crop``, another ``resize``, when the reference has no
@@ -48,7 +49,8 @@ LAYOUTS = ("HWC", "CHW")
 SCALE_BAND = 1.5
 """An image's fitted ``s`` is within this factor of 1 (0-255) or of 255 (0-1)."""
 OFFSET_LEVELS = 40.0
-"""An image's fitted ``m`` is within this many levels of 0; beyond it, a mean was subtracted."""
+"""Outside the image scales, a fitted ``m`` within this many levels of 0 (and no negative value)
+is no subtracted mean: such a tensor is not settled."""
 FLAT_LEVELS = 2.0
 """A probe whose reference image has a smaller standard deviation says nothing about a scale."""
 STD_RANGE = (0.5, 600.0)
@@ -164,14 +166,15 @@ def read_scale(hwc: np.ndarray, pixels: np.ndarray | None) -> Scale:
     std = reference.std() / values.std()
     mean = reference.mean() - values.mean() * std
     fit = f"{shown}: (pixel - {mean:.4g}) / {std:.4g} of the reference's pixels"
-    near = abs(mean) <= OFFSET_LEVELS
-    for kind, unit, lo, hi in (("0-255", 1.0, -8.0, 263.0), ("0-1", 255.0, -8 / 255, 263 / 255)):
-        if near and unit / SCALE_BAND <= std <= unit * SCALE_BAND:
-            if low < lo or high > hi:
+    for kind, unit in (("0-255", 1.0), ("0-1", 255.0)):
+        if unit / SCALE_BAND <= std <= unit * SCALE_BAND:
+            if -8.0 / unit <= low and high <= 263.0 / unit:  # a level or so of resampling overshoot
+                # An offset here is content (another resize or crop of the photo), not a subtracted mean.
+                return Scale(kind, f"{fit}: an image on the {kind} scale", std, mean)
+            if low >= 0:
                 return Scale(None, f"{fit}: an image on the {kind} scale by its spread, but its values leave that "
                                    "range", std, mean)
-            return Scale(kind, f"{fit}: an image on the {kind} scale", std, mean)
-    if near and low >= 0:
+    if abs(mean) <= OFFSET_LEVELS and low >= 0:
         return Scale(None, f"{fit}: scaled like no known image scale, and no mean subtracted", std, mean)
     if not STD_RANGE[0] <= std <= STD_RANGE[1]:
         return Scale(None, f"{fit}: its values do not scale like the reference's pixels", std, mean)

@@ -24,6 +24,7 @@ from harness.deployment.base import Deployment, ImageRequest
 from harness.deployment.discovery import (
     DeploymentError,
     ModelInfo,
+    ProbeRejected,
     Step,
     TensorInfo,
     image_input,
@@ -242,7 +243,7 @@ def _probe(call, model: str):
     try:
         return call()
     except InferenceError as exc:
-        raise DeploymentError(f"{model!r} rejected the probe image: {exc}") from None
+        raise ProbeRejected(f"{model!r} rejected the probe image: {exc}") from None
 
 
 def _classifier_inputs(steps, scores_name: str) -> set[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from harness.deployment.discovery import DeploymentError
+from harness.deployment.discovery import ProbeRejected
 from harness.errors import UsageError
 
 if TYPE_CHECKING:
@@ -66,8 +66,10 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
                     reference: Callable[[bytes], dict] | None = None) -> "Deployment":
     """The deployment ``target`` names on ``client``'s server; a ``--model`` is probed with the
     first of ``images`` it accepts (at most :data:`PROBE_IMAGES`), its tensors read against
-    ``reference`` (the job's reference recipe) on that image, and what was found is logged
-    line by line. The spec's ``[deployment.stages]`` apply under ``target.stages``."""
+    ``reference`` (the job's reference recipe) on that image; where that image leaves a tensor
+    unsettled (a flat photo says nothing of a scale) the next ones are tried, and the first
+    that settles every tensor is kept. What was found is logged line by line. The spec's
+    ``[deployment.stages]`` apply under ``target.stages``."""
     if target.model is None:
         if target.client:
             raise UsageError(f"--client {target.client} needs --model: the model on the server the client's tensors "
@@ -81,7 +83,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
         raise UsageError(f"[deployment.stages] of {session.spec_path}: {exc}".replace("--stage ", "")) from None
     stages = {**from_spec, **target.stages}
     sources = {key: "--stage" if key in target.stages else f"[deployment.stages] of {session.spec_path}" for key in stages}
-    problems = []
+    problems, found = [], None
     for path in images[:PROBE_IMAGES]:
         try:
             probe = path.read_bytes()
@@ -92,16 +94,19 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
             deployment = session.deployment(client, model=target.model, probe=probe, output=target.output,
                                             stages=stages, reference=_reference_stages(reference, probe),
                                             sources=sources, client_function=target.client)
-        except DeploymentError as exc:
-            if "rejected the probe image" not in str(exc):
-                raise
+        except ProbeRejected as exc:
             problems.append(f"{path.name}: {exc}")
             continue
-        for line in deployment.describe():
-            log(line)
-        return deployment
-    raise UsageError(f"--model {target.model}: none of the first {len(problems)} images could probe it "
-                     f"({'; '.join(problems)})")
+        found = found or deployment
+        if not deployment.unsettled():
+            found = deployment
+            break
+    if found is None:
+        raise UsageError(f"--model {target.model}: none of the first {len(problems)} images could probe it "
+                         f"({'; '.join(problems)})")
+    for line in found.describe():
+        log(line)
+    return found
 
 
 def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str) -> "Deployment":

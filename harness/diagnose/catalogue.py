@@ -81,7 +81,7 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     hs += [H(f"size rounding {r}", "output-size rounding", {"resize": {"size_rounding": r}})
            for r in ("half_up", "floor") if r != ref.resize.size_rounding]
     hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
-           for r in ("half_up", "half_even") if r != ref.crop.offset_rounding]
+           for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
     hs += _normalization_hypotheses(ref, deployed)
     d = ref.decode
     hs.append(H(f"fancy upsampling {'off' if d.fancy_upsampling else 'on'}", "JPEG chroma upsampling",
