@@ -78,10 +78,12 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
 
 def add_tie_and_rejection_args(group) -> None:
     """``--tie-margin`` and ``--allow-rejected``: what check, diagnose and accuracy let pass."""
-    group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
-                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 logit was ahead "
-                            "of the deployed top-1 by at most this much (default: the output tolerance's atol, "
-                            "0.5 unless the spec's [tolerances.output] sets it)")
+    group.add_argument("--tie-margin", type=float, default=None, metavar="MARGIN",
+                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 score was ahead "
+                            "of the deployed top-1 by at most this much, in the units of the scores compared: logits, "
+                            "or probability for a deployment answering probabilities (default: the output "
+                            "tolerance's atol, 0.5 logits or 0.05 probability unless the spec's "
+                            "[tolerances.output] sets it)")
     group.add_argument("--allow-rejected", action="store_true",
                        help="an image rejected by one side only (the server cannot serve an image training "
                             "processes, or the reverse) does not fail the run (default: it does)")

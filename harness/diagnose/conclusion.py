@@ -51,7 +51,9 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
         where = (f"The divergence first appears at `{r.focus}`" if r.number == 1 else
                  f"With {'that' if r.number == 2 else 'those'} applied, it first appears at `{r.focus}`")
         how = "explains it" if r.explains else "explains part of it"
-        parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}) {how}"
+        before = [*r.base.on_top_of, *([r.base.hypothesis] if r.base.hypothesis else [])]
+        replaced = next((f", in place of {x.name}" for x in before if x.culprit == r.chosen.culprit), "")
+        parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}{replaced}) {how}"
                      + (f": {_explained(r.chosen, r.base, r.focus)}." if r.explains else
                         f" (error at `{r.focus}` {fmt(r.base.error(r.focus))} -> {fmt(r.chosen.error(r.focus))}; "
                         f"images diverged there {r.base.diverged(r.focus)} -> {r.chosen.diverged(r.focus)})."))

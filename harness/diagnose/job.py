@@ -46,10 +46,14 @@ class DiagnoseResult:
     options: DiagnoseOptions
 
     def exit_status(self) -> int:
-        """1 when a divergence remains that nothing explains, or an image only one side
-        processes (unless allowed); else 0."""
-        found = self.report.diagnosis.remaining is not None or (
-            self.report.one_sided() and not self.options.allow_rejected)
+        """1 when a divergence remains that nothing explains (a training callable no spec
+        reproduces: when the callable itself diverges from the deployment), or an image only
+        one side processes (unless allowed); else 0."""
+        report = self.report
+        unexplained = report.training is not None and not report.training.reproduced and (
+            report.compared is not None and report.compared.first_divergent() is not None)
+        found = report.diagnosis.remaining is not None or unexplained or (
+            report.one_sided() and not self.options.allow_rejected)
         return EXIT_FOUND if found else EXIT_OK
 
 

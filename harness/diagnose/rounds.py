@@ -52,15 +52,16 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     every image (the next best if it does not improve there)."""
     focus = base.first_divergent()
     recipe, reference, _ = diagnoser.setting(applied)
-    used = {h.culprit for h in applied}
-    hypotheses = [h for h in catalogue(recipe, reference, diagnoser.deployed_spec) if h.culprit not in used]
+    # Every culprit, those found already too: another value of one replaces it (two crop-offset
+    # roundings can tie on the first images and part on the rest).
+    hypotheses = catalogue(recipe, reference, diagnoser.deployed_spec)
     screened = []
     for k, h in enumerate(hypotheses, 1):
         progress(f"round {number} (first divergent: {focus}): {h.name} ({k}/{len(hypotheses)})")
-        screened.append(diagnoser.screen(applied, h, base, focus, model=False))
+        screened.append(diagnoser.screen(replacing(applied, h), h, base, focus, model=False))
     live = [e for e in screened if e.status == "screened"]
     before = base.subset(diagnoser.indices[:SCREEN_IMAGES])
-    done = {id(e): diagnoser.evaluate(applied, e.hypothesis, base) for e in live
+    done = {id(e): diagnoser.evaluate(replacing(applied, e.hypothesis), e.hypothesis, base) for e in live
             if e.diverged(focus) == 0 and e.score(focus)[:2] < before.score(focus)[:2]}
     explaining = [f for f in done.values() if f.diverged(focus) == 0 and f.improves(base, focus)]
     waiting = f"not pursued: another hypothesis explains `{focus}`"
@@ -69,11 +70,11 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
         for e in live:
             if id(e) not in done:
                 progress(f"round {number}: {e.name}, with the model")
-                done[id(e)] = diagnoser.screen(applied, e.hypothesis, base, focus, model=True)
+                done[id(e)] = diagnoser.screen(replacing(applied, e.hypothesis), e.hypothesis, base, focus, model=True)
         # Only what improves beyond noise on the first images is worth every image.
         worth = [e for e in live if done[id(e)].status == "screened" and done[id(e)].improves(before, focus)]
         for e in sorted(worth, key=lambda e: done[id(e)].score(focus)):
-            done[id(e)] = diagnoser.evaluate(applied, e.hypothesis, base)
+            done[id(e)] = diagnoser.evaluate(replacing(applied, e.hypothesis), e.hypothesis, base)
             if done[id(e)].improves(base, focus):
                 break
     tried = [done.get(id(e), e) for e in screened]
@@ -89,6 +90,11 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     return Round(number, base, focus, ranked, chosen, bool(explaining))
 
 
+def replacing(applied: tuple[Hypothesis, ...], h: Hypothesis) -> tuple[Hypothesis, ...]:
+    """The changes found so far without the one of ``h``'s culprit (``h`` takes its place)."""
+    return tuple(x for x in applied if x.culprit != h.culprit)
+
+
 def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_library: str,
              catalogue: Catalogue = candidate_hypotheses, max_rounds: int = MAX_ROUNDS,
              progress: Callable[[str], None] = lambda s: None) -> Diagnosis:
@@ -99,6 +105,7 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_libr
     diagnoser.timing["wall: baseline"] += time.perf_counter() - start
     rounds: list[Round] = []
     applied: tuple[Hypothesis, ...] = ()
+    found_in: dict[str, int] = {}  # culprit -> the round its change (the last value kept) was found in
     base, stopped = baseline, "nothing diverges"
     while base.first_divergent() is not None:
         if len(rounds) == max_rounds:
@@ -111,11 +118,12 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_libr
         if r.chosen is None:
             stopped = "nothing in the catalogue helps"
             break
-        applied, base = (*applied, r.chosen.hypothesis), r.chosen
+        applied, base = (*replacing(applied, r.chosen.hypothesis), r.chosen.hypothesis), r.chosen
+        found_in[r.chosen.culprit] = r.number
     # Keep changes up to the last round that explained its stage: a partial improvement
     # nothing completed is a guess, not a cause.
     kept = max((r.number for r in rounds if r.explains), default=0)
-    found = [(r.number, r.chosen.hypothesis) for r in rounds[:kept]]
+    found = sorted(((found_in[h.culprit], h) for h in applied if found_in[h.culprit] <= kept), key=lambda f: f[0])
     start = time.perf_counter()
     final = diagnoser.evaluate([h for _, h in found])
     causes = rank_by_cost(diagnoser, found, final, deployed_spec_path, deployed_library, progress)

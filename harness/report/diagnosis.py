@@ -96,7 +96,7 @@ def render_markdown(report: DiagnosisReport) -> str:
     lines = ["# Diagnosis", ""]
     if report.training:
         lines += render_training(report), ""
-    lines += [d.conclusion, ""]
+    lines += [f"Against the spec found: {d.conclusion}" if report.training else d.conclusion, ""]
     if d.recommendation:
         lines += [f"**Recommended change:** {d.recommendation}", ""]
     if report.fingerprint:
