@@ -109,7 +109,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
 
     with session.connect(log=log) as client:
         server_metadata = client.server_metadata()
-        deployment = open_deployment(session, client, options.target, images, log, recipe)
+        deployment = open_deployment(session, client, options.target, images, log, recipe, reference_model)
         # In the units compared: probabilities when the deployment answers them (the reference's
         # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
         tolerances = session.tolerances(deployment.scores_kind)
@@ -125,7 +125,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     stopped = outcome.stopped
     report = CheckReport(
         summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
-        reference=ReferenceInfo(recipe.describe(), reference_model.name),
+        reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
         deployed=DeployedInfo.of(deployment, server, options.target.note()),
         run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
                      options.allow_rejected, str(stopped) if stopped else None, deployment.scores_kind.name))

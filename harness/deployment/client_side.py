@@ -31,7 +31,7 @@ from harness.deployment.discovery import (
     scores_output,
 )
 from harness.deployment.mapping import TensorMapping
-from harness.deployment.stepwise import decoded_size, map_outputs
+from harness.deployment.stepwise import decoded_size, expected_input, map_outputs
 from harness.scores import ScoreKind
 from harness.scores import detect as detect_scores
 from harness.stage import STAGES, Stage
@@ -84,7 +84,9 @@ class ClientRequest:
             made = self.function(bytes(data))
         except Exception as exc:  # noqa: BLE001 - the client's own failure on this image is this image's
             text = str(exc).strip().splitlines()
-            raise ClientError(f"client {self.name} failed: {type(exc).__name__}: {text[0] if text else ''}") from None
+            # "client NAME failed" first: the error's type where errors are counted by type (the loadtest)
+            raise ClientError(f"client {self.name.rpartition(':')[2]} failed: {type(exc).__name__}: "
+                              f"{text[0] if text else ''}") from None
         names = [t.name for t in self.tensors]
         if not isinstance(made, Mapping):
             if len(names) != 1:
@@ -197,4 +199,15 @@ def discover_client(client: "TritonClient", model: str, function_ref: str, probe
     outputs = [(step, name, name, array, True, False) for name, array in tensors.items()]
     mappings = map_outputs(f"client {function_ref}", outputs, decoded_size(probe), input_size, dict(overrides or {}),
                            reference, dict(sources or {}))
-    return ClientDeployment(info, request, out, detect_scores(out.name, probe_scores), mappings)
+    kind = detect_scores(out.name, probe_scores)
+    images = [i for i, m in enumerate(mappings) if m.stage is not None and m.stage.is_image]
+    if reference is not None and len(images) == 1:
+        tensor = info.inputs[images[0]]
+
+        def answer(array: np.ndarray) -> np.ndarray:
+            sent = request.stack([{**tensors, tensor.name: array}])
+            return np.asarray(client.infer(model, sent, [out.name])[out.name]).reshape(-1)
+
+        mappings[images[0]] = expected_input(mappings[images[0]], numpy_dtype(tensor.data_type), answer, reference,
+                                             kind, set(overrides or {}))
+    return ClientDeployment(info, request, out, kind, mappings)

@@ -165,7 +165,7 @@ def read_scale(hwc: np.ndarray, pixels: np.ndarray | None) -> Scale:
         return Scale(None, f"{shown}; the probe image is too flat to read a scale from")
     std = reference.std() / values.std()
     mean = reference.mean() - values.mean() * std
-    fit = f"{shown}: (pixel - {mean:.4g}) / {std:.4g} of the reference's pixels"
+    fit = f"{shown}: (pixel {'-' if mean >= 0 else '+'} {abs(mean):.4g}) / {std:.4g} of the reference's pixels"
     for kind, unit in (("0-255", 1.0), ("0-1", 255.0)):
         if unit / SCALE_BAND <= std <= unit * SCALE_BAND:
             if -8.0 / unit <= low and high <= 263.0 / unit:  # a level or so of resampling overshoot

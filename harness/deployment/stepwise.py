@@ -234,7 +234,52 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
                 ens == out.name) for step, step_info in steps for name, ens in step.outputs.items()]
     mappings = map_outputs(info.name, outputs, decoded_size(probe), input_size, dict(overrides or {}), reference,
                            dict(sources or {}))
+    scoring = next((pair for pair in steps if out.name in pair[0].outputs.values()), None)
+    if reference is not None and scoring is not None and len(scoring[0].inputs) == 1:
+        step, step_info = scoring
+        (name, ens), = step.inputs.items()
+        produced = next(own for own, e in step.outputs.items() if e == out.name)
+        fed = next((i for i, output in enumerate(outputs) if output[2] == ens), None)
+
+        def answer(array: np.ndarray) -> np.ndarray:
+            sent = {name: array[None] if step_info.batched else array}
+            return unbatch(client.infer(step.model, sent, [produced])[produced], step_info)
+
+        if fed is not None:
+            mappings[fed] = expected_input(mappings[fed], numpy_dtype(step_info.input(name).data_type), answer, reference,
+                                           kind, set(overrides or {}))
     return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings))
+
+
+def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str, np.ndarray], kind: ScoreKind,
+                   overridden_keys: set[str] = frozenset()) -> TensorMapping:
+    """The classifier's input, read as an image by its values, checked against what the model
+    expects: fed the reference's stage in the tensor's encoding, and the reference's normalized
+    input in its layout, the model's answers are compared with the reference's (``reference``
+    holds ``output``: the reference model on the probe). A model that answers like the
+    reference only on the normalized input expects it: the tensor is compared as ``input``
+    (the client, or the step before, forgot to normalize), not as an image. ``answer(array)``
+    runs the model on one tensor; ``mapping`` is returned as it is when it is not an image
+    fed to the classifier, was set by the user, or the check cannot say."""
+    if (mapping.stage is None or not mapping.stage.is_image or Stage.OUTPUT not in reference
+            or mapping.stage not in reference or Stage.INPUT not in reference or np.dtype(dtype) == np.uint8
+            or {mapping.step, f"{mapping.step}.{mapping.tensor}"} & set(overridden_keys)):
+        return mapping
+    normalized = dataclasses.replace(mapping, stage=Stage.INPUT, scale=1.0)
+    expected = kind.from_logits(reference[Stage.OUTPUT])
+    try:
+        as_image = answer(mapping.from_stage(reference[mapping.stage], dtype))
+        as_input = answer(normalized.from_stage(reference[Stage.INPUT], dtype))
+    except Exception:  # noqa: BLE001 - only evidence: a model refusing one of them says nothing here
+        return mapping
+    image_error = float(np.sqrt(np.mean(np.square(np.ravel(as_image) - np.ravel(expected)))))
+    input_error = float(np.sqrt(np.mean(np.square(np.ravel(as_input) - np.ravel(expected)))))
+    if input_error < 0.5 * image_error:
+        return dataclasses.replace(normalized, why=(
+            f"{mapping.why}; but the model answers like the reference when fed the reference's normalized input "
+            f"(RMSE {input_error:.3g}), not its {mapping.stage} (RMSE {image_error:.3g}): it expects the model input, "
+            "so this tensor is compared as input"))
+    return mapping
 
 
 def _probe(call, model: str):

@@ -63,10 +63,11 @@ def require_reference_model(targets: Sequence[Target], reference_model: str) -> 
 
 def open_deployment(session: "Session", client: "TritonClient", target: Target, images: Sequence[Path],
                     log: Callable[[str], None] = lambda line: None,
-                    reference: Callable[[bytes], dict] | None = None) -> "Deployment":
+                    reference: Callable[[bytes], dict] | None = None, model=None) -> "Deployment":
     """The deployment ``target`` names on ``client``'s server; a ``--model`` is probed with the
     first of ``images`` it accepts (at most :data:`PROBE_IMAGES`), its tensors read against
-    ``reference`` (the job's reference recipe) on that image; where that image leaves a tensor
+    ``reference`` (the job's reference recipe) on that image, and against what ``model`` (the
+    reference model) answers on it; where that image leaves a tensor
     unsettled (a flat photo says nothing of a scale) the next ones are tried, and the first
     that settles every tensor is kept. What was found is logged line by line. The spec's
     ``[deployment.stages]`` apply under ``target.stages``."""
@@ -92,7 +93,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
             continue
         try:
             deployment = session.deployment(client, model=target.model, probe=probe, output=target.output,
-                                            stages=stages, reference=_reference_stages(reference, probe),
+                                            stages=stages, reference=_reference_stages(reference, model, probe),
                                             sources=sources, client_function=target.client)
         except ProbeRejected as exc:
             problems.append(f"{path.name}: {exc}")
@@ -124,11 +125,17 @@ def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: s
     return session.deployment(client, pipeline)
 
 
-def _reference_stages(reference: Callable[[bytes], dict] | None, probe: bytes) -> dict | None:
-    """The reference's stages of the probe (None when there is no reference, or it cannot process the probe)."""
+def _reference_stages(reference: Callable[[bytes], dict] | None, model, probe: bytes) -> dict | None:
+    """The reference's stages of the probe, with ``output`` (``model``'s logits) when a model is
+    given; None when there is no reference, or it cannot process the probe."""
     if reference is None:
         return None
     try:
-        return reference(probe)
+        stages = dict(reference(probe))
+        if model is not None:
+            from harness.stage import Stage
+
+            stages[Stage.OUTPUT] = model.logits(stages[Stage.INPUT][None])[0]
+        return stages
     except Exception:  # noqa: BLE001 - evidence only: without it, the mapping says what it could not read
         return None

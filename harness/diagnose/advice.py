@@ -46,7 +46,8 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
     model: the change is said in the spec's terms for both sides."""
     if deployed_spec_path is None and not h.fp16:
         changes = h.changes(diagnoser.reference)
-        behaves = f"the deployment `{deployed_library}` behaves as if {_assign(changes, 2)}" if changes else (
+        library = f" (computing like {h.recipe})" if h.recipe and changes else ""
+        behaves = f"the deployment `{deployed_library}` behaves as if {_assign(changes, 2)}{library}" if changes else (
             f"the deployment `{deployed_library}` computes like {h.recipe}")
         fix = f"make its preprocessing do {_assign(changes, 1)} as training did, or " if changes else ""
         return (f"Training did {_assign(changes, 1) or diagnoser.recipe}; {behaves}: {fix}train with "

@@ -65,6 +65,10 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
             {"input": {"channel_order": _flip(ref.input.channel_order)}})]
     hs.append(H(f"antialias {'off' if ref.resize.antialias else 'on'}", "resize antialias",
                 {"resize": {"antialias": not ref.resize.antialias}}))
+    if recipe == "opencv" and not ref.resize.antialias and ref.resize.interpolation != "area":
+        # cv2 cannot antialias a linear resize; the antialiased resize ports meet is PIL's (torchvision's).
+        hs.append(H("antialias on (PIL's resize, as torchvision)", "resize antialias", {"resize": {"antialias": True}},
+                    recipe="torchvision"))
     hs += [H(f"interpolation {i}", "resize interpolation", {"resize": {"interpolation": i}})
            for i in INTERPOLATIONS if i != ref.resize.interpolation]
     hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
@@ -113,6 +117,8 @@ def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hyp
         H("(x - 127.5) / 127.5", "normalization values",
           {"normalize": {"pixel_range": 255.0, "mean": [127.5] * 3, "std": [127.5] * 3}}),
         H("std not applied", "normalization values", {"normalize": {"std": [n.pixel_range / 255.0] * 3}}),
+        # Neither: the pixels only scaled to the spec's range (x / 255 into a model trained on normalized input).
+        H("mean/std not applied", "normalization values", {"normalize": {"mean": [0.0] * 3, "std": [1.0] * 3}}),
     ]
     if deployed.normalize != n:
         hs.append(H("the deployed spec's normalization", "normalization values",

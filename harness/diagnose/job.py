@@ -113,7 +113,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     read_start = time.perf_counter()
     with session.connect(log=log) as client:
         server = session.server_info(client)
-        deployment = open_deployment(session, client, target, images, log, reference)
+        deployment = open_deployment(session, client, target, images, log, reference, model)
         # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
         tolerances = session.tolerances(deployment.scores_kind)
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind)

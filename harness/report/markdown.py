@@ -109,7 +109,7 @@ def render_markdown(report: StageReport) -> str:
         lines += [f"> **Incomplete run**: {report.stopped_reason}. Continue with `--resume`.", ""]
     lines.append(headline(report))
     lines += ["", *(f"- {side}" for side in report.sides()), f"- Images: {images_line(report)}",
-              f"- Spec: `{report.spec.source}`", "",
+              f"- Spec: {report.spec_line()}", "",
               "| " + " | ".join(COLUMNS) + " |",
               "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row) + " |" for row in stage_rows(report)]

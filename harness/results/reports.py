@@ -61,6 +61,10 @@ class StageReport:
         """Lines on how the deployed side was found on the server, if it was discovered."""
         return ()
 
+    def spec_line(self) -> str:
+        """The spec read, as the report's ``Spec:`` line says it."""
+        return f"`{self.spec.source}`"
+
     def to_dict(self) -> dict:
         raise NotImplementedError
 
@@ -107,6 +111,9 @@ class CheckReport(StageReport):
     def found(self) -> tuple[str, ...]:
         """What discovery found on the server (empty for this repository's own pipelines)."""
         return self.deployed.found if self.deployed.taps_model is None else ()
+
+    def spec_line(self) -> str:
+        return self.reference.spec_line(self.spec.source)
 
     @property
     def tie_margin(self) -> float:
