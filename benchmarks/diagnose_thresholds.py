@@ -30,7 +30,7 @@ from harness.compare.tolerance import tolerances_for
 from harness.corpus import list_images
 from harness.diagnose import Diagnoser, candidate_hypotheses
 from harness.diagnose.deployed import Deployed
-from harness.diagnose.outcomes import MIN_ERROR_DROP, MIN_IMAGES_LEFT
+from harness.diagnose.outcomes import MIN_ERROR_DROP, MIN_IMAGES_ERROR_DROP, MIN_IMAGES_LEFT
 from harness.paths import DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.preprocessing import opencv as cv
 from harness.reference import BUILT_IN
@@ -159,7 +159,7 @@ def main() -> None:
     model = TorchModel(threads=1)
     rows = []
     print(f"{len(files)} photos; thresholds: error drop {MIN_ERROR_DROP:.0%}, or {MIN_IMAGES_LEFT:.0%} of the diverged "
-          "images out of `diverged`")
+          f"images out of `diverged` with an error drop of {MIN_IMAGES_ERROR_DROP:.0%}")
     print("| scenario | round: stage | true cause: error drop, images out | best non-cause: error drop, images out |")
     print("|---|---|---|---|")
     for name in SCENARIOS:

@@ -45,6 +45,11 @@ class ClientError(InferenceError):
     the deployed side rejects that image (the message says which and why)."""
 
 
+class ClientMismatch(ClientError):
+    """The client's tensors do not fit the model (names, data types, shapes): not one image's
+    problem, the client's and the model's."""
+
+
 def load_client(ref: str) -> Callable[[bytes], object]:
     """The client function ``file.py:name`` (:class:`~harness.errors.UsageError` if it is not one)."""
     from harness.user_code import load_object
@@ -90,24 +95,24 @@ class ClientRequest:
         names = [t.name for t in self.tensors]
         if not isinstance(made, Mapping):
             if len(names) != 1:
-                raise ClientError(f"client {self.name} returned one tensor; {self.model} takes {len(names)} inputs "
+                raise ClientMismatch(f"client {self.name} returned one tensor; {self.model} takes {len(names)} inputs "
                                   f"({', '.join(names)}): return a dict of them")
             made = {names[0]: made}
         if set(made) != set(names):
-            raise ClientError(f"client {self.name} returned {sorted(made)}; {self.model} takes {names}")
+            raise ClientMismatch(f"client {self.name} returned {sorted(made)}; {self.model} takes {names}")
         return {t.name: self._checked(t, made[t.name]) for t in self.tensors}
 
     def _checked(self, tensor: TensorInfo, value) -> np.ndarray:
         array = np.asarray(value)
         wanted = numpy_dtype(tensor.data_type)
         if array.dtype != wanted:
-            raise ClientError(f"client {self.name} made {array.dtype} for {tensor.describe()} of {self.model}: the "
+            raise ClientMismatch(f"client {self.name} made {array.dtype} for {tensor.describe()} of {self.model}: the "
                               f"server takes {wanted} (convert it in the client, as the client sends it)")
         dims = tuple(tensor.dims)
         if array.ndim == len(dims) + 1 and array.shape[0] == 1:
             array = array[0]  # a batch of one, as clients often make it
         if array.ndim != len(dims) or any(d != -1 and d != s for d, s in zip(dims, array.shape)):
-            raise ClientError(f"client {self.name} made shape {list(array.shape)} for {tensor.describe()} of "
+            raise ClientMismatch(f"client {self.name} made shape {list(array.shape)} for {tensor.describe()} of "
                               f"{self.model}")
         return np.ascontiguousarray(array)
 
@@ -193,6 +198,8 @@ def discover_client(client: "TritonClient", model: str, function_ref: str, probe
     try:
         tensors = request.tensors_of(probe)
         probe_scores = client.infer(model, request.stack([tensors]), [out.name])[out.name]
+    except ClientMismatch as exc:
+        raise DeploymentError(f"--client {function_ref} with --model {model}: {exc}") from None
     except InferenceError as exc:
         raise ProbeRejected(f"--client {function_ref} with --model {model} rejected the probe image: {exc}") from None
     step = function_ref.rpartition(":")[2]

@@ -4,7 +4,7 @@ one recommendation covering every cause."""
 from __future__ import annotations
 
 from harness.diagnose.findings import Cause, Round
-from harness.diagnose.outcomes import MIN_ERROR_DROP, MIN_IMAGES_LEFT, Evaluation
+from harness.diagnose.outcomes import MIN_ERROR_DROP, MIN_IMAGES_ERROR_DROP, MIN_IMAGES_LEFT, Evaluation
 from harness.formatting import fmt
 from harness.stage import Stage
 
@@ -39,7 +39,8 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
         listed = f"; the best candidates, each below them: {near})" if near else ")"
         return (f"The divergence first appears at `{focus}`: **no known culprit** explains it. None of the "
                 f"{len(first.ranked)} culprits of the catalogue improves it beyond noise (an error cut by "
-                f"{MIN_ERROR_DROP:.0%}, or {MIN_IMAGES_LEFT:.0%} of the diverged images no longer diverged"
+                f"{MIN_ERROR_DROP:.0%}, or {MIN_IMAGES_LEFT:.0%} of the diverged images no longer diverged with the "
+                f"error cut by {MIN_IMAGES_ERROR_DROP:.0%}"
                 + listed + ". Compare that stage's saved tensors (`harness check --save-tensors`) by hand, or look "
                 "for a difference the catalogue does not hold.")
     if len(causes) == 1 and final.first_divergent() is None:
