@@ -121,7 +121,7 @@ def measure(name: str, files: list[Path], model) -> list[dict]:
             focus = base.first_divergent()
             if focus is None:
                 break
-            recipe, reference, _ = diagnoser.setting(applied)
+            recipe, reference, *_ = diagnoser.setting(applied)
             found = None
             for h in candidate_hypotheses(recipe, reference, diagnoser.deployed_spec):
                 if h.culprit in {x.culprit for x in applied}:

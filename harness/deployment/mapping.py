@@ -219,7 +219,7 @@ def map_tensor(step: str, tensor: str, array: np.ndarray, *, decoded_size: tuple
         return TensorMapping(step, tensor, Stage.OUTPUT, None, f"{kind}: the class scores")
     layout = image_layout(shape)
     if layout is None:
-        what = "fed to the classifier, but not a 3-channel image" if model_input else "not a 3-channel image"
+        what = "fed to the step making the scores, but not a 3-channel image" if model_input else "not a 3-channel image"
         return TensorMapping(step, tensor, None, None, f"{kind}: {what}")
     size, hwc = spatial(shape, layout), as_hwc(array, layout)
     scale = read_scale(hwc, pixels_of(reference, size))

@@ -47,6 +47,7 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
     if deployed_spec_path is None and not h.fp16:
         changes = h.changes(diagnoser.reference)
         library = f" (computing like {h.recipe})" if h.recipe and changes else ""
+        library += " (its image stages in BGR too: the decoder's order kept)" if h.bgr_images else ""
         behaves = f"the deployment `{deployed_library}` behaves as if {_assign(changes, 2)}{library}" if changes else (
             f"the deployment `{deployed_library}` computes like {h.recipe}")
         fix = f"make its preprocessing do {_assign(changes, 1)} as training did, or " if changes else ""

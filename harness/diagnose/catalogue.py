@@ -28,6 +28,8 @@ class Hypothesis:
     """Another library doing the same preprocessing (None: the reference's own)."""
     fp16: bool = False
     """Run the reference model in half precision (TensorRT builds with --fp16)."""
+    bgr_images: bool = False
+    """Compare the image stages in BGR order: the deployment keeps its decoder's (OpenCV's) order."""
 
     def changes(self, base: Preprocess) -> list[tuple[str, Any, Any]]:
         """(section.key, reference value, hypothesized value) of each overridden key."""
@@ -63,6 +65,9 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     H = Hypothesis
     hs = [H(f"channel order {_flip(ref.input.channel_order)}", "channel order",
             {"input": {"channel_order": _flip(ref.input.channel_order)}})]
+    if ref.input.channel_order == "RGB":
+        # cv2.imdecode's BGR kept from the decoder on: the image stages too, not only the model input.
+        hs.append(H("BGR from the decoder on", "channel order", {"input": {"channel_order": "BGR"}}, bgr_images=True))
     hs.append(H(f"antialias {'off' if ref.resize.antialias else 'on'}", "resize antialias",
                 {"resize": {"antialias": not ref.resize.antialias}}))
     if recipe == "opencv" and not ref.resize.antialias and ref.resize.interpolation != "area":
@@ -128,10 +133,10 @@ def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hyp
 
 def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
     """Drop hypotheses that change nothing or repeat another's recipe."""
-    seen, out = {(recipe, ref, False)}, []
+    seen, out = {(recipe, ref, False, False)}, []
     for h in hs:
         try:
-            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16)
+            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images)
         except SpecError:
             out.append(h)  # reported as not applicable
             continue

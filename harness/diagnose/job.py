@@ -152,8 +152,11 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     if not diagnoser.indices:
         raise NothingCompared(f"no image could be compared: the reference recipe rejected all {len(deployed.names)} "
                               f"images the deployment answered ({diagnoser.rejected_by_training[0].reason})")
-    final_recipe, final_preprocess, fp16 = diagnoser.setting([c.hypothesis for c in result.causes])
-    note = "The model-precision cause (fp16) cannot be written in a spec: the output stays different." if fp16 else ""
+    final_recipe, final_preprocess, fp16, bgr_images = diagnoser.setting([c.hypothesis for c in result.causes])
+    note = " ".join(
+        (["The model-precision cause (fp16) cannot be written in a spec: the output stays different."] if fp16 else [])
+        + (["The deployment's image stages are in BGR order (the decoder's, kept): a spec holds only the model "
+            "input's order, so its image stages stay different."] if bgr_images else []))
     written, not_written = _write_spec(options.write_spec, spec, session.spec_path, result, fingerprinted,
                                        (final_recipe, final_preprocess), note)
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),

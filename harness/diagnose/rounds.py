@@ -31,7 +31,7 @@ from harness.spec import Preprocess
 from harness.stage import Stage
 
 MAX_ROUNDS = 5
-"""Rounds of the search at most (each finds one change; the catalogue has 14 culprits)."""
+"""Rounds of the search at most (each finds one change, or replaces one found before)."""
 
 Catalogue = Callable[[str, Preprocess, Preprocess], list[Hypothesis]]
 
@@ -51,7 +51,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     explanation: the others with the model on the first images, then the best of them on
     every image (the next best if it does not improve there)."""
     focus = base.first_divergent()
-    recipe, reference, _ = diagnoser.setting(applied)
+    recipe, reference, *_ = diagnoser.setting(applied)
     # Every culprit, those found already too: another value of one replaces it (two crop-offset
     # roundings can tie on the first images and part on the rest).
     hypotheses = catalogue(recipe, reference, diagnoser.deployed_spec)

@@ -121,7 +121,7 @@ def fingerprint_training(training, name: str, names: list[str], data: list[bytes
 
     try:
         found = diagnose(searcher, None, name, catalogue, progress=lambda text: progress(f"training: {text}"))
-        final_recipe, final_preprocess, _ = searcher.setting([c.hypothesis for c in found.causes])
+        final_recipe, final_preprocess, *_ = searcher.setting([c.hypothesis for c in found.causes])
     finally:
         searcher.close()
     failed += [ImageIssue(f.image, f.reason.replace("reference:", "spec's recipe:"), f.outcome)

@@ -38,6 +38,8 @@ def _changes(c: "Cause") -> str:
         parts.append(f"recipe -> `{c.hypothesis.recipe}`")
     if c.hypothesis.fp16:
         parts.append("model in fp16")
+    if c.hypothesis.bgr_images:
+        parts.append("image stages in BGR")
     return ", ".join(parts)
 
 
