@@ -275,7 +275,7 @@ BATCHED_MODELS = ("validate_image", "preprocess_dali", "classifier")
 def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None) -> list[Row]:
     """Bad-image isolation under concurrent load, and, from Triton's metrics over the same
     load, whether dynamic batches form (ragged inputs batch in the DALI backend too)."""
-    from loadtest.metrics import MetricsError, breakdown, scrape
+    from loadtest.metrics import MetricsError, breakdown, scrape, scrape_settled
 
     before = None
     if metrics_url:
@@ -286,7 +286,7 @@ def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None
     rows = [isolation_row(client_factory, photos)]
     if before is None:
         return rows + [skipped if metrics_url else Row("dynamic batches form", SKIP, detail="no metrics URL")]
-    after = scrape(metrics_url)
+    after = scrape_settled(metrics_url)
     for model in BATCHED_MODELS:
         stats = breakdown(before, after, model)
         rows.append(Row(f"dynamic batches form: {model}", PASS if stats.avg_batch > 1 else FAIL,
