@@ -199,9 +199,10 @@ def test_engine_builder_reads_the_classifier_config_as_triton_does():
                                                          list(triton.input[0].dims))
 
 
-TRTEXEC_11_FLAGS = {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--skipInference"}
+TRTEXEC_11_FLAGS = {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--skipInference", "--noTF32"}
 """The flags the builder may emit for TensorRT 11's trtexec: present in its
-samples/common/sampleOptions.cpp (tag v11.0), which dropped --fp16, --int8 and --best."""
+samples/common/sampleOptions.cpp (tag v11.0, commit 771d8ef), which dropped --fp16, --int8
+and --best; --noTF32 is read there by getAndDelNegOption (TF32 is on by default)."""
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +229,7 @@ def test_engine_builder_emits_only_flags_the_manifests_trtexec_accepts(fp16, fp1
     assert f"--onnx={fp16_repository / 'classifier' / onnx}" in command
     assert {"--minShapes=input:1x3x224x224", "--optShapes=input:8x3x224x224",
             "--maxShapes=input:64x3x224x224"} <= set(command)
+    assert "--noTF32" in command  # the fp32 the gpu profile promises, also for the fp16 model's fp32 layers
     assert not any(tmp_path.iterdir())  # a dry run builds nothing
 
 
@@ -247,9 +249,27 @@ def test_engine_builder_asks_for_the_fp16_onnx_when_it_is_missing(tmp_path):
 
 
 def test_engine_builder_refuses_a_tensorrt_other_than_the_manifests(tmp_path):
-    # No TensorRT here at all: a real build must stop before trtexec runs, saying why.
-    run = build_engine("--repository", ROOT / "model_repository", "--out", tmp_path / "engine")
+    # No TensorRT library here at all: a real build must stop before trtexec runs, saying why
+    # (an executable stands in for trtexec, so the check for one passes).
+    run = build_engine("--repository", ROOT / "model_repository", "--out", tmp_path / "engine",
+                       env={"TRTEXEC": shutil.which("true")})
     assert run.returncode == 2 and f"the manifest's is {MANIFEST.tensorrt.version}" in run.stderr
+    assert not (tmp_path / "engine").exists()
+
+
+@pytest.mark.parametrize("trtexec", [None, "/opt/nowhere/trtexec", "README.md"])
+def test_engine_builder_without_trtexec_is_one_clean_line(tmp_path, trtexec):
+    # not on PATH (nor in the TensorRT image's place), a path that does not exist, a file that
+    # is not executable: exit 2 with one line naming what was looked for, no traceback
+    env = {"PATH": str(tmp_path)} if trtexec is None else {"TRTEXEC": str(ROOT / trtexec) if trtexec == "README.md"
+                                                               else trtexec}
+    full_env = {k: v for k, v in os.environ.items() if k != "TRTEXEC"} | env
+    run = subprocess.run([sys.executable, str(BUILD_ENGINE), "--repository", ROOT / "model_repository",
+                          "--out", tmp_path / "engine"], capture_output=True, text=True, timeout=60, env=full_env)
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("error: no trtexec executable") and MANIFEST.tensorrt.image in line
+    assert ("/usr/src/tensorrt/bin/trtexec" if trtexec is None else f"TRTEXEC={env['TRTEXEC']}") in line
     assert not (tmp_path / "engine").exists()
 
 

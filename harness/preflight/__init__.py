@@ -91,7 +91,7 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
         rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
-        rows.append(engine_row(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
+        rows.extend(engine_rows(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
     rows.extend(decode_stack_rows(manifest))
     rows.extend(dali_schema_rows(repository, known))
     return rows
@@ -106,15 +106,22 @@ def decode_stack_rows(manifest: Manifest) -> list[Row]:
             for name, pin in (("nvImageCodec", manifest.nvimgcodec), ("nvJPEG", manifest.nvjpeg))]
 
 
-def engine_row(stamp: Path, manifest: Manifest) -> Row:
-    """The TensorRT that built the served engine (the engine builder's stamp) is the manifest's."""
+def engine_rows(stamp: Path, manifest: Manifest) -> list[Row]:
+    """From the engine builder's stamp (``docker/build_engine.py``): the TensorRT that built
+    the served engine is the manifest's, and the precision it was built in, with TF32 off
+    (trtexec turns TF32 on unless told ``--noTF32``: fp32 layers would run on 10-bit mantissas)."""
     import json
 
     if not stamp.is_file():
-        return Row("engine built by", SKIP, manifest.tensorrt.version, "", f"no build stamp at {stamp}")
+        return [Row("engine built by", SKIP, manifest.tensorrt.version, "", f"no build stamp at {stamp}")]
     built = json.loads(stamp.read_text())
     row = _version_row("engine built by", manifest.tensorrt.version, built.get("tensorrt"), "the stamp names no TensorRT")
-    return Row(row.check, row.status, row.expected, row.found, f"on {built.get('gpu', '?')}")
+    tf32_off = "--noTF32" in built.get("command", [])
+    return [Row(row.check, row.status, row.expected, row.found, f"on {built.get('gpu', '?')}"),
+            Row("engine precision", PASS if tf32_off else FAIL, "fp32 or fp16, TF32 off",
+                built.get("precision", "not in the stamp"),
+                "" if tf32_off else "built without --noTF32: its fp32 layers run in TF32; rebuild it "
+                                    "(docker compose up engine-builder)")]
 
 
 def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> list[Row]:

@@ -233,3 +233,36 @@ def test_the_exit_status_is_the_harness_policy():
     with pytest.raises(NothingCompared) as nothing:
         PreflightResult(manifest, "cpu", (Row("a", SKIP), Row("b", INFO))).exit_status()
     assert exit_status_of(nothing.value) == 2
+
+
+def test_the_engine_rows_read_the_builders_stamp(tmp_path):
+    import importlib.util
+    import json
+
+    from harness.preflight import engine_rows
+
+    module_spec = importlib.util.spec_from_file_location("build_engine", ROOT / "docker" / "build_engine.py")
+    builder = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(builder)
+    manifest, onnx, stamp = load_manifest(), ROOT / "model_repository" / "classifier" / "model.onnx", tmp_path / "stamp.json"
+
+    def rows_for(fp16: bool, drop_no_tf32: bool = False) -> dict:
+        cmd = builder.trtexec_command("trtexec", onnx, tmp_path / "model.plan", "input", [3, 224, 224], 64, 8, fp16,
+                                      manifest.tensorrt_major)
+        built = builder.engine_stamp(onnx, cmd, "NVIDIA H100 80GB HBM3", manifest.tensorrt.version,
+                                     builder.precision(fp16, manifest.tensorrt_major))
+        if drop_no_tf32:  # a stamp of a build made before the builder turned TF32 off
+            built = {k: v for k, v in built.items() if k != "precision"} | {
+                "command": [a for a in built["command"] if a != "--noTF32"]}
+        stamp.write_text(json.dumps(built))
+        return {row.check: row for row in engine_rows(stamp, manifest)}
+
+    fp32 = rows_for(False)
+    assert fp32["engine built by"].status == PASS and fp32["engine built by"].detail == "on NVIDIA H100 80GB HBM3"
+    assert fp32["engine precision"].status == PASS and fp32["engine precision"].found == "fp32 (TF32 off)"
+    fp16 = rows_for(True)["engine precision"]
+    assert fp16.status == PASS and fp16.found.startswith("fp16 (strongly typed from model_fp16.onnx")
+    old = rows_for(False, drop_no_tf32=True)["engine precision"]
+    assert old.status == FAIL and old.found == "not in the stamp" and "TF32" in old.detail
+    stamp.unlink()
+    assert [row.status for row in engine_rows(stamp, manifest)] == [SKIP]
