@@ -4,23 +4,26 @@ host's records are exercised with records of real decoders: this server's own (d
 and one whose DALI stages another decoder or a planted cause produced (decoder rule)."""
 
 import dataclasses
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import decode_stack_versions, load_manifest
 from harness.preflight import FAIL, INFO, PASS, SKIP, known_answer_rows, passed, run_checks
-from harness.preflight.known_answers import META, PHOTOS, KnownAnswers, load, record
+from harness.preflight.known_answers import META, PHOTOS, KnownAnswers, load, read_photos, record
 from harness.preprocessing.dali_graph import production_arguments
 from harness.reference import TorchvisionRecipe
 from harness.reference.custom import CallableRecipe, load_object
 from harness.reference.model import OnnxModel
 from harness.spec import with_overrides
+from tests.conftest import encode
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def known(server, repository, photos_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("known")
     with TritonClient(server.url("grpc"), "grpc") as client:
-        record(client, [photos_dir / name for name in PHOTOS], out, production_arguments(repository))
+        record(client, read_photos(photos_dir), out, production_arguments(repository))
     return out
 
 
@@ -192,20 +195,55 @@ def test_a_planted_cause_in_the_other_record_still_fails_its_stage(server, spec,
         assert by_name[f"{prefix}dali: decode"].status == PASS and not passed(rows)
 
 
-def test_record_writes_the_profile_and_versions_and_refuses_an_unwritable_place(server, tmp_path):
+def test_record_writes_the_profile_and_versions_and_refuses_an_unwritable_place(server, photos_dir, tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "harness.preflight", "--url", server.url("grpc"), *map(str, args)],
                               capture_output=True, text=True, timeout=300, cwd=ROOT)
 
-    recorded = run("--record", "--known-answers", tmp_path / "rec")
+    recorded = run("--record", "--known-answers", tmp_path / "rec", "--photos", photos_dir)  # as make setup does
     assert recorded.returncode == 0 and "from the cpu profile" in recorded.stdout, recorded.stderr
     answers = load(tmp_path / "rec")  # the cpu profile's record is the folder itself
     assert answers.profile == "cpu" and answers.versions["server"] == "2.51.0"
     assert answers.versions["nvJPEG"] == decode_stack_versions()["nvJPEG"]
+    assert answers.images == read_photos(photos_dir)
     (tmp_path / "file").write_text("not a folder")
-    refused = run("--record", "--known-answers", tmp_path / "file")
+    refused = run("--record", "--known-answers", tmp_path / "file", "--photos", photos_dir)
     assert refused.returncode == 2 and "cannot write the cpu record" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "file" / META).exists()
+
+
+def test_a_gpu_record_is_made_from_the_bytes_the_cpu_record_holds(server, photos_dir, tmp_path):
+    # The cpu record of re-encoded photos (bytes data/photos does not hold): a record made
+    # without --photos, as `docker compose run --rm preflight --record` makes the GPU host's,
+    # answers for those very bytes, and lands in gpu/ beside the cpu record, which stays.
+    from harness.preflight.job import PreflightOptions, _record
+
+    reencoded = {name: encode(Image.open(io.BytesIO(data)).convert("RGB"), quality=70)
+                 for name, data in read_photos(photos_dir).items()}
+    assert all(reencoded[name] != data for name, data in read_photos(photos_dir).items())
+    with TritonClient(server.url("grpc"), "grpc") as client:
+        record(client, reencoded, tmp_path, production_arguments(ROOT / "model_repository"))
+        options = PreflightOptions(url=server.url("grpc"), known_answers=tmp_path, record=True)
+        result = _record(client, options, load_manifest(), "gpu")
+    assert result.recorded == tmp_path / "gpu" / META and result.photos == len(PHOTOS)
+    gpu, cpu = load(tmp_path / "gpu"), load(tmp_path)
+    assert gpu.profile == "gpu" and cpu.profile == "cpu"
+    assert gpu.images == cpu.images == reencoded
+
+
+def test_record_without_a_cpu_record_or_photos_is_one_clean_line(server, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "harness.preflight", "--url", server.url("grpc"), "--record",
+                               *map(str, args)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    for args, message in ((("--known-answers", tmp_path / "empty"), "no cpu record in"),
+                          (("--known-answers", tmp_path / "k", "--photos", tmp_path / "nowhere"),
+                           "known-answer photos missing")):
+        refused = run(*args)
+        assert refused.returncode == 2, refused.stderr
+        [line] = refused.stderr.strip().splitlines()
+        assert message in line, line
+    assert not (tmp_path / "empty").exists() and not (tmp_path / "k").exists()
 
 
 def test_a_request_the_server_refuses_is_a_failed_row_and_the_other_photos_are_compared(server, spec, known):
