@@ -29,6 +29,25 @@ def disagreements(root: Path) -> list[str]:
             found.append(f"{where}: {sorted(values)} instead of {wanted}")
 
     expect("docker/triton.Dockerfile", r"^FROM\s+(\S+)", manifest.server.image)
+    # the server's numpy, and the order its Python finds packages in (site-packages before
+    # DALI's wheel folder, whose unpinned numpy would win otherwise)
+    expect("docker/triton.Dockerfile", r"^ARG NUMPY_VERSION=(\S+)", manifest.numpy.version)
+    expect("docker/triton.Dockerfile", r"numpy==(\S+)", "${NUMPY_VERSION}")
+    expect("pyproject.toml", r'"numpy==([^"]+)"', manifest.numpy.version)
+    expect("requirements.lock", r"^numpy==(\S+)", manifest.numpy.version)
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)", text["docker/triton.Dockerfile"], re.M))
+    if args.get("IMAGE_PYTHONPATH", "").split(":") != list(manifest.pythonpath.image):
+        found.append(f"docker/triton.Dockerfile: IMAGE_PYTHONPATH {args.get('IMAGE_PYTHONPATH')} is not the base "
+                     f"image's documented {':'.join(manifest.pythonpath.image)}")
+    python = ".".join(manifest.python.version.split(".")[:2])
+    if args.get("SITE_PACKAGES") != manifest.pythonpath.site_packages or f"/python{python}/" not in args["SITE_PACKAGES"]:
+        found.append(f"docker/triton.Dockerfile: SITE_PACKAGES {args.get('SITE_PACKAGES')} is not the manifest's "
+                     f"{manifest.pythonpath.site_packages} (Python {python})")
+    pythonpath = [re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), entry)
+                  for value in re.findall(r"^ENV PYTHONPATH=(\S+)", text["docker/triton.Dockerfile"], re.M)
+                  for entry in value.split(":")]
+    if pythonpath != list(manifest.pythonpath.ordered):
+        found.append(f"docker/triton.Dockerfile: PYTHONPATH {pythonpath} instead of {list(manifest.pythonpath.ordered)}")
     expect("docker-compose.yml", r"image:\s*(nvcr\.io/nvidia/tensorrt:\S+)", manifest.tensorrt.image)
     expect("docker-compose.yml", r"image:\s*harness-triton:(\S+)", manifest.release)
     expect("pyproject.toml", r'"(nvidia-dali-cuda\d+==[^"]+)"', manifest.dali_requirement)
@@ -61,6 +80,17 @@ def test_everything_follows_the_manifest():
     ("pyproject.toml", "tensorrt==11.0.0.*", "tensorrt==10.7.0"),  # the gpu extra's old pin
     ("requirements.lock", "nvidia-nvjpeg==13.3.2.43", "nvidia-nvjpeg==13.2.3.58"),
     ("pyproject.toml", "nvidia-nvimgcodec-cu13==0.7.0.11", "nvidia-nvimgcodec-cu13==0.9.0.20"),
+    ("docker/triton.Dockerfile", "ARG NUMPY_VERSION=1.26.4", "ARG NUMPY_VERSION=2.2.6"),
+    ("docker/triton.Dockerfile", "numpy==${NUMPY_VERSION}", "numpy==2.2.6"),
+    ("requirements.lock", "numpy==1.26.4", "numpy==2.2.6"),
+    # the base image's order left as it is: DALI's wheel folder (and its numpy) first
+    ("docker/triton.Dockerfile", "ENV PYTHONPATH=${SITE_PACKAGES}:${IMAGE_PYTHONPATH}",
+     "ENV PYTHONPATH=${IMAGE_PYTHONPATH}:${SITE_PACKAGES}"),
+    ("docker/triton.Dockerfile", "ENV PYTHONPATH=${SITE_PACKAGES}:${IMAGE_PYTHONPATH}", ""),
+    ("docker/triton.Dockerfile", "ARG SITE_PACKAGES=/usr/local/lib/python3.12/dist-packages",
+     "ARG SITE_PACKAGES=/usr/local/lib/python3.11/dist-packages"),
+    ("deploy/versions.toml", 'image = ["/opt/tritonserver/backends/dali/wheel/dali"]',
+     'image = ["/opt/tritonserver/backends/dali/wheel/dali", "/opt/other"]'),
 ])
 def test_a_drifted_file_is_caught(tmp_path, where, old, new):
     for name in (*VERSIONED, "deploy/versions.toml"):
@@ -69,7 +99,8 @@ def test_a_drifted_file_is_caught(tmp_path, where, old, new):
     path = tmp_path / where
     assert old in path.read_text()
     path.write_text(path.read_text().replace(old, new))
-    assert any(d.startswith(where) for d in disagreements(tmp_path))
+    # (a drifted manifest is seen where the file that no longer follows it is)
+    assert any(d.startswith(where if where != "deploy/versions.toml" else "docker/") for d in disagreements(tmp_path))
 
 
 def test_the_virtualenv_runs_the_manifests_dali(manifest):
@@ -90,8 +121,15 @@ def test_the_virtualenv_runs_the_manifests_decode_stack(manifest):
 
 def test_every_manifest_version_names_its_source(manifest):
     for component in (manifest.server, manifest.dali, manifest.tensorrt, manifest.cuda, manifest.python,
-                      manifest.ubuntu, manifest.nvimgcodec, manifest.nvjpeg, manifest.embedded):
+                      manifest.ubuntu, manifest.nvimgcodec, manifest.nvjpeg, manifest.embedded, manifest.numpy):
         assert component.version and component.source
+    assert manifest.pythonpath.source and manifest.pythonpath.ordered[0] == manifest.pythonpath.site_packages
+
+
+def test_the_virtualenv_runs_the_manifests_numpy(manifest):
+    import numpy
+
+    assert numpy.__version__ == manifest.numpy.version
 
 
 def test_a_missing_manifest_is_a_clear_error(tmp_path):

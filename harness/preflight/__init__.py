@@ -84,6 +84,7 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
     rows = [
         _version_row("DALI version", manifest.dali.version, _dali_version(), "DALI is not installed here"),
         _version_row("Python version", manifest.python.version if gpu else manifest.embedded_python, python, ""),
+        numpy_row(manifest),
     ]
     if gpu:
         rows.append(_version_row("TensorRT version", manifest.tensorrt.version, tensorrt_library_version(),
@@ -95,6 +96,14 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
     rows.extend(decode_stack_rows(manifest))
     rows.extend(dali_schema_rows(repository, known))
     return rows
+
+
+def numpy_row(manifest: Manifest) -> Row:
+    """The numpy the server's Python resolves, and from where: in the Triton image, a numpy
+    that DALI's wheel folder brought would come first unless the site-packages do
+    (``[pythonpath]`` in the manifest, docker/triton.Dockerfile)."""
+    row = _version_row("numpy version", manifest.numpy.version, np.__version__, "")
+    return Row(row.check, row.status, row.expected, row.found, f"from {Path(np.__file__).parent.parent}")
 
 
 def decode_stack_rows(manifest: Manifest) -> list[Row]:

@@ -49,7 +49,7 @@ def check(server, known_answers, manifest=None, in_server_env=True, repository=R
 def test_every_check_the_cpu_profile_allows_passes(server, known):
     by_name, rows = check(server, load(known))
     assert passed(rows), [r for r in rows if r.status == FAIL]
-    for name in ("server version", "models ready", "DALI version", "Python version", "DALI operator schema",
+    for name in ("server version", "models ready", "DALI version", "Python version", "numpy version", "DALI operator schema",
                  "DALI pipelines serialize", "classifier engine: known input", "dali: decode", "dali: input",
                  "dali: output", "opencv: output", "dali: top-1", "opencv: top-1", "bad image fails only itself",
                  "dynamic batches form: validate_image", "dynamic batches form: preprocess_dali",
@@ -80,10 +80,14 @@ def test_a_served_tensor_that_moved_fails_its_stage(server, known):
 def test_versions_other_than_the_manifests_fail(server, known):
     manifest = load_manifest()
     drifted = dataclasses.replace(manifest, embedded=dataclasses.replace(manifest.embedded, version="2.49.0"),
-                                  dali=dataclasses.replace(manifest.dali, version="1.44.0"))
+                                  dali=dataclasses.replace(manifest.dali, version="1.44.0"),
+                                  numpy=dataclasses.replace(manifest.numpy, version="2.2.6"))
     by_name, rows = check(server, load(known), manifest=drifted)
     assert by_name["server version"].status == FAIL and by_name["server version"].found == "2.51.0"
     assert by_name["DALI version"].status == FAIL
+    # the numpy a shadowing folder would bring is named, with where it was found
+    assert by_name["numpy version"].status == FAIL and by_name["numpy version"].found == np.__version__
+    assert by_name["numpy version"].detail == f"from {Path(np.__file__).parent.parent}"
     assert not passed(rows)
 
 
