@@ -79,17 +79,18 @@ def test_pinned_images_of_one_release(config):
     services = config["services"]
     assert dockerfile_base(services["triton"]) == f"nvcr.io/nvidia/tritonserver:{RELEASE}"
     assert services["engine-builder"]["image"] == f"nvcr.io/nvidia/tensorrt:{RELEASE}"
-    assert services["layers"]["image"] == services["engine-builder"]["image"]  # trt layers in the engine's TensorRT
+    assert dockerfile_base(services["layers"]) == services["engine-builder"]["image"]  # trt layers in the engine's TensorRT
     assert dockerfile_base(services["locust-master"]) == "locustio/locust:2.47.0"
     assert services["preflight"]["image"] == services["triton"]["image"]  # so it reports the server's DALI
     for service in services.values():
         assert not service["image"].endswith(":latest") and ":" in service["image"]
 
 
-def test_triton_build_context_holds_what_its_dockerfile_copies(config):
+@pytest.mark.parametrize("service", ["triton", "layers"])
+def test_build_context_holds_what_its_dockerfile_copies(config, service):
     """The context is the project root, kept small by the Dockerfile-specific ignore file
     (everything out, a few paths back in): each COPY source exists and is let in."""
-    build = config["services"]["triton"]["build"]
+    build = config["services"][service]["build"]
     dockerfile = Path(build["context"]) / build["dockerfile"]
     ignore = [line for line in Path(f"{dockerfile}.dockerignore").read_text().splitlines()
               if line and not line.startswith("#")]
@@ -99,6 +100,21 @@ def test_triton_build_context_holds_what_its_dockerfile_copies(config):
     sources = [src for srcs in copies for src in srcs]
     assert sources and set(sources) <= allowed
     assert all((Path(build["context"]) / src).exists() for src in sources)
+
+
+def test_layers_runs_the_harness_from_its_image_and_installs_nothing(config):
+    layers = config["services"]["layers"]
+    assert layers["image"] == f"harness-layers:{MANIFEST.release}"
+    run = " ".join(layers["entrypoint"] + layers["command"])
+    assert "pip" not in run and layers["entrypoint"] == ["python", "-m", "harness", "layers"]
+    assert layers["command"][layers["command"].index("--executions") + 1] == "onnx,trt"
+    # `python -m harness` from the working directory: the checkout's harness, mounted there,
+    # whose model repository and photos (PROJECT_ROOT's) are mounted beside it
+    mounts = {v["target"]: Path(v["source"]) for v in layers["volumes"]}
+    project = Path(layers["working_dir"])
+    for part in ("harness", "model_repository", "data"):
+        assert mounts[str(project / part)] == ROOT / part
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in gpu_devices(layers))
 
 
 def gpu_devices(service):

@@ -14,7 +14,8 @@ from harness.manifest import ManifestError, decode_stack_versions, load_manifest
 from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments, production_pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
-VERSIONED = ("docker/triton.Dockerfile", "docker-compose.yml", "pyproject.toml", "requirements.lock", "Makefile")
+VERSIONED = ("docker/triton.Dockerfile", "docker/layers.Dockerfile", "docker-compose.yml", "pyproject.toml",
+             "requirements.lock", "Makefile")
 
 
 def disagreements(root: Path) -> list[str]:
@@ -50,6 +51,8 @@ def disagreements(root: Path) -> list[str]:
         found.append(f"docker/triton.Dockerfile: PYTHONPATH {pythonpath} instead of {list(manifest.pythonpath.ordered)}")
     expect("docker-compose.yml", r"image:\s*(nvcr\.io/nvidia/tensorrt:\S+)", manifest.tensorrt.image)
     expect("docker-compose.yml", r"image:\s*harness-triton:(\S+)", manifest.release)
+    expect("docker/layers.Dockerfile", r"^FROM\s+(\S+)", manifest.tensorrt.image)  # trt layers in the engine's TensorRT
+    expect("docker-compose.yml", r"image:\s*harness-layers:(\S+)", manifest.release)
     expect("pyproject.toml", r'"(nvidia-dali-cuda\d+==[^"]+)"', manifest.dali_requirement)
     expect("requirements.lock", r"^(nvidia-dali-cuda\d+==\S+)", manifest.dali_requirement)
     expect("pyproject.toml", r'"(tensorrt==[^"]+)"', manifest.tensorrt_requirement)  # the gpu extra
@@ -75,6 +78,8 @@ def test_everything_follows_the_manifest():
 @pytest.mark.parametrize("where, old, new", [
     ("docker/triton.Dockerfile", "tritonserver:26.06-py3", "tritonserver:24.12-py3"),
     ("docker-compose.yml", "tensorrt:26.06-py3", "tensorrt:26.05-py3"),
+    ("docker/layers.Dockerfile", "tensorrt:26.06-py3", "tensorrt:26.05-py3"),
+    ("docker-compose.yml", "harness-layers:26.06", "harness-layers:latest"),
     ("pyproject.toml", "nvidia-dali-cuda130==2.1.1", "nvidia-dali-cuda130==2.4.0"),
     ("requirements.lock", "nvidia-dali-cuda130==2.1.1", "nvidia-dali-cuda120==2.1.1"),
     ("pyproject.toml", "tensorrt==11.0.0.*", "tensorrt==10.7.0"),  # the gpu extra's old pin
