@@ -153,6 +153,22 @@ def test_the_mixed_pipelines_use_only_arguments_the_production_dali_has(reposito
         assert missing_arguments(arguments) == []
 
 
+def test_a_spec_that_turns_the_hardware_jpeg_engine_off_serializes_with_the_production_dali(repository, tmp_path):
+    # decode.hw_decoder_load reaches fn.experimental.decoders.image, which has the argument
+    # in DALI 2.1.1; left unset, the pipeline does not name it (DALI's default applies)
+    for model in ("preprocess_dali", "preprocess_dali_stages"):
+        (tmp_path / model / "1").mkdir(parents=True)
+        shutil.copy(repository / model / "1" / "dali.py", tmp_path / model / "1" / "dali.py")
+    spec_text = (repository / "preprocessing.toml").read_text()
+    (tmp_path / "preprocessing.toml").write_text(spec_text.replace("[decode]\n", "[decode]\nhw_decoder_load = 0\n"))
+    for repo, named in ((tmp_path, True), (repository, False)):
+        for pipe in production_pipelines(repo).values():
+            pipe.serialize()
+            arguments = pipeline_arguments(pipe)
+            assert ("hw_decoder_load" in arguments["experimental__decoders__Image"]) is named
+            assert missing_arguments(arguments) == []
+
+
 def test_the_schema_check_sees_what_the_legacy_decoder_lacks():
     # In this DALI, fn.decoders.image is the legacy decoder: the argument the gpu profile
     # could not load with (Triton 24.12) is reported, as is an operator that does not exist.

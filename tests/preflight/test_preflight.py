@@ -308,3 +308,59 @@ def test_the_engine_rows_read_the_builders_stamp(tmp_path):
     assert old.status == FAIL and old.found == "not in the stamp" and "TF32" in old.detail
     stamp.unlink()
     assert [row.status for row in engine_rows(stamp, manifest)] == [SKIP]
+
+
+# -- the hardware JPEG engine (hw_decoder_load) ------------------------------------------
+
+def cpu_decode(batch, decode_spec):
+    """DALI's CPU decoder, which takes hw_decoder_load and ignores it."""
+    from harness.preprocessing.dali_graph import decode_images
+
+    return decode_images(batch, decode_spec, device="cpu", device_id=None)
+
+
+def engine_without_fancy_upsampling(batch, decode_spec):
+    """A decode whose share above 0 goes to an engine that ignores jpeg_fancy_upsampling:
+    libjpeg-turbo's fast upsampling (simplejpeg), the suspected hardware engine behaviour."""
+    from harness.reference.decoders import decode_with_switches
+
+    if decode_spec.hw_decoder_load == 0:
+        return cpu_decode(batch, decode_spec)
+    return [decode_with_switches(data, dataclasses.replace(decode_spec, fancy_upsampling=False)) for data in batch]
+
+
+def test_the_hardware_decoder_row_names_the_spec_setting_when_the_engine_differs(known, spec):
+    from harness.preflight import HARDWARE_DECODER_COPIES, hardware_decoder_row
+
+    images, decode = load(known).images, spec.preprocess.decode
+    tolerance = tolerances_for(spec.preprocess, spec.tolerances)["decode"]
+    calls = []
+
+    def counted(batch, decode_spec):
+        calls.append((len(batch), decode_spec.hw_decoder_load))
+        return cpu_decode(batch, decode_spec)
+
+    same = hardware_decoder_row(images, decode, tolerance, counted)
+    assert same.status == PASS and same.found == "equal", same
+    # the pipeline's own setting (DALI's default here) against 0, every photo several times in one batch
+    assert calls == [(len(images) * HARDWARE_DECODER_COPIES, 0.0), (len(images) * HARDWARE_DECODER_COPIES, None)]
+    differs = hardware_decoder_row(images, decode, tolerance, engine_without_fancy_upsampling)
+    assert differs.status == FAIL and differs.found == "diverged"
+    assert "set decode.hw_decoder_load = 0" in differs.detail and differs.detail.startswith("worst ")
+    off = hardware_decoder_row(images, dataclasses.replace(decode, hw_decoder_load=0.0), tolerance,
+                               engine_without_fancy_upsampling)
+    assert off.status == PASS and off.found == "diverged" and "keeps it off" in off.detail
+
+    def broken(batch, decode_spec):
+        raise RuntimeError("nvImageCodec: decoding failed\n  long traceback")
+
+    failed = hardware_decoder_row(images, decode, tolerance, broken)
+    assert failed.status == FAIL and failed.detail == "RuntimeError: nvImageCodec: decoding failed"
+
+
+def test_without_a_gpu_the_hardware_decoder_row_is_skipped_not_passed(known, repository):
+    from harness.preflight import environment_rows
+
+    by_name = {row.check: row for row in environment_rows(load_manifest(), "gpu", repository, load(known))}
+    row = by_name["hardware JPEG decoder"]
+    assert row.status == SKIP and "no GPU visible" in row.detail
