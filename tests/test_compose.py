@@ -117,6 +117,11 @@ def test_layers_runs_the_harness_from_its_image_and_installs_nothing(config):
     assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in gpu_devices(layers))
 
 
+def mounts_writable(service, target: str) -> bool:
+    [mount] = [v for v in service["volumes"] if v["target"] == target]
+    return not mount.get("read_only", False)
+
+
 def gpu_devices(service):
     return service.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
 
@@ -302,6 +307,9 @@ def test_preflight_runs_in_the_server_image_against_the_running_server(config):
     assert entrypoint[entrypoint.index("--url") + 1] == "triton:8001"
     assert entrypoint[entrypoint.index("--metrics-url") + 1] == "http://triton:8002/metrics"
     assert preflight["depends_on"]["triton"]["condition"] == "service_healthy"
+    # the GPU it reports on: DALI's decode stack and the hardware-decoder row need one
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in gpu_devices(preflight))
+    assert mounts_writable(preflight, "/preflight")  # --record writes the GPU host's record there
     mounts = {v["target"]: v for v in preflight["volumes"]}
     for option in ("--repository", "--known-answers"):
         assert entrypoint[entrypoint.index(option) + 1] in mounts
