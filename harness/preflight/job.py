@@ -95,6 +95,7 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
         manifest = load_manifest(options.manifest)
     except ManifestError as exc:
         raise UsageError(str(exc)) from None
+    images = photos_to_record(options) if options.record else None  # before a server starts for nothing
     with contextlib.ExitStack() as stack:
         url, metrics_url = options.url, options.metrics_url
         if url and not metrics_url:
@@ -113,7 +114,7 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
             raise UsageError(f"Triton server at {url} ({options.protocol}) is not reachable or not ready")
         profile = profile_of(client)
         if options.record:
-            return _record(client, options, manifest, profile)
+            return _record(client, options, manifest, profile, images)
         try:
             known = known_answers.load(options.known_answers)
         except FileNotFoundError as exc:
@@ -129,12 +130,15 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
     return PreflightResult(manifest, profile, tuple(rows))
 
 
-def _record(client, options: PreflightOptions, manifest: Manifest, profile: str) -> PreflightResult:
+def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
+            images: dict[str, bytes] | None = None) -> PreflightResult:
+    """Record ``images`` (default: :func:`photos_to_record`) from the server into the record
+    of its ``profile``."""
     from harness.manifest import decode_stack_versions
     from harness.preflight.known_answers import record, record_dir
     from harness.preprocessing.dali_graph import production_arguments
 
-    images = photos_to_record(options)
+    images = photos_to_record(options) if images is None else images
     out = record_dir(options.known_answers, profile)
     versions = decode_stack_versions() if options.in_server_env or profile == "cpu" else {}
     try:
