@@ -1,6 +1,7 @@
 """The production manifest, ``deploy/versions.toml``: one Triton release and the versions
 its containers hold (server, DALI, TensorRT, CUDA, Python), the decode stack beside DALI
-(nvImageCodec, nvJPEG) as the virtualenv pins it, plus the embedded server of the cpu profile.
+(nvImageCodec, nvJPEG) as the virtualenv pins it, the server Python's numpy and the order its
+packages are found in, plus the embedded server of the cpu profile.
 
 Standard library only (with :mod:`harness.errors`, itself standard library only): ``harness
 preflight`` reads it inside the Triton image, and ``docker/build_engine.py`` inside the
@@ -37,6 +38,23 @@ class Component:
 
 
 @dataclass(frozen=True)
+class PythonPath:
+    """Where the Triton image's Python finds packages: the base image's ``PYTHONPATH`` and the
+    site-packages that docker/triton.Dockerfile puts before it (``[pythonpath]``)."""
+
+    image: tuple[str, ...]
+    """The base image's PYTHONPATH entries, in order (DALI's wheel folder)."""
+    site_packages: str
+    """Where pip installs the Dockerfile's pins (numpy 1.26.4 among them)."""
+    source: str = ""
+
+    @property
+    def ordered(self) -> tuple[str, ...]:
+        """The PYTHONPATH the server runs with: site-packages first, then the image's entries."""
+        return (self.site_packages, *self.image)
+
+
+@dataclass(frozen=True)
 class Manifest:
     release: str
     """The Triton release, e.g. ``26.06``: the tag of every NVIDIA image."""
@@ -54,6 +72,10 @@ class Manifest:
     """The cpu profile's tritonserver (``wheel`` pins it)."""
     embedded_python: str
     """The Python of the cpu profile's Python-backend stub (and so of the virtualenv)."""
+    numpy: Component
+    """numpy of the server's Python, both profiles (< 2: the embedded server needs it)."""
+    pythonpath: PythonPath
+    """The order the Triton image's Python finds packages in."""
 
     @property
     def dali_requirement(self) -> str:
@@ -107,7 +129,17 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
         nvjpeg=_component(table, "nvjpeg"),
         embedded=_component(table, "embedded", "server"),
         embedded_python=str(table["embedded"].get("python", "")),
+        numpy=_component(table, "numpy"),
+        pythonpath=_pythonpath(table),
     )
+
+
+def _pythonpath(table: dict) -> PythonPath:
+    try:
+        section = table["pythonpath"]
+        return PythonPath(tuple(section["image"]), section["site_packages"], section.get("source", ""))
+    except KeyError as exc:
+        raise ManifestError(f"the manifest has no pythonpath.{exc.args[0]}") from None
 
 
 def tensorrt_library_version() -> str | None:

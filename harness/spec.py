@@ -12,6 +12,7 @@ A spec file looks like this (every key has a default, see the dataclasses)::
 
     [decode]
     exif_orientation = true
+    hw_decoder_load = 0         # GPU decode without the hardware JPEG engine (default: DALI's)
     [resize]
     mode = "shorter_side"       # or "stretch"
     size = 256
@@ -75,6 +76,11 @@ class DecodeSpec:
     """Smooth chroma upsampling like libjpeg; DALI's GPU decoder needs it set explicitly."""
     fast_idct: bool = False
     """libjpeg's fast, less accurate integer IDCT (DALI ``use_fast_idct``)."""
+    hw_decoder_load: float | None = None
+    """The share of each batch DALI's GPU decoder hands to the GPU's hardware JPEG engine
+    (A100, H100, H200; DALI ``hw_decoder_load``), 0 to 1; None: DALI's default (0.9 in 2.1.1).
+    ``harness preflight`` compares the engine's decode with the CUDA decoder's on a GPU host:
+    set 0 if they differ. CPU decoders and the reference recipes ignore it."""
 
 
 @dataclass(frozen=True)
@@ -220,9 +226,11 @@ def with_overrides(preprocess: Preprocess, **sections: Mapping[str, Any]) -> Pre
 
 
 def to_table(preprocess: Preprocess) -> dict[str, dict[str, Any]]:
-    """The preprocess sections as a plain TOML-shaped table (for reports and docs)."""
+    """The preprocess sections as a plain TOML-shaped table (for reports and docs); a key
+    left to its library's default (None) is left out, as TOML has no null."""
     return {
-        name: {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(getattr(preprocess, name)).items()}
+        name: {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(getattr(preprocess, name)).items()
+               if v is not None}
         for name in ("decode", "resize", "crop", "normalize", "input")
     }
 
@@ -290,6 +298,9 @@ def _coerce(section: str, values: dict[str, Any]) -> dict[str, Any]:
             values[key] = tuple(float(v) for v in values[key])
     if "pixel_range" in values:
         values["pixel_range"] = float(values["pixel_range"])
+    load = values.get("hw_decoder_load")
+    if isinstance(load, int) and not isinstance(load, bool):
+        values["hw_decoder_load"] = float(load)
     return values
 
 
@@ -299,6 +310,10 @@ def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:
 
 
 def _validate(p: Preprocess, source: str) -> None:
+    load = p.decode.hw_decoder_load
+    if load is not None and (not isinstance(load, float) or not 0.0 <= load <= 1.0):
+        raise SpecError(f"{source}: decode.hw_decoder_load = {load!r}; expected a number from 0 to 1 (or no key: DALI's "
+                        "default)")
     _check_choice(f"{source}: resize.mode", p.resize.mode, RESIZE_MODES)
     _check_choice(f"{source}: resize.interpolation", p.resize.interpolation, INTERPOLATIONS)
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)

@@ -47,6 +47,9 @@ def decode(encoded, spec: DecodeSpec, device: str):
     of the production release (deploy/versions.toml) the latter is the legacy decoder, which
     has no ``adjust_orientation`` and ignores EXIF orientation.
     """
+    # hw_decoder_load only when the spec sets it: otherwise DALI's default, and the serialized
+    # pipeline names no argument the spec did not
+    hardware = {} if spec.hw_decoder_load is None else {"hw_decoder_load": spec.hw_decoder_load}
     return fn.experimental.decoders.image(
         encoded,
         device=device,
@@ -54,7 +57,24 @@ def decode(encoded, spec: DecodeSpec, device: str):
         adjust_orientation=spec.exif_orientation,
         jpeg_fancy_upsampling=spec.fancy_upsampling,
         use_fast_idct=spec.fast_idct,
+        **hardware,
     )
+
+
+def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", device_id: int | None = 0) -> list[np.ndarray]:
+    """``images`` (file bytes) decoded in one batch by :func:`decode` alone, on ``device``
+    (``mixed``: the GPU ``device_id``; ``cpu`` with ``device_id=None`` runs without one)."""
+
+    @pipeline_def(batch_size=len(images), num_threads=1, device_id=device_id, prefetch_queue_depth=1)
+    def pipeline():
+        return decode(fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1), spec, device)
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.feed_input(INPUT_NAME, [np.frombuffer(data, np.uint8) for data in images])
+    (out,) = pipe.run()
+    out = out.as_cpu() if device == "mixed" else out
+    return [np.array(out[i]) for i in range(len(images))]
 
 
 def resize(image, spec: ResizeSpec):
