@@ -1,0 +1,164 @@
+"""``harness merge``: the reports of the N shards of one check (``harness check --shard K/N``)
+joined into the report one run over every image would have written.
+
+Every image's result is in its shard's images.jsonl; merging folds them again, in the shards'
+order, through the same :class:`~harness.compare.aggregate.RunSummary` a run folds them
+through (its means are exact sums, so the order does not change a bit), keeps the worst
+images' visuals among those the shards kept (a shard keeps the worst of its own images, so
+the worst of all are among them), and writes report.json, report.md, report.html,
+images.jsonl and per_image.csv as a run does. The cost is reading the shards' JSON lines: no
+image is decoded, no server asked.
+
+Refused, with a one-line reason, before anything is written: a directory that is not a shard,
+a shard missing or given twice, shards of different splits or image listings, shards of
+different runs (:func:`harness.run_identity.run_identity`: spec, reference, deployment,
+options, versions), a shard that stopped before all its images, or an image in the wrong shard.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, VISUALS_DIRNAME, csv_header, csv_row
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.run_identity import first_difference, run_identity
+from harness.shard import ShardRecord
+
+if TYPE_CHECKING:
+    from harness.results import CheckReport
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    directory: Path
+    record: ShardRecord
+    report: dict
+    """Its report.json."""
+
+    @property
+    def name(self) -> str:
+        return f"shard {self.record.shard} ({self.directory})"
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    report: "CheckReport"
+    """The merged report."""
+    paths: dict[str, Path]
+    shards: tuple[ShardRun, ...]
+
+    def exit_status(self) -> int:
+        """What one run's :meth:`~harness.check.job.CheckResult.exit_status` would be."""
+        summary, run = self.report.summary, self.report.run
+        if not summary.compared:
+            raise NothingCompared(f"none of the {summary.images} images of the {len(self.shards)} shards could be "
+                                  "compared: the run says nothing about the deployment")
+        return EXIT_FOUND if self.report.fails(run.fail_on, run.allow_rejected) else EXIT_OK
+
+
+def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
+    """The shards in index order, each checked against the first: one split, one listing, one
+    run, all complete, each index once."""
+    shards = []
+    for directory in directories:
+        record = ShardRecord.read(directory)  # first: a folder that is not a shard says so
+        try:
+            report = json.loads((directory / "report.json").read_text())
+        except FileNotFoundError:
+            raise UsageError(f"{directory}: the shard has no report.json (did its check run to the end?)") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{directory / 'report.json'}: not JSON ({exc})") from None
+        shards.append(ShardRun(directory, record, report))
+    if not shards:
+        raise UsageError("harness merge needs the report directories of the shards")
+    shards.sort(key=lambda s: s.record.shard.index)
+    first = shards[0]
+    count = first.record.shard.count
+    for shard in shards:
+        if shard.record.shard.count != count:
+            raise UsageError(f"{shard.name} is of a split into {shard.record.shard.count}, {first.name} of one into "
+                             f"{count}: not shards of one run")
+    by_index: dict[int, ShardRun] = {}
+    for shard in shards:
+        twice = by_index.setdefault(shard.record.shard.index, shard)
+        if twice is not shard:
+            raise UsageError(f"shard {shard.record.shard} given twice: {twice.directory} and {shard.directory}")
+    missing = [f"{k}/{count}" for k in range(count) if k not in by_index]
+    if missing:
+        raise UsageError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing: merging needs all "
+                         f"{count} (given {', '.join(str(s.record.shard) for s in shards)}); a merge of some "
+                         "shards would be a silently shorter report")
+    identity = run_identity(first.report)
+    for shard in shards:
+        if (shard.record.listed, shard.record.listing_sha256) != (first.record.listed, first.record.listing_sha256):
+            raise UsageError(f"{shard.name} split another image listing ({shard.record.listed} images) than "
+                             f"{first.name} ({first.record.listed}): not the same images")
+        difference = first_difference(identity, run_identity(shard.report))
+        if difference:
+            raise UsageError(f"{shard.name} is not the same run as {first.name}: {difference}")
+        if shard.report["run"].get("incomplete"):
+            raise UsageError(f"{shard.name} stopped before all its images ({shard.report['run'].get('stopped_reason')})"
+                             f": finish it with harness check ... --shard {shard.record.shard} --resume, then merge")
+    return shards
+
+
+def merge(directories: Sequence[Path], out: Path) -> MergeResult:
+    """Merge the check shards in ``directories`` into ``out`` (see the module)."""
+    from harness.check.visuals import VisualStore
+    from harness.compare.aggregate import RunSummary
+    from harness.compare.result import ImageResult
+    from harness.report import write_reports
+    from harness.results import CheckReport
+    from harness.results.parse import check_run, deployed_info, reference_info, spec_info
+
+    shards = read_shards(directories)
+    if any(out.resolve() == s.directory.resolve() for s in shards):
+        raise UsageError(f"--report {out} is one of the shards: merge into another directory")
+    out.mkdir(parents=True, exist_ok=True)
+    visuals = VisualStore(out / VISUALS_DIRNAME)
+    for shard in shards:  # the candidates: each shard's worst (the store unlinks the others)
+        for path in sorted((shard.directory / VISUALS_DIRNAME).glob("*.npz")):
+            shutil.copyfile(path, visuals.directory / path.name)
+    summary, seen = RunSummary(), {}
+    with (out / RESULTS_FILENAME).open("w") as results, (out / CSV_FILENAME).open("w", newline="") as table:
+        writer = csv.writer(table)
+        writer.writerow(csv_header())
+        for shard in shards:
+            rows = 0
+            with (shard.directory / RESULTS_FILENAME).open() as lines:
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    result = ImageResult.from_dict(json.loads(line))
+                    if not shard.record.shard.holds(result.image):
+                        raise UsageError(f"{shard.name} holds {result.image!r}, an image of another shard")
+                    if result.image in seen:
+                        raise UsageError(f"{result.image!r} is in {seen[result.image]} and in {shard.name}")
+                    seen[result.image] = shard.name
+                    rows += 1
+                    summary.add(result)
+                    visuals.offer(result, None)
+                    results.write(line if line.endswith("\n") else line + "\n")
+                    writer.writerow(csv_row(result))
+            if rows != shard.record.selected:
+                raise UsageError(f"{shard.name} reported {rows} of its {shard.record.selected} images: finish it "
+                                 f"with harness check ... --shard {shard.record.shard} --resume, then merge")
+    for stray in set(p.name for p in visuals.directory.glob("*.npz")) - {
+            path.name for stage in visuals.heaps for _, path in visuals.worst(stage)}:
+        (visuals.directory / stray).unlink()  # a copied candidate that never entered a heap
+
+    first = shards[0].report
+    # The shards ran side by side: the run took as long as the longest.
+    run = dataclasses.replace(check_run(first["run"]), seconds=max(s.report["run"]["seconds"] for s in shards))
+    report = CheckReport(summary=summary.result(), spec=spec_info(first["spec"]), versions=first["versions"],
+                         reference=reference_info(first["reference"]), deployed=deployed_info(first["deployed"]),
+                         run=run)
+    if report.summary.images != shards[0].record.listed:  # every image listed is an image reported
+        raise RuntimeError(f"{report.summary.images} images merged of {shards[0].record.listed} listed")
+    return MergeResult(report, write_reports(out, report, visuals), tuple(shards))
