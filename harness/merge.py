@@ -25,12 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+import numpy as np
+
 from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, VISUALS_DIRNAME, csv_header, csv_row
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.run_identity import first_difference, run_identity
-from harness.shard import ShardRecord
+from harness.shard import ShardRecord, check_split
 
 if TYPE_CHECKING:
+    from harness.accuracy.job import AccuracyResult as AccuracyJobResult
     from harness.results import CheckReport
 
 
@@ -75,30 +78,10 @@ def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
         except json.JSONDecodeError as exc:
             raise UsageError(f"{directory / 'report.json'}: not JSON ({exc})") from None
         shards.append(ShardRun(directory, record, report))
-    if not shards:
-        raise UsageError("harness merge needs the report directories of the shards")
-    shards.sort(key=lambda s: s.record.shard.index)
+    shards = check_split(shards)
     first = shards[0]
-    count = first.record.shard.count
-    for shard in shards:
-        if shard.record.shard.count != count:
-            raise UsageError(f"{shard.name} is of a split into {shard.record.shard.count}, {first.name} of one into "
-                             f"{count}: not shards of one run")
-    by_index: dict[int, ShardRun] = {}
-    for shard in shards:
-        twice = by_index.setdefault(shard.record.shard.index, shard)
-        if twice is not shard:
-            raise UsageError(f"shard {shard.record.shard} given twice: {twice.directory} and {shard.directory}")
-    missing = [f"{k}/{count}" for k in range(count) if k not in by_index]
-    if missing:
-        raise UsageError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing: merging needs all "
-                         f"{count} (given {', '.join(str(s.record.shard) for s in shards)}); a merge of some "
-                         "shards would be a silently shorter report")
     identity = run_identity(first.report)
     for shard in shards:
-        if (shard.record.listed, shard.record.listing_sha256) != (first.record.listed, first.record.listing_sha256):
-            raise UsageError(f"{shard.name} split another image listing ({shard.record.listed} images) than "
-                             f"{first.name} ({first.record.listed}): not the same images")
         difference = first_difference(identity, run_identity(shard.report))
         if difference:
             raise UsageError(f"{shard.name} is not the same run as {first.name}: {difference}")
@@ -154,11 +137,77 @@ def merge(directories: Sequence[Path], out: Path) -> MergeResult:
         (visuals.directory / stray).unlink()  # a copied candidate that never entered a heap
 
     first = shards[0].report
+    deployed = deployed_info(merged_replay(first["deployed"], [s.report["deployed"] for s in shards]))
     # The shards ran side by side: the run took as long as the longest.
     run = dataclasses.replace(check_run(first["run"]), seconds=max(s.report["run"]["seconds"] for s in shards))
     report = CheckReport(summary=summary.result(), spec=spec_info(first["spec"]), versions=first["versions"],
-                         reference=reference_info(first["reference"]), deployed=deployed_info(first["deployed"]),
+                         reference=reference_info(first["reference"]), deployed=deployed,
                          run=run)
     if report.summary.images != shards[0].record.listed:  # every image listed is an image reported
         raise RuntimeError(f"{report.summary.images} images merged of {shards[0].record.listed} listed")
     return MergeResult(report, write_reports(out, report, visuals), tuple(shards))
+
+
+def merged_replay(first: dict, shards: Sequence[dict]) -> dict:
+    """``first`` (a shard's report.json ``deployed``) with the step-by-step replay of an
+    ensemble found on the server (``--model``) summed over the shards' ``deployed``: images
+    replayed, mismatches, the largest difference, and the line ``found`` says it in. The
+    mismatched images listed (at most 20) are in shard order; one run lists them in the order
+    they completed."""
+    from harness.deployment.stepwise import ReplayStats
+
+    replays = [d.get("deployment", {}).get("replay") for d in shards]
+    if not replays[0]:
+        return first
+    names = [name for r in replays for name in r["mismatched_images"]]
+    mismatched = sum(r["mismatched"] for r in replays)
+    replay = {"images": sum(r["images"] for r in replays), "mismatched": mismatched,
+              "mismatched_images": names[:20], "max_abs_diff": max(float(r["max_abs_diff"]) for r in replays),
+              "trusted": not mismatched}
+    # The sentence a run's ReplayStats writes (it reads only the count of its mismatched list).
+    line = ReplayStats(replay["images"], (names + [""] * mismatched)[:mismatched], replay["max_abs_diff"]).describe()
+    found = [line if f.startswith("step-by-step replay") else f for f in first["deployment"]["found"]]
+    return {**first, "deployment": {**first["deployment"], "replay": replay, "found": found}}
+
+
+def merge_accuracy(directories: Sequence[Path], out: Path) -> "AccuracyJobResult":
+    """Pool the ``harness accuracy --shard`` shards in ``directories`` and write the one run's
+    accuracy.json and accuracy.md to ``out`` (see :mod:`harness.accuracy.shards`)."""
+    from harness.accuracy import Dataset, Predictions, Sample, evaluate, write_report
+    from harness.accuracy.job import AccuracyOptions
+    from harness.accuracy.job import AccuracyResult as AccuracyJobResult
+    from harness.accuracy.shards import read_shards
+    from harness.results import AccuracyReport, AccuracyRun, ReferenceInfo, ServerInfo
+
+    shards = read_shards(directories)
+    if any(out.resolve() == s.directory.resolve() for s in shards):
+        raise UsageError(f"--report {out} is one of the shards: merge into another directory")
+    first, content = shards[0].report, shards[0].content
+    rows = sorted((row for s in shards for row in s.content["samples"]), key=lambda row: row[0])
+    if len(rows) != shards[0].record.listed or [row[0] for row in rows] != list(range(len(rows))):
+        raise UsageError(f"the shards hold {len(rows)} of the {shards[0].record.listed} images listed: "
+                         "a shard is incomplete")
+    source = Path(first["dataset"]["source"])
+    dataset = Dataset(source, first["dataset"]["layout"],
+                      tuple(Sample(name, Path(path), label) for _, name, path, label in rows))
+    predictions = []
+    for i, path in enumerate(content["paths"]):
+        parts = [s.content["paths"][i] for s in shards]
+        predictions.append(Predictions(
+            path["path"], {k: tuple(v) for p in parts for k, v in p["top_k"].items()},
+            {k: v for p in parts for k, v in p["failed"].items()},
+            {k: np.asarray(v, np.float32) for p in parts for k, v in p["logits"].items()}))
+    classes = content["classes"]
+    result = evaluate(dataset, predictions, classes, first["tie_margin"], first["top_k"])
+    run = first.get("run")
+    report = AccuracyReport(
+        result, classes, ReferenceInfo(first["reference"]["recipe"], first["reference"]["model"],
+                                       first["reference"].get("recipe_name")),
+        ServerInfo(first["deployed"]["url"], first["deployed"]["protocol"]), first["spec"],
+        AccuracyRun(max(s.report["run"]["seconds"] for s in shards), run["batch_size"], run["fail_on"],
+                    run["allow_rejected"]) if run else None,
+        first.get("versions", {}))
+    json_path, markdown_path = write_report(out, report)
+    options = AccuracyOptions(source, out, fail_on=run["fail_on"] if run else "diverged",
+                              allow_rejected=run["allow_rejected"] if run else False)
+    return AccuracyJobResult(report, json_path, markdown_path, options)

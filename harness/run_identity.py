@@ -20,8 +20,7 @@ RUN_OPTIONS = ("fail_on", "isolated", "tie_margin", "top_k", "allow_rejected")
 
 def run_identity(report: dict) -> dict:
     """The identity of the check run whose report.json is ``report`` (a dict)."""
-    deployed = dict(report["deployed"])
-    deployed["url"] = re.sub(r"^embedded server \(.*\)$", "embedded server", deployed["url"])
+    deployed = {**report["deployed"], "url": embedded_as_one(report["deployed"]["url"])}
     if "deployment" in deployed:
         # What the server told discovery is the identity; the replay's counts are results.
         deployed["deployment"] = {k: v for k, v in deployed["deployment"].items() if k not in ("found", "replay")}
@@ -32,16 +31,28 @@ def run_identity(report: dict) -> dict:
             "versions": report["versions"]}
 
 
+def embedded_as_one(url: str) -> str:
+    """``embedded server (127.0.0.1:PORT)`` without its port (see the module)."""
+    return re.sub(r"^embedded server \(.*\)$", "embedded server", url)
+
+
 def first_difference(a, b, path: str = "") -> str | None:
     """Where two identities (or any JSON values) first differ, as ``key.key: A vs B``; None if equal."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b), key=str):
             if key not in a or key not in b:
-                return f"{path}{key}: {'missing' if key not in a else a[key]!r} vs {'missing' if key not in b else b[key]!r}"
+                return f"{path}{key}: {_short(a.get(key, 'missing'))} vs {_short(b.get(key, 'missing'))}"
             found = first_difference(a[key], b[key], f"{path}{key}.")
             if found:
                 return found
         return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := first_difference(x, y, f"{path}{i}."))), None)
     if a != b:
-        return f"{path.rstrip('.')}: {a!r} vs {b!r}"
+        return f"{path.rstrip('.')}: {_short(a)} vs {_short(b)}"
     return None
+
+
+def _short(value, limit: int = 100) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -93,3 +93,32 @@ class ShardRecord:
                              "run harness check --shard K/N)") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{path}: unreadable shard record ({type(exc).__name__}: {exc})") from None
+
+
+def check_split(shards: list) -> list:
+    """``shards`` (each with ``record``, ``directory`` and ``name``) in index order, refused
+    unless they are one split of one listing, every index once."""
+    if not shards:
+        raise UsageError("harness merge needs the report directories of the shards")
+    shards = sorted(shards, key=lambda s: s.record.shard.index)
+    first = shards[0]
+    count = first.record.shard.count
+    for shard in shards:
+        if shard.record.shard.count != count:
+            raise UsageError(f"{shard.name} is of a split into {shard.record.shard.count}, {first.name} of one into "
+                             f"{count}: not shards of one run")
+    by_index: dict[int, object] = {}
+    for shard in shards:
+        twice = by_index.setdefault(shard.record.shard.index, shard)
+        if twice is not shard:
+            raise UsageError(f"shard {shard.record.shard} given twice: {twice.directory} and {shard.directory}")
+    missing = [f"{k}/{count}" for k in range(count) if k not in by_index]
+    if missing:
+        raise UsageError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing: merging needs all "
+                         f"{count} (given {', '.join(str(s.record.shard) for s in shards)}); a merge of some "
+                         "shards would be a silently shorter report")
+    for shard in shards:
+        if (shard.record.listed, shard.record.listing_sha256) != (first.record.listed, first.record.listing_sha256):
+            raise UsageError(f"{shard.name} split another image listing ({shard.record.listed} images) than "
+                             f"{first.name} ({first.record.listed}): not the same images")
+    return shards

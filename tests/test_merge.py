@@ -20,6 +20,7 @@ from harness.paths import PROJECT_ROOT
 from harness.session import Session
 from harness.shard import SHARD_FILENAME, Shard, ShardRecord
 
+IMAGENET_SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample"
 MISALIGNED = PROJECT_ROOT / "specs" / "misaligned_resize.toml"
 """Divergent stages, flips and ties: a report with everything to merge."""
 
@@ -123,7 +124,7 @@ def test_shards_of_another_spec_deployment_or_listing_are_refused(server, photos
     merged = merge([tmp_path / "aligned-0", tmp_path / "aligned-1"], tmp_path / "merged")
     assert merged.exit_status() == 0 and merged.report.summary.images == 5
     with pytest.raises(UsageError, match=r"shard 1/2 .*misaligned-1.* is not the same run as shard 0/2 .*: "
-                                         r"reference\.recipe: 'opencv: .*' vs 'torchvision: .*'"):
+                                         r"reference\.recipe: 'opencv: .*' vs 'torchvision: "):
         merge([tmp_path / "aligned-0", tmp_path / "misaligned-1"], tmp_path / "m")
     with pytest.raises(UsageError, match=r"is not the same run .*: deployment\..*'dali' vs 'opencv'"):
         merge([tmp_path / "aligned-0", tmp_path / "opencv-1"], tmp_path / "m")
@@ -131,6 +132,23 @@ def test_shards_of_another_spec_deployment_or_listing_are_refused(server, photos
     check(server, images, tmp_path / "more-1", Shard(1, 2), spec=None)
     with pytest.raises(UsageError, match="split another image listing"):
         merge([tmp_path / "aligned-0", tmp_path / "more-1"], tmp_path / "m")
+
+
+def test_a_discovered_ensembles_replay_is_summed_over_the_shards(server, photos_dir, tmp_path):
+    """--model: the ensemble is replayed step by step; the report says on how many images."""
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg"):
+        shutil.copyfile(photos_dir / name, images / name)
+    target = Target(model="classify_dali")
+    whole = check(server, images, tmp_path / "whole", spec=None, target=target)
+    for k in range(2):
+        check(server, images, tmp_path / f"shard-{k}", Shard(k, 2), spec=None, target=target)
+    merged = merge([tmp_path / "shard-0", tmp_path / "shard-1"], tmp_path / "merged")
+    one, joined = json.loads(whole.paths["json"].read_text()), json.loads(merged.paths["json"].read_text())
+    assert comparable(joined) == comparable(one)
+    assert joined["deployed"]["deployment"]["replay"]["images"] == 5
+    assert any("reproduced the ensemble's scores on all 5 images" in line for line in joined["deployed"]["deployment"]["found"])
 
 
 def test_the_command_line_shards_and_merges(server, photos_dir, tmp_path):
@@ -171,3 +189,36 @@ def test_a_shard_is_a_stable_hash_of_the_file_name():
     for text in ("3/3", "-1/3", "1", "a/b", "1/0"):
         with pytest.raises(UsageError, match="--shard takes K/N"):
             Shard.parse(text)
+
+
+def test_accuracy_shards_pooled_are_the_report_of_one_run(server, tmp_path):
+    """12 labeled ImageNet photos (and a row whose file is missing) scored in 3 shards, pooled:
+    every statistic of accuracy.json is the one run's, McNemar and the macro averages included."""
+    from harness.accuracy.job import AccuracyOptions
+    from harness.accuracy.job import run as run_accuracy
+    from harness.merge import merge_accuracy
+
+    source = IMAGENET_SAMPLE
+    rows = (source / "labels.csv").read_text().splitlines()[1:13]
+    for row in rows:
+        shutil.copyfile(source / row.split(",")[0], tmp_path / Path(row.split(",")[0]).name)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("file,label\n" + "".join(f"{Path(r.split(',')[0]).name},{r.split(',')[1]}\n" for r in rows)
+                      + "missing.jpg,3\n")
+    session = Session(url=server.grpc_url, spec_file=MISALIGNED)
+
+    def accuracy(report: Path, shard: Shard | None = None):
+        return run_accuracy(session, AccuracyOptions(labels, report, shard=shard))
+
+    whole = accuracy(tmp_path / "whole")
+    for k in range(3):
+        accuracy(tmp_path / f"shard-{k}", Shard(k, 3))
+    merged = merge_accuracy([tmp_path / f"shard-{k}" for k in range(3)], tmp_path / "merged")
+    one, pooled = json.loads(whole.json_path.read_text()), json.loads(merged.json_path.read_text())
+    assert comparable(pooled) == comparable(one)
+    assert one["dataset"]["images"] == 13 and one["dataset"]["failed"] == 1
+    assert {p["path"] for p in one["paths"]} == {"reference", "dali", "opencv"}
+    assert merged.exit_status() == whole.exit_status()
+    assert merged.markdown_path.read_text() == whole.markdown_path.read_text()
+    with pytest.raises(UsageError, match="shard 1/3 missing"):
+        merge_accuracy([tmp_path / "shard-0", tmp_path / "shard-2"], tmp_path / "m")

@@ -115,7 +115,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
 
     with session.connect(log=log) as client:
         server_metadata = client.server_metadata()
-        deployment = open_deployment(session, client, options.target, images, log)
+        # Discovery probes the listing's first images, a shard's too: the report a run writes.
+        deployment = open_deployment(session, client, options.target, listed, log)
         tolerances = session.tolerances(deployment.scores_kind)
         # In the units compared: probabilities when the deployment answers them (the reference's
         # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.

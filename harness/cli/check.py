@@ -55,10 +55,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     check.set_defaults(run=run_check_command)
 
     merge = commands.add_parser(
-        "merge", help="merge the reports of the N shards of one check (check --shard K/N) into one run's",
+        "merge", help="merge the reports of the N shards of one check or accuracy run (--shard K/N) into one run's",
         description="Join the report directories of the N shards of one `harness check --shard K/N` run into "
                     "the report one run over every image would have written (report.json, .md, .html, "
-                    "images.jsonl, per_image.csv). Refuses a shard missing or given twice, shards of different "
+                    "images.jsonl, per_image.csv); shards of `harness accuracy --shard K/N` are pooled into "
+                    "one run's accuracy.json and accuracy.md. Refuses a shard missing or given twice, shards of different "
                     "splits, image listings, specs, deployments, options or versions, and unfinished shards. "
                     "Exit status: as the check's: 0 no stage breaks its --fail-on and nothing was rejected by "
                     "one side only, 1 otherwise, 2 refused or no image could be compared.")
@@ -108,8 +109,15 @@ def run_check_command(args) -> int:
 
 
 def run_merge_command(args) -> int:
-    from harness.merge import merge
+    from harness.accuracy.shards import ACCURACY_JSON
+    from harness.merge import merge, merge_accuracy
 
+    if (args.shards[0] / ACCURACY_JSON).is_file():  # shards of `harness accuracy --shard`
+        accuracy = merge_accuracy(args.shards, args.report)
+        out(accuracy.markdown_path.read_text())
+        console.print(f"merged {len(args.shards)} accuracy shards: {accuracy.markdown_path}  (also "
+                      f"{accuracy.json_path.name})")
+        return accuracy.exit_status()
     result = merge(args.shards, args.report)
     out(result.paths["markdown"].read_text())
     console.print(f"merged {len(result.shards)} shards: {result.paths['markdown']}  (also "
