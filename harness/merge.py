@@ -13,6 +13,9 @@ Refused, with a one-line reason, before anything is written: a directory that is
 a shard missing or given twice, shards of different splits or image listings, shards of
 different runs (:func:`harness.run_identity.run_identity`: spec, reference, deployment,
 options, versions), a shard that stopped before all its images, or an image in the wrong shard.
+
+The shards of ``harness accuracy --shard K/N`` are pooled by :func:`merge_accuracy` (see
+:mod:`harness.accuracy.shards`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from harness.shard import ShardRecord, check_split
 
 if TYPE_CHECKING:
     from harness.accuracy.job import AccuracyResult as AccuracyJobResult
+    from harness.check.visuals import VisualStore
     from harness.results import CheckReport
 
 
@@ -93,17 +97,38 @@ def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
 
 def merge(directories: Sequence[Path], out: Path) -> MergeResult:
     """Merge the check shards in ``directories`` into ``out`` (see the module)."""
-    from harness.check.visuals import VisualStore
-    from harness.compare.aggregate import RunSummary
-    from harness.compare.result import ImageResult
     from harness.report import write_reports
-    from harness.results import CheckReport
-    from harness.results.parse import check_run, deployed_info, reference_info, spec_info
 
     shards = read_shards(directories)
     if any(out.resolve() == s.directory.resolve() for s in shards):
         raise UsageError(f"--report {out} is one of the shards: merge into another directory")
+    # Built aside and moved in when complete: a refusal met while folding leaves nothing behind.
+    staging = out.parent / f".{out.name}.merging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        report, visuals = fold(shards, staging)
+        paths = write_reports(staging, report, visuals)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / VISUALS_DIRNAME, ignore_errors=True)
+    for path in staging.iterdir():
+        path.replace(out / path.name)
+    staging.rmdir()
+    return MergeResult(report, {kind: out / path.name for kind, path in paths.items()}, tuple(shards))
+
+
+def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualStore"]:
+    """The shards' images folded into one run's report (and its visuals, and images.jsonl and
+    per_image.csv, written to ``out``)."""
+    from harness.check.visuals import VisualStore
+    from harness.compare.aggregate import RunSummary
+    from harness.compare.result import ImageResult
+    from harness.results import CheckReport
+    from harness.results.parse import check_run, deployed_info, reference_info, spec_info
+
     visuals = VisualStore(out / VISUALS_DIRNAME)
     for shard in shards:  # the candidates: each shard's worst (the store unlinks the others)
         for path in sorted((shard.directory / VISUALS_DIRNAME).glob("*.npz")):
@@ -115,10 +140,14 @@ def merge(directories: Sequence[Path], out: Path) -> MergeResult:
         for shard in shards:
             rows = 0
             with (shard.directory / RESULTS_FILENAME).open() as lines:
-                for line in lines:
+                for number, line in enumerate(lines, 1):
                     if not line.strip():
                         continue
-                    result = ImageResult.from_dict(json.loads(line))
+                    try:
+                        result = ImageResult.from_dict(json.loads(line))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise UsageError(f"{shard.directory / RESULTS_FILENAME}, line {number}: not an image's result "
+                                         f"({type(exc).__name__}: {exc})") from None
                     if not shard.record.shard.holds(result.image):
                         raise UsageError(f"{shard.name} holds {result.image!r}, an image of another shard")
                     if result.image in seen:
@@ -141,11 +170,10 @@ def merge(directories: Sequence[Path], out: Path) -> MergeResult:
     # The shards ran side by side: the run took as long as the longest.
     run = dataclasses.replace(check_run(first["run"]), seconds=max(s.report["run"]["seconds"] for s in shards))
     report = CheckReport(summary=summary.result(), spec=spec_info(first["spec"]), versions=first["versions"],
-                         reference=reference_info(first["reference"]), deployed=deployed,
-                         run=run)
+                         reference=reference_info(first["reference"]), deployed=deployed, run=run)
     if report.summary.images != shards[0].record.listed:  # every image listed is an image reported
         raise RuntimeError(f"{report.summary.images} images merged of {shards[0].record.listed} listed")
-    return MergeResult(report, write_reports(out, report, visuals), tuple(shards))
+    return report, visuals
 
 
 def merged_replay(first: dict, shards: Sequence[dict]) -> dict:

@@ -51,9 +51,9 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def listing_digest(images: Sequence[Path]) -> str:
-    """The SHA-256 of the sorted file names: equal only for the same image listing."""
-    return hashlib.sha256("\n".join(sorted(p.name for p in images)).encode("utf-8", "surrogateescape")).hexdigest()
+def listing_digest(names: Sequence[str]) -> str:
+    """The SHA-256 of the sorted image names: equal only for the same image listing."""
+    return hashlib.sha256("\n".join(sorted(names)).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,10 @@ class ShardRecord:
     """Images this shard holds."""
 
     @staticmethod
-    def of(shard: Shard, listed: Sequence[Path]) -> "ShardRecord":
-        return ShardRecord(shard, len(listed), listing_digest(listed), len(shard.select(listed)))
+    def of(shard: Shard, names: Sequence[str]) -> "ShardRecord":
+        """The record of ``shard`` of the images named ``names`` (file names, or a dataset's
+        relative paths: what :meth:`Shard.holds` is asked)."""
+        return ShardRecord(shard, len(names), listing_digest(names), sum(map(shard.holds, names)))
 
     def write(self, directory: Path) -> Path:
         path = directory / SHARD_FILENAME

@@ -81,7 +81,7 @@ def test_each_shard_records_its_place_in_the_split(runs, corpus):
     listed = list_images(corpus)
     for k, shard in enumerate(shards):
         record = ShardRecord.read(out / f"shard-{k}")
-        assert record == ShardRecord.of(Shard(k, 3), listed)
+        assert record == ShardRecord.of(Shard(k, 3), [p.name for p in listed])
         assert record.selected == shard.report.summary.images
     assert sum(ShardRecord.read(out / f"shard-{k}").selected for k in range(3)) == len(listed)
 
@@ -110,6 +110,10 @@ def test_an_unfinished_or_tampered_shard_is_refused(runs, tmp_path):
     images.write_text("".join(rows) + (tmp_path / "shard-2" / "images.jsonl").read_text().splitlines(keepends=True)[0])
     with pytest.raises(UsageError, match="an image of another shard"):
         merge(shards, tmp_path / "m")
+    images.write_text("".join(rows[:-1]) + "{not json\n")
+    with pytest.raises(UsageError, match=rf"shard-1/images.jsonl, line {len(rows)}: not an image's result"):
+        merge(shards, tmp_path / "m")
+    assert not (tmp_path / "m").exists() and not list(tmp_path.glob(".m.*"))  # nothing left behind
 
 
 def test_shards_of_another_spec_deployment_or_listing_are_refused(server, photos_dir, tmp_path):

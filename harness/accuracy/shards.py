@@ -52,7 +52,7 @@ def write_shard(directory: Path, shard: Shard, full: Dataset, part: Dataset, pre
                   for p in predictions],
     }
     (directory / PREDICTIONS_FILENAME).write_text(json.dumps(content, allow_nan=False) + "\n")
-    ShardRecord.of(shard, [Path(s.name) for s in full.samples]).write(directory)
+    ShardRecord.of(shard, [s.name for s in full.samples]).write(directory)
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,6 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         raise RuntimeError(f"{missing} images neither compared nor failed")
     paths = write_reports(options.report, report, outcome.visuals)
     if options.shard is not None:
-        ShardRecord.of(options.shard, listed).write(options.report)
+        ShardRecord.of(options.shard, [p.name for p in listed]).write(options.report)
     return CheckResult(report, paths, options, stopped)
 
