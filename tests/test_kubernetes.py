@@ -156,6 +156,7 @@ def test_triton_runs_composes_command_on_a_gpu_with_health_probes(production):
     exit_timeout = next((int(a.split("=")[1]) for a in server["command"] if a.startswith("--exit-timeout-secs=")), 30)
     assert pod(triton)["terminationGracePeriodSeconds"] >= pre_stop + exit_timeout
     assert server["resources"]["requests"]["cpu"] and server["resources"]["requests"]["memory"]
+    assert "replicas" not in triton["spec"]  # the autoscaler's to set, not every `kubectl apply`'s
 
 
 def test_the_engine_is_built_where_triton_waits_for_it_on_the_same_gpus(production):
