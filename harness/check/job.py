@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, ContextManager
 from harness.deployment.side import RETRIES
 from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
+from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ class CheckOptions:
     isolate: bool = True
     workers: int = DEFAULT_WORKERS
     retries: int = RETRIES
+    shard: Shard | None = None
+    """Check only this shard's images (``harness merge`` joins the shards' reports)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class CheckResult:
         if self.stopped is not None:
             raise self.stopped.then(f"{summary.compared} images compared so far are kept; continue with: "
                                     f"harness check {options.images} --report {options.report} --resume")
+        if not summary.images and options.shard is not None:
+            return EXIT_OK  # a shard that holds no image: the merged report is the verdict
         if not summary.compared:
             raise NothingCompared(f"none of the {summary.images} images could be compared "
                                   "(every one failed or was rejected): the run says nothing about the deployment")
@@ -92,9 +97,10 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
 
     spec = session.spec
-    images = list_images(options.images)
-    if not images:
+    listed = list_images(options.images)
+    if not listed:
         raise UsageError(f"no images in {options.images}")
+    images = options.shard.select(listed) if options.shard else listed
     if options.resume and not (options.report / "images.jsonl").exists():
         raise UsageError(f"--resume: no earlier run in {options.report}")
     if options.top_k < 1:
@@ -109,7 +115,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
 
     with session.connect(log=log) as client:
         server_metadata = client.server_metadata()
-        deployment = open_deployment(session, client, options.target, images, log)
+        # Discovery probes the listing's first images, a shard's too: the report a run writes.
+        deployment = open_deployment(session, client, options.target, listed, log)
         tolerances = session.tolerances(deployment.scores_kind)
         # In the units compared: probabilities when the deployment answers them (the reference's
         # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
@@ -132,5 +139,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     missing = len(images) - report.summary.images
     if stopped is None and missing:  # every image in is an image reported
         raise RuntimeError(f"{missing} images neither compared nor failed")
-    return CheckResult(report, write_reports(options.report, report, outcome.visuals), options, stopped)
+    paths = write_reports(options.report, report, outcome.visuals)
+    if options.shard is not None:
+        ShardRecord.of(options.shard, [p.name for p in listed]).write(options.report)
+    return CheckResult(report, paths, options, stopped)
 

@@ -19,8 +19,9 @@ from harness.cli.common import (
     target_of,
 )
 from harness.deployment.side import RETRIES
-from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.paths import REPORTS_DIR
+from harness.shard import Shard
 from harness.stage import DEFAULT_TOP_K
 
 DEFAULT_REPORT = REPORTS_DIR / "check"
@@ -46,9 +47,25 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "(default: twice the cores, at most 8: %(default)s here)")
     check.add_argument("--retries", type=int, default=RETRIES,
                        help="retries of a request the server does not answer (default: %(default)s)")
+    check.add_argument("--shard", type=shard_arg, metavar="K/N",
+                       help="check only shard K (0 to N-1) of N: the images whose name hashes to K; "
+                            "`harness merge` joins the N shards' reports into one run's")
     add_server_args(check)
     add_repository_args(check)
     check.set_defaults(run=run_check_command)
+
+    merge = commands.add_parser(
+        "merge", help="merge the reports of the N shards of one check or accuracy run (--shard K/N) into one run's",
+        description="Join the report directories of the N shards of one `harness check --shard K/N` run into "
+                    "the report one run over every image would have written (report.json, .md, .html, "
+                    "images.jsonl, per_image.csv); shards of `harness accuracy --shard K/N` are pooled into "
+                    "one run's accuracy.json and accuracy.md. Refuses a shard missing or given twice, shards of different "
+                    "splits, image listings, specs, deployments, options or versions, and unfinished shards. "
+                    "Exit status: as the check's: 0 no stage breaks its --fail-on and nothing was rejected by "
+                    "one side only, 1 otherwise, 2 refused or no image could be compared.")
+    merge.add_argument("shards", type=Path, nargs="+", metavar="DIR", help="the shards' --report directories")
+    merge.add_argument("--report", type=Path, required=True, help="directory of the merged report")
+    merge.set_defaults(run=run_merge_command)
 
     compare = commands.add_parser("compare", help="compare the stage tensors saved by two `check --save-tensors` runs")
     compare.add_argument("run_a", type=Path)
@@ -58,6 +75,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--report", type=Path, default=None, help="default: <run_b>/compare")
     compare.add_argument("--fail-on", choices=FAIL_ON, default="diverged", help=FAIL_ON_HELP)
     compare.set_defaults(run=run_compare_command)
+
+
+def shard_arg(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except UsageError as exc:  # argparse's own error: exit status 2, one line
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 FAIL_ON = ("diverged", "tie", "close")
@@ -76,11 +100,28 @@ def run_check_command(args) -> int:
 
     options = CheckOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
                            args.fail_on, args.tie_margin, args.allow_rejected, args.top_k, args.save_tensors,
-                           args.resume, args.isolate, args.workers, args.retries)
+                           args.resume, args.isolate, args.workers, args.retries, args.shard)
     result = run(session_of(args), options, log=console.print, progress=progress_bar)
     paths = result.paths
     out(paths["markdown"].read_text())
     console.print(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
+    return result.exit_status()
+
+
+def run_merge_command(args) -> int:
+    from harness.accuracy.shards import ACCURACY_JSON
+    from harness.merge import merge, merge_accuracy
+
+    if (args.shards[0] / ACCURACY_JSON).is_file():  # shards of `harness accuracy --shard`
+        accuracy = merge_accuracy(args.shards, args.report)
+        out(accuracy.markdown_path.read_text())
+        console.print(f"merged {len(args.shards)} accuracy shards: {accuracy.markdown_path}  (also "
+                      f"{accuracy.json_path.name})")
+        return accuracy.exit_status()
+    result = merge(args.shards, args.report)
+    out(result.paths["markdown"].read_text())
+    console.print(f"merged {len(result.shards)} shards: {result.paths['markdown']}  (also "
+                  f"{result.paths['html'].name}, {result.paths['json'].name}, per_image.csv, images.jsonl)")
     return result.exit_status()
 
 

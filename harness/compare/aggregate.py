@@ -29,7 +29,8 @@ WORST_KEPT = 5
 @dataclass
 class MetricStats:
     worst: float
-    total: float = 0.0
+    partials: list[float] = field(default_factory=list)
+    """The finite values' exact sum, as non-overlapping partials (:func:`add_exactly`)."""
     count: int = 0
 
     def add(self, key: str, value: float) -> None:
@@ -40,11 +41,28 @@ class MetricStats:
         else:
             self.worst = max(self.worst, value)
         if math.isfinite(value):
-            self.total += value
+            add_exactly(self.partials, value)
             self.count += 1
 
     def freeze(self) -> MetricSummary:
-        return MetricSummary(self.worst, self.total / self.count if self.count else self.worst, self.count)
+        return MetricSummary(self.worst, math.fsum(self.partials) / self.count if self.count else self.worst, self.count)
+
+
+def add_exactly(partials: list[float], value: float) -> None:
+    """Add ``value`` to the exact sum that ``partials`` hold (Shewchuk's algorithm, which
+    math.fsum runs on a whole list): the mean is then the same whatever order the images
+    completed in, so one run's report and the merge of its shards agree to the last bit."""
+    i = 0
+    for partial in partials:
+        if abs(value) < abs(partial):
+            value, partial = partial, value
+        high = value + partial
+        low = partial - (high - value)
+        if low:
+            partials[i] = low
+            i += 1
+        value = high
+    partials[i:] = [value]
 
 
 def _add_metrics(stats: dict[str, MetricStats], metrics: dict) -> None:
