@@ -97,7 +97,8 @@ class PathEffect:
     detected: int
     labeled: int
     coco_map: float | None
-    """COCO mAP@[.5:.95] (pycocotools, bbox); None when boxes cannot be given a category."""
+    """COCO mAP@[.5:.95] (pycocotools, on the quads' enclosing boxes); None when boxes cannot
+    be given a category or nothing is labeled."""
     coco_map50: float | None
     images_right: int
     mcnemar: McNemar | None = None
@@ -195,7 +196,9 @@ def coco_mean_ap(labels: Labels, detections: Mapping[str, Detections]) -> tuple[
 
 
 def _with_bbox(annotation: dict) -> dict:
-    """An annotation as COCOeval's bbox mode needs it: ``bbox``, ``area``, ``iscrowd``."""
+    """An annotation as COCOeval's bbox mode needs it: ``bbox`` the enclosing box of the
+    label's quad (as the detections' boxes are of theirs: both sides measured alike, where a
+    turned word's ink box would be tighter than any quad's), ``area``, ``iscrowd``."""
     x1, y1, x2, y2 = Detections(_quad(annotation, "labels")[None], [1.0]).xyxy[0]
-    bbox = annotation.get("bbox") or [x1, y1, x2 - x1, y2 - y1]
-    return dict(annotation, bbox=bbox, area=annotation.get("area", bbox[2] * bbox[3]), iscrowd=annotation.get("iscrowd", 0))
+    bbox = [float(x1), float(y1), float(x2 - x1), float(y2 - y1)]
+    return dict(annotation, bbox=bbox, area=bbox[2] * bbox[3], iscrowd=annotation.get("iscrowd", 0))
