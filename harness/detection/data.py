@@ -254,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     detector = TextDetector(LimitSide(args.limit_side, args.limit_type))
     found = find_text(photos, detector, args.min_score, progress=lambda s: print(s, file=sys.stderr))
-    args.out.write_text(json.dumps({"detector": f"PP-OCRv6_det_small, limit side {args.limit_side} {args.limit_type}, db defaults",
+    setting = f"PP-OCRv6_det_small, limit side {args.limit_side} {args.limit_type}, db defaults"
+    args.out.write_text(json.dumps({"detector": setting,
                                     "min_score": args.min_score, "searched": len(photos),
                                     "photos": found}, indent=1) + "\n")
     text = sum(f["text"] > 0 for f in found.values())

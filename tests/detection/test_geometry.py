@@ -13,8 +13,8 @@ from rapidocr.ch_ppocr_det.utils import DetPreProcess
 from harness.detection.geometry import (
     Geometry,
     GeometryError,
-    LimitSide,
     Letterbox,
+    LimitSide,
     letterbox_geometry,
     limit_side_geometry,
     resize_opencv,
