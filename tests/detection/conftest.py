@@ -13,9 +13,9 @@ from harness.detection.geometry import LimitSide
 from harness.paths import PROJECT_ROOT
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
-CLEAN_PHOTOS = ("n01440764_tench.JPEG", "n02009912_American_egret.JPEG", "n02109961_Eskimo_dog.JPEG",
-                "n02437312_Arabian_camel.JPEG", "n03014705_chest.JPEG", "n03673027_liner.JPEG", "n04081281_restaurant.JPEG",
-                "n04550184_wardrobe.JPEG")
+CLEAN_PHOTOS = ("n01530575_brambling.JPEG", "n01955084_chiton.JPEG", "n02105855_Shetland_sheepdog.JPEG",
+                "n02328150_Angora.JPEG", "n02791270_barbershop.JPEG", "n03447447_gondola.JPEG", "n04070727_refrigerator.JPEG",
+                "n07583066_guacamole.JPEG")
 """Photos in which the reference detector finds nothing at all (not in docs/detection-imagenet-text.json,
 ``python -m harness.detection.data find-text``'s list): text already in a photo would have no label."""
 SMALL_SIDE = LimitSide(480, "max")

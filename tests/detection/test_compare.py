@@ -82,16 +82,21 @@ def test_bad_output_is_a_divergence_with_the_reason(board):
     assert flood.verdict is Verdict.DIVERGED and len(flood.extra) == 4999
 
 
-def test_a_planted_preprocessing_change_diverges_on_real_photos(labeled):
-    """The detector fed RGB instead of the BGR PaddleOCR trains on, on the labeled photos."""
-    detector = TextDetector(LimitSide(480, "max"), threads=2)
-    verdicts = []
-    for path in sorted((labeled.parent / "images").iterdir())[:4]:
+def test_planted_preprocessing_changes_on_real_photos(labeled):
+    """A smaller limit side (PaddleOCR #9116's culprit) loses or moves words: diverged. The
+    detector fed RGB instead of the BGR PaddleOCR trains on moves every score a little and
+    rarely a box: never equal, but mostly close (this detector barely minds channel order
+    on rendered words)."""
+    reference, smaller = TextDetector(LimitSide(480, "max"), threads=2), TextDetector(LimitSide(320, "max"), threads=2)
+    by_size, by_order = [], []
+    for path in sorted((labeled.parent / "images").iterdir()):
         bgr = cv2.imread(str(path))
-        c = compare_detections(detector(bgr).detections, detector(bgr[..., ::-1].copy()).detections, THRESHOLD,
-                               image_size=bgr.shape[:2])
-        verdicts.append(c.verdict)
-    assert Verdict.EQUAL not in verdicts and Verdict.DIVERGED in verdicts, verdicts
+        found = reference(bgr).detections
+        by_size.append(compare_detections(found, smaller(bgr).detections, THRESHOLD, image_size=bgr.shape[:2]).verdict)
+        by_order.append(compare_detections(found, reference(bgr[..., ::-1].copy()).detections, THRESHOLD,
+                                           image_size=bgr.shape[:2]).verdict)
+    assert Verdict.DIVERGED in by_size and Verdict.EQUAL not in by_size, by_size
+    assert Verdict.EQUAL not in by_order, by_order
 
 
 def test_corner_error_follows_the_corners_not_their_numbering():
