@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from harness.accuracy.dataset import Sample
 from harness.accuracy.predict import REFERENCE
 from harness.accuracy.scoring import AccuracyResult, PathScore
 from harness.compare.result import SIDES
+from harness.files import strict_json, write_atomic
 from harness.results.accuracy import AccuracyReport, compared_scores, ensemble, points, rate
 
 JSON_FILENAME = "accuracy.json"
@@ -134,6 +134,6 @@ def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
     """Write accuracy.json and accuracy.md into ``out_dir``; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
-    json_path.write_text(json.dumps(report.to_dict(), indent=1, allow_nan=False) + "\n")
-    markdown_path.write_text(render_markdown(report))
+    write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(markdown_path, render_markdown(report))
     return json_path, markdown_path

@@ -11,6 +11,8 @@ import numpy as np
 from harness.check.image import ImageTensors
 from harness.compare.aggregate import severity
 from harness.compare.result import ImageResult
+from harness.files import atomic_file
+from harness.names import bounded_filename
 from harness.stage import IMAGE_STAGES, STAGES, Stage
 from harness.verdict import Verdict
 
@@ -41,10 +43,11 @@ class VisualStore:
     def __init__(self, directory: Path, keep: int = 3):
         self.directory, self.keep = directory, keep
         self.heaps: dict[Stage, list[tuple[float, str]]] = {s: [] for s in STAGES}
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)  # (the run directory refused a link here)
 
     def path(self, stage: Stage, image: str) -> Path:
-        return self.directory / f"{stage}__{image}.npz"
+        """A bounded, unique file name per stage and image (:func:`harness.names.bounded_filename`)."""
+        return self.directory / bounded_filename(image, ".npz", prefix=f"{stage}__")
 
     def offer(self, result: ImageResult, tensors: ImageTensors | None) -> None:
         for stage_result in result.stages:
@@ -57,7 +60,8 @@ class VisualStore:
             if arrays is None and tensors is not None:
                 continue
             if tensors is not None:
-                np.savez_compressed(self.path(stage_result.stage, result.image), **arrays)
+                with atomic_file(self.path(stage_result.stage, result.image)) as f:
+                    np.savez_compressed(f, **arrays)
             elif not self.path(stage_result.stage, result.image).exists():
                 continue  # resumed result whose visual was evicted before
             heapq.heappush(heap, (score, result.image))

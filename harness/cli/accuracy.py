@@ -14,6 +14,7 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
@@ -70,7 +71,7 @@ def run_accuracy_command(args) -> int:
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
                               args.allow_rejected)
-    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+    result = run(session_of(args), options, log=say, progress=progress_bar)
     out(result.markdown_path.read_text())
     console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
     failed, images = result.report.result.failed, len(result.report.result.dataset.samples)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.check.job import DEFAULT_WORKERS
+from harness.check.budget import BYTES_PER_DECODED_BYTE, DEFAULT_MEMORY_BUDGET
+from harness.check.job import DEFAULT_WORKERS, FAIL_ON
 from harness.cli.common import (
     add_images_args,
     add_reference_args,
@@ -15,6 +16,7 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
@@ -46,6 +48,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "(default: twice the cores, at most 8: %(default)s here)")
     check.add_argument("--retries", type=int, default=RETRIES,
                        help="retries of a request the server does not answer (default: %(default)s)")
+    check.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET // 2 ** 20, metavar="MiB",
+                       help="memory the images in flight may hold, estimated from each image's decoded size "
+                            f"({BYTES_PER_DECODED_BYTE} bytes per byte of RGB pixels, plus the file); one image "
+                            "larger than the budget runs alone (default: %(default)s)")
+    check.add_argument("--follow-links", action="store_true",
+                       help="also follow symbolic links that lead outside the image folder (default: such a link "
+                            "is a skipped row, never read)")
     add_server_args(check)
     add_repository_args(check)
     check.set_defaults(run=run_check_command)
@@ -60,7 +69,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     compare.set_defaults(run=run_compare_command)
 
 
-FAIL_ON = ("diverged", "tie", "close")
 FAIL_ON_HELP = ("exit 1 if any stage's verdict is this or worse: diverged; tie (also a top-1 change within the "
                 "tie margin); close (any difference beyond equal) (default: %(default)s)")
 
@@ -76,11 +84,12 @@ def run_check_command(args) -> int:
 
     options = CheckOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
                            args.fail_on, args.tie_margin, args.allow_rejected, args.top_k, args.save_tensors,
-                           args.resume, args.isolate, args.workers, args.retries)
-    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+                           args.resume, args.isolate, args.workers, args.retries, args.follow_links,
+                           args.memory_budget * 2 ** 20)
+    result = run(session_of(args), options, log=say, progress=progress_bar)
     paths = result.paths
     out(paths["markdown"].read_text())
-    console.print(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
+    say(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
     return result.exit_status()
 
 

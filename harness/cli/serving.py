@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, connect, console, session_of
+from harness.cli.common import add_repository_args, add_server_args, connect, console, say, session_of
 from harness.client import PIPELINES
 from harness.errors import ServerStopped, UsageError
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
@@ -102,7 +102,7 @@ def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None
     """The fp16 model with its fp32 fallback found on ``calibration`` (default the photo corpus)."""
     from harness.layers.job import export_fp16_model
 
-    done = export_fp16_model(session, path, out, calibration, log=console.print)
+    done = export_fp16_model(session, path, out, calibration, log=say)
     if done.fallback is None:
         console.print(f"wrote {done.fp16_model} (no calibration images: no fp32 fallback searched)")
         return

@@ -113,12 +113,16 @@ class RunSummary:
         self.stages = {name: StageSummary(name) for name in STAGES}
         self.compared = 0
         self.failed: list[ImageIssue] = []
+        self.skipped: list[ImageIssue] = []
         self.rejected: dict[str, list[ImageIssue]] = {side: [] for side in SIDES}
         self.flips: list[Flip] = []
         """Every image whose top-1 class changed: a tie or a divergence, with the margin."""
         self.first_divergent = Counter()
 
     def add(self, result: ImageResult) -> None:
+        if result.skipped:
+            self.skipped.append(ImageIssue(result.image, result.error))
+            return
         if result.rejected_by:
             self.rejected[result.rejected_by].append(ImageIssue(result.image, result.error))
             return
@@ -142,4 +146,4 @@ class RunSummary:
         return CheckSummary(
             self.compared, tuple(s.freeze() for s in self.stages.values() if s.verdicts), by_image(self.failed),
             {side: by_image(rows) for side, rows in self.rejected.items()}, by_image(self.flips),
-            dict(self.first_divergent))
+            dict(self.first_divergent), by_image(self.skipped))

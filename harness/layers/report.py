@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import csv
 import html
-import json
 import math
 from pathlib import Path
 
+from harness.files import strict_json, write_atomic
 from harness.layers.compare import LayerRow, LayersResult, PairResult
 from harness.report.html import STYLE
 
@@ -23,7 +23,7 @@ def write_layers_report(directory: Path, result: LayersResult, command: str = ""
     """Write every file into ``directory`` (created); returns {kind: path}."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {kind: directory / f"layers.{kind}" for kind in ("json", "csv", "md", "html", "png")}
-    paths["json"].write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
     with paths["csv"].open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(CSV_FIELDS)

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.files import strict_json, write_atomic
 from harness.formatting import fmt
 from harness.outcome import Outcome
-from harness.report.data import json_safe
 from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
 
 if TYPE_CHECKING:
@@ -121,6 +121,6 @@ def write_diagnosis(out_dir: Path, report: DiagnosisReport) -> dict[str, Path]:
     """diagnosis.json and diagnosis.md in ``out_dir`` (created)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "diagnosis.json", "markdown": out_dir / "diagnosis.md"}
-    paths["json"].write_text(json.dumps(json_safe(report.to_dict()), indent=1) + "\n")
-    paths["markdown"].write_text(render_markdown(report))
+    write_atomic(paths["json"], strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(paths["markdown"], render_markdown(report))
     return paths
