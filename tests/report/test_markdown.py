@@ -48,7 +48,7 @@ def test_rejections_failures_and_an_incomplete_run_are_listed():
     assert text.splitlines()[2] == "> **Incomplete run**: server stopped. Continue with `--resume`."
     assert "**1 image rejected by deployment** (training processes it)." in text
     assert "## Rejected by deployment only" in text and "| `cut\\|x.jpg` | deployed: truncated JPEG |" in text
-    assert "## Failed images" in text and "| gone.jpg | unreadable: No such file |" in text
+    assert "## Failed images" in text and "| `gone.jpg` | unreadable: No such file |" in text
     assert "- Images: 3 (1 compared, 1 failed, 1 rejected by deployment)" in text
 
 
