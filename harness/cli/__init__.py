@@ -25,7 +25,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         console.print(f"[bold red]error:[/] {terminal_text(self.prog)}: {terminal_text(message)} "
-                      f"(see {terminal_text(self.prog)} --help)", soft_wrap=True)
+                      f"(see {terminal_text(self.prog)} --help)", soft_wrap=True, markup=True)
         self.exit(ERROR_STATUS)
 
 
@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     terminate_as_interrupt()  # SIGTERM unwinds like Ctrl-C: embedded servers stopped, build folders removed
     args = build_parser().parse_args(argv)
     return run_command(lambda: args.run(args),
-                       lambda message: console.print(f"[bold red]error:[/] {terminal_text(message)}", soft_wrap=True))
+                       lambda message: console.print(f"[bold red]error:[/] {terminal_text(message)}", soft_wrap=True,
+                                                     markup=True))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from harness.cli.common import (
     target_of,
 )
 from harness.client import PIPELINES
+from harness.names import terminal_text
 from harness.paths import REPORTS_DIR
 from harness.stage import DEFAULT_TOP_K
 
@@ -77,5 +78,5 @@ def run_accuracy_command(args) -> int:
     failed, images = result.report.result.failed, len(result.report.result.dataset.samples)
     if failed:
         console.print(f"[yellow]{len(failed)} of {images} images failed and were excluded from every "
-                      f"path[/] (reasons in {result.markdown_path.name})")
+                      f"path[/] (reasons in {terminal_text(result.markdown_path.name)})", markup=True)
     return result.exit_status()

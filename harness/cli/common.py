@@ -17,8 +17,10 @@ from harness.paths import DEFAULT_REPOSITORY
 from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
 
-console = Console(stderr=True, highlight=False)
-"""Progress and messages go to stderr; stdout carries only results."""
+console = Console(stderr=True, highlight=False, markup=False)
+"""Progress and messages go to stderr; stdout carries only results. Text is printed as text
+(``markup=False``): a path or a name with ``[...]`` in it is never Rich markup; the few
+styled lines pass ``markup=True`` with their text escaped (:func:`harness.names.terminal_text`)."""
 
 
 def say(line: str) -> None:

@@ -15,6 +15,8 @@ from harness.files import strict_json, write_atomic
 from harness.layers.compare import LayerTolerance
 from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
 from harness.layers.run import DEFAULT_BATCH
+from harness.listing import InputFile, read_input
+from harness.names import identifier
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -124,13 +126,13 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     recipe = session.recipe()
     images = []
     for path in list_images(options.images):
-        data = path.read_bytes()
+        data = read_input(InputFile.of(path))
         try:
             recipe(data)
         except ValueError as exc:  # ImageError and friends: skipped, said
-            log(f"skipped {path.name}: {exc}")
+            log(f"skipped {identifier(path)}: {exc}")
             continue
-        images.append((path.name, data))
+        images.append((identifier(path), data))
         if len(images) == options.limit:
             break
     if not images:
