@@ -96,11 +96,13 @@ def run_check(
             results.start()
 
         def record(result: ImageResult, tensors: ImageTensors | None) -> None:
-            results.append(result)  # first: the summary holds only what is on disk
-            summary.add(result)
-            visuals.offer(result, tensors)
+            # Its files first, its record last: a record on disk means its files are there too,
+            # and the summary holds only what is on disk (a full disk stops the run between two).
             if tensors_dir is not None and tensors is not None:
                 save_image_tensors(tensors_path(tensors_dir, result.image), tensors, result.image)
+            visuals.offer(result, tensors)
+            results.append(result)
+            summary.add(result)
             on_result(result)
 
         start = time.perf_counter()
