@@ -143,8 +143,10 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
             if not run_dir.has_results():
                 raise UsageError(f"--resume: no earlier run in {path_text(options.report)}")
             _verify(run_dir, manifest)
-        reference_model = session.reference_model(options.reference_model,
-                                                  threads=max(1, (os.cpu_count() or 1) // options.workers))
+        # One thread per image, whatever --workers: a model's float sums depend on how its work is
+        # split (PyTorch's logits moved by 1e-5 between 1 and 2 threads), and a run must give the
+        # same numbers however it is run or resumed; the workers give the parallelism.
+        reference_model = session.reference_model(options.reference_model, threads=1)
         if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
             reference_model.check_input(spec.reference.preprocess.input_shape)
 

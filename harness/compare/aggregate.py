@@ -10,8 +10,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from fractions import Fraction
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from harness.compare.result import SIDES, ImageResult, StageResult
 from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, StageStats
