@@ -158,15 +158,19 @@ def check_concurrently(images: Iterable[InputFile], check: Callable[[InputFile],
                 if not pending:
                     return stopped
                 finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                for future in finished:
+                while finished:
+                    future = finished.pop()
                     try:
                         checked, cost = future.result()
                     except ServerStopped as exc:
                         stopped = stopped or exc
                         continue
+                    finally:
+                        del future  # it holds the image's tensors too
                     try:
                         record(*checked)
                     finally:
+                        del checked  # the tensors go before the budget says they did
                         budget.release(cost)
         except BaseException:
             for future in pending:
