@@ -112,7 +112,8 @@ def csv_text(text: object) -> str:
 
 def terminal_text(text: object) -> str:
     """``text`` for a Rich console: markup escaped (``[bold]`` prints as written) and no
-    control or format character reaching the terminal (escape sequences shown as ``\\x1b``)."""
+    control or format character reaching the terminal (escape sequences shown as ``\\x1b``)
+    but its line breaks (a message may quote a log's last lines; a name never holds one)."""
     from rich.markup import escape
 
-    return escape(printable(text))
+    return escape("\n".join(printable(line) for line in str(text).split("\n")))

@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
 from harness.check.image import ImageTensors
 from harness.compare.result import ImageResult
-from harness.files import atomic_file
+from harness.files import write_atomic
 from harness.names import bounded_filename, csv_text
 from harness.stage import TENSOR_STAGES, Stage
 
@@ -69,8 +70,15 @@ def save_image_tensors(path: Path, t: ImageTensors, image: str | None = None) ->
     arrays.update({f"isolated.{k}": v for k, v in t.isolated.items()})
     if image is not None:
         arrays["image"] = np.array(image)
-    with atomic_file(path) as f:
-        np.savez_compressed(f, **arrays)
+    write_npz(path, arrays)
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as a compressed .npz at ``path``, atomically: made in memory (a zip file that
+    fails half-way, on a full disk, is never left open), then written and renamed."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    write_atomic(path, buf.getvalue())
 
 
 def load_image_tensors(path: Path) -> ImageTensors:

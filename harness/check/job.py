@@ -187,8 +187,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
             if stopped is None:
                 raise UsageError(f"cannot write the reports in {path_text(options.report)}: "
                                  f"{exc.strerror or exc}; the records are kept: continue with: {hint}") from None
-            raise stopped.then(f"the reports could not be written either ({exc.strerror or exc}); the records "
-                               f"are kept: continue with: {hint}") from None
+            raise stopped.then(f"the reports could not be written either ({exc.strerror or exc}); the "
+                               f"{report.summary.images} records written are kept: continue with: {hint}") from None
     return CheckResult(report, paths, options, stopped, hint)
 
 

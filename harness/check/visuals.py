@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.check.files import write_npz
 from harness.check.image import ImageTensors
 from harness.compare.aggregate import severity
 from harness.compare.result import ImageResult
-from harness.files import atomic_file
 from harness.names import bounded_filename
 from harness.stage import IMAGE_STAGES, STAGES, Stage
 from harness.verdict import Verdict
@@ -65,8 +65,7 @@ class VisualStore:
             if arrays is None and tensors is not None:
                 continue
             if tensors is not None:
-                with atomic_file(self.path(stage_result.stage, result.image)) as f:
-                    np.savez_compressed(f, **arrays)
+                write_npz(self.path(stage_result.stage, result.image), arrays)
             elif not self.path(stage_result.stage, result.image).exists():
                 continue  # resumed result whose visual was evicted before
             heapq.heappush(heap, (score, result.image))
