@@ -56,13 +56,14 @@ class RunStopped(CommandError):
 class ServerStopped(RunStopped):
     """The server stopped answering (after retries); the run ends, keeping what it compared."""
 
-    def __init__(self, url: str, image: str | None, reason: str, then: str = ""):
+    def __init__(self, url: str, image: str | None, reason: str, then: str = "", overloaded: bool = False):
         where = f" at image {image!r}" if image is not None else ""
-        super().__init__(f"the Triton server at {url} stopped answering{where}: {reason}", then)
-        self.url, self.image, self.reason = url, image, reason
+        did = "kept refusing requests as overloaded" if overloaded else "stopped answering"
+        super().__init__(f"the Triton server at {url} {did}{where}: {reason}", then)
+        self.url, self.image, self.reason, self.overloaded = url, image, reason, overloaded
 
     def then(self, what_now: str) -> "ServerStopped":
-        return ServerStopped(self.url, self.image, self.reason, what_now)
+        return ServerStopped(self.url, self.image, self.reason, what_now, self.overloaded)
 
 
 class Interrupted(RunStopped):
