@@ -166,11 +166,16 @@ class TritonClient:
             text = str(message).lower()
             if any(refusal in text for refusal in _OVERLOADED):
                 raise ServerOverloaded(f"{self.url} ({self.protocol}): {message}") from None
-            if any(code in str(exc.status()) for code in _UNAVAILABLE) or "timed out" in text or any(
-                    state in text for state in _NOT_SERVING):
+            if "DEADLINE_EXCEEDED" in str(exc.status()) or "timed out" in text:
+                raise ServerUnavailable(f"{self.url} ({self.protocol}): no answer within {self.timeout:g} s "
+                                        f"(--timeout): {message}") from None
+            if any(code in str(exc.status()) for code in _UNAVAILABLE) or any(state in text for state in _NOT_SERVING):
                 raise ServerUnavailable(f"{self.url} ({self.protocol}): {message}") from None
             raise InferenceError(message) from None
-        except (OSError, TimeoutError) as exc:  # HTTP: connection refused/reset, socket timeouts
+        except TimeoutError as exc:  # HTTP: a socket timeout
+            raise ServerUnavailable(f"{self.url} ({self.protocol}): no answer within {self.timeout:g} s (--timeout): "
+                                    f"{exc}") from None
+        except OSError as exc:  # HTTP: connection refused/reset
             raise ServerUnavailable(f"{self.url} ({self.protocol}): {type(exc).__name__}: {exc}") from None
         return {name: result.as_numpy(name) for name in outputs}
 

@@ -29,6 +29,8 @@ T = TypeVar("T")
 
 RETRIES = 3
 """Retries of a request the server does not answer, with back-off, before the run ends."""
+MAX_BACKOFF = 8.0
+"""The longest wait between two tries (seconds): 0.5, 1, 2, 4, 8, 8, ..."""
 
 
 class DeployedSide:
@@ -54,7 +56,7 @@ class DeployedSide:
                 self._local.client = None  # reconnect on the next attempt
                 if attempt == self.retries:
                     raise ServerStopped(url, image, str(exc), overloaded=isinstance(exc, ServerOverloaded)) from None
-                time.sleep(0.5 * 2 ** attempt)
+                time.sleep(min(MAX_BACKOFF, 0.5 * 2 ** attempt))
         raise AssertionError("unreachable")  # retries >= 0: the loop returns or raises
 
     def read(self, image: str, data: bytes) -> dict[Stage, np.ndarray]:
