@@ -29,12 +29,13 @@ from typing import Callable, Iterator
 from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, csv_header, csv_row
 from harness.compare.result import ImageResult
 from harness.errors import UsageError
-from harness.files import atomic_file, strict_json, write_atomic
+from harness.files import atomic_file, open_regular, read_limited, strict_json, write_atomic
 from harness.names import path_text
 
 LOCK_FILENAME = "run.lock"
 MANIFEST_FILENAME = "run.json"
 MANIFEST_FORMAT = 1
+MAX_MANIFEST_BYTES = 2 ** 20
 
 
 class RunDirectory:
@@ -86,12 +87,12 @@ class RunDirectory:
         return self.path / MANIFEST_FILENAME
 
     def read_manifest(self) -> "RunManifest | None":
-        try:
-            data = json.loads(self.manifest_path.read_bytes())
-            return RunManifest.from_dict(data)
-        except FileNotFoundError:
+        if not os.path.lexists(self.manifest_path):
             return None
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+        try:
+            data = json.loads(read_limited(self.manifest_path, MAX_MANIFEST_BYTES, "run manifest", follow=False))
+            return RunManifest.from_dict(data)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise UsageError(f"--resume: {path_text(self.manifest_path)} cannot be read ({exc}): "
                              "start a new run in another --report") from None
 
@@ -216,7 +217,7 @@ class ResultsLog:
         return recovered
 
     def _records(self, recovered: Recovered) -> Iterator[tuple[int, ImageResult]]:
-        with self.results_path.open("rb") as f:
+        with os.fdopen(open_regular(self.results_path, follow=False), "rb") as f:  # never a planted link
             for number, line in enumerate(f):
                 try:
                     if not line.endswith(b"\n"):

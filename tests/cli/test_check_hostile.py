@@ -104,3 +104,25 @@ def test_follow_links_reads_outside_links_as_inputs(server, photos_dir, tmp_path
     data = strict_json(tmp_path / "b" / "report.json")
     assert data["compared"] == 1 and [f["image"] for f in data["failed"]] == ["passwd.jpg"]
     assert "root:x:0" not in (tmp_path / "b" / "report.md").read_text()  # the reason names the format, not the bytes
+
+
+def test_links_planted_in_the_report_folder_are_replaced_never_written_through(server, photos_dir, tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "ok.jpg").write_bytes((photos_dir / "baboon.jpg").read_bytes())
+    report = tmp_path / "r"
+    report.mkdir()
+    victims = {name: tmp_path / f"victim-{name}" for name in ("report.md", "report.json", "report.html",
+                                                              "images.jsonl", "per_image.csv", "run.json")}
+    for name, victim in victims.items():
+        victim.write_text("keep me")
+        (report / name).symlink_to(victim)
+    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--no-isolate")
+    assert result.returncode == 0, result.stderr
+    assert all(victim.read_text() == "keep me" for victim in victims.values())
+    assert not any((report / name).is_symlink() for name in victims)
+    assert strict_json(report / "report.json")["compared"] == 1
+    (report / "visuals").rename(tmp_path / "elsewhere")
+    (report / "visuals").symlink_to(tmp_path / "elsewhere")
+    refused = harness("check", images, "--url", server.grpc_url, "--report", report, "--no-isolate")
+    assert refused.returncode == 2 and "refusing to write through it" in refused.stderr, refused.stderr
