@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.files import strict_json, write_atomic
 from harness.formatting import fmt
+from harness.names import markdown_code, markdown_text
 from harness.outcome import Outcome
 from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
 
@@ -103,7 +104,8 @@ def render_markdown(report: DiagnosisReport) -> str:
     for outcome, what in FAILED_OUTCOMES.items():
         rows = [f for f in report.failed if (f.outcome or Outcome.FAILED) == outcome]
         if rows:
-            lines += [f"{len(rows)} images {what}: " + ", ".join(f"{f.image} ({f.reason})" for f in rows), ""]
+            listed = ", ".join(f"{markdown_code(f.image)} ({markdown_text(f.reason)})" for f in rows)
+            lines += [f"{len(rows)} images {what}: {listed}", ""]
     lines += render_causes(report)
     if report.found:
         lines += ["Deployment found on the server:", "", "```", *report.found, "```", ""]
