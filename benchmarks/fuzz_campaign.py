@@ -168,8 +168,8 @@ def specs_and_options_campaign(work: Path, url: str, args) -> None:
         not_one_line += status == 2 and not text.strip().splitlines()[-1].startswith("error:")
         if (report / "report.json").exists():
             data = json.loads((report / "report.json").read_text())
-            images, outcomes = counts(data)
-            lost += (images != 2 or outcomes != 2) and not data["run"]["stopped_reason"]
+            entries, outcomes = counts(data)
+            lost += (entries != 2 or outcomes != 2) and not data["run"]["stopped_reason"]
         shutil.rmtree(report, ignore_errors=True)
         case += 1
     print(f"specs+options: {case} cases in {time.perf_counter() - start:.0f} s (seed {args.seed}); exit statuses: "

@@ -354,6 +354,8 @@ def _check_types(where: str, cls, values: Mapping[str, Any]) -> None:
             raise SpecError(f"{where} {key} must be true or false, got {value!r}")
         if hint is str and not isinstance(value, str):
             raise SpecError(f"{where} {key} must be a string, got {value!r}")
+        if typing.get_origin(hint) is tuple and key != "size" and not isinstance(value, list):
+            raise SpecError(f"{where} {key} must be a list of numbers, got {value!r}")
         if hint in (int, float) or typing.get_origin(hint) is tuple:
             whole = hint is int or (hint is not float and float not in typing.get_args(hint))
             for number in value if isinstance(value, list) else [value]:
