@@ -188,10 +188,12 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
                   for f in summary.flips]
         parts.append("</table>")
     sections = [(f"Rejected by {side} only", rows) for side, rows in summary.rejected.items()]
-    for title, rows in [*sections, ("Failed images", summary.failed), ("Skipped entries (not inputs)", summary.skipped)]:
+    sections += [("Failed images", summary.failed), ("Skipped entries (not inputs)", summary.skipped)]
+    for title, rows in sections:
         if not rows:
             continue
-        parts.append(f"<h2>{e(title)}</h2><table><tr><th>image</th><th>reason</th></tr>")
+        first = "entry" if rows is summary.skipped else "image"
+        parts.append(f"<h2>{e(title)}</h2><table><tr><th>{first}</th><th style='text-align:left'>reason</th></tr>")
         parts += [f"<tr><td>{e(f.image)}</td><td style='text-align:left'>{e(f.reason)}</td></tr>" for f in rows]
         parts.append("</table>")
     write_atomic(path, "\n".join(parts) + "\n")
