@@ -106,7 +106,7 @@ def main() -> int:
     parser.add_argument("--ensemble", default="classify_dali")
     parser.add_argument("--sizes", type=int, nargs="+", default=[0, 16, 64, 256],
                         help="max_queue_size values (0: no queue policy, the old configs)")
-    parser.add_argument("--timeout-ms", type=int, default=2000, help="default_timeout_microseconds / 1000")
+    parser.add_argument("--timeout-ms", type=int, default=5000, help="default_timeout_microseconds / 1000")
     parser.add_argument("--photo", default="squirrel_cls.jpg")
     args = parser.parse_args()
     image = (DEFAULT_PHOTOS / args.photo).read_bytes()

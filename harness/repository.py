@@ -81,10 +81,11 @@ class QueuePolicy:
 
 CPU_QUEUE_POLICY = QueuePolicy(max_queue_size=16, timeout_us=5_000_000)
 """Every dynamic batcher of the cpu profile (benchmarks/overload.py, docs/robustness.md): 1000
-concurrent requests answered p50 30.6 s without a bound; with 16 waiting, the excess is
-refused in 50 ms (p50) and those answered take 1.9 s (p50) on the same loaded 2 cores. The
-harness's own clients stay below 16 (check: 8 images in flight). 5 s only catches a stalled
-instance: with 16 waiting, a request waits that long only at 0.6 s an image."""
+concurrent requests were answered p50 34 s without a bound (the server at 4.1 GB after);
+with 16 waiting, the excess is refused in 0.2 s (p50) and those answered take 2.6 s (p50),
+on the same loaded 2 cores (1.4 GB after). The harness's own clients stay below 16 (check:
+8 images in flight). 5 s only catches a stalled instance: 16 requests wait that long only
+at 0.6 s an image."""
 
 
 def load_config(path: Path) -> ModelConfig:
