@@ -61,5 +61,22 @@ class MemoryBudget:
         with self._cond:
             self.held -= amount
             self._cond.notify_all()
+        if amount >= TRIM_ABOVE:
+            _trim()
+
+
+TRIM_ABOVE = 64 * 2 ** 20
+"""After an image that held this much, the freed heap goes back to the system (each worker
+thread's malloc arena keeps what its images freed otherwise, and the next huge image on
+another thread adds its own)."""
+
+
+def _trim() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)  # glibc: every arena's free pages back to the system
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
