@@ -34,7 +34,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Replay the training preprocessing on every image, read every stage from the deployed "
                     "server, compare them in order, and report where they first diverge. Exit status: 0 no "
                     "stage breaks --fail-on and no image is rejected by one side only, 1 otherwise, 2 usage/setup "
-                    "error, the server stopped, or no image could be compared.")
+                    "error, the run stopped early (the server, SIGINT/SIGTERM, a full disk: the reports so far are "
+                    "written and the command that continues it is printed), or no image could be compared.")
     add_images_args(check, DEFAULT_REPORT)
     add_reference_args(check)
     add_verdict_args(check)
