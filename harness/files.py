@@ -36,10 +36,13 @@ class InputFileError(HarnessError, OSError):
 def open_regular(path: str | os.PathLike, follow: bool = True) -> int:
     """A read-only descriptor of ``path`` if it is a regular file (opened without blocking:
     a FIFO is refused, not waited on; ``follow=False`` refuses a symbolic link too). The
-    caller closes it. Raises :class:`InputFileError` naming the problem."""
+    caller closes it. Raises :class:`InputFileError` naming the problem (``FileNotFoundError``
+    as it is)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise  # as it is: every caller knows it
     except OSError as exc:
         raise InputFileError(path, _reason(exc, follow)) from None
     info = os.fstat(fd)

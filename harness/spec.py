@@ -293,11 +293,10 @@ def _read_with_extends(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         raise SpecError(f"{path}: 'extends' goes more than {MAX_EXTENDS} specs deep")
     try:
         data = read_limited(path, MAX_SPEC_BYTES, "spec file")
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {path}") from None
     except OSError as exc:
-        reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
-        if isinstance(exc, FileNotFoundError) or "No such file" in reason:
-            raise SpecError(f"spec file not found: {path}") from None
-        raise SpecError(f"spec file {path}: {reason}") from None
+        raise SpecError(f"spec file {path}: {getattr(exc, 'reason', None) or exc.strerror or exc}") from None
     try:
         table = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
