@@ -160,7 +160,7 @@ def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: i
     ref_top, dep_top = np.argsort(-ref_p)[:k], np.argsort(-dep_p)[:k]
     return {
         "top1_agree": float(ref_top[0] == dep_top[0]),
-        "topk_overlap": len(set(ref_top) & set(dep_top)) / k,
+        "topk_overlap": len(set(ref_top) & set(dep_top)) / len(ref_top),  # k beyond the classes: all of them
         "k": k,
         "top1_prob_change": float(dep_p[ref_top[0]] - ref_p[ref_top[0]]),
         "reference_top1": int(ref_top[0]),
