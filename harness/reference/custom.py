@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
 from harness.reference.base import Recipe
@@ -40,6 +41,7 @@ def load_object(ref: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    load_dalis_nvjpeg()  # before the user's code imports torchvision, whose nvJPEG would otherwise be DALI's
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
