@@ -66,7 +66,7 @@ data/photos.sources.json: $(VENV)/.installed
 # host compares the deployed server with it (docker compose run --rm preflight).
 $(KNOWN_ANSWERS): $(STUB) model_repository/classifier/model.onnx data/photos.sources.json \
 		model_repository/preprocessing.toml $(wildcard model_repository/*/config.pbtxt)
-	$(HARNESS) preflight --record
+	$(HARNESS) preflight --record --photos data/photos
 
 clean:
 	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt

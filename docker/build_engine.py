@@ -10,12 +10,17 @@ what Triton will feed it.
 Precision: TensorRT 11 builds every network strongly typed and its trtexec has no
 ``--fp16`` (nor ``--int8``/``--best``): there, FP16=1 builds from ``model_fp16.onnx``, an
 ONNX that is fp16 inside (``harness model export --fp16`` writes it). TensorRT 10 and
-older get ``--fp16`` on the fp32 ONNX.
+older get ``--fp16`` on the fp32 ONNX. Every build gets ``--noTF32``: trtexec enables TF32
+by default ("default is to enable tf32, in addition to fp32", samples/common/sampleOptions.cpp
+at tag v11.0), and on Ampere and later TF32 runs fp32 matrix products on 10-bit mantissas:
+the gpu profile promises the ONNX's fp32 (and the fp16 model's fp32 layers stay fp32). The
+stamp names the precision; ``harness preflight`` prints it.
 
 Environment (docker-compose.yml sets them):
     FP16       1 for an fp16 engine (faster; logits move slightly); default 0
     OPT_BATCH  the batch size TensorRT tunes for; default 8
     TRTEXEC    the trtexec binary; default trtexec on PATH, else /usr/src/tensorrt/bin/trtexec
+               (a clean error, exit 2, when none of them is an executable file)
 
 The build is skipped when ``<out>/model.plan`` was built from the same ONNX with the same
 settings by the same TensorRT on the same GPU (a stamp file beside it records them).
@@ -43,6 +48,9 @@ from harness.manifest import MANIFEST_PATH, load_manifest, same_version, tensorr
 ENGINE = "model.plan"
 STAMP = "model.plan.stamp.json"
 FP16_ONNX = "model_fp16.onnx"
+TRTEXEC_IN_IMAGE = "/usr/src/tensorrt/bin/trtexec"
+"""Where the TensorRT image keeps trtexec when it is not on PATH."""
+NO_TF32 = "--noTF32"
 
 
 def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
@@ -76,7 +84,32 @@ def trtexec_command(trtexec: str, onnx: Path, engine: Path, input_name: str, dim
            "--skipInference"]  # build and save only; Triton serves it
     if fp16 and tensorrt_major < 11:
         cmd.append("--fp16")
+    cmd.append(NO_TF32)  # fp32 layers in fp32, not TF32 (on by default)
     return cmd
+
+
+def precision(fp16: bool, tensorrt_major: int) -> str:
+    """The precision an engine of :func:`trtexec_command` is built in, as the stamp names it."""
+    if not fp16:
+        return "fp32 (TF32 off)"
+    how = "strongly typed from model_fp16.onnx" if tensorrt_major >= 11 else "--fp16"
+    return f"fp16 ({how}; fp32 layers TF32 off)"
+
+
+def engine_stamp(onnx: Path, cmd: list[str], gpu: str, tensorrt: str, built_precision: str) -> dict:
+    """What the stamp beside model.plan records: a build with the same stamp is not redone,
+    and ``harness preflight`` reads its TensorRT, GPU and precision."""
+    return {"onnx_sha256": hashlib.sha256(onnx.read_bytes()).hexdigest(), "gpu": gpu, "tensorrt": tensorrt,
+            "precision": built_precision, "command": cmd[3:]}  # shapes and precision; the paths do not matter
+
+
+def find_trtexec() -> tuple[str, str | None]:
+    """(what was looked for, the executable found or None): ``$TRTEXEC``, else trtexec on
+    PATH, else the TensorRT image's own."""
+    given = os.environ.get("TRTEXEC")
+    if given:
+        return f"TRTEXEC={given}", shutil.which(given)
+    return f"trtexec on PATH or at {TRTEXEC_IN_IMAGE}", shutil.which("trtexec") or shutil.which(TRTEXEC_IN_IMAGE)
 
 
 def gpu_name() -> str:
@@ -111,29 +144,37 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     max_batch, input_name, dims = classifier_input((classifier / "config.pbtxt").read_text())
     opt_batch = int(os.environ.get("OPT_BATCH", "8"))
-    trtexec = os.environ.get("TRTEXEC") or shutil.which("trtexec") or "/usr/src/tensorrt/bin/trtexec"
+    looked_for, trtexec = find_trtexec()
 
     engine = args.out / ENGINE
     partial = args.out / (ENGINE + ".partial")  # trtexec writes here; renamed only when complete
-    cmd = trtexec_command(trtexec, onnx, partial, input_name, dims, max_batch, opt_batch, fp16, major)
+    cmd = trtexec_command(trtexec or os.environ.get("TRTEXEC") or "trtexec", onnx, partial, input_name, dims,
+                          max_batch, opt_batch, fp16, major)
     if args.dry_run:
         print(" ".join(cmd))
         return 0
+    if trtexec is None:
+        print(f"error: no trtexec executable ({looked_for}): run this in the TensorRT image deploy/versions.toml "
+              f"names ({manifest.tensorrt.image})", file=sys.stderr)
+        return 2
     found = tensorrt_library_version()
     if found is None or not same_version(tensorrt, found):
         print(f"error: this image's TensorRT is {found or 'missing'}, the manifest's is {tensorrt}: an engine only "
               f"loads in the TensorRT that built it (use the image deploy/versions.toml names)", file=sys.stderr)
         return 2
 
-    stamp = {"onnx_sha256": hashlib.sha256(onnx.read_bytes()).hexdigest(), "gpu": gpu_name(), "tensorrt": found,
-             "command": cmd[3:]}  # shapes and precision; the paths do not matter
+    stamp = engine_stamp(onnx, cmd, gpu_name(), found, precision(fp16, major))
     stamp_file = args.out / STAMP
     if engine.is_file() and stamp_file.is_file() and json.loads(stamp_file.read_text()) == stamp:
-        print(f"{engine} is up to date ({stamp['gpu']}, fp16={fp16}); not rebuilt")
+        print(f"{engine} is up to date ({stamp['gpu']}, {stamp['precision']}); not rebuilt")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    print(f"building {engine} on {stamp['gpu']}: {' '.join(cmd)}", flush=True)
-    result = subprocess.run(cmd)
+    print(f"building {engine} on {stamp['gpu']}, {stamp['precision']}: {' '.join(cmd)}", flush=True)
+    try:
+        result = subprocess.run(cmd)
+    except OSError as exc:  # found, but not runnable here (another architecture, a broken link)
+        print(f"error: cannot run {trtexec}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if result.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
         print(f"error: trtexec failed (exit code {result.returncode})", file=sys.stderr)
         return 1

@@ -10,13 +10,28 @@ FROM nvcr.io/nvidia/tritonserver:26.06-py3
 # one the DALI backend autoserializes preprocess_dali*/1/dali.py with, is the DALI the
 # virtualenv's tests define and serialize the same pipelines with.
 #
+# Whose numpy: this image sets PYTHONPATH to DALI's wheel folder, which dali_backend filled with
+# DALI *and its dependencies* (numpy unpinned, so 2.x), ahead of the site-packages where the
+# Python backend's numpy<2 and the pins below go; dali_backend autoserializes with `python3`
+# in the server's environment, so DALI would run that numpy too. deploy/versions.toml
+# [pythonpath] cites the sources. The site-packages go first (DALI 2.1.1 + numpy 1.26.4 is
+# what the virtualenv tests), and the build stops if the base image's PYTHONPATH is not the
+# one the manifest documents (a regular nvidia package in the site-packages would hide DALI:
+# the import check below fails then). tests/test_manifest.py checks these lines against the manifest.
+ARG IMAGE_PYTHONPATH=/opt/tritonserver/backends/dali/wheel/dali
+ARG SITE_PACKAGES=/usr/local/lib/python3.12/dist-packages
+RUN python3 -c "import os, sys; found = [p for p in os.environ.get('PYTHONPATH', '').split(':') if p]; \
+sys.exit(0 if found == '${IMAGE_PYTHONPATH}'.split(':') else f'the base image PYTHONPATH is {found}, not deploy/versions.toml [pythonpath] image')"
+ENV PYTHONPATH=${SITE_PACKAGES}:${IMAGE_PYTHONPATH}
+
 # numpy stays < 2 (the Python backend's tensors and the harness are tested with 1.26);
 # opencv-python-headless 4.11 is the last release built for numpy 1. Pillow and simplejpeg
 # check images in validate_image; tritonclient is for `harness preflight` inside this image.
 # The image already sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04
 # marks its Python as externally managed, and this image's Python *is* the backends' environment).
+ARG NUMPY_VERSION=1.26.4
 RUN pip install --no-cache-dir --break-system-packages \
-        numpy==1.26.4 \
+        numpy==${NUMPY_VERSION} \
         opencv-python-headless==4.11.0.86 \
         pillow==13.0.0 \
         simplejpeg==1.9.0 \
@@ -33,10 +48,12 @@ COPY harness /src/harness-project/harness
 COPY loadtest /src/harness-project/loadtest
 RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
     && rm -rf /src/harness-project \
-    && python3 -c "import numpy, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics; \
-assert numpy.__version__ == '1.26.4', numpy.__version__"
+    && python3 -c "import numpy, nvidia.dali, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics; \
+assert numpy.__version__ == '${NUMPY_VERSION}' and numpy.__file__.startswith('${SITE_PACKAGES}/'), (numpy.__version__, numpy.__file__); \
+assert nvidia.dali.__file__.startswith('${IMAGE_PYTHONPATH}/'), nvidia.dali.__file__"
 # (That import check fails the build early if the DALI package autoserialization uses,
-# OpenCV, or what preflight needs, is not importable by the image's python3.)
+# OpenCV, or what preflight needs, is not importable by the image's python3, or if numpy
+# is not the site-packages' 1.26.4: the PYTHONPATH order above decides it.)
 
 # The repository is mounted read-only: do not try to write __pycache__ into it.
 ENV PYTHONDONTWRITEBYTECODE=1

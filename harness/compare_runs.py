@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
+from harness.check.files import saved_image_name
 from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
@@ -23,6 +24,18 @@ def _tolerances(saved: dict) -> dict[Stage, Tolerance]:
     return {Stage(stage): Tolerance(**values) for stage, values in saved["spec"]["tolerances"].items()}
 
 
+def _saved(directory: Path) -> dict[str, Path]:
+    """Image name -> its tensors file (a file that cannot be opened goes by its file name:
+    its row then says why it cannot be compared)."""
+    out = {}
+    for path in sorted(directory.glob("*.npz")):
+        try:
+            out[saved_image_name(path)] = path
+        except Exception:  # a damaged or foreign .npz: this image's failed row, below
+            out[path.name.removesuffix(".npz")] = path
+    return out
+
+
 def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunComparison:
     """Every image both runs saved, compared stage by stage with run A's tolerances; an image
     only one run has, or whose tensors cannot be read, is a failed row. Writes the reports to
@@ -32,18 +45,17 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunCompa
         if not d.is_dir():
             raise FileNotFoundError(f"{d} not found: run `harness check --save-tensors` first")
     meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
-    names_a, names_b = ({p.name for p in d.glob("*.npz")} for d in dirs)
+    files_a, files_b = (_saved(d) for d in dirs)
     tolerances = _tolerances(meta[0])
     scores = score_kind(meta[0].get("run", {}).get("scores_kind", "logits"))  # older reports: logits
     summary = RunSummary()
-    for name in sorted(names_a | names_b):
-        image = name.removesuffix(".npz")
-        if name not in names_a or name not in names_b:
-            summary.add(ImageResult(image, error=f"only in run {'A' if name in names_a else 'B'}"))
+    for image in sorted(files_a.keys() | files_b.keys()):
+        if image not in files_a or image not in files_b:
+            summary.add(ImageResult(image, error=f"only in run {'A' if image in files_a else 'B'}"))
             continue
         try:
-            a: ImageTensors = load_image_tensors(dirs[0] / name)
-            b: ImageTensors = load_image_tensors(dirs[1] / name)
+            a: ImageTensors = load_image_tensors(files_a[image])
+            b: ImageTensors = load_image_tensors(files_b[image])
             summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances,
                                                           scores=scores)))
         except Exception as exc:  # a damaged or foreign .npz: this image's row, not the end of the run

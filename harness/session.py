@@ -38,6 +38,24 @@ DEFAULT_TIMEOUT = 120.0
 """Seconds a request may take (``--timeout``)."""
 
 
+MAX_TIMEOUT = 24 * 3600.0
+"""The longest ``--timeout`` taken (a day): beyond that it is a typing mistake."""
+
+
+def check_url(url: str) -> str:
+    """``url`` if it is ``host:port`` (a name, an IPv4 address or a bracketed IPv6 one, and
+    a port 1-65535), else :class:`UsageError` saying what is expected."""
+    import re
+
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise UsageError(f"--url takes host:port, not a URL: drop {scheme + '://'!r} (the protocol is --protocol)")
+    match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})", url)
+    if not match or not 1 <= int(match.group(2)) <= 65535:
+        raise UsageError(f"--url must be host:port (e.g. 127.0.0.1:8001), got {url!r}")
+    return url
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -75,6 +93,9 @@ def connect(url: str | None, protocol: str, timeout: float, repository: Path, sp
         client = stack.enter_context(TritonClient(url, protocol, timeout=timeout))
         if not client.is_ready():
             raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready{_other_protocol(url, protocol)}")
+        if not client.server_metadata().get("version"):  # e.g. the metrics port, which answers any GET
+            raise UsageError(f"{url} ({protocol}) answers, but not as a Triton server (no server metadata): "
+                             "is it the metrics port? --url takes the gRPC (default) or HTTP port")
         yield client
 
 
@@ -108,6 +129,18 @@ class Session:
     """Seconds per request."""
     labels: Path | None = None
     """The class names of the user's model, one per line (None: the repository classifier's)."""
+
+    def __post_init__(self):
+        """Refuses (:class:`UsageError`, before any work) a ``url`` that is not ``host:port``,
+        an unknown protocol, a timeout that is not a finite number of seconds above 0."""
+        from harness.client import PROTOCOLS
+        from harness.validation import require_number
+
+        if self.url is not None:
+            check_url(self.url)
+        if self.protocol not in PROTOCOLS:
+            raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        require_number("--timeout", self.timeout, maximum=MAX_TIMEOUT, above=0)
 
     @property
     def spec_path(self) -> Path:
@@ -191,13 +224,13 @@ class Session:
         """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
         ``given`` (``--tie-margin``), or by default the output tolerance of ``scores``
         (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
-        units of the scores compared. Raises :class:`UsageError` if negative."""
+        units of the scores compared. Raises :class:`UsageError` unless a finite number >= 0."""
         from harness.compare.ties import default_tie_margin
+        from harness.validation import require_number
 
-        margin = default_tie_margin(self.tolerances(scores)) if given is None else given
-        if margin < 0:
-            raise UsageError(f"--tie-margin must be at least 0, got {margin}")
-        return margin
+        if given is not None:
+            return require_number("--tie-margin", given, minimum=0)
+        return default_tie_margin(self.tolerances(scores))
 
     @contextlib.contextmanager
     def connect(self, log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:

@@ -17,6 +17,7 @@ per-request times include the failed requests it decoded.
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 from dataclasses import dataclass
 
@@ -88,6 +89,20 @@ def scrape(url: str, timeout: float = 10.0) -> MetricsSnapshot:
     snapshot = parse_metrics(text)
     if not snapshot.values:
         raise MetricsError(f"{url} has no Triton inference metrics (nv_inference_*): is it Triton's metrics port?")
+    return snapshot
+
+
+def scrape_settled(url: str, settle: float = 2.0, interval: float = 0.05) -> MetricsSnapshot:
+    """:func:`scrape` once the counters stop moving (two reads ``interval`` apart agree), or
+    after ``settle`` seconds. Triton records a request's statistics after it has sent the
+    response, so a scrape made the moment the last answer arrives can miss it (seen on a
+    loaded machine: 2 of 3 requests counted)."""
+    snapshot, deadline = scrape(url), time.monotonic() + settle
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        previous, snapshot = snapshot, scrape(url)
+        if snapshot == previous:
+            break
     return snapshot
 
 

@@ -79,17 +79,18 @@ def test_pinned_images_of_one_release(config):
     services = config["services"]
     assert dockerfile_base(services["triton"]) == f"nvcr.io/nvidia/tritonserver:{RELEASE}"
     assert services["engine-builder"]["image"] == f"nvcr.io/nvidia/tensorrt:{RELEASE}"
-    assert services["layers"]["image"] == services["engine-builder"]["image"]  # trt layers in the engine's TensorRT
+    assert dockerfile_base(services["layers"]) == services["engine-builder"]["image"]  # trt layers in the engine's TensorRT
     assert dockerfile_base(services["locust-master"]) == "locustio/locust:2.47.0"
     assert services["preflight"]["image"] == services["triton"]["image"]  # so it reports the server's DALI
     for service in services.values():
         assert not service["image"].endswith(":latest") and ":" in service["image"]
 
 
-def test_triton_build_context_holds_what_its_dockerfile_copies(config):
+@pytest.mark.parametrize("service", ["triton", "layers"])
+def test_build_context_holds_what_its_dockerfile_copies(config, service):
     """The context is the project root, kept small by the Dockerfile-specific ignore file
     (everything out, a few paths back in): each COPY source exists and is let in."""
-    build = config["services"]["triton"]["build"]
+    build = config["services"][service]["build"]
     dockerfile = Path(build["context"]) / build["dockerfile"]
     ignore = [line for line in Path(f"{dockerfile}.dockerignore").read_text().splitlines()
               if line and not line.startswith("#")]
@@ -99,6 +100,26 @@ def test_triton_build_context_holds_what_its_dockerfile_copies(config):
     sources = [src for srcs in copies for src in srcs]
     assert sources and set(sources) <= allowed
     assert all((Path(build["context"]) / src).exists() for src in sources)
+
+
+def test_layers_runs_the_harness_from_its_image_and_installs_nothing(config):
+    layers = config["services"]["layers"]
+    assert layers["image"] == f"harness-layers:{MANIFEST.release}"
+    run = " ".join(layers["entrypoint"] + layers["command"])
+    assert "pip" not in run and layers["entrypoint"] == ["python", "-m", "harness", "layers"]
+    assert layers["command"][layers["command"].index("--executions") + 1] == "onnx,trt"
+    # `python -m harness` from the working directory: the checkout's harness, mounted there,
+    # whose model repository and photos (PROJECT_ROOT's) are mounted beside it
+    mounts = {v["target"]: Path(v["source"]) for v in layers["volumes"]}
+    project = Path(layers["working_dir"])
+    for part in ("harness", "model_repository", "data"):
+        assert mounts[str(project / part)] == ROOT / part
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in gpu_devices(layers))
+
+
+def mounts_writable(service, target: str) -> bool:
+    [mount] = [v for v in service["volumes"] if v["target"] == target]
+    return not mount.get("read_only", False)
 
 
 def gpu_devices(service):
@@ -199,9 +220,10 @@ def test_engine_builder_reads_the_classifier_config_as_triton_does():
                                                          list(triton.input[0].dims))
 
 
-TRTEXEC_11_FLAGS = {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--skipInference"}
+TRTEXEC_11_FLAGS = {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--skipInference", "--noTF32"}
 """The flags the builder may emit for TensorRT 11's trtexec: present in its
-samples/common/sampleOptions.cpp (tag v11.0), which dropped --fp16, --int8 and --best."""
+samples/common/sampleOptions.cpp (tag v11.0, commit 771d8ef), which dropped --fp16, --int8
+and --best; --noTF32 is read there by getAndDelNegOption (TF32 is on by default)."""
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +250,7 @@ def test_engine_builder_emits_only_flags_the_manifests_trtexec_accepts(fp16, fp1
     assert f"--onnx={fp16_repository / 'classifier' / onnx}" in command
     assert {"--minShapes=input:1x3x224x224", "--optShapes=input:8x3x224x224",
             "--maxShapes=input:64x3x224x224"} <= set(command)
+    assert "--noTF32" in command  # the fp32 the gpu profile promises, also for the fp16 model's fp32 layers
     assert not any(tmp_path.iterdir())  # a dry run builds nothing
 
 
@@ -247,9 +270,27 @@ def test_engine_builder_asks_for_the_fp16_onnx_when_it_is_missing(tmp_path):
 
 
 def test_engine_builder_refuses_a_tensorrt_other_than_the_manifests(tmp_path):
-    # No TensorRT here at all: a real build must stop before trtexec runs, saying why.
-    run = build_engine("--repository", ROOT / "model_repository", "--out", tmp_path / "engine")
+    # No TensorRT library here at all: a real build must stop before trtexec runs, saying why
+    # (an executable stands in for trtexec, so the check for one passes).
+    run = build_engine("--repository", ROOT / "model_repository", "--out", tmp_path / "engine",
+                       env={"TRTEXEC": shutil.which("true")})
     assert run.returncode == 2 and f"the manifest's is {MANIFEST.tensorrt.version}" in run.stderr
+    assert not (tmp_path / "engine").exists()
+
+
+@pytest.mark.parametrize("trtexec", [None, "/opt/nowhere/trtexec", "README.md"])
+def test_engine_builder_without_trtexec_is_one_clean_line(tmp_path, trtexec):
+    # not on PATH (nor in the TensorRT image's place), a path that does not exist, a file that
+    # is not executable: exit 2 with one line naming what was looked for, no traceback
+    env = {"PATH": str(tmp_path)} if trtexec is None else {"TRTEXEC": str(ROOT / trtexec) if trtexec == "README.md"
+                                                               else trtexec}
+    full_env = {k: v for k, v in os.environ.items() if k != "TRTEXEC"} | env
+    run = subprocess.run([sys.executable, str(BUILD_ENGINE), "--repository", ROOT / "model_repository",
+                          "--out", tmp_path / "engine"], capture_output=True, text=True, timeout=60, env=full_env)
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("error: no trtexec executable") and MANIFEST.tensorrt.image in line
+    assert ("/usr/src/tensorrt/bin/trtexec" if trtexec is None else f"TRTEXEC={env['TRTEXEC']}") in line
     assert not (tmp_path / "engine").exists()
 
 
@@ -266,6 +307,9 @@ def test_preflight_runs_in_the_server_image_against_the_running_server(config):
     assert entrypoint[entrypoint.index("--url") + 1] == "triton:8001"
     assert entrypoint[entrypoint.index("--metrics-url") + 1] == "http://triton:8002/metrics"
     assert preflight["depends_on"]["triton"]["condition"] == "service_healthy"
+    # the GPU it reports on: DALI's decode stack and the hardware-decoder row need one
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in gpu_devices(preflight))
+    assert mounts_writable(preflight, "/preflight")  # --record writes the GPU host's record there
     mounts = {v["target"]: v for v in preflight["volumes"]}
     for option in ("--repository", "--known-answers"):
         assert entrypoint[entrypoint.index(option) + 1] in mounts

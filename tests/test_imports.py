@@ -18,14 +18,16 @@ from harness.paths import PROJECT_ROOT
 
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
-                    "scores"}),
-    # What a run is given: the spec, the model, the manifest, the photos, the model repository and its server.
-    ("inputs", {"spec", "model", "precision", "manifest", "corpus", "repository", "server", "user_code"}),
+                    "names", "files", "validation", "scores"}),
+    # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
+    # them), the model repository and its server, the user's own code.
+    ("inputs", {"spec", "model", "precision", "manifest", "corpus", "listing", "shard", "repository", "server",
+                "user_code"}),
     # How each side computes, how they are compared, what a run found and how it is written.
     ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
-                    "report"}),
+                    "report", "run_identity", "detection"}),
     ("session", {"session"}),
-    ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs"}),
+    ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs", "merge"}),
     ("command line", {"cli", "__main__"}),
 )
 """Bottom first: a unit imports its own layer or those below, never above."""

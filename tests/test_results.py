@@ -5,13 +5,13 @@ import json
 import pytest
 
 from harness.compare.result import ImageResult
-from harness.report.data import json_safe
+from harness.files import json_safe
 from harness.results import RunComparison, SpecInfo
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict
 from tests.runs import TOLERANCES, check_report, result, summary
 
-CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "ties", "flips", "first_divergent_stage",
+CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "skipped", "ties", "flips", "first_divergent_stage",
                      "first_divergent_per_image", "stages", "verdict", "reference", "deployed", "spec", "versions", "run"]
 """report.json of `harness check`, as documented: its fields stay (new ones may be added)."""
 STAGE_KEYS = ["name", "verdict", "images", "metrics", "isolated", "isolated_verdict", "isolated_images", "histogram",

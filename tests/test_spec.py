@@ -33,6 +33,9 @@ def test_extends_merges_relative_to_the_file(tmp_path, repository):
     ({"resize": {"mode": "stretch", "size": [224, 224]}, "crop": {"size": [256, 256]}}, "larger than resize.size"),
     ({"color": {}}, "unknown section(s) ['color']"),
     ({"reference": {"recipe": "tensorflow"}}, "reference.recipe = 'tensorflow'"),
+    ({"decode": {"hw_decoder_load": 1.5}}, "decode.hw_decoder_load = 1.5; expected a number from 0 to 1"),
+    ({"decode": {"hw_decoder_load": True}}, "decode.hw_decoder_load = True"),
+    ({"decode": {"hw_decoder_load": "off"}}, "decode.hw_decoder_load = 'off'"),
 ])
 def test_bad_specs_name_the_problem(table, message):
     with pytest.raises(SpecError) as err:
@@ -84,6 +87,9 @@ def test_normalization_scales(spec):
 
 def test_to_table_round_trips(spec):
     assert parse_spec(to_table(spec.preprocess)).preprocess == spec.preprocess
+    assert "hw_decoder_load" not in to_table(spec.preprocess)["decode"]  # DALI's default: no key (TOML has no null)
+    off = parse_spec({"decode": {"hw_decoder_load": 0}}).preprocess
+    assert off.decode.hw_decoder_load == 0.0 and parse_spec(to_table(off)).preprocess == off
 
 
 def test_deployment_stages_for_a_discovered_deployment():

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 from harness.corpus import list_images
 from harness.errors import HarnessError
+from harness.names import identifier
 
 CSV_HEADER_FILE = ("file", "path", "image", "filename")
 CSV_HEADER_LABEL = ("label", "class")
@@ -59,7 +60,7 @@ def load_dataset(dataset: Path, classes: Sequence[str], labels_csv: Path | None 
     if labels_csv is not None:
         samples = _read_csv(labels_csv, classes)
         labeled = {s.path.resolve() for s in samples}
-        unlabeled = [p.name for p in list_images(dataset) if p.resolve() not in labeled]
+        unlabeled = [identifier(p) for p in list_images(dataset) if p.resolve() not in labeled]
         if unlabeled:
             raise DatasetError(f"{len(unlabeled)} image(s) of {dataset} have no row in {labels_csv}: {abbreviated(unlabeled)}")
         return Dataset(dataset, "csv", samples)
@@ -68,12 +69,12 @@ def load_dataset(dataset: Path, classes: Sequence[str], labels_csv: Path | None 
         images = list_images(dataset)
         if not images:
             raise DatasetError(f"no images in {dataset}")
-        return Dataset(dataset, "unlabeled", tuple(Sample(p.name, p, None) for p in images))
+        return Dataset(dataset, "unlabeled", tuple(Sample(identifier(p), p, None) for p in images))
     return Dataset(dataset, "imagefolder", _read_image_folder(dataset, class_dirs, classes))
 
 
 def _read_image_folder(root: Path, class_dirs: list[Path], classes: Sequence[str]) -> tuple[Sample, ...]:
-    loose = [p.name for p in list_images(root)]
+    loose = [identifier(p) for p in list_images(root)]
     if loose:  # an ImageFolder reader would skip them: say so instead
         raise DatasetError(f"{root} has class directories and also files outside them: {abbreviated(loose)}; "
                            "in an ImageFolder layout every image is inside its class's directory")
@@ -82,7 +83,7 @@ def _read_image_folder(root: Path, class_dirs: list[Path], classes: Sequence[str
         raise DatasetError(f"class directories of {root} hold sub-directories: {abbreviated(nested)}; "
                            "an ImageFolder layout is one level of class directories")
     indices = class_indices({d.name: f"directory {d.name!r}" for d in class_dirs}, classes, str(root))
-    samples = [Sample(f"{d.name}/{p.name}", p, indices[d.name]) for d in class_dirs for p in list_images(d)]
+    samples = [Sample(f"{identifier(d)}/{identifier(p)}", p, indices[d.name]) for d in class_dirs for p in list_images(d)]
     if not samples:
         raise DatasetError(f"no images in the class directories of {root}")
     return tuple(samples)

@@ -15,6 +15,7 @@ from harness.client import PIPELINES
 from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.results import AccuracyReport, AccuracyRun
+from harness.shard import Shard
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class AccuracyOptions:
     fail_on: str = "diverged"
     tie_margin: float | None = None
     allow_rejected: bool = False
+    shard: Shard | None = None
+    """Classify only this shard's images (``harness merge`` pools the shards)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class AccuracyResult:
         image is rejected by one side only (unless allowed); raises :class:`NothingCompared`
         when no image could be classified on every path."""
         result, options = self.report.result, self.options
+        if not result.dataset.samples and options.shard is not None:
+            return EXIT_OK  # a shard that holds no image: the merged report is the verdict
         if not result.evaluated:
             raise NothingCompared(f"none of the {len(result.dataset.samples)} images of {options.dataset} could be "
                                   "classified on every path")
@@ -63,6 +68,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     """Classify every image of ``options.dataset`` on the reference and on every deployed path,
     score them, write accuracy.json and accuracy.md to ``options.report``."""
     from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference, write_report
+    from harness.accuracy.shards import shard_dataset, write_shard
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions
@@ -76,7 +82,8 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                                     else () if options.models else PIPELINES))
     require_reference_model(options.models, options.reference_model)
     classes = session.classes()
-    dataset = load_dataset(options.dataset, classes, options.labels)  # a DatasetError exits 2 (harness.errors)
+    full = load_dataset(options.dataset, classes, options.labels)  # a DatasetError exits 2 (harness.errors)
+    dataset = shard_dataset(full, options.shard) if options.shard else full
     tie_margin = session.tie_margin(options.tie_margin)
     recipe = session.recipe(options.reference)
     reference_model = session.reference_model(options.reference_model)
@@ -105,4 +112,6 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
     json_path, markdown_path = write_report(options.report, report)
+    if options.shard is not None:
+        write_shard(options.report, options.shard, full, dataset, predictions, classes)
     return AccuracyResult(report, json_path, markdown_path, options)

@@ -12,32 +12,12 @@ import numpy as np
 
 from harness.accuracy.dataset import Dataset, Sample, abbreviated
 from harness.accuracy.predict import TOP_K, Predictions
+from harness.compare.paired import McNemar, mcnemar_exact
 from harness.compare.ties import margin_verdict, reference_margin
 from harness.outcome import Outcome
 from harness.verdict import Verdict
 
 # -- metrics (pure functions of arrays) -----------------------------------------------------
-
-@dataclass(frozen=True)
-class McNemar:
-    """McNemar's exact test on the images exactly one of two paths classifies correctly."""
-
-    b: int
-    """Images the reference gets right and the deployed path wrong."""
-    c: int
-    """Images the reference gets wrong and the deployed path right."""
-    p_value: float
-    """Two-sided exact binomial test of b against b + c trials at 1/2; 1.0 when b + c = 0."""
-
-
-def mcnemar_exact(reference_correct: np.ndarray, deployed_correct: np.ndarray) -> McNemar:
-    from scipy.stats import binomtest
-
-    b = int(np.sum(reference_correct & ~deployed_correct))
-    c = int(np.sum(~reference_correct & deployed_correct))
-    p = binomtest(b, b + c, 0.5).pvalue if b + c else 1.0
-    return McNemar(b, c, float(min(1.0, p)))
-
 
 def top_k_accuracy(labels: np.ndarray, top_k: np.ndarray, k: int) -> float:
     """Share of images whose label is among the first k of their [images, >=k] predictions."""

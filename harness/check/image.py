@@ -13,6 +13,7 @@ from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
+from harness.listing import InputFile, read_input
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
@@ -55,23 +56,24 @@ class ImageChecker:
         (their softmax, for a deployment answering probabilities)."""
 
     # -- one image -----------------------------------------------------------------------
-    def check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
+    def check(self, file: InputFile | Path) -> tuple[ImageResult, ImageTensors | None]:
         """One image's result. Whatever goes wrong with this image (a decoder error of any
         library, a pixel limit, memory for an absurd size, a broken custom reference) is
         this image's row with a one-line reason; only :class:`ServerStopped` ends the run."""
+        file = file if isinstance(file, InputFile) else InputFile.of(file)
         try:
-            return self._check(path)
+            return self._check(file)
         except ServerStopped:
             raise
         except Exception as exc:
-            return ImageResult(path.name, error=f"comparison failed: {one_line(exc)}"), None
+            return ImageResult(file.name, error=f"comparison failed: {one_line(exc)}"), None
 
-    def _check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
-        name = path.name
+    def _check(self, file: InputFile) -> tuple[ImageResult, ImageTensors | None]:
+        name = file.name
         try:
-            data = path.read_bytes()
+            data = read_input(file)
         except OSError as exc:
-            return ImageResult(name, error=f"unreadable: {exc.strerror or exc}"), None
+            return ImageResult(name, error=f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"), None
         tensors = ImageTensors()
         reference_error = deployed_error = None
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.check import shard_arg
 from harness.cli.common import (
     add_deployment_args,
     add_reference_args,
@@ -14,10 +15,12 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
 from harness.client import PIPELINES
+from harness.names import terminal_text
 from harness.paths import REPORTS_DIR
 from harness.stage import DEFAULT_TOP_K
 
@@ -57,6 +60,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                        help="exit 1 on a top-1 change beyond the tie margin (diverged), or on any top-1 change, "
                             "ties included (tie) (default: %(default)s)")
     add_tie_and_rejection_args(group)
+    accuracy.add_argument("--shard", type=shard_arg, metavar="K/N",
+                          help="classify only shard K (0 to N-1) of N: the images whose name hashes to K; "
+                               "`harness merge` pools the N shards into one run's report")
     add_server_args(accuracy)
     add_repository_args(accuracy)
     accuracy.set_defaults(run=run_accuracy_command)
@@ -69,12 +75,12 @@ def run_accuracy_command(args) -> int:
     options = AccuracyOptions(args.dataset, args.report, args.labels,
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
-                              args.allow_rejected)
-    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+                              args.allow_rejected, args.shard)
+    result = run(session_of(args), options, log=say, progress=progress_bar)
     out(result.markdown_path.read_text())
     console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
     failed, images = result.report.result.failed, len(result.report.result.dataset.samples)
     if failed:
         console.print(f"[yellow]{len(failed)} of {images} images failed and were excluded from every "
-                      f"path[/] (reasons in {result.markdown_path.name})")
+                      f"path[/] (reasons in {terminal_text(result.markdown_path.name)})", markup=True)
     return result.exit_status()

@@ -12,12 +12,21 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from harness.client import PIPELINES, PROTOCOLS, TritonClient
+from harness.names import printable, terminal_text
 from harness.paths import DEFAULT_REPOSITORY
 from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
 
-console = Console(stderr=True, highlight=False)
-"""Progress and messages go to stderr; stdout carries only results."""
+console = Console(stderr=True, highlight=False, markup=False)
+"""Progress and messages go to stderr; stdout carries only results. Text is printed as text
+(``markup=False``): a path or a name with ``[...]`` in it is never Rich markup; the few
+styled lines pass ``markup=True`` with their text escaped (:func:`harness.names.terminal_text`)."""
+
+
+def say(line: str) -> None:
+    """One line of a job's log on the console, as text: names in it never become markup or
+    terminal control sequences (:func:`harness.names.terminal_text`)."""
+    console.print(terminal_text(line), soft_wrap=True)
 
 
 def add_repository_args(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +100,10 @@ def add_tie_and_rejection_args(group) -> None:
 
 def add_images_args(parser: argparse.ArgumentParser, default_report: Path) -> None:
     """The images to run on, the deployed side, and where the report goes."""
-    parser.add_argument("images", type=Path, help="directory of images (every file in it is an input)")
+    parser.add_argument("images", type=Path,
+                        help="directory of images: every regular file in it is an input, and a symbolic link to one "
+                             "inside it; every other entry (hidden, a directory, a FIFO, a link leading outside) is "
+                             "listed as skipped, with why")
     add_deployment_args(parser)
     parser.add_argument("--report", type=Path, default=default_report, help="report directory (default: %(default)s)")
 
@@ -116,10 +128,12 @@ def target_of(args: argparse.Namespace, model: str | None = None):
 @contextlib.contextmanager
 def progress_bar(total: int, description: str):
     """A rich progress bar on stderr; yields ``advance(status="")``."""
+    # The status is an image's name: shown as text, never as Rich markup.
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console, transient=True) as bar:
-        task = bar.add_task(description, total=total, status="")
-        yield lambda status="": bar.update(task, advance=1, status=status)
+                  TextColumn("{task.fields[status]}", markup=False), TimeRemainingColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task(terminal_text(description), total=total, status="")
+        yield lambda status="": bar.update(task, advance=1, status=printable(status))
 
 
 def session_of(args: argparse.Namespace) -> Session:
@@ -131,7 +145,7 @@ def session_of(args: argparse.Namespace) -> Session:
 @contextlib.contextmanager
 def connect(args: argparse.Namespace) -> Iterator[TritonClient]:
     """A client to ``--url``, or to an embedded server started for this command."""
-    with session_of(args).connect(log=console.print) as client:
+    with session_of(args).connect(log=say) as client:
         yield client
 
 

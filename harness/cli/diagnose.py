@@ -15,6 +15,7 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
@@ -60,7 +61,7 @@ def run_diagnose_command(args) -> int:
         with console.status(text) as shown:
             yield shown.update
 
-    result = run(session_of(args), options, log=console.print, progress=progress_bar, status=status)
+    result = run(session_of(args), options, log=say, progress=progress_bar, status=status)
     out(result.paths["markdown"].read_text())
     console.print(f"diagnosis: {result.paths['markdown']} (also {result.paths['json'].name})"
                   + (f"; corrected spec: {result.written_spec}" if result.written_spec else ""))

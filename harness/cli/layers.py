@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_repository_args, add_server_args, console, session_of
+from harness.cli.common import add_repository_args, add_server_args, console, say, session_of
 from harness.errors import UsageError
 
 
@@ -97,7 +97,7 @@ def run_repeat_command(args) -> int:
         raise UsageError(f"--batch-sizes: integers separated by commas, got {args.batch_sizes!r}") from None
     options = RepeatOptions(args.images, args.pipeline, args.model, args.repeats, sizes, args.concurrency, args.limit,
                             args.report, args.client)
-    job = run_repeat(session_of(args), options, log=console.print)
+    job = run_repeat(session_of(args), options, log=say)
     for row in job.rows:
         console.print(f"{row['probe']} {row['stage']}: {row['answers']} answers of {row['images']} images, largest spread "
                       f"{row['max_abs']:.3g}, top-1 changes {row['top1_changes']}: {row['verdict'].value}")

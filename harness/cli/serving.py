@@ -7,13 +7,14 @@ import signal
 import threading
 from pathlib import Path
 
-from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, connect, console, session_of
+from harness.cli.common import add_repository_args, add_server_args, connect, console, say, session_of
 from harness.client import PIPELINES, TopK
 from harness.errors import ServerStopped, UsageError
+from harness.listing import InputFile, read_input
+from harness.names import identifier, terminal_text
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 
 
@@ -105,7 +106,7 @@ def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None
     """The fp16 model with its fp32 fallback found on ``calibration`` (default the photo corpus)."""
     from harness.layers.job import export_fp16_model
 
-    done = export_fp16_model(session, path, out, calibration, log=console.print)
+    done = export_fp16_model(session, path, out, calibration, log=say)
     if done.fallback is None:
         console.print(f"wrote {done.fp16_model} (no calibration images: no fp32 fallback searched)")
         return
@@ -190,15 +191,15 @@ def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> l
     from harness.compare.result import one_line
 
     try:
-        data = path.read_bytes()
+        data = read_input(InputFile.of(path))
     except OSError as exc:
-        return [f"unreadable: {exc.strerror or exc}"] * len(classifiers)
+        return [f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"] * len(classifiers)
     cells = []
     for classify in classifiers.values():
         try:
             cells.append(classify(data, top_k))
         except ServerUnavailable as exc:
-            raise ServerStopped(client.url, path.name, str(exc)) from None
+            raise ServerStopped(client.url, identifier(path), str(exc)) from None
         except Exception as exc:
             cells.append(one_line(exc))
     return cells
@@ -216,7 +217,7 @@ def _classifiers(client, args) -> dict:
     for name in dict.fromkeys(args.model):
         info = read_model(client, name)
         request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
-        console.print(f"{name}: image input {request.describe()}, scores {scores.describe()}")
+        say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
         named = _class_names(args, classes_of(scores))
 
         def classify(data, k, r=request, s=scores.name, named=named):
@@ -255,13 +256,13 @@ def run_infer(args) -> int:
             cells = _classify_everywhere(client, path, classifiers, args.top_k)
             ok = [c for c in cells if not isinstance(c, str)]
             failures += len(ok) < len(cells)
-            texts = [f"[red]{escape(c)}[/]" if isinstance(c, str) else "\n".join(f"{t.score:.3f} {escape(t.label)}" for t in c)
-                     for c in cells]
+            texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)
+                     else "\n".join(f"{t.score:.3f} {terminal_text(t.label)}" for t in c) for c in cells]
             if len(names) == 1:
-                table.add_row(escape(path.name), *texts)
+                table.add_row(terminal_text(identifier(path)), *texts)
             else:
                 agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
-                table.add_row(escape(path.name), *texts, "yes" if agree else "[yellow]no[/]")
+                table.add_row(terminal_text(identifier(path)), *texts, "yes" if agree else "[yellow]no[/]")
     from rich.console import Console
 
     Console().print(table)

@@ -170,7 +170,7 @@ def topk_metrics(reference_scores: np.ndarray, deployed_scores: np.ndarray, k: i
     ref_top, dep_top = np.argsort(-ref_p)[:k], np.argsort(-dep_p)[:k]
     return {
         "top1_agree": float(ref_top[0] == dep_top[0]),
-        "topk_overlap": len(set(ref_top) & set(dep_top)) / k,
+        "topk_overlap": len(set(ref_top) & set(dep_top)) / len(ref_top),  # k beyond the classes: all of them
         "k": k,
         "top1_prob_change": float(dep_p[ref_top[0]] - ref_p[ref_top[0]]),
         "topk_prob_change": float(np.abs(dep_p[ref_top] - ref_p[ref_top]).max()),

@@ -52,8 +52,10 @@ class ClientMismatch(ClientError):
 
 def load_client(ref: str) -> Callable[[bytes], object]:
     """The client function ``file.py:name`` (:class:`~harness.errors.UsageError` if it is not one)."""
+    from harness.manifest import load_dalis_nvjpeg
     from harness.user_code import load_object
 
+    load_dalis_nvjpeg()  # before the client's code imports torchvision, whose nvJPEG would otherwise be DALI's
     function = load_object(ref, "--client", "a client function")
     if not callable(function):
         raise DeploymentError(f"--client {ref}: {type(function).__name__} is not a function of the file's bytes")

@@ -115,7 +115,10 @@ def parse_config(config: dict) -> ModelInfo:
                                 tuple(int(d) for d in t.get("reshape", {}).get("shape", t.get("dims", ()))))
                      for t in config.get(key, ()))
 
-    steps = tuple(Step(s["model_name"], dict(s.get("input_map", {})), dict(s.get("output_map", {})))
+    # Protobuf maps have no order (it varies between client processes): sort by tensor name so
+    # that every run, and every shard of one, maps and reports the steps' tensors alike.
+    steps = tuple(Step(s["model_name"], dict(sorted(s.get("input_map", {}).items())),
+                       dict(sorted(s.get("output_map", {}).items())))
                   for s in config.get("ensemble_scheduling", {}).get("step", ()))
     platform = config.get("platform") or config.get("backend") or "unknown"
     return ModelInfo(config.get("name", "?"), platform, int(config.get("max_batch_size", 0) or 0),

@@ -179,7 +179,12 @@ class TorchExecution:
     :attr:`unmatched_modules`."""
 
     def __init__(self, name: str, graph: LayerGraph, net=None, prefix: str = "net"):
-        import torch
+        try:
+            import torch
+        except ImportError:
+            raise UsageError("execution torch needs PyTorch, which is not installed here (the layers image of "
+                             "`docker compose run --rm layers` leaves it out): compare onnx with trt there, and torch "
+                             "in the virtualenv") from None
 
         from harness.model import load_torch_model
 

@@ -6,15 +6,17 @@ parses into these and prints."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness.errors import EXIT_FOUND, EXIT_OK, UsageError
+from harness.files import strict_json, write_atomic
 from harness.layers.compare import LayerTolerance
 from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
 from harness.layers.run import DEFAULT_BATCH
+from harness.listing import InputFile, read_input
+from harness.names import identifier
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -128,13 +130,13 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     recipe = session.recipe()
     images = []
     for path in list_images(options.images):
-        data = path.read_bytes()
+        data = read_input(InputFile.of(path))
         try:
             recipe(data)
         except ValueError as exc:  # ImageError and friends: skipped, said
-            log(f"skipped {path.name}: {exc}")
+            log(f"skipped {identifier(path)}: {exc}")
             continue
-        images.append((path.name, data))
+        images.append((identifier(path), data))
         if len(images) == options.limit:
             break
     if not images:
@@ -154,7 +156,7 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     report = options.report
     report.mkdir(parents=True, exist_ok=True)
     paths = {"json": report / "repeat.json", "markdown": report / "repeat.md"}
-    paths["json"].write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
     alone = tuple(p.model for p in probes if not p.batching)
     paths["markdown"].write_text(repeat_markdown(result, rows, len(images), sizes, alone))
     return RepeatJobResult(result, len(images), rows, paths, alone)
@@ -212,5 +214,5 @@ def export_fp16_model(session, model: Path, out: Path | None = None, calibration
     inputs = np.stack([x for _, x in image_inputs(calibration or DEFAULT_PHOTOS, session.recipe(), failed)])
     fallback = find_fp32_fallback(model, inputs, out, session.tolerances()[Stage.OUTPUT], log=log)
     report = out.with_suffix(".json")
-    report.write_text(json.dumps({"model": str(model), "fp16_model": str(out), **fallback.to_dict()}, indent=1) + "\n")
+    write_atomic(report, strict_json({"model": str(model), "fp16_model": str(out), **fallback.to_dict()}, indent=1) + "\n")
     return Fp16Export(model, out, report, fallback, compare_precision(model, out, inputs))

@@ -21,10 +21,12 @@ the Triton image (``docker compose run --rm preflight``) as well as in the virtu
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -34,6 +36,7 @@ from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
+from harness.spec import DecodeSpec
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -84,6 +87,7 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
     rows = [
         _version_row("DALI version", manifest.dali.version, _dali_version(), "DALI is not installed here"),
         _version_row("Python version", manifest.python.version if gpu else manifest.embedded_python, python, ""),
+        numpy_row(manifest),
     ]
     if gpu:
         rows.append(_version_row("TensorRT version", manifest.tensorrt.version, tensorrt_library_version(),
@@ -91,10 +95,78 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
         rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
-        rows.append(engine_row(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
+        rows.extend(engine_rows(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
     rows.extend(decode_stack_rows(manifest))
     rows.extend(dali_schema_rows(repository, known))
+    if gpu and repository is not None and known is not None:
+        from harness.spec import SPEC_FILENAME, load_spec
+        from harness.stage import Stage
+
+        spec = load_spec(repository / SPEC_FILENAME)
+        rows.append(hardware_decoder_row(known.images, spec.preprocess.decode,
+                                         tolerances_for(spec.preprocess, spec.tolerances)[Stage.DECODE]))
     return rows
+
+
+HARDWARE_DECODER = "hardware JPEG decoder"
+HARDWARE_DECODER_COPIES = 4
+"""Each known-answer photo goes into the batch this many times, interleaved: whichever share
+of the batch ``hw_decoder_load`` hands to the hardware engine, every photo is in it."""
+
+
+def hardware_decoder_row(images: dict[str, bytes], spec: DecodeSpec, tolerance: Tolerance,
+                         decode: Callable[[list[bytes], DecodeSpec], list[np.ndarray]] | None = None) -> Row:
+    """Whether the GPU's hardware JPEG engine decodes the known-answer photos as DALI's CUDA
+    decoder does: the pipeline's decode with ``hw_decoder_load`` 0 (CUDA only) against its
+    setting (the spec's, else DALI's default 0.9), by the decoder rule's decode tolerance.
+
+    Nothing found says the engine honours ``jpeg_fancy_upsampling``; if it does not, its
+    decode is "fancy upsampling off" (tens of levels at chroma edges) and the row fails with
+    the remedy (``decode.hw_decoder_load = 0``). ``decode`` decodes a batch with a spec; the
+    default is DALI's ``mixed`` decoder on GPU 0 (skipped where no GPU is visible)."""
+    load = spec.hw_decoder_load
+    if decode is None:
+        if _dali_version() is None:
+            return Row(HARDWARE_DECODER, SKIP, detail="DALI is not installed here")
+        import nvidia.dali.backend as backend
+
+        if backend.GetCUDADeviceCount() == 0:
+            return Row(HARDWARE_DECODER, SKIP, detail="no GPU visible to this process (compose reserves one for preflight)")
+        from harness.preprocessing.dali_graph import decode_images
+
+        decode = decode_images
+    names = list(images) * HARDWARE_DECODER_COPIES
+    batch = [images[name] for name in names]
+    setting = load if load else None  # with the spec at 0, what the engine would have done (DALI's default)
+    try:
+        cuda_only = decode(batch, dataclasses.replace(spec, hw_decoder_load=0.0))
+        with_engine = decode(batch, dataclasses.replace(spec, hw_decoder_load=setting))
+    except Exception as exc:  # a decoder that fails on the known answers: the row says how
+        return Row(HARDWARE_DECODER, FAIL, detail=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
+    worst: tuple[Verdict, float, str] | None = None
+    for name, a, b in zip(names, cuda_only, with_engine):
+        verdict, rmse = quick_verdict(a, b, tolerance)
+        if worst is None or (verdict.rank, rmse) > (worst[0].rank, worst[1]):
+            worst = (verdict, rmse, name)
+    verdict, rmse, photo = worst
+    expected = f"hw_decoder_load {setting if setting is not None else 'default'} vs 0: equal or close (decoder rule)"
+    detail = f"worst {photo}: rmse {rmse:.3g}"
+    if verdict != Verdict.DIVERGED:
+        return Row(HARDWARE_DECODER, PASS, expected, verdict.value, detail)
+    if load == 0:
+        return Row(HARDWARE_DECODER, PASS, expected, verdict.value,
+                   f"{detail}; the engine differs, and the spec keeps it off (decode.hw_decoder_load = 0)")
+    return Row(HARDWARE_DECODER, FAIL, expected, verdict.value,
+               f"{detail}: the hardware engine decodes otherwise than the CUDA decoder; set decode.hw_decoder_load = 0 "
+               "in the spec (model_repository/preprocessing.toml)")
+
+
+def numpy_row(manifest: Manifest) -> Row:
+    """The numpy the server's Python resolves, and from where: in the Triton image, a numpy
+    that DALI's wheel folder brought would come first unless the site-packages do
+    (``[pythonpath]`` in the manifest, docker/triton.Dockerfile)."""
+    row = _version_row("numpy version", manifest.numpy.version, np.__version__, "")
+    return Row(row.check, row.status, row.expected, row.found, f"from {Path(np.__file__).parent.parent}")
 
 
 def decode_stack_rows(manifest: Manifest) -> list[Row]:
@@ -106,15 +178,22 @@ def decode_stack_rows(manifest: Manifest) -> list[Row]:
             for name, pin in (("nvImageCodec", manifest.nvimgcodec), ("nvJPEG", manifest.nvjpeg))]
 
 
-def engine_row(stamp: Path, manifest: Manifest) -> Row:
-    """The TensorRT that built the served engine (the engine builder's stamp) is the manifest's."""
+def engine_rows(stamp: Path, manifest: Manifest) -> list[Row]:
+    """From the engine builder's stamp (``docker/build_engine.py``): the TensorRT that built
+    the served engine is the manifest's, and the precision it was built in, with TF32 off
+    (trtexec turns TF32 on unless told ``--noTF32``: fp32 layers would run on 10-bit mantissas)."""
     import json
 
     if not stamp.is_file():
-        return Row("engine built by", SKIP, manifest.tensorrt.version, "", f"no build stamp at {stamp}")
+        return [Row("engine built by", SKIP, manifest.tensorrt.version, "", f"no build stamp at {stamp}")]
     built = json.loads(stamp.read_text())
     row = _version_row("engine built by", manifest.tensorrt.version, built.get("tensorrt"), "the stamp names no TensorRT")
-    return Row(row.check, row.status, row.expected, row.found, f"on {built.get('gpu', '?')}")
+    tf32_off = "--noTF32" in built.get("command", [])
+    return [Row(row.check, row.status, row.expected, row.found, f"on {built.get('gpu', '?')}"),
+            Row("engine precision", PASS if tf32_off else FAIL, "fp32 or fp16, TF32 off",
+                built.get("precision", "not in the stamp"),
+                "" if tf32_off else "built without --noTF32: its fp32 layers run in TF32; rebuild it "
+                                    "(docker compose up engine-builder)")]
 
 
 def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> list[Row]:
@@ -275,7 +354,7 @@ BATCHED_MODELS = ("validate_image", "preprocess_dali", "classifier")
 def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None) -> list[Row]:
     """Bad-image isolation under concurrent load, and, from Triton's metrics over the same
     load, whether dynamic batches form (ragged inputs batch in the DALI backend too)."""
-    from loadtest.metrics import MetricsError, breakdown, scrape
+    from loadtest.metrics import MetricsError, breakdown, scrape, scrape_settled
 
     before = None
     if metrics_url:
@@ -286,7 +365,7 @@ def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None
     rows = [isolation_row(client_factory, photos)]
     if before is None:
         return rows + [skipped if metrics_url else Row("dynamic batches form", SKIP, detail="no metrics URL")]
-    after = scrape(metrics_url)
+    after = scrape_settled(metrics_url)
     for model in BATCHED_MODELS:
         stats = breakdown(before, after, model)
         rows.append(Row(f"dynamic batches form: {model}", PASS if stats.avg_batch > 1 else FAIL,

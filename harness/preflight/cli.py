@@ -41,13 +41,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", action="store_true",
                         help="record the server's known answers and stop: the cpu profile's (make setup does) or, on "
                              "a GPU host, its own, which later runs hold it to (in KNOWN_ANSWERS/gpu)")
+    parser.add_argument("--photos", type=Path,
+                        help="with --record: read the known-answer photos from this folder (make setup: data/photos); "
+                             "default: the very bytes the cpu record in KNOWN_ANSWERS holds, so every record answers "
+                             "for the same files")
     parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
 
 
 def options_from_args(args: argparse.Namespace) -> PreflightOptions:
     return PreflightOptions(args.url, args.protocol, args.metrics_url, args.manifest, args.known_answers,
-                            args.repository, args.in_server_env, args.record, args.report, args.timeout)
+                            args.repository, args.in_server_env, args.record, args.report, args.timeout, args.photos)
 
 
 def run(args: argparse.Namespace) -> int:

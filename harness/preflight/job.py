@@ -10,15 +10,15 @@ in the Triton image too.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.files import strict_json, write_atomic
 from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, load_manifest
-from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
+from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
 DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "preflight"
 DEFAULT_TIMEOUT = 60.0
@@ -48,6 +48,9 @@ class PreflightOptions:
     report: Path | None = None
     """Also write the rows to this JSON file."""
     timeout: float = DEFAULT_TIMEOUT
+    photos: Path | None = None
+    """With ``record``: read the known-answer photos from this folder (``make setup``: data/photos);
+    None: take the very bytes the cpu record in ``known_answers`` holds (every later record does)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
         manifest = load_manifest(options.manifest)
     except ManifestError as exc:
         raise UsageError(str(exc)) from None
+    images = photos_to_record(options) if options.record else None  # before a server starts for nothing
     with contextlib.ExitStack() as stack:
         url, metrics_url = options.url, options.metrics_url
         if url and not metrics_url:
@@ -110,7 +114,7 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
             raise UsageError(f"Triton server at {url} ({options.protocol}) is not reachable or not ready")
         profile = profile_of(client)
         if options.record:
-            return _record(client, options, manifest, profile)
+            return _record(client, options, manifest, profile, images)
         try:
             known = known_answers.load(options.known_answers)
         except FileNotFoundError as exc:
@@ -122,25 +126,41 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
                           in_server_env=options.in_server_env, metrics_url=metrics_url, own=own)
     if options.report:
         options.report.parent.mkdir(parents=True, exist_ok=True)
-        options.report.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+        write_atomic(options.report, strict_json([asdict(r) for r in rows], indent=2) + "\n")
     return PreflightResult(manifest, profile, tuple(rows))
 
 
-def _record(client, options: PreflightOptions, manifest: Manifest, profile: str) -> PreflightResult:
+def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
+            images: dict[str, bytes] | None = None) -> PreflightResult:
+    """Record ``images`` (default: :func:`photos_to_record`) from the server into the record
+    of its ``profile``."""
     from harness.manifest import decode_stack_versions
-    from harness.preflight.known_answers import PHOTOS, record, record_dir
+    from harness.preflight.known_answers import record, record_dir
     from harness.preprocessing.dali_graph import production_arguments
 
-    photos = [DEFAULT_PHOTOS / name for name in PHOTOS]
-    missing = [str(p) for p in photos if not p.is_file()]
-    if missing:
-        raise UsageError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
+    images = photos_to_record(options) if images is None else images
     out = record_dir(options.known_answers, profile)
     versions = decode_stack_versions() if options.in_server_env or profile == "cpu" else {}
     try:
-        path = record(client, photos, out, production_arguments(options.repository), profile, versions)
+        path = record(client, images, out, production_arguments(options.repository), profile, versions)
     except OSError as exc:
         raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
                          "(in compose, build/preflight must be mounted writable to record)") from None
-    return PreflightResult(manifest, profile, recorded=path, photos=len(photos))
+    return PreflightResult(manifest, profile, recorded=path, photos=len(images))
 
+
+def photos_to_record(options: PreflightOptions) -> dict[str, bytes]:
+    """Name -> file bytes of the photos ``--record`` sends: from ``options.photos``, else the
+    very bytes of the cpu record in ``options.known_answers`` (so a GPU host's record and the
+    cpu one answer for the same files; the Triton image has no data/photos)."""
+    from harness.preflight import known_answers
+
+    try:
+        if options.photos is not None:
+            return known_answers.read_photos(options.photos)
+        return known_answers.load(options.known_answers).images
+    except FileNotFoundError as exc:
+        if options.photos is not None:
+            raise UsageError(str(exc)) from None
+        raise UsageError(f"no cpu record in {options.known_answers} to take the known-answer photos from: record it "
+                         "first from a checkout (make setup: harness preflight --record --photos data/photos)") from None

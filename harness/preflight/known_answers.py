@@ -4,10 +4,12 @@
 preprocessing stage of both pipelines (the taps models) and the logits of both ensembles,
 plus the DALI operator arguments the pipeline uses and the versions it was recorded with.
 Two records: the cpu profile's (``make setup`` records it from the embedded server, in
-``build/preflight``), and a GPU host's own (``--record`` there, in ``build/preflight/gpu``:
-:func:`record_dir`). ``harness preflight`` compares a server with its own profile's record
-by the drift rule, and a GPU host's answers with the cpu record by the decoder rule
-(:mod:`harness.compare.tolerance`).
+``build/preflight``, reading the photos from ``data/photos``), and a GPU host's own
+(``--record`` there, in ``build/preflight/gpu``: :func:`record_dir`), made from the very
+bytes the cpu record holds, so that both records answer for the same files (the Triton
+image has no ``data/photos``). ``harness preflight`` compares a server with its own
+profile's record by the drift rule, and a GPU host's answers with the cpu record by the
+decoder rule (:mod:`harness.compare.tolerance`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.client import PIPELINES, TritonClient
+from harness.files import strict_json, write_atomic
 
 ARRAYS = "known_answers.npz"
 META = "known_answers.json"
@@ -55,24 +58,34 @@ def record_dir(directory: Path, profile: str) -> Path:
     return Path(directory) if profile == "cpu" else Path(directory) / profile
 
 
-def record(client: TritonClient, photos: list[Path], out: Path, pipeline_arguments: dict[str, list[str]],
+def read_photos(directory: Path) -> dict[str, bytes]:
+    """The bytes of the known-answer :data:`PHOTOS` in ``directory`` (``data/photos``);
+    FileNotFoundError names the missing ones."""
+    paths = [Path(directory) / name for name in PHOTOS]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
+    return {p.name: p.read_bytes() for p in paths}
+
+
+def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_arguments: dict[str, list[str]],
            profile: str = "cpu", versions: dict[str, str | None] | None = None) -> Path:
-    """Read the known answers of ``photos`` from a running server of ``profile`` into ``out``;
-    ``versions`` (e.g. the decode stack this process loaded) are kept with them."""
+    """Read the known answers of ``images`` (name -> file bytes) from a running server of
+    ``profile`` into ``out``; ``versions`` (e.g. the decode stack this process loaded) are
+    kept with them."""
     arrays, names = {}, []
-    for path in photos:
-        data = path.read_bytes()
-        names.append(path.name)
-        arrays[f"{path.name}/image"] = np.frombuffer(data, np.uint8)
+    for name, data in images.items():
+        names.append(name)
+        arrays[f"{name}/image"] = np.frombuffer(data, np.uint8)
         for pipeline in PIPELINES:
             for stage, tensor in client.deployed(data, pipeline).items():
-                arrays[f"{path.name}/{pipeline}/{stage}"] = tensor
+                arrays[f"{name}/{pipeline}/{stage}"] = tensor
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / ARRAYS, **arrays)
     server = client.server_metadata().get("version", "")
     meta = {"photos": names, "server": server, "pipeline_arguments": pipeline_arguments, "profile": profile,
             "versions": {"server": server, **{k: v for k, v in (versions or {}).items() if v}}}
-    (out / META).write_text(json.dumps(meta, indent=2) + "\n")  # written last: marks the record complete
+    write_atomic(out / META, strict_json(meta, indent=2) + "\n")  # written last: marks the record complete
     return out / META
 
 

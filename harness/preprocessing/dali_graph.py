@@ -47,6 +47,9 @@ def decode(encoded, spec: DecodeSpec, device: str):
     of the production release (deploy/versions.toml) the latter is the legacy decoder, which
     has no ``adjust_orientation`` and ignores EXIF orientation.
     """
+    # hw_decoder_load only when the spec sets it: otherwise DALI's default, and the serialized
+    # pipeline names no argument the spec did not
+    hardware = {} if spec.hw_decoder_load is None else {"hw_decoder_load": spec.hw_decoder_load}
     return fn.experimental.decoders.image(
         encoded,
         device=device,
@@ -54,7 +57,24 @@ def decode(encoded, spec: DecodeSpec, device: str):
         adjust_orientation=spec.exif_orientation,
         jpeg_fancy_upsampling=spec.fancy_upsampling,
         use_fast_idct=spec.fast_idct,
+        **hardware,
     )
+
+
+def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", device_id: int | None = 0) -> list[np.ndarray]:
+    """``images`` (file bytes) decoded in one batch by :func:`decode` alone, on ``device``
+    (``mixed``: the GPU ``device_id``; ``cpu`` with ``device_id=None`` runs without one)."""
+
+    @pipeline_def(batch_size=len(images), num_threads=1, device_id=device_id, prefetch_queue_depth=1)
+    def pipeline():
+        return decode(fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1), spec, device)
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.feed_input(INPUT_NAME, [np.frombuffer(data, np.uint8) for data in images])
+    (out,) = pipe.run()
+    out = out.as_cpu() if device == "mixed" else out
+    return [np.array(out[i]) for i in range(len(images))]
 
 
 def resize(image, spec: ResizeSpec):
@@ -246,11 +266,24 @@ class CpuStageRunner:
         self.p = p
         self._pipes = {}
 
+    KEEP_BELOW = 64 * 2 ** 20
+    """Inputs of at most this many bytes run on the cached pipeline; a larger one on a pipeline
+    of its own, dropped after: a DALI pipeline keeps its buffers at the size of the largest
+    input it ever saw, so one huge image would otherwise pin gigabytes per thread for the run."""
+
     def run(self, stage: str, image: np.ndarray) -> np.ndarray:
         image = np.ascontiguousarray(image if image.dtype == np.uint8 else image.astype(np.float32))
         key = (stage, image.dtype.str)
+        dtype = types.UINT8 if image.dtype == np.uint8 else types.FLOAT
+        if image.nbytes > self.KEEP_BELOW:
+            pipe = self._build(stage, dtype)
+            try:
+                pipe.feed_input("X", [image])
+                return np.array(pipe.run()[0][0])
+            finally:
+                del pipe
         if key not in self._pipes:
-            self._pipes[key] = self._build(stage, types.UINT8 if image.dtype == np.uint8 else types.FLOAT)
+            self._pipes[key] = self._build(stage, dtype)
         pipe = self._pipes[key]
         pipe.feed_input("X", [image])
         return np.array(pipe.run()[0][0])

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
 from harness.reference.base import Recipe
@@ -31,6 +32,7 @@ def load_object(ref: str) -> Any:
     from harness.user_code import UserCodeError
     from harness.user_code import load_object as load
 
+    load_dalis_nvjpeg()  # before the user's code imports torchvision, whose nvJPEG would otherwise be DALI's
     try:
         return load(ref)
     except UserCodeError as exc:

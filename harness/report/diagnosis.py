@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.files import strict_json, write_atomic
 from harness.formatting import fmt
+from harness.names import markdown_code, markdown_text
 from harness.outcome import Outcome
-from harness.report.data import json_safe
 from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
 
 if TYPE_CHECKING:
@@ -115,7 +116,8 @@ def render_markdown(report: DiagnosisReport) -> str:
     for outcome, what in FAILED_OUTCOMES.items():
         rows = [f for f in report.failed if (f.outcome or Outcome.FAILED) == outcome]
         if rows:
-            lines += [f"{len(rows)} images {what}: " + ", ".join(f"{f.image} ({f.reason})" for f in rows), ""]
+            listed = ", ".join(f"{markdown_code(f.image)} ({markdown_text(f.reason)})" for f in rows)
+            lines += [f"{len(rows)} images {what}: {listed}", ""]
     lines += render_causes(report)
     if report.found:
         lines += ["Deployment found on the server:", "", "```", *report.found, "```", ""]
@@ -152,6 +154,6 @@ def write_diagnosis(out_dir: Path, report: DiagnosisReport) -> dict[str, Path]:
     """diagnosis.json and diagnosis.md in ``out_dir`` (created)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "diagnosis.json", "markdown": out_dir / "diagnosis.md"}
-    paths["json"].write_text(json.dumps(json_safe(report.to_dict()), indent=1) + "\n")
-    paths["markdown"].write_text(render_markdown(report))
+    write_atomic(paths["json"], strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(paths["markdown"], render_markdown(report))
     return paths

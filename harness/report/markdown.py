@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from harness.compare.result import SIDES
 from harness.formatting import fmt
+from harness.names import markdown_code, markdown_text
 from harness.stage import Stage
 from harness.verdict import Verdict
 
@@ -15,11 +16,6 @@ if TYPE_CHECKING:
 
 COLUMNS = ("stage", "verdict", "equal / close / diverged", "max abs err (worst)", "mean abs err (mean)",
            "isolated max abs err", "PSNR dB / cosine (worst)")
-
-
-def _cell(text: str) -> str:
-    """Text safe in a Markdown table cell (one line, no column breaks)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def stage_rows(report: StageReport) -> list[list[str]]:
@@ -99,14 +95,16 @@ def images_line(report: StageReport) -> str:
     summary = report.summary
     parts = [f"{summary.compared} compared", f"{len(summary.failed)} failed"]
     parts += [f"{len(summary.rejected_by(side))} rejected by {side}" for side in SIDES if summary.rejected_by(side)]
+    if summary.skipped:
+        parts.append(f"{len(summary.skipped)} skipped")
     return f"{summary.images} ({', '.join(parts)})"
 
 
 def render_markdown(report: StageReport) -> str:
     summary = report.summary
-    lines = [f"# {report.title}", ""]
+    lines = [f"# {markdown_text(report.title)}", ""]
     if report.stopped_reason:
-        lines += [f"> **Incomplete run**: {report.stopped_reason}. Continue with `--resume`.", ""]
+        lines += [f"> **Incomplete run**: {markdown_text(report.stopped_reason)}. Continue with `--resume`.", ""]
     lines.append(headline(report))
     lines += ["", *(f"- {side}" for side in report.sides()), f"- Images: {images_line(report)}",
               f"- Spec: {report.spec_line()}", "",
@@ -126,21 +124,28 @@ def render_markdown(report: StageReport) -> str:
         lines += ["", "## Images whose top-1 class changed", "", FLIPS_NOTE, "",
                   f"| image | verdict | reference top-1 | deployed top-1 | reference margin ({report.scores_unit}) |",
                   "|---|---|---|---|---|"]
-        lines += [f"| {_cell(f.image)} | {'**diverged**' if f.verdict is Verdict.DIVERGED else f.verdict.value} "
+        lines += [f"| {markdown_code(f.image)} | {'**diverged**' if f.verdict is Verdict.DIVERGED else f.verdict.value} "
                   f"| {f.reference_top1} | {f.deployed_top1} | {fmt(f.margin)} |" for f in summary.flips]
     for side in SIDES:
         if summary.rejected_by(side):
             lines += ["", f"## Rejected by {side} only", "", "| image | reason |", "|---|---|"]
-            lines += [f"| {_cell(f.image)} | {_cell(f.reason)} |" for f in summary.rejected_by(side)]
+            lines += issue_rows(summary.rejected_by(side))
     if summary.failed:
-        lines += ["", "## Failed images", "", "| image | reason |", "|---|---|"]
-        lines += [f"| {_cell(f.image)} | {_cell(f.reason)} |" for f in summary.failed]
+        lines += ["", "## Failed images", "", "| image | reason |", "|---|---|", *issue_rows(summary.failed)]
+    if summary.skipped:
+        lines += ["", "## Skipped entries (not inputs)", "", "| entry | reason |", "|---|---|",
+                  *issue_rows(summary.skipped)]
     lines += ["", "Metrics are per image, then the worst and the mean over images. Image stages are on the "
               f"0-255 scale; `input` is the normalized model input; `output` the {report.scores_kind}"
               + (" (every class within the output tolerance, and the total variation distance: the probability "
                  "mass that moved)" if report.scores_kind == "probabilities" else "")
               + "; `topk`'s errors are the largest change among the reference's top-k probabilities.", ""]
     return "\n".join(lines)
+
+
+def issue_rows(issues) -> list[str]:
+    """Table rows of images not compared: the name as code, the reason as plain text."""
+    return [f"| {markdown_code(f.image)} | {markdown_text(f.reason)} |" for f in issues]
 
 
 FLIPS_NOTE = ("A **tie** is a change within the tie margin: the reference's own top-1 was ahead of the deployed "

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from harness.names import markdown_code as code
+from harness.names import markdown_text as text
 from harness.results.sides import DeployedInfo, ReferenceInfo, SpecInfo, Versions
 from harness.results.summary import CheckSummary
 from harness.stage import DEFAULT_TOP_K
@@ -63,7 +65,9 @@ class StageReport:
 
     def spec_line(self) -> str:
         """The spec read, as the report's ``Spec:`` line says it."""
-        return f"`{self.spec.source}`"
+        from harness.names import markdown_code
+
+        return markdown_code(self.spec.source)
 
     def to_dict(self) -> dict:
         raise NotImplementedError
@@ -104,9 +108,9 @@ class CheckReport(StageReport):
 
     def sides(self) -> list[str]:
         d = self.deployed
-        source = f"stages from `{d.taps_model}`" if d.taps_model else "discovered from the server"
-        return [f"Reference: {self.reference.recipe}; model: {self.reference.model}",
-                f"Deployed: `{d.ensemble}` at {d.server.url} ({d.server.protocol}), {source}"]
+        source = f"stages from {code(d.taps_model)}" if d.taps_model else "discovered from the server"
+        return [f"Reference: {text(self.reference.recipe)}; model: {text(self.reference.model)}",
+                f"Deployed: {code(d.ensemble)} at {text(d.server.url)} ({text(d.server.protocol)}), {source}"]
 
     def found(self) -> tuple[str, ...]:
         """What discovery found on the server (empty for this repository's own pipelines)."""
@@ -159,9 +163,10 @@ class RunComparison(StageReport):
 
     def sides(self) -> list[str]:
         b = self.deployed_b
-        served = f"; served by `{b['ensemble']}` at {b['url']} ({b['protocol']})" if b.get("ensemble") else ""
-        return [f"Run A (plays the reference): `{self.run_a}`, {self.side} side; reference model: {self.model}",
-                f"Run B (compared with it): `{self.run_b}`, {self.side} side" + served]
+        served = (f"; served by {code(b['ensemble'])} at {text(b['url'])} ({text(b['protocol'])})"
+                  if b.get("ensemble") else "")
+        return [f"Run A (plays the reference): {code(self.run_a)}, {self.side} side; reference model: {text(self.model)}",
+                f"Run B (compared with it): {code(self.run_b)}, {self.side} side" + served]
 
     @property
     def tie_margin(self) -> float:

@@ -30,7 +30,9 @@ class ReferenceInfo:
 
     def spec_line(self, source: str) -> str:
         """How a report names the spec it read: with a custom reference, only its tolerances count."""
-        return f"`{source}`" + (f" (tolerances only: the reference is your {self.recipe_name}, not the spec's "
+        from harness.names import markdown_code
+
+        return markdown_code(source) + (f" (tolerances only: the reference is your {self.recipe_name}, not the spec's "
                                 "[reference])" if self.custom else "")
 
     def to_dict(self) -> dict:

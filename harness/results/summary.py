@@ -121,11 +121,13 @@ class CheckSummary:
     flips: tuple[Flip, ...] = ()
     first_divergent_per_image: Mapping[str, int] = field(default_factory=dict)
     """First divergent stage (or ``none``) -> images."""
+    skipped: tuple[ImageIssue, ...] = ()
+    """Entries of the image folder that are not inputs, and why (:mod:`harness.listing`)."""
 
     @property
     def images(self) -> int:
-        """Every image in: compared + failed + rejected."""
-        return self.compared + len(self.failed) + sum(map(len, self.rejected.values()))
+        """Every entry in: compared + failed + rejected + skipped."""
+        return self.compared + len(self.failed) + sum(map(len, self.rejected.values())) + len(self.skipped)
 
     @property
     def ties(self) -> int:
@@ -162,6 +164,7 @@ class CheckSummary:
             "compared": self.compared,
             "failed": [f.to_dict() for f in self.failed],
             "rejected": {side: [r.to_dict() for r in rows] for side, rows in self.rejected.items()},
+            "skipped": [s.to_dict() for s in self.skipped],
             "ties": self.ties,
             "flips": [f.to_dict() for f in self.flips],
             "first_divergent_stage": self.first_divergent_stage,

@@ -5,7 +5,16 @@ import math
 import pytest
 
 from harness.client import TritonClient
-from loadtest.metrics import DURATIONS, EXECUTION_COUNT, REQUEST_SUCCESS, MetricsError, breakdown, parse_metrics, scrape
+from loadtest.metrics import (
+    DURATIONS,
+    EXECUTION_COUNT,
+    REQUEST_SUCCESS,
+    MetricsError,
+    breakdown,
+    parse_metrics,
+    scrape,
+    scrape_settled,
+)
 
 
 def test_parses_the_real_endpoint(server):
@@ -38,7 +47,7 @@ def test_breakdown_of_real_requests(server, photo):
     with TritonClient(server.grpc_url, "grpc") as client:
         for image in images:
             client.classify([image], "opencv", top_k=1)
-    after = scrape(server.metrics_url)
+    after = scrape_settled(server.metrics_url)
     for model in ("classify_opencv", "preprocess_opencv", "classifier"):
         b = breakdown(before, after, model)
         assert b.requests == len(images) and b.failures == 0, b

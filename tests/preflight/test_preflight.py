@@ -4,23 +4,26 @@ host's records are exercised with records of real decoders: this server's own (d
 and one whose DALI stages another decoder or a planted cause produced (decoder rule)."""
 
 import dataclasses
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from harness.client import TritonClient
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import decode_stack_versions, load_manifest
 from harness.preflight import FAIL, INFO, PASS, SKIP, known_answer_rows, passed, run_checks
-from harness.preflight.known_answers import META, PHOTOS, KnownAnswers, load, record
+from harness.preflight.known_answers import META, PHOTOS, KnownAnswers, load, read_photos, record
 from harness.preprocessing.dali_graph import production_arguments
 from harness.reference import TorchvisionRecipe
 from harness.reference.custom import CallableRecipe, load_object
 from harness.reference.model import OnnxModel
 from harness.spec import with_overrides
+from tests.conftest import encode
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def known(server, repository, photos_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("known")
     with TritonClient(server.url("grpc"), "grpc") as client:
-        record(client, [photos_dir / name for name in PHOTOS], out, production_arguments(repository))
+        record(client, read_photos(photos_dir), out, production_arguments(repository))
     return out
 
 
@@ -46,7 +49,7 @@ def check(server, known_answers, manifest=None, in_server_env=True, repository=R
 def test_every_check_the_cpu_profile_allows_passes(server, known):
     by_name, rows = check(server, load(known))
     assert passed(rows), [r for r in rows if r.status == FAIL]
-    for name in ("server version", "models ready", "DALI version", "Python version", "DALI operator schema",
+    for name in ("server version", "models ready", "DALI version", "Python version", "numpy version", "DALI operator schema",
                  "DALI pipelines serialize", "classifier engine: known input", "dali: decode", "dali: input",
                  "dali: output", "opencv: output", "dali: top-1", "opencv: top-1", "bad image fails only itself",
                  "dynamic batches form: validate_image", "dynamic batches form: preprocess_dali",
@@ -77,10 +80,14 @@ def test_a_served_tensor_that_moved_fails_its_stage(server, known):
 def test_versions_other_than_the_manifests_fail(server, known):
     manifest = load_manifest()
     drifted = dataclasses.replace(manifest, embedded=dataclasses.replace(manifest.embedded, version="2.49.0"),
-                                  dali=dataclasses.replace(manifest.dali, version="1.44.0"))
+                                  dali=dataclasses.replace(manifest.dali, version="1.44.0"),
+                                  numpy=dataclasses.replace(manifest.numpy, version="2.2.6"))
     by_name, rows = check(server, load(known), manifest=drifted)
     assert by_name["server version"].status == FAIL and by_name["server version"].found == "2.51.0"
     assert by_name["DALI version"].status == FAIL
+    # the numpy a shadowing folder would bring is named, with where it was found
+    assert by_name["numpy version"].status == FAIL and by_name["numpy version"].found == np.__version__
+    assert by_name["numpy version"].detail == f"from {Path(np.__file__).parent.parent}"
     assert not passed(rows)
 
 
@@ -192,20 +199,57 @@ def test_a_planted_cause_in_the_other_record_still_fails_its_stage(server, spec,
         assert by_name[f"{prefix}dali: decode"].status == PASS and not passed(rows)
 
 
-def test_record_writes_the_profile_and_versions_and_refuses_an_unwritable_place(server, tmp_path):
+def test_record_writes_the_profile_and_versions_and_refuses_an_unwritable_place(server, photos_dir, tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "harness.preflight", "--url", server.url("grpc"), *map(str, args)],
                               capture_output=True, text=True, timeout=300, cwd=ROOT)
 
-    recorded = run("--record", "--known-answers", tmp_path / "rec")
+    recorded = run("--record", "--known-answers", tmp_path / "rec", "--photos", photos_dir)  # as make setup does
     assert recorded.returncode == 0 and "from the cpu profile" in recorded.stdout, recorded.stderr
     answers = load(tmp_path / "rec")  # the cpu profile's record is the folder itself
     assert answers.profile == "cpu" and answers.versions["server"] == "2.51.0"
-    assert answers.versions["nvJPEG"] == decode_stack_versions()["nvJPEG"]
+    # the recording process's own DALI decode stack (this process's may be torchvision's
+    # bundled nvJPEG, if a test imported it first): the virtualenv's pin
+    assert load_manifest().nvjpeg.version.startswith(answers.versions["nvJPEG"] + ".")
+    assert answers.images == read_photos(photos_dir)
     (tmp_path / "file").write_text("not a folder")
-    refused = run("--record", "--known-answers", tmp_path / "file")
+    refused = run("--record", "--known-answers", tmp_path / "file", "--photos", photos_dir)
     assert refused.returncode == 2 and "cannot write the cpu record" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "file" / META).exists()
+
+
+def test_a_gpu_record_is_made_from_the_bytes_the_cpu_record_holds(server, photos_dir, tmp_path):
+    # The cpu record of re-encoded photos (bytes data/photos does not hold): a record made
+    # without --photos, as `docker compose run --rm preflight --record` makes the GPU host's,
+    # answers for those very bytes, and lands in gpu/ beside the cpu record, which stays.
+    from harness.preflight.job import PreflightOptions, _record
+
+    reencoded = {name: encode(Image.open(io.BytesIO(data)).convert("RGB"), quality=70)
+                 for name, data in read_photos(photos_dir).items()}
+    assert all(reencoded[name] != data for name, data in read_photos(photos_dir).items())
+    with TritonClient(server.url("grpc"), "grpc") as client:
+        record(client, reencoded, tmp_path, production_arguments(ROOT / "model_repository"))
+        options = PreflightOptions(url=server.url("grpc"), known_answers=tmp_path, record=True)
+        result = _record(client, options, load_manifest(), "gpu")
+    assert result.recorded == tmp_path / "gpu" / META and result.photos == len(PHOTOS)
+    gpu, cpu = load(tmp_path / "gpu"), load(tmp_path)
+    assert gpu.profile == "gpu" and cpu.profile == "cpu"
+    assert gpu.images == cpu.images == reencoded
+
+
+def test_record_without_a_cpu_record_or_photos_is_one_clean_line(server, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "harness.preflight", "--url", server.url("grpc"), "--record",
+                               *map(str, args)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    for args, message in ((("--known-answers", tmp_path / "empty"), "no cpu record in"),
+                          (("--known-answers", tmp_path / "k", "--photos", tmp_path / "nowhere"),
+                           "known-answer photos missing")):
+        refused = run(*args)
+        assert refused.returncode == 2, refused.stderr
+        [line] = refused.stderr.strip().splitlines()
+        assert message in line, line
+    assert not (tmp_path / "empty").exists() and not (tmp_path / "k").exists()
 
 
 def test_a_request_the_server_refuses_is_a_failed_row_and_the_other_photos_are_compared(server, spec, known):
@@ -233,3 +277,92 @@ def test_the_exit_status_is_the_harness_policy():
     with pytest.raises(NothingCompared) as nothing:
         PreflightResult(manifest, "cpu", (Row("a", SKIP), Row("b", INFO))).exit_status()
     assert exit_status_of(nothing.value) == 2
+
+
+def test_the_engine_rows_read_the_builders_stamp(tmp_path):
+    import importlib.util
+    import json
+
+    from harness.preflight import engine_rows
+
+    module_spec = importlib.util.spec_from_file_location("build_engine", ROOT / "docker" / "build_engine.py")
+    builder = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(builder)
+    manifest, onnx, stamp = load_manifest(), ROOT / "model_repository" / "classifier" / "model.onnx", tmp_path / "stamp.json"
+
+    def rows_for(fp16: bool, drop_no_tf32: bool = False) -> dict:
+        cmd = builder.trtexec_command("trtexec", onnx, tmp_path / "model.plan", "input", [3, 224, 224], 64, 8, fp16,
+                                      manifest.tensorrt_major)
+        built = builder.engine_stamp(onnx, cmd, "NVIDIA H100 80GB HBM3", manifest.tensorrt.version,
+                                     builder.precision(fp16, manifest.tensorrt_major))
+        if drop_no_tf32:  # a stamp of a build made before the builder turned TF32 off
+            built = {k: v for k, v in built.items() if k != "precision"} | {
+                "command": [a for a in built["command"] if a != "--noTF32"]}
+        stamp.write_text(json.dumps(built))
+        return {row.check: row for row in engine_rows(stamp, manifest)}
+
+    fp32 = rows_for(False)
+    assert fp32["engine built by"].status == PASS and fp32["engine built by"].detail == "on NVIDIA H100 80GB HBM3"
+    assert fp32["engine precision"].status == PASS and fp32["engine precision"].found == "fp32 (TF32 off)"
+    fp16 = rows_for(True)["engine precision"]
+    assert fp16.status == PASS and fp16.found.startswith("fp16 (strongly typed from model_fp16.onnx")
+    old = rows_for(False, drop_no_tf32=True)["engine precision"]
+    assert old.status == FAIL and old.found == "not in the stamp" and "TF32" in old.detail
+    stamp.unlink()
+    assert [row.status for row in engine_rows(stamp, manifest)] == [SKIP]
+
+
+# -- the hardware JPEG engine (hw_decoder_load) ------------------------------------------
+
+def cpu_decode(batch, decode_spec):
+    """DALI's CPU decoder, which takes hw_decoder_load and ignores it."""
+    from harness.preprocessing.dali_graph import decode_images
+
+    return decode_images(batch, decode_spec, device="cpu", device_id=None)
+
+
+def engine_without_fancy_upsampling(batch, decode_spec):
+    """A decode whose share above 0 goes to an engine that ignores jpeg_fancy_upsampling:
+    libjpeg-turbo's fast upsampling (simplejpeg), the suspected hardware engine behaviour."""
+    from harness.reference.decoders import decode_with_switches
+
+    if decode_spec.hw_decoder_load == 0:
+        return cpu_decode(batch, decode_spec)
+    return [decode_with_switches(data, dataclasses.replace(decode_spec, fancy_upsampling=False)) for data in batch]
+
+
+def test_the_hardware_decoder_row_names_the_spec_setting_when_the_engine_differs(known, spec):
+    from harness.preflight import HARDWARE_DECODER_COPIES, hardware_decoder_row
+
+    images, decode = load(known).images, spec.preprocess.decode
+    tolerance = tolerances_for(spec.preprocess, spec.tolerances)["decode"]
+    calls = []
+
+    def counted(batch, decode_spec):
+        calls.append((len(batch), decode_spec.hw_decoder_load))
+        return cpu_decode(batch, decode_spec)
+
+    same = hardware_decoder_row(images, decode, tolerance, counted)
+    assert same.status == PASS and same.found == "equal", same
+    # the pipeline's own setting (DALI's default here) against 0, every photo several times in one batch
+    assert calls == [(len(images) * HARDWARE_DECODER_COPIES, 0.0), (len(images) * HARDWARE_DECODER_COPIES, None)]
+    differs = hardware_decoder_row(images, decode, tolerance, engine_without_fancy_upsampling)
+    assert differs.status == FAIL and differs.found == "diverged"
+    assert "set decode.hw_decoder_load = 0" in differs.detail and differs.detail.startswith("worst ")
+    off = hardware_decoder_row(images, dataclasses.replace(decode, hw_decoder_load=0.0), tolerance,
+                               engine_without_fancy_upsampling)
+    assert off.status == PASS and off.found == "diverged" and "keeps it off" in off.detail
+
+    def broken(batch, decode_spec):
+        raise RuntimeError("nvImageCodec: decoding failed\n  long traceback")
+
+    failed = hardware_decoder_row(images, decode, tolerance, broken)
+    assert failed.status == FAIL and failed.detail == "RuntimeError: nvImageCodec: decoding failed"
+
+
+def test_without_a_gpu_the_hardware_decoder_row_is_skipped_not_passed(known, repository):
+    from harness.preflight import environment_rows
+
+    by_name = {row.check: row for row in environment_rows(load_manifest(), "gpu", repository, load(known))}
+    row = by_name["hardware JPEG decoder"]
+    assert row.status == SKIP and "no GPU visible" in row.detail

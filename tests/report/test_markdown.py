@@ -38,7 +38,7 @@ def test_the_top_k_line_uses_the_run_top_k_and_counts_ties():
     assert "mean top-3 overlap 1.000" in line  # top_k 3: the two swapped classes stay in the top 3
     assert "1 top-1 change is a tie (within the tie margin of 0.5 logits" in headline(report)
     text = render_markdown(report)
-    assert "| tie.jpg | tie | 0 | 1 | 0.2 |" in text
+    assert "| `tie.jpg` | tie | 0 | 1 | 0.2 |" in text
     assert "| topk | tie | 1 / 0 / 0 (1 tie) |" in text  # a row of the table: it can fail the run (--fail-on tie)
 
 
@@ -48,8 +48,8 @@ def test_rejections_failures_and_an_incomplete_run_are_listed():
     text = render_markdown(report)
     assert text.splitlines()[2] == "> **Incomplete run**: server stopped. Continue with `--resume`."
     assert "**1 image rejected by deployment** (training processes it)." in text
-    assert "## Rejected by deployment only" in text and "| cut\\|x.jpg | deployed: truncated JPEG |" in text
-    assert "## Failed images" in text and "| gone.jpg | unreadable: No such file |" in text
+    assert "## Rejected by deployment only" in text and "| `cut\\|x.jpg` | deployed: truncated JPEG |" in text
+    assert "## Failed images" in text and "| `gone.jpg` | unreadable: No such file |" in text
     assert "- Images: 3 (1 compared, 1 failed, 1 rejected by deployment)" in text
 
 

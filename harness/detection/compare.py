@@ -1,0 +1,217 @@
+"""Two sides' boxes of one image compared: matched one to one, what is missed or extra, how
+far the matches moved, and a verdict from documented rules (:class:`DetectionTolerance`).
+
+Matching: the reference's boxes in descending score order, each takes the deployed box of
+highest IoU above ``match_iou`` not yet taken (of the same class where both sides have
+classes). Verdict, first rule that applies:
+
+1. ``diverged`` when a score or a corner is not finite, or a box lies outside the image;
+2. ``equal`` when both sides found nothing (zero boxes on both sides is agreement), or every
+   box matched one with the same corners and score;
+3. ``diverged`` when a box is missed or extra and its score is not within
+   ``near_threshold`` of the postprocessor's score threshold, or a match moved too far (its
+   worst corner more than ``corner_px`` source pixels AND its IoU below ``close_iou``: small
+   boxes are judged by pixels, since one pixel costs a 10-pixel word a quarter of its IoU,
+   large ones by overlap), or its score changed more than ``score_atol``;
+4. ``tie`` when the only boxes missed or extra are near-threshold ones: listed, not failed,
+   as a near-tie top-1 change is in classification;
+5. ``close`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.detection.boxes import Detections, greedy_match, iou_matrix
+from harness.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class DetectionTolerance:
+    """The documented defaults; corner errors in the source image's pixels."""
+
+    match_iou: float = 0.5
+    """Two boxes are the same object when their IoU exceeds this (ICDAR's and COCO's 0.5)."""
+    close_iou: float = 0.9
+    """A match overlapping at least this much is ``close`` (whatever its corners did)."""
+    corner_px: float = 4.0
+    """A match whose corners moved at most this is ``close`` (whatever its IoU; a resize
+    kernel's rounding moves boxes by 1-3 px)."""
+    score_atol: float = 0.05
+    """Largest score change of a ``close`` match."""
+    near_threshold: float = 0.05
+    """A box that appears or disappears with a score within this of the threshold is a
+    near-threshold change."""
+    outside_px: float = 1.0
+    """How far beyond the image a corner may lie before it is a problem."""
+
+
+@dataclass(frozen=True)
+class BoxMatch:
+    reference: int
+    """Index of the box in the reference's detections."""
+    deployed: int
+    iou: float
+    corner_px: float
+    """Largest distance between corresponding corners (the best of the 4 cyclic pairings)."""
+    score_delta: float
+    """Deployed score - reference score."""
+
+
+@dataclass(frozen=True)
+class BoxChange:
+    """A box only one side has."""
+
+    index: int
+    """Index in that side's detections."""
+    score: float
+    near_threshold: bool
+
+
+@dataclass(frozen=True)
+class DetectionComparison:
+    verdict: Verdict
+    reference_boxes: int
+    deployed_boxes: int
+    matches: tuple[BoxMatch, ...] = ()
+    missed: tuple[BoxChange, ...] = ()
+    """Reference boxes the deployment did not find."""
+    extra: tuple[BoxChange, ...] = ()
+    """Deployed boxes the reference did not find."""
+    problems: tuple[str, ...] = ()
+    """Why the output cannot be trusted (non-finite values, boxes outside the image)."""
+
+    @property
+    def mean_iou(self) -> float | None:
+        return float(np.mean([m.iou for m in self.matches])) if self.matches else None
+
+    @property
+    def worst_iou(self) -> float | None:
+        return min((m.iou for m in self.matches), default=None)
+
+    @property
+    def worst_corner_px(self) -> float | None:
+        return max((m.corner_px for m in self.matches), default=None)
+
+    @property
+    def max_score_delta(self) -> float | None:
+        """The largest score change of a match, sign kept."""
+        return max((m.score_delta for m in self.matches), key=abs, default=None)
+
+    @property
+    def near_threshold(self) -> tuple[tuple[str, BoxChange], ...]:
+        """("missed" or "extra", change) of each near-threshold change."""
+        return tuple((kind, c) for kind, changes in (("missed", self.missed), ("extra", self.extra))
+                     for c in changes if c.near_threshold)
+
+    def events(self) -> list[str]:
+        """One line per thing a user would want to hear about this image."""
+        lines = list(self.problems)
+        for kind, changes in (("missed", self.missed), ("extra", self.extra)):
+            for c in changes:
+                note = " (near the threshold)" if c.near_threshold else ""
+                lines.append(f"{kind} box {c.index} (score {c.score:.3f}){note}")
+        if self.matches and (self.worst_corner_px or self.max_score_delta):
+            lines.append(f"{len(self.matches)} matched: worst IoU {self.worst_iou:.3f}, corners moved up to "
+                         f"{self.worst_corner_px:.1f} px, score change up to {self.max_score_delta:+.3f}")
+        return lines
+
+    def to_dict(self) -> dict:
+        """Plain JSON (no NaN: summaries of no match are None)."""
+        return {
+            "verdict": self.verdict.value, "reference_boxes": self.reference_boxes, "deployed_boxes": self.deployed_boxes,
+            "matched": len(self.matches), "missed": len(self.missed), "extra": len(self.extra),
+            "near_threshold": len(self.near_threshold), "mean_iou": self.mean_iou, "worst_iou": self.worst_iou,
+            "worst_corner_px": self.worst_corner_px, "max_score_delta": _finite(self.max_score_delta),
+            "matches": [[m.reference, m.deployed, m.iou, m.corner_px, _finite(m.score_delta)] for m in self.matches],
+            "missed_boxes": [[c.index, _finite(c.score), c.near_threshold] for c in self.missed],
+            "extra_boxes": [[c.index, _finite(c.score), c.near_threshold] for c in self.extra],
+            "problems": list(self.problems),
+        }
+
+    @staticmethod
+    def from_dict(d: dict) -> "DetectionComparison":
+        def changes(rows):
+            return tuple(BoxChange(int(i), math.nan if s is None else float(s), bool(n)) for i, s, n in rows)
+
+        return DetectionComparison(
+            Verdict(d["verdict"]), int(d["reference_boxes"]), int(d["deployed_boxes"]),
+            tuple(BoxMatch(int(r), int(p), float(i), float(c), math.nan if s is None else float(s))
+                  for r, p, i, c, s in d["matches"]),
+            changes(d["missed_boxes"]), changes(d["extra_boxes"]), tuple(d["problems"]))
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def corner_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest distance between corresponding corners of two [4, 2] quads, for the cyclic
+    pairing that makes it smallest (so a quad whose first corner moved to the next is not a
+    90-degree turn)."""
+    return float(min(np.max(np.linalg.norm(a - np.roll(b, k, axis=0), axis=1)) for k in range(4)))
+
+
+def problems_of(side: str, d: Detections, image_size: tuple[int, int] | None, tolerance: DetectionTolerance) -> list[str]:
+    out = []
+    bad_scores = int(np.sum(~np.isfinite(d.scores)))
+    if bad_scores:
+        out.append(f"{side}: {bad_scores} of {len(d)} scores are not finite")
+    bad_quads = int(np.sum(~np.isfinite(d.quads).all(axis=(1, 2))))
+    if bad_quads:
+        out.append(f"{side}: {bad_quads} of {len(d)} boxes have a corner that is not finite")
+    if image_size is not None and len(d):
+        height, width = image_size
+        x, y, m = d.quads[..., 0], d.quads[..., 1], tolerance.outside_px
+        with np.errstate(invalid="ignore"):
+            outside = int(np.sum(((x < -m) | (x > width + m) | (y < -m) | (y > height + m)).any(axis=1)))
+        if outside:
+            out.append(f"{side}: {outside} of {len(d)} boxes reach outside the {width}x{height} image")
+    return out
+
+
+def compare_detections(reference: Detections, deployed: Detections, score_threshold: float,
+                       tolerance: DetectionTolerance = DetectionTolerance(),
+                       image_size: tuple[int, int] | None = None) -> DetectionComparison:
+    """Compare one image's boxes (see the module's rules). ``score_threshold``: the
+    postprocessor's (``DbParams.box_thresh``, ``YoloParams.conf_threshold``: their
+    ``score_threshold``); ``image_size``: (height, width) of the source image, to catch boxes
+    outside it."""
+    t = tolerance
+    problems = problems_of("reference", reference, image_size, t) + problems_of("deployed", deployed, image_size, t)
+    finite_ref = np.isfinite(reference.quads).all(axis=(1, 2))
+    finite_dep = np.isfinite(deployed.quads).all(axis=(1, 2))
+    iou = iou_matrix(np.nan_to_num(reference.quads), np.nan_to_num(deployed.quads))
+    iou[~finite_ref] = 0.0
+    iou[:, ~finite_dep] = 0.0
+    same_class = None
+    if reference.classes is not None and deployed.classes is not None:
+        same_class = reference.classes[:, None] == deployed.classes[None, :]
+    pairs = greedy_match(iou, reference.scores, t.match_iou, same_class)
+    matches = tuple(BoxMatch(r, d, float(iou[r, d]), corner_distance(reference.quads[r], deployed.quads[d]),
+                             float(deployed.scores[d] - reference.scores[r])) for r, d in pairs)
+
+    def unmatched(d: Detections, taken: set[int]) -> tuple[BoxChange, ...]:
+        return tuple(BoxChange(i, float(d.scores[i]), bool(abs(d.scores[i] - score_threshold) <= t.near_threshold))
+                     for i in range(len(d)) if i not in taken)
+
+    missed = unmatched(reference, {r for r, _ in pairs})
+    extra = unmatched(deployed, {d for _, d in pairs})
+    verdict = _verdict(matches, missed, extra, problems, t)
+    return DetectionComparison(verdict, len(reference), len(deployed), matches, missed, extra, tuple(problems))
+
+
+def _verdict(matches, missed, extra, problems, t: DetectionTolerance) -> Verdict:
+    if problems:
+        return Verdict.DIVERGED
+    if not missed and not extra and all(m.corner_px == 0 and m.score_delta == 0 for m in matches):
+        return Verdict.EQUAL
+    far = [c for c in missed + extra if not c.near_threshold]
+    moved = [m for m in matches if (m.iou < t.close_iou and m.corner_px > t.corner_px) or not abs(m.score_delta) <= t.score_atol]
+    if far or moved:
+        return Verdict.DIVERGED
+    return Verdict.TIE if missed or extra else Verdict.CLOSE
+

@@ -1,0 +1,62 @@
+"""Boxes drawn on the photo: the reference's and the deployment's in two colours, for the report.
+
+The reference's boxes are drawn first and thicker, the deployment's on top and thinner, so
+where both agree one sees a blue box with an orange core, and a box only one side has
+stands out in its own colour (Okabe-Ito blue and orange: told apart by colour-blind
+readers too). A legend strip above the photo says which is which and counts the boxes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from harness.detection.boxes import Detections
+
+REFERENCE_COLOUR = (0, 114, 178)
+"""RGB, Okabe-Ito blue."""
+DEPLOYED_COLOUR = (230, 159, 0)
+"""RGB, Okabe-Ito orange."""
+
+
+def draw_detections(image_rgb: np.ndarray, sides: Sequence[tuple[str, Detections, tuple[int, int, int]]]) -> np.ndarray:
+    """A copy of an HWC uint8 RGB photo with each side's quads drawn in its colour (first side
+    thickest), under a legend strip naming the sides and their box counts."""
+    canvas = np.ascontiguousarray(image_rgb[..., :3] if image_rgb.ndim == 3 else np.repeat(image_rgb[..., None], 3, 2))
+    canvas = canvas.copy()
+    height, width = canvas.shape[:2]
+    base = max(1, round(min(height, width) / 300))
+    for rank, (_, detections, colour) in enumerate(sides):
+        thickness = base * (len(sides) - rank + 1) if rank == 0 else base
+        for quad in detections.quads:
+            points = np.round(quad).astype(np.int32).reshape(-1, 1, 2)
+            cv2.polylines(canvas, [points], True, colour, thickness, cv2.LINE_AA)
+    return np.concatenate([_legend(width, sides, base), canvas], axis=0)
+
+
+def _legend(width: int, sides, base: int) -> np.ndarray:
+    scale = 0.45 * base
+    line = int(22 * base)
+    strip = np.full((line * len(sides) + 6 * base, width, 3), 255, np.uint8)
+    for i, (name, detections, colour) in enumerate(sides):
+        y = line * (i + 1)
+        cv2.rectangle(strip, (6 * base, y - 12 * base), (26 * base, y - 2 * base), colour, -1)
+        cv2.putText(strip, f"{name}: {len(detections)} boxes", (32 * base, y), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0),
+                    max(1, base), cv2.LINE_AA)
+    return strip
+
+
+def draw_comparison(image_rgb: np.ndarray, reference: Detections, deployed: Detections,
+                    names: tuple[str, str] = ("reference", "deployment")) -> np.ndarray:
+    """The two sides of one image in the report's colours."""
+    return draw_detections(image_rgb, [(names[0], reference, REFERENCE_COLOUR), (names[1], deployed, DEPLOYED_COLOUR)])
+
+
+def write_png(path: Path, image_rgb: np.ndarray) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not cv2.imwrite(str(path), cv2.cvtColor(image_rgb, cv2.COLOR_RGB2BGR)):
+        raise OSError(f"could not write {path}")
+    return path

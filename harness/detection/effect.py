@@ -1,0 +1,204 @@
+"""The effect of a deployment on a labeled detection set (COCO JSON): precision, recall and F1
+at IoU 0.5 (the ICDAR 2015 protocol for text: one-to-one matches, IoU strictly above 0.5,
+on the quadrilaterals), COCO mAP with pycocotools (axis-aligned boxes, every class), and
+McNemar's exact test on the per-image outcomes (an image is right when every labeled box is
+found and nothing else is), reference vs each deployed path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from harness.compare.paired import McNemar, mcnemar_exact
+from harness.detection.boxes import Detections, greedy_match, iou_matrix
+
+IOU_THRESHOLD = 0.5
+
+
+class LabelsError(ValueError):
+    """A labels file that is not usable COCO detection JSON (one line, says where)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Labels:
+    """A COCO detection set: each image's labeled boxes, by file name."""
+
+    coco: dict
+    """The JSON as read (pycocotools is given it as is)."""
+    boxes: Mapping[str, Detections]
+    """File name -> its labeled boxes (score 1; classes = category ids)."""
+    ids: Mapping[str, int]
+    """File name -> COCO image id."""
+
+
+def load_labels(source: Path | dict) -> Labels:
+    """Read COCO JSON; a 4-point ``segmentation`` is the box's quad, otherwise its ``bbox``."""
+    where = str(source) if isinstance(source, Path) else "labels"
+    try:
+        coco = json.loads(source.read_text()) if isinstance(source, Path) else source
+        images = {int(im["id"]): str(im["file_name"]) for im in coco["images"]}
+        categories = {int(c["id"]) for c in coco["categories"]}
+        annotations = coco["annotations"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LabelsError(f"{where}: not COCO detection JSON ({type(exc).__name__}: {exc})") from None
+    quads: dict[int, list] = {i: [] for i in images}
+    classes: dict[int, list] = {i: [] for i in images}
+    for a in annotations:
+        image, category = a.get("image_id"), a.get("category_id")
+        if image not in images or category not in categories:
+            raise LabelsError(f"{where}: annotation {a.get('id')} names image {image} / category {category}, "
+                              "which the file does not define")
+        quads[image].append(_quad(a, where))
+        classes[image].append(category)
+    boxes = {images[i]: Detections(np.array(quads[i]).reshape(-1, 4, 2), np.ones(len(quads[i])), classes[i]) for i in images}
+    return Labels(coco, boxes, {name: i for i, name in images.items()})
+
+
+def _quad(annotation: dict, where: str) -> np.ndarray:
+    segmentation = annotation.get("segmentation")
+    if isinstance(segmentation, list) and len(segmentation) == 1 and len(segmentation[0]) == 8:
+        return np.asarray(segmentation[0], np.float64).reshape(4, 2)
+    try:
+        x, y, w, h = (float(v) for v in annotation["bbox"])
+    except (KeyError, TypeError, ValueError):
+        raise LabelsError(f"{where}: annotation {annotation.get('id')} has neither a 4-point segmentation nor a bbox") from None
+    return np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]])
+
+
+@dataclass(frozen=True)
+class ImageOutcome:
+    image: str
+    labeled: int
+    detected: int
+    matched: int
+
+    @property
+    def right(self) -> bool:
+        """Every labeled box found, nothing else found."""
+        return self.matched == self.labeled == self.detected
+
+
+@dataclass(frozen=True)
+class PathEffect:
+    path: str
+    precision: float | None
+    """None when the path detected nothing (no precision to speak of)."""
+    recall: float | None
+    """None when nothing is labeled."""
+    f1: float | None
+    matched: int
+    detected: int
+    labeled: int
+    coco_map: float | None
+    """COCO mAP@[.5:.95] (pycocotools, on the quads' enclosing boxes); None when boxes cannot
+    be given a category or nothing is labeled."""
+    coco_map50: float | None
+    images_right: int
+    mcnemar: McNemar | None = None
+    """Against the reference on :attr:`ImageOutcome.right` (None for the reference itself)."""
+    outcomes: tuple[ImageOutcome, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "matched": self.matched, "detected": self.detected, "labeled": self.labeled, "coco_map": self.coco_map,
+                "coco_map50": self.coco_map50, "images_right": self.images_right,
+                "mcnemar": self.mcnemar.to_dict() if self.mcnemar else None,
+                "images": {o.image: [o.labeled, o.detected, o.matched] for o in self.outcomes}}
+
+
+@dataclass(frozen=True)
+class DetectionEffect:
+    paths: tuple[PathEffect, ...]
+    """The reference first."""
+    evaluated: tuple[str, ...]
+    """The images every path detected on: the only ones scored."""
+    left_out: tuple[str, ...]
+    """Labeled images some path has no detections for (failed there): named, never dropped silently."""
+    iou_threshold: float = IOU_THRESHOLD
+
+    def to_dict(self) -> dict:
+        return {"iou_threshold": self.iou_threshold, "evaluated": len(self.evaluated), "left_out": list(self.left_out),
+                "paths": [p.to_dict() for p in self.paths]}
+
+
+def image_outcome(image: str, labeled: Detections, detected: Detections, iou_threshold: float = IOU_THRESHOLD) -> ImageOutcome:
+    """One-to-one matches of one image's detections (best score first) to its labels."""
+    same_class = None
+    if labeled.classes is not None and detected.classes is not None:
+        same_class = detected.classes[:, None] == labeled.classes[None, :]
+    pairs = greedy_match(iou_matrix(detected.quads, labeled.quads), detected.scores, iou_threshold, same_class)
+    return ImageOutcome(image, len(labeled), len(detected), len(pairs))
+
+
+def evaluate_detection(labels: Labels, predictions: Sequence[tuple[str, Mapping[str, Detections]]],
+                       iou_threshold: float = IOU_THRESHOLD) -> DetectionEffect:
+    """Score each path (``(name, file name -> detections)``, the reference first) on the
+    labeled images that every path has detections for."""
+    names = list(labels.boxes)
+    evaluated = tuple(n for n in names if all(n in found for _, found in predictions))
+    left_out = tuple(n for n in names if n not in evaluated)
+    outcomes = {path: tuple(image_outcome(n, labels.boxes[n], found[n], iou_threshold) for n in evaluated)
+                for path, found in predictions}
+    reference_right = np.array([o.right for o in outcomes[predictions[0][0]]], bool)
+    paths = []
+    for k, (path, found) in enumerate(predictions):
+        rows = outcomes[path]
+        matched, detected, labeled = (sum(getattr(o, f) for o in rows) for f in ("matched", "detected", "labeled"))
+        precision = matched / detected if detected else None
+        recall = matched / labeled if labeled else None
+        f1 = None if precision is None or recall is None else 2 * matched / (detected + labeled)
+        right = np.array([o.right for o in rows], bool)
+        coco_map, coco_map50 = coco_mean_ap(labels, {n: found[n] for n in evaluated})
+        paths.append(PathEffect(path, precision, recall, f1, matched, detected, labeled, coco_map, coco_map50,
+                                int(right.sum()), mcnemar_exact(reference_right, right) if k else None, rows))
+    return DetectionEffect(tuple(paths), evaluated, left_out, iou_threshold)
+
+
+def coco_mean_ap(labels: Labels, detections: Mapping[str, Detections]) -> tuple[float | None, float | None]:
+    """(mAP@[.5:.95], mAP@.5) of ``detections`` on those images, by pycocotools' COCOeval on
+    axis-aligned boxes. Class-less detections take the set's only category; with several
+    categories and no classes: (None, None)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    categories = [c["id"] for c in labels.coco["categories"]]
+    results = []
+    for name, d in detections.items():
+        if d.classes is None and len(categories) != 1:
+            return None, None
+        classes = d.classes if d.classes is not None else np.full(len(d), categories[0])
+        for (x1, y1, x2, y2), score, category in zip(d.xyxy, d.scores, classes):
+            results.append({"image_id": labels.ids[name], "category_id": int(category),
+                            "bbox": [float(x1), float(y1), float(x2 - x1), float(y2 - y1)], "score": float(score)})
+    ids = {labels.ids[n] for n in detections}
+    annotations = [_with_bbox(a) for a in labels.coco["annotations"] if a["image_id"] in ids]
+    if not annotations:
+        return None, None
+    if not results:
+        return 0.0, 0.0
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        gt = COCO()
+        gt.dataset = {**labels.coco, "annotations": annotations}
+        gt.createIndex()
+        run = COCOeval(gt, gt.loadRes(results), "bbox")
+        run.params.imgIds = sorted(ids)
+        run.evaluate()
+        run.accumulate()
+        run.summarize()
+    return float(max(run.stats[0], 0.0)), float(max(run.stats[1], 0.0))
+
+
+def _with_bbox(annotation: dict) -> dict:
+    """An annotation as COCOeval's bbox mode needs it: ``bbox`` the enclosing box of the
+    label's quad (as the detections' boxes are of theirs: both sides measured alike, where a
+    turned word's ink box would be tighter than any quad's), ``area``, ``iscrowd``."""
+    x1, y1, x2, y2 = Detections(_quad(annotation, "labels")[None], [1.0]).xyxy[0]
+    bbox = [float(x1), float(y1), float(x2 - x1), float(y2 - y1)]
+    return dict(annotation, bbox=bbox, area=bbox[2] * bbox[3], iscrowd=annotation.get("iscrowd", 0))

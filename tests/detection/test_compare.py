@@ -1,0 +1,106 @@
+"""harness/detection/compare.py: each verdict rule on boxes of the real detector, and a
+planted preprocessing change on real photos found as the divergence it is."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from harness.detection.boxes import Detections
+from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections, corner_distance
+from harness.detection.detector import TextDetector
+from harness.detection.geometry import LimitSide
+from harness.paths import DEFAULT_PHOTOS
+from harness.verdict import Verdict
+
+THRESHOLD = 0.5  # DbParams().box_thresh
+
+
+@pytest.fixture(scope="module")
+def board(detector):
+    """The real detector's words on a real photo of a notice board, and the photo's size."""
+    bgr = cv2.imread(str(DEFAULT_PHOTOS / "board.jpg"))
+    found = TextDetector(LimitSide(320, "min"), threads=2)(bgr).detections
+    assert len(found) >= 8
+    return found, bgr.shape[:2]
+
+
+def round_trip(c: DetectionComparison) -> DetectionComparison:
+    text = json.dumps(c.to_dict(), allow_nan=False)  # strict JSON: no NaN anywhere
+    back = DetectionComparison.from_dict(json.loads(text))
+    assert back.to_dict() == c.to_dict()
+    return back
+
+
+def test_the_same_boxes_are_equal_and_nothing_on_both_sides_is_agreement(board):
+    found, size = board
+    same = compare_detections(found, found, THRESHOLD, image_size=size)
+    assert same.verdict is Verdict.EQUAL and len(same.matches) == len(found) and same.worst_iou == 1.0
+    none = round_trip(compare_detections(Detections.empty(), Detections.empty(), THRESHOLD))
+    assert none.verdict is Verdict.EQUAL and none.mean_iou is None and none.to_dict()["worst_corner_px"] is None
+
+
+def test_small_moves_are_close_and_large_ones_diverge(board):
+    found, size = board
+    nudged = Detections(found.quads + [1.0, -1.0], found.scores + 0.01)
+    close = round_trip(compare_detections(found, nudged, THRESHOLD, image_size=size))
+    assert close.verdict is Verdict.CLOSE and close.worst_corner_px == pytest.approx(np.sqrt(2))
+    assert close.max_score_delta == pytest.approx(0.01)
+    moved = Detections(found.quads + [6.0, 0.0], found.scores)
+    far = compare_detections(found, moved, THRESHOLD, image_size=size)
+    assert far.verdict is Verdict.DIVERGED and far.worst_corner_px == pytest.approx(6.0)
+    assert any("corners moved up to 6.0 px" in e for e in far.events())
+
+
+def test_a_box_lost_near_the_threshold_is_listed_not_failed(board):
+    found, size = board
+    weakest = int(np.argmin(found.scores))
+    rest = found.select(np.arange(len(found)) != weakest)
+    near = round_trip(compare_detections(found, rest, float(found.scores[weakest]) + 0.01, image_size=size))
+    assert near.verdict is Verdict.TIE and [c.index for _, c in near.near_threshold] == [weakest]
+    assert near.events() == [f"missed box {weakest} (score {found.scores[weakest]:.3f}) (near the threshold)"]
+    strong = int(np.argmax(found.scores))
+    lost = compare_detections(found, found.select(np.arange(len(found)) != strong), THRESHOLD, image_size=size)
+    assert lost.verdict is Verdict.DIVERGED and [c.index for c in lost.missed] == [strong]
+    extra = compare_detections(rest, found, float(found.scores[weakest]) - 0.02)
+    assert extra.verdict is Verdict.TIE and [c.index for c in extra.extra] == [weakest]
+
+
+def test_bad_output_is_a_divergence_with_the_reason(board):
+    found, size = board
+    nan = Detections(found.quads, np.where(np.arange(len(found)) == 0, np.nan, found.scores))
+    bad = round_trip(compare_detections(found, nan, THRESHOLD, image_size=size))
+    assert bad.verdict is Verdict.DIVERGED and bad.problems == (f"deployed: 1 of {len(found)} scores are not finite",)
+    outside = Detections(found.quads * 3, found.scores)
+    out = compare_detections(found, outside, THRESHOLD, image_size=size)
+    assert out.verdict is Verdict.DIVERGED and "reach outside the" in out.problems[0]
+    many = Detections(np.repeat(found.quads[:1], 5000, axis=0), np.full(5000, 0.9))
+    flood = compare_detections(found, many, THRESHOLD, image_size=size)
+    assert flood.verdict is Verdict.DIVERGED and len(flood.extra) == 4999
+
+
+def test_planted_preprocessing_changes_on_real_photos(labeled):
+    """A smaller limit side (PaddleOCR #9116's culprit) loses or moves words: diverged. The
+    detector fed RGB instead of the BGR PaddleOCR trains on moves every score a little and
+    rarely a box: never equal, but mostly close (this detector barely minds channel order
+    on rendered words)."""
+    reference, smaller = TextDetector(LimitSide(480, "max"), threads=2), TextDetector(LimitSide(320, "max"), threads=2)
+    by_size, by_order = [], []
+    for path in sorted((labeled.parent / "images").iterdir()):
+        bgr = cv2.imread(str(path))
+        found = reference(bgr).detections
+        by_size.append(compare_detections(found, smaller(bgr).detections, THRESHOLD, image_size=bgr.shape[:2]).verdict)
+        by_order.append(compare_detections(found, reference(bgr[..., ::-1].copy()).detections, THRESHOLD,
+                                           image_size=bgr.shape[:2]).verdict)
+    assert Verdict.DIVERGED in by_size and Verdict.EQUAL not in by_size, by_size
+    assert Verdict.EQUAL not in by_order, by_order
+
+
+def test_corner_error_follows_the_corners_not_their_numbering():
+    quad = np.array([[0, 0], [10, 0], [10, 5], [0, 5]], float)
+    assert corner_distance(quad, np.roll(quad, 1, axis=0)) == 0.0
+    assert corner_distance(quad, quad + [3, 4]) == 5.0
+    assert DetectionTolerance().match_iou == 0.5

@@ -1,0 +1,330 @@
+"""deploy/kubernetes/, rendered by the real Kustomize (kubectl's) and every object checked
+against the Kubernetes API schemas of the version docs/kubernetes.md names (kubernetes-validate,
+strict: unknown fields are errors), then against the repository: the images follow
+deploy/versions.toml, Triton runs compose's command, the pieces refer to each other
+correctly, and the metric names the autoscaler and the dashboard use are the ones the
+embedded Triton exports. No cluster here: nothing is applied."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from kubernetes_validate import utils as k8s_schemas
+
+from harness.manifest import load_manifest
+from harness.repository import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+KUBERNETES_VERSION = "1.32"
+"""The Kubernetes version the manifests target (docs/kubernetes.md names it: the kubectl and
+Kustomize here); they are also checked against the newest schemas the package ships."""
+KUSTOMIZATIONS = ("base", "check", "merge", "overlays/production")
+CUSTOM_KINDS = {"ServiceMonitor"}
+"""Kinds of a CRD (the Prometheus Operator's), which have no schema in kubernetes-validate:
+checked below for what they refer to."""
+MANIFEST = load_manifest()
+KUBECTL = shutil.which("kubectl")
+
+
+def kustomize(directory: Path) -> list[dict]:
+    assert KUBECTL, "kubectl (its built-in Kustomize renders deploy/kubernetes) is not on PATH"
+    run = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return [doc for doc in yaml.safe_load_all(run.stdout) if doc]
+
+
+def schema_errors(objects: list[dict], version: str) -> list[str]:
+    errors = []
+    for obj in objects:
+        if obj["kind"] in CUSTOM_KINDS:
+            continue
+        try:
+            k8s_schemas.validate(obj, version, strict=True)
+        except k8s_schemas.ValidationError as exc:
+            errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {exc.message} at {list(exc.path)}")
+        except k8s_schemas.SchemaNotFoundError:
+            errors.append(f"{obj['kind']} ({obj['apiVersion']}) has no schema in Kubernetes {version}")
+    return errors
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict]]:
+    return {name: kustomize(KUBERNETES / name) for name in KUSTOMIZATIONS}
+
+
+@pytest.fixture(scope="module")
+def production(rendered) -> dict[tuple[str, str], dict]:
+    """The production overlay plus the check and merge Jobs, by (kind, name)."""
+    objects = [*rendered["overlays/production"], *rendered["check"], *rendered["merge"]]
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def pod(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]
+
+
+def container(obj: dict, name: str) -> dict:
+    spec = pod(obj)
+    [found] = [c for c in (*spec.get("initContainers", ()), *spec["containers"]) if c["name"] == name]
+    return found
+
+
+def images(objects) -> set[str]:
+    return {c["image"] for o in objects if "template" in o.get("spec", {})
+            for c in (*pod(o).get("initContainers", ()), *pod(o)["containers"])}
+
+
+@pytest.mark.parametrize("version", [KUBERNETES_VERSION, k8s_schemas.latest_version()])
+def test_every_object_is_valid_for_the_kubernetes_api(rendered, version):
+    for name, objects in rendered.items():
+        assert objects, name
+        assert schema_errors(objects, version) == [], name
+
+
+def test_the_validation_rejects_a_broken_manifest(rendered, tmp_path):
+    shutil.copytree(KUBERNETES, tmp_path / "kubernetes")
+    triton = tmp_path / "kubernetes" / "base" / "triton.yaml"
+    triton.write_text(triton.read_text().replace("          ports:\n", "          gpus_please: true\n          ports:\n", 1))
+    errors = schema_errors(kustomize(tmp_path / "kubernetes" / "base"), KUBERNETES_VERSION)
+    assert len(errors) == 1 and "gpus_please" in errors[0]
+    # and a kind the version does not have (batch/v2) is refused, not skipped
+    job = {**rendered["merge"][0], "apiVersion": "batch/v2"}
+    assert "no schema" in schema_errors([job], KUBERNETES_VERSION)[0]
+
+
+def test_the_docs_name_the_validated_version():
+    assert f"Kubernetes {KUBERNETES_VERSION}" in (ROOT / "docs" / "kubernetes.md").read_text()
+
+
+def expected_images(registry: str = "") -> set[str]:
+    return {f"{registry}harness-triton:{MANIFEST.release}", f"{registry}harness:{MANIFEST.release}",
+            MANIFEST.tensorrt.image}
+
+
+def test_images_are_the_manifests_release(rendered):
+    for name in ("base", "check", "merge"):
+        assert images(rendered[name]) <= expected_images(), name
+    assert images(rendered["overlays/production"]) == expected_images("registry.example.com/")
+    assert images(rendered["base"]) == expected_images()  # the base alone names all three
+    # the harness image: the virtualenv's Python (the embedded stub's), the project's lock
+    dockerfile = (ROOT / "docker" / "harness.Dockerfile").read_text()
+    base = re.search(r"^FROM\s+python:(\d+\.\d+)\.\d+-slim", dockerfile, re.M)
+    assert base and base.group(1) == MANIFEST.embedded_python
+    assert "pip install --no-cache-dir -r requirements.lock" in dockerfile
+
+
+def test_a_drifted_image_tag_is_caught(tmp_path):
+    shutil.copytree(KUBERNETES, tmp_path / "kubernetes")
+    job = tmp_path / "kubernetes" / "base" / "engine-build-job.yaml"
+    job.write_text(job.read_text().replace(MANIFEST.tensorrt.image, "nvcr.io/nvidia/tensorrt:26.05-py3"))
+    assert not images(kustomize(tmp_path / "kubernetes" / "base")) <= expected_images()
+
+
+def compose_triton() -> dict:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return compose["services"]
+
+
+def test_triton_runs_composes_command_on_a_gpu_with_health_probes(production):
+    triton = production["Deployment", "triton"]
+    server = container(triton, "triton")
+    assert server["command"] == compose_triton()["triton"]["command"]
+    resources = server["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == 1
+    assert pod(triton)["nodeSelector"]["nvidia.com/gpu.present"] == "true"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod(triton)["tolerations"]
+    assert server["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert server["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert server["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    ports = {p["name"]: p["containerPort"] for p in server["ports"]}
+    assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    # every port of the Service reaches a named port of the pods it selects
+    service = production["Service", "triton"]
+    assert service["spec"]["selector"].items() <= triton["spec"]["template"]["metadata"]["labels"].items()
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {name: name for name in ports}
+    # draining: leave the endpoints (preStop), then Triton's exit timeout (30 s by default) for requests in flight
+    pre_stop = int(server["lifecycle"]["preStop"]["exec"]["command"][1])
+    exit_timeout = next((int(a.split("=")[1]) for a in server["command"] if a.startswith("--exit-timeout-secs=")), 30)
+    assert pod(triton)["terminationGracePeriodSeconds"] >= pre_stop + exit_timeout
+    assert server["resources"]["requests"]["cpu"] and server["resources"]["requests"]["memory"]
+    assert "replicas" not in triton["spec"]  # the autoscaler's to set, not every `kubectl apply`'s
+
+
+def test_the_engine_is_built_where_triton_waits_for_it_on_the_same_gpus(production):
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("build_engine", ROOT / "docker" / "build_engine.py")
+    build_engine = module_from_spec(spec)
+    spec.loader.exec_module(build_engine)
+    job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
+    builder = container(job, "build")
+    assert builder["image"] == MANIFEST.tensorrt.image
+    assert builder["resources"]["limits"]["nvidia.com/gpu"] == 1
+    out = Path(builder["command"][builder["command"].index("--out") + 1])
+    repository = Path(builder["command"][builder["command"].index("--repository") + 1])
+    assert out == repository / "classifier" / "1"
+    [builder_volume] = [m["name"] for m in builder["volumeMounts"] if Path(m["mountPath"]) == repository]
+    wait = container(triton, "wait-for-engine")
+    [served] = [m for m in wait["volumeMounts"] if m["name"] == "model-repository"]
+    assert f"{served['mountPath']}/classifier/1/{build_engine.STAMP}" in wait["command"][-1]
+    claim = lambda obj, name: next(v["persistentVolumeClaim"]["claimName"] for v in pod(obj)["volumes"]  # noqa: E731
+                                   if v["name"] == name)
+    assert claim(job, builder_volume) == claim(triton, "model-repository")
+    assert ("PersistentVolumeClaim", claim(triton, "model-repository")) in production
+    assert container(triton, "triton")["volumeMounts"][0] == {**served, "readOnly": True}
+    # an engine only runs on the GPU model that built it
+    assert pod(job)["nodeSelector"] == pod(triton)["nodeSelector"]
+    assert "nvidia.com/gpu.product" in pod(triton)["nodeSelector"]
+    assert pod(job)["tolerations"] == pod(triton)["tolerations"]
+    # compose's settings and their defaults (`${FP16:-0}`)
+    defaults = {k: re.fullmatch(r"\$\{\w+:-(.*)\}", v).group(1)
+                for k, v in compose_triton()["engine-builder"]["environment"].items()}
+    assert {e["name"]: e["value"] for e in builder["env"]} == defaults
+
+
+def copied_paths(command: str) -> list[str]:
+    """The /opt/project/... paths a `cp` in an init container reads from the harness image."""
+    return re.findall(r"/opt/project/(\S+?)(?:/\.)?(?=\s|$)", command)
+
+
+def test_what_the_init_containers_copy_is_in_the_harness_image(production):
+    dockerfile = (ROOT / "docker" / "harness.Dockerfile").read_text()
+    assert re.search(r"^WORKDIR /opt/project$", dockerfile, re.M)
+    copied = {line.split()[-1] for line in dockerfile.splitlines() if line.startswith("COPY ")}
+    for kind, name, init in (("Job", "engine-build", "copy-repository"), ("Job", "preflight", "copy-known-answers")):
+        paths = copied_paths(container(production[kind, name], init)["command"][-1])
+        assert paths, init
+        for path in paths:
+            assert any(path == c or path.startswith(c.rstrip("/") + "/") for c in copied), path
+            assert (ROOT / path).exists(), path
+
+
+def test_preflight_runs_composes_command_in_the_server_image(production):
+    preflight = container(production["Job", "preflight"], "preflight")
+    assert preflight["command"] == compose_triton()["preflight"]["entrypoint"]
+    assert preflight["image"].endswith(f"harness-triton:{MANIFEST.release}")
+    mounts = {m["mountPath"] for m in preflight["volumeMounts"]}
+    for option in ("--repository", "--known-answers"):
+        assert preflight["command"][preflight["command"].index(option) + 1] in mounts
+
+
+def test_locust_master_and_workers_run_the_locustfile_against_the_service(production):
+    master = container(production["Deployment", "locust-master"], "locust")
+    worker = container(production["Deployment", "locust-worker"], "locust")
+    for c in (master, worker):
+        locustfile = Path(c["command"][c["command"].index("-f") + 1])
+        assert locustfile == Path("/opt/project") / "loadtest" / "locustfile.py"
+        assert (ROOT / locustfile.relative_to("/opt/project")).is_file()
+    assert master["command"][master["command"].index("--host") + 1] == "triton:8001"
+    assert "--master" in master["command"] and "--worker" in worker["command"]
+    master_service = production["Service", "locust-master"]
+    assert worker["command"][worker["command"].index("--master-host") + 1] == master_service["metadata"]["name"]
+    assert {p["port"] for p in master_service["spec"]["ports"]} == {5557, 8089}
+    assert production["Deployment", "locust-worker"]["spec"]["replicas"] >= 1
+
+
+def test_the_sharded_check_is_an_indexed_job_and_merge_reads_its_run(production):
+    job = production["Job", "harness-check"]
+    spec, check = job["spec"], container(job, "check")
+    env = {e["name"]: e for e in check["env"]}
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == int(env["SHARDS"]["value"])
+    assert env["SHARD"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    script = check["command"][-1]
+    assert '--shard "$SHARD/$SHARDS"' in script and "--url triton:8001" in script
+    merge = container(production["Job", "harness-merge"], "merge")
+    run = env["RUN"]["valueFrom"]["configMapKeyRef"]
+    assert {e["name"]: e for e in merge["env"]}["RUN"]["valueFrom"]["configMapKeyRef"] == run
+    assert ("ConfigMap", run["name"]) in production
+    assert "harness merge /reports/$RUN/shard-*" in merge["command"][-1]
+    assert re.search(r"out=/reports/\$RUN/shard-\$SHARD\b", script)
+    # both Jobs mount the one reports volume at /reports
+    claims = [{v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod(production["Job", n])["volumes"]}
+              for n in ("harness-check", "harness-merge")]
+    assert claims[0]["reports"] == claims[1]["reports"]
+
+
+ADAPTER_RULES = KUBERNETES / "components" / "monitoring" / "prometheus-adapter-rules.yaml"
+DASHBOARD = KUBERNETES / "components" / "monitoring" / "triton-dashboard.json"
+
+
+def adapter_rule() -> dict:
+    [rule] = yaml.safe_load(ADAPTER_RULES.read_text())["rules"]
+    return rule
+
+
+def test_the_autoscaler_scales_triton_on_the_adapters_queue_metric(production):
+    hpa = production["HorizontalPodAutoscaler", "triton"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"}
+    [metric] = hpa["spec"]["metrics"]
+    assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == adapter_rule()["name"]["as"]
+    # the rules the adapter is given are the ones in the rendered ConfigMap
+    rules = production["ConfigMap", "prometheus-adapter-triton-rules"]["data"]["config.yaml"]
+    assert yaml.safe_load(rules) == yaml.safe_load(ADAPTER_RULES.read_text())
+    # The target is far above what the dynamic batchers queue on purpose along classify_dali:
+    # only waiting for busy instances scales.
+    deliberate = 0
+    for model in ("validate_image", "preprocess_dali", "classifier"):
+        config = load_config(ROOT / "model_repository" / model / "config.pbtxt")
+        deliberate += config.dynamic_batching.max_queue_delay_microseconds if config.HasField("dynamic_batching") else 0
+    assert int(metric["pods"]["target"]["averageValue"]) >= 5 * deliberate > 0
+
+
+def test_the_service_monitor_scrapes_the_metrics_port(production):
+    monitor, service = production["ServiceMonitor", "triton"], production["Service", "triton"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["path"] == "/metrics"
+    assert set(monitor["spec"]) == {"selector", "endpoints"} and set(endpoint) == {"port", "path", "interval"}
+
+
+def test_the_dashboard_plots_the_autoscalers_query():
+    rule = adapter_rule()
+    query = rule["metricsQuery"].replace("<<.GroupBy>>", "pod").replace("{<<.LabelMatchers>>}", "")
+    query = query.replace("<<.LabelMatchers>>,", "")
+    exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p["targets"]]
+    assert query in exprs
+
+
+GPU_ONLY_METRICS = {"nv_gpu_utilization", "nv_gpu_memory_used_bytes"}
+"""Triton exports these only on a GPU (the server docs' GPU metrics): not checkable here."""
+
+
+def metric_names(text: str) -> set[str]:
+    return set(re.findall(r"\bnv_[a-z_]+\b", text))
+
+
+def test_the_metrics_used_are_what_triton_exports(server):
+    import tritonclient.http as http
+
+    with http.InferenceServerClient(server.http_url) as client:
+        for name in ("squirrel_cls.jpg", "baboon.jpg"):
+            data = np.frombuffer((ROOT / "data" / "photos" / name).read_bytes(), np.uint8)[None]
+            image = http.InferInput("IMAGE", list(data.shape), "UINT8")
+            image.set_data_from_numpy(data)
+            client.infer("classify_dali", [image])
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
+        exported = response.read().decode()
+    names = {line.split("{")[0].split()[0] for line in exported.splitlines() if line and not line.startswith("#")}
+    used = metric_names(ADAPTER_RULES.read_text()) | metric_names(DASHBOARD.read_text())
+    assert used - GPU_ONLY_METRICS <= names, used - GPU_ONLY_METRICS - names
+    assert not GPU_ONLY_METRICS & names  # so the list names only what a CPU cannot show
+    assert used & GPU_ONLY_METRICS == GPU_ONLY_METRICS
+    # the label values the queries select on: the model label, with the production ensembles
+    models = set(re.findall(r'nv_inference_request_success\{model="([^"]+)"', exported))
+    for text in (ADAPTER_RULES.read_text(), DASHBOARD.read_text()):
+        for selected in re.findall(r'model=~\\?"([^"\\]+)', text):
+            assert set(selected.split("|")) <= models or selected.endswith(".*"), selected
+    success = {m: float(v) for m, v in re.findall(r'nv_inference_request_success\{model="([^"]+)".*\} (\S+)', exported)}
+    assert success["classify_dali"] >= 2
