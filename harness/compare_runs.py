@@ -15,6 +15,7 @@ from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
 from harness.report import versions, write_reports
 from harness.results import RunComparison, SpecInfo
+from harness.scores import score_kind
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 
@@ -46,6 +47,7 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunCompa
     meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
     files_a, files_b = (_saved(d) for d in dirs)
     tolerances = _tolerances(meta[0])
+    scores = score_kind(meta[0].get("run", {}).get("scores_kind", "logits"))  # older reports: logits
     summary = RunSummary()
     for image in sorted(files_a.keys() | files_b.keys()):
         if image not in files_a or image not in files_b:
@@ -54,7 +56,8 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunCompa
         try:
             a: ImageTensors = load_image_tensors(files_a[image])
             b: ImageTensors = load_image_tensors(files_b[image])
-            summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances)))
+            summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances,
+                                                          scores=scores)))
         except Exception as exc:  # a damaged or foreign .npz: this image's row, not the end of the run
             summary.add(ImageResult(image, error=f"cannot compare the saved tensors: {one_line(exc)}"))
     report = RunComparison(

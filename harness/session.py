@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from harness.reference import Recipe
     from harness.reference.model import ReferenceModel
     from harness.results import ServerInfo
+    from harness.scores import ScoreKind
     from harness.server import TritonServer
     from harness.spec import Spec
     from harness.stage import Stage
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds a request may take (``--timeout``)."""
-PROBABILITY_ATOL = 0.02
-"""Output tolerance when the deployment answers probabilities: one-level input noise moves
-EfficientNet-Lite0's top-1 probability by about 0.01 (its logits by 0.1-0.25)."""
 
 
 MAX_TIMEOUT = 24 * 3600.0
@@ -94,11 +92,25 @@ def connect(url: str | None, protocol: str, timeout: float, repository: Path, sp
             url = stack.enter_context(embedded_server(repository, spec, log)).url(protocol)
         client = stack.enter_context(TritonClient(url, protocol, timeout=timeout))
         if not client.is_ready():
-            raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready")
+            raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready{_other_protocol(url, protocol)}")
         if not client.server_metadata().get("version"):  # e.g. the metrics port, which answers any GET
             raise UsageError(f"{url} ({protocol}) answers, but not as a Triton server (no server metadata): "
                              "is it the metrics port? --url takes the gRPC (default) or HTTP port")
         yield client
+
+
+def _other_protocol(url: str, protocol: str) -> str:
+    """``; it answers HTTP there: add --protocol http`` when ``url`` speaks the other protocol (a
+    common slip: Triton's HTTP port 8000 with the default gRPC), else nothing."""
+    from harness.client import PROTOCOLS
+
+    other = next(p for p in PROTOCOLS if p != protocol)
+    try:
+        with TritonClient(url, other, timeout=5.0) as probe:
+            answers = probe.is_ready()
+    except Exception:  # noqa: BLE001 - only a hint
+        return ""
+    return f"; it answers {other.upper() if other == 'http' else 'gRPC'} there: add --protocol {other}" if answers else ""
 
 
 @dataclass(frozen=True)
@@ -168,37 +180,49 @@ class Session:
 
     def deployment(self, client: TritonClient, pipeline: str = "dali", model: str | None = None,
                    probe: bytes | None = None, output: str | None = None,
-                   stages: "dict[str, str] | None" = None) -> "Deployment":
+                   stages: "dict[str, str] | None" = None, reference: "dict | None" = None,
+                   sources: "dict[str, str] | None" = None, client_function: str | None = None) -> "Deployment":
         """The deployed side a job reads: this repository's ``pipeline`` (its taps model), or
         ``model``, any model or ensemble on the server, discovered from it with ``probe``
-        (an encoded image) to match its tensors to stages; ``output`` and ``stages`` override
-        what discovery finds (:func:`harness.deployment.target.open_deployment` picks the probe
-        and logs what was found). Raises :class:`~harness.deployment.DeploymentError` for a
-        model the harness cannot use."""
+        (an encoded image) to match its tensors to stages, against ``reference`` (the
+        reference's stages of the probe: the evidence of each tensor's scale and stage);
+        ``output`` and ``stages`` (set where ``sources`` says) override what discovery finds
+        (:func:`harness.deployment.target.open_deployment` picks the probe and logs what was
+        found). ``client_function`` (``file.py:name``): the client's own preprocessing makes
+        what ``model`` is fed (:mod:`harness.deployment.client_side`). Raises
+        :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
         from harness.deployment import TapsDeployment, discover
 
         if model is None:
             return TapsDeployment(pipeline, self.spec.preprocess)
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
-        return discover(client, model, probe, self.spec.reference.preprocess.crop.size, output, stages)
+        size = self.spec.reference.preprocess.crop.size
+        if client_function is not None:
+            from harness.deployment.client_side import discover_client
 
-    def tolerances(self, scores_kind: str = "logits") -> dict["Stage", "Tolerance"]:
-        """The spec's tolerances; for a deployment answering ``probabilities`` (compared with
-        the reference's softmax) the output's default is in probability units."""
+            return discover_client(client, model, client_function, probe, size, output, stages, reference, sources)
+        return discover(client, model, probe, size, output, stages, reference, sources)
+
+    def tolerances(self, scores: "str | ScoreKind" = "logits") -> dict["Stage", "Tolerance"]:
+        """The spec's tolerances; the output's default is the rule of the ``scores`` compared
+        (:mod:`harness.scores`: in probability units, and by total variation, for a
+        deployment answering probabilities). A ``[tolerances.output]`` of the spec overrides
+        the keys it names, in the scores' units."""
         from harness.compare.tolerance import tolerances_for
+        from harness.scores import score_kind
         from harness.stage import Stage
 
         tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
-        if scores_kind == "probabilities" and Stage.OUTPUT not in self.spec.tolerances:
-            # The output rule's form (the share allowed beyond it, its mean bound) in probability units.
-            scaled = {"atol": PROBABILITY_ATOL, "mean_atol": PROBABILITY_ATOL if tolerances[Stage.OUTPUT].mean_atol else None}
-            tolerances[Stage.OUTPUT] = dataclasses.replace(tolerances[Stage.OUTPUT], **scaled)
+        rule = score_kind(scores).default_tolerance()
+        if rule is not None:
+            written = {k: float(v) for k, v in self.spec.tolerances.get(Stage.OUTPUT, {}).items()}
+            tolerances[Stage.OUTPUT] = dataclasses.replace(rule, **written)
         return tolerances
 
-    def tie_margin(self, given: float | None = None, scores_kind: str = "logits") -> float:
+    def tie_margin(self, given: float | None = None, scores: "str | ScoreKind" = "logits") -> float:
         """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
-        ``given`` (``--tie-margin``), or by default the output tolerance of ``scores_kind``
+        ``given`` (``--tie-margin``), or by default the output tolerance of ``scores``
         (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
         units of the scores compared. Raises :class:`UsageError` unless a finite number >= 0."""
         from harness.compare.ties import default_tie_margin
@@ -206,7 +230,7 @@ class Session:
 
         if given is not None:
             return require_number("--tie-margin", given, minimum=0)
-        return default_tie_margin(self.tolerances(scores_kind))
+        return default_tie_margin(self.tolerances(scores))
 
     @contextlib.contextmanager
     def connect(self, log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:

@@ -60,7 +60,7 @@ CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
-OFFSET_ROUNDINGS = ("auto", "half_up", "half_even")
+OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
 
 
 class SpecError(HarnessError, ValueError):
@@ -99,7 +99,8 @@ class ResizeSpec:
     """Resize output type: ``uint8`` rounds to integers, ``float32`` keeps fractions."""
     size_rounding: str = "auto"
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
-    ``floor`` (torchvision's int()), or ``auto``: the library's own."""
+    ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
+    library's own."""
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """(height, width) after resizing an image of the given size (``auto`` rounds half up)."""
@@ -116,11 +117,12 @@ class CropSpec:
 
     size: tuple[int, int] = (224, 224)
     offset_rounding: str = "auto"
-    """``half_up`` (DALI), ``half_even`` (torchvision's round()), or ``auto``: the library's own."""
+    """``half_up`` (DALI), ``half_even`` (torchvision's round()), ``floor`` (the hand-written
+    ``(H - 224) // 2``), or ``auto``: the library's own."""
 
     def offsets(self, height: int, width: int) -> tuple[int, int]:
         """(top, left) of the centered crop window in an image of the given size (``auto``: half up)."""
-        rnd = round if self.offset_rounding == "half_even" else _round_half_up
+        rnd = {"half_even": round, "floor": math.floor}.get(self.offset_rounding, _round_half_up)
         return (rnd((height - self.size[0]) / 2), rnd((width - self.size[1]) / 2))
 
 

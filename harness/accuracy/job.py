@@ -95,7 +95,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         server_metadata = client.server_metadata()
         images = [s.path for s in samples]
         deployments = [session.deployment(client, pipeline) for pipeline in pipelines] + [
-            open_deployment(session, client, target, images, log) for target in options.models]
+            open_deployment(session, client, target, images, log, recipe, reference_model) for target in options.models]
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
         with progress(len(samples) * (1 + len(sides)), "classifying") as advance:
             predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,

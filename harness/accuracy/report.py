@@ -39,7 +39,7 @@ def render_markdown(report: AccuracyReport) -> str:
         f"- Reference: {report.reference.recipe}; model: {report.reference.model}",
         f"- Deployed: {', '.join('`' + str(ensemble(s.path)) + '`' for s in report.deployed_scores)} over "
         f"{report.server.protocol} at {report.server.url}",
-        f"- Spec: `{report.spec}`", "",
+        f"- Spec: {report.reference.spec_line(report.spec)}", "",
         "| " + " | ".join(columns) + " |",
         "|---|" + "---:|" * (len(columns) - 1),
     ]

@@ -35,7 +35,8 @@ def csv_header() -> list[str]:
 CSV_TOPK_FIELDS = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
                    "reference_margin")
 """``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k
-(5 by default); ``reference_margin`` is in logits (see harness.compare.ties)."""
+(5 by default); ``reference_margin`` is in the units of the scores compared: logits, or
+probability for a deployment answering probabilities (see harness.compare.ties)."""
 
 
 def csv_row(result: ImageResult) -> list:

@@ -14,7 +14,6 @@ from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
 from harness.listing import InputFile, read_input
-from harness.model import softmax
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
@@ -52,8 +51,9 @@ class ImageChecker:
         self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
         self.isolate, self.top_k = isolate, top_k
         self.tie_margin = tie_margin
-        self.probabilities = side.deployment.scores_kind == "probabilities"
-        """The deployment answers probabilities: the reference's logits are compared as their softmax."""
+        self.scores = side.deployment.scores_kind
+        """What the deployment answers: the reference's logits are compared as such scores
+        (their softmax, for a deployment answering probabilities)."""
 
     # -- one image -----------------------------------------------------------------------
     def check(self, file: InputFile | Path) -> tuple[ImageResult, ImageTensors | None]:
@@ -87,7 +87,7 @@ class ImageChecker:
             if problem:
                 return ImageResult(name, error=problem), None
             logits = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
-            tensors.reference[Stage.OUTPUT] = softmax(logits) if self.probabilities else logits
+            tensors.reference[Stage.OUTPUT] = self.scores.from_logits(logits)
         try:
             tensors.deployed = self.side.read(name, data)
         except InferenceError as exc:
@@ -101,7 +101,7 @@ class ImageChecker:
         if self.isolate:
             self._isolate(name, tensors)
         return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,
-                                                tensors.isolated, self.top_k, self.tie_margin)), tensors
+                                                tensors.isolated, self.top_k, self.tie_margin, self.scores)), tensors
 
     def _input_problem(self, model_input: np.ndarray) -> str | None:
         """Why the reference's model input cannot go into the model (a custom recipe's
@@ -115,5 +115,5 @@ class ImageChecker:
     def _isolate(self, name: str, t: ImageTensors) -> None:
         for stage, previous in self.side.deployment.isolates.items():
             if stage in t.reference and previous in t.reference:
-                alone = self.side.isolate(name, stage, t.reference[previous])
-                t.isolated[stage] = softmax(alone) if stage is Stage.OUTPUT and self.probabilities else alone
+                # The step that produces the scores answers the deployment's kind of scores: as they are.
+                t.isolated[stage] = self.side.isolate(name, stage, t.reference[previous])

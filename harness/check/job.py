@@ -162,7 +162,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         with session.connect(log=log) as client:
             server_metadata = client.server_metadata()
             # Discovery probes the listing's first images, a shard's too: the report a run writes.
-            deployment = open_deployment(session, client, options.target, [f.path for f in listed.inputs], log)
+            deployment = open_deployment(session, client, options.target, [f.path for f in listed.inputs], log,
+                                         recipe, reference_model)
             manifest = manifest.served_by(server_metadata.get("version"), deployment.label)
             if options.resume:
                 _verify(run_dir, manifest)
@@ -184,10 +185,10 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         stopped = outcome.stopped
         report = CheckReport(
             summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
-            reference=ReferenceInfo(recipe.describe(), reference_model.name),
+            reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
             deployed=DeployedInfo.of(deployment, server, options.target.note()),
             run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
-                         options.allow_rejected, stopped.what if stopped else None))
+                         options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
         missing = listing.entries - report.summary.images
         if stopped is None and missing:  # every entry in is a row reported: a bug if not
             raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")
@@ -229,7 +230,8 @@ def run_manifest(session, options: CheckOptions, recipe: str):
         "follow_links": options.follow_links,
         "shard": str(options.shard) if options.shard else None,
         "deployment": {"pipeline": None if target.model else target.pipeline, "model": target.model,
-                       "output": target.output, "stages": dict(target.stages)},
+                       "output": target.output, "stages": dict(target.stages), "client": target.client,
+                       "client_sha256": _file_digest(Path(target.client.rpartition(":")[0])) if target.client else None},
         "server": {"url": session.url or "embedded", "protocol": session.protocol,
                    "repository": path_text(Path(session.repository).resolve())},
         "spec": {"file": path_text(Path(session.spec_path).resolve()), "sha256": _digest(strict_json(
@@ -283,6 +285,9 @@ def resume_command(session, options: CheckOptions) -> str:
         args += ["--model", target.model]
     elif target.pipeline != defaults.target.pipeline:
         args += ["--pipeline", target.pipeline]
+    if target.client:
+        file, _, name = target.client.rpartition(":")
+        args += ["--client", f"{_absolute(file)}:{name}"]
     if target.output:
         args += ["--output", target.output]
     for step, stage in target.stages.items():

@@ -76,6 +76,10 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
         group.add_argument("--stage", action="append", default=None, metavar="STEP=STAGE",
                            help="with --model: compare step model STEP's output (or STEP.TENSOR) as STAGE (decode, "
                                 "resize, crop, input, output, or none), overriding the mapping found; repeatable")
+    group.add_argument("--client", default=None, metavar="FILE.py:NAME",
+                       help="with --model: your client's own preprocessing, a function of the file's bytes returning "
+                            "the model's input tensor (or a dict of tensors by input name); it runs here as your "
+                            "client runs it, its tensors are sent to the model and compared as stages")
     group.add_argument("--output", default=None, metavar="NAME",
                        help="with --model: the output holding the class scores (default: the one FP32 [classes] "
                             "output, logits preferred)")
@@ -83,10 +87,12 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
 
 def add_tie_and_rejection_args(group) -> None:
     """``--tie-margin`` and ``--allow-rejected``: what check, diagnose and accuracy let pass."""
-    group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
-                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 logit was ahead "
-                            "of the deployed top-1 by at most this much (default: the output tolerance's atol, "
-                            "0.5 unless the spec's [tolerances.output] sets it)")
+    group.add_argument("--tie-margin", type=float, default=None, metavar="MARGIN",
+                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 score was ahead "
+                            "of the deployed top-1 by at most this much, in the units of the scores compared: logits, "
+                            "or probability for a deployment answering probabilities (default: the output "
+                            "tolerance's atol, 0.5 logits or 0.05 probability unless the spec's "
+                            "[tolerances.output] sets it)")
     group.add_argument("--allow-rejected", action="store_true",
                        help="an image rejected by one side only (the server cannot serve an image training "
                             "processes, or the reverse) does not fail the run (default: it does)")
@@ -115,7 +121,8 @@ def target_of(args: argparse.Namespace, model: str | None = None):
         stages = parse_overrides(getattr(args, "stage", None))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages)
+    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages,
+                  getattr(args, "client", None))
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from rich.progress import track
 from rich.table import Table
 
 from harness.cli.common import add_repository_args, add_server_args, connect, console, say, session_of
-from harness.client import PIPELINES
+from harness.client import PIPELINES, TopK
 from harness.errors import ServerStopped, UsageError
 from harness.listing import InputFile, read_input
 from harness.names import identifier, terminal_text
@@ -71,6 +71,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "and scores output are read from its config")
     infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output of class scores")
     infer.add_argument("--top-k", type=int, default=5)
+    infer.add_argument("--labels", type=Path, default=None, metavar="FILE",
+                       help="class names, one a line in output order, for a --model without a label file of its own "
+                            "(default: the repository's labels.txt, when the class count matches)")
     add_server_args(infer)
     add_repository_args(infer)
     infer.set_defaults(run=run_infer)
@@ -208,15 +211,33 @@ def _classifiers(client, args) -> dict:
         pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
         return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in pipelines}
     from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import image_input, read_model, scores_output
+    from harness.deployment.discovery import classes_of, image_input, read_model, scores_output
 
     out = {}
     for name in dict.fromkeys(args.model):
         info = read_model(client, name)
         request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
         say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
-        out[name] = lambda data, k, r=request, s=scores.name: client.top_k(r.model, r.inputs([data]), s, k)
+        named = _class_names(args, classes_of(scores))
+
+        def classify(data, k, r=request, s=scores.name, named=named):
+            return [t if t.label != str(t.index) or not named else TopK(t.index, named[t.index], t.score)
+                    for t in client.top_k(r.model, r.inputs([data]), s, k)]
+
+        out[name] = classify
     return out
+
+
+def _class_names(args, classes: int) -> list[str] | None:
+    """Names for a model without a label file: --labels, else the repository's, when their
+    count is the model's class count (else the class indices stay)."""
+    from harness.model import ModelError, read_labels
+
+    try:
+        names = read_labels(args.labels) if args.labels else session_of(args).classes()
+    except (OSError, ModelError):
+        return None
+    return names if len(names) == classes else None
 
 
 def run_infer(args) -> int:
@@ -224,7 +245,7 @@ def run_infer(args) -> int:
     with connect(args) as client:
         classifiers = _classifiers(client, args)
         names = list(classifiers)
-        table = Table(title=f"top-{args.top_k} classes" if len(names) == 1 else "top-1 class per model")
+        table = Table(title=f"top-{args.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
         table.add_column("image")
         for name in names:
             table.add_column(name)
@@ -235,14 +256,11 @@ def run_infer(args) -> int:
             cells = _classify_everywhere(client, path, classifiers, args.top_k)
             ok = [c for c in cells if not isinstance(c, str)]
             failures += len(ok) < len(cells)
+            texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)
+                     else "\n".join(f"{t.score:.3f} {terminal_text(t.label)}" for t in c) for c in cells]
             if len(names) == 1:
-                c = cells[0]
-                text = f"[red]{terminal_text(c)}[/]" if isinstance(c, str) else "\n".join(
-                    f"{t.score:.3f} {terminal_text(t.label)}" for t in c)
-                table.add_row(terminal_text(identifier(path)), text)
+                table.add_row(terminal_text(identifier(path)), *texts)
             else:
-                texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)
-                         else f"{terminal_text(c[0].label)} ({c[0].score:.3f})" for c in cells]
                 agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
                 table.add_row(terminal_text(identifier(path)), *texts, "yes" if agree else "[yellow]no[/]")
     from rich.console import Console

@@ -7,6 +7,7 @@ import numpy as np
 from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import StageResult
 from harness.compare.ties import default_tie_margin
+from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
 from harness.tolerance import Tolerance
 
@@ -23,13 +24,15 @@ def as_8bit(image: np.ndarray) -> np.ndarray:
 
 def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndarray],
                    tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
-                   top_k: int = DEFAULT_TOP_K, tie_margin: float | None = None) -> tuple[StageResult, ...]:
+                   top_k: int = DEFAULT_TOP_K, tie_margin: float | None = None,
+                   scores: ScoreKind = LOGITS) -> tuple[StageResult, ...]:
     """Each stage both sides have, in pipeline order, then ``topk`` from the outputs.
 
     ``isolated`` holds the deployed stages run alone on the reference's previous stage;
-    where present they are compared too (the error a stage adds by itself). A top-1
-    change within ``tie_margin`` logits of the reference's margin is a tie (default: the
-    output tolerance, :func:`harness.compare.ties.default_tie_margin`).
+    where present they are compared too (the error a stage adds by itself). ``scores``: what
+    both outputs hold (probabilities are also compared as distributions). A top-1 change
+    within ``tie_margin`` (in the scores' units) of the reference's margin is a tie (default:
+    the output tolerance, :func:`harness.compare.ties.default_tie_margin`).
     """
     isolated = isolated or {}
     if tie_margin is None:
@@ -40,15 +43,15 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
             continue
         tol, image = tolerances[stage], stage.is_image
         convert = as_8bit if image else (lambda x: x)
-        ref = convert(reference[stage])
-        metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image)
-        alone = compare_arrays(ref, convert(isolated[stage]), tol, image)[0] if stage in isolated else None
+        ref, distribution = convert(reference[stage]), stage is Stage.OUTPUT and scores.distribution
+        metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image, distribution)
+        alone = compare_arrays(ref, convert(isolated[stage]), tol, image, distribution)[0] if stage in isolated else None
         results.append(StageResult(stage, verdict(metrics, tol), metrics,
                                    verdict(alone, tol) if alone else None, alone, histogram))
     out = Stage.OUTPUT
     if out in reference and out in deployed:
-        top = topk_metrics(reference[out], deployed[out], top_k)
-        alone = topk_metrics(reference[out], isolated[out], top_k) if out in isolated else None
+        top = topk_metrics(reference[out], deployed[out], top_k, scores)
+        alone = topk_metrics(reference[out], isolated[out], top_k, scores) if out in isolated else None
         results.append(StageResult(Stage.TOPK, topk_verdict(top, tie_margin), top,
                                    topk_verdict(alone, tie_margin) if alone else None, alone))
     return tuple(results)

@@ -22,6 +22,7 @@ import numpy as np
 
 from harness.deployment.discovery import IMAGE_KINDS, TensorInfo
 from harness.packing import pack_images
+from harness.scores import LOGITS, ScoreKind
 from harness.stage import Stage
 
 if TYPE_CHECKING:
@@ -68,8 +69,8 @@ class Deployment:
     """How reports name this side (the pipeline, or the model)."""
     request: ImageRequest
     scores_output: str
-    scores_kind: str = "logits"
-    """``logits`` or ``probabilities``: what the deployed output holds, so what is compared."""
+    scores_kind: ScoreKind = LOGITS
+    """What the deployed output holds (logits or probabilities), so what is compared."""
     stages: tuple[Stage, ...] = ()
     """The stages :meth:`read` returns, in pipeline order (``output`` always)."""
     isolates: dict[Stage, Stage] = {}
@@ -78,13 +79,18 @@ class Deployment:
     def describe(self) -> list[str]:
         """What was found, one line each, for people (printed before a run, kept in reports)."""
         return [f"model {self.model}: image input {self.request.describe()}, scores {self.scores_output} "
-                f"({self.scores_kind})", f"stages exposed: {', '.join(self.stages)}"]
+                f"({self.scores_kind.name})", f"stages exposed: {', '.join(self.stages)}"]
 
     def to_dict(self) -> dict:
         return {"kind": type(self).__name__, "model": self.model, "label": self.label,
-                "image_input": self.request.describe(), "scores": self.scores_output, "scores_kind": self.scores_kind,
+                "image_input": self.request.describe(), "scores": self.scores_output, "scores_kind": self.scores_kind.name,
                 "stages": [str(s) for s in self.stages], "isolates": [str(s) for s in self.isolates],
                 "found": self.describe()}
+
+    def unsettled(self) -> list:
+        """The tensors whose stage the evidence did not settle (listed, not compared); a
+        probe image that settles more is a better one."""
+        return [m for m in getattr(self, "mappings", ()) if m.suggestion]
 
     # -- hooks ---------------------------------------------------------------------------
     def read(self, client: "TritonClient", data: bytes, image: str = "") -> dict[Stage, np.ndarray]:

@@ -26,6 +26,10 @@ class DeploymentError(UsageError):
     that is not an encoded image, no output of class scores, ...)."""
 
 
+class ProbeRejected(DeploymentError):
+    """The deployment (or the client's preprocessing) rejected the probe image: another image may do."""
+
+
 IMAGE_KINDS = {"TYPE_UINT8": "ragged uint8", "TYPE_STRING": "bytes"}
 """Triton data type of an encoded-image input -> how a file is sent: ``ragged uint8`` (DALI's
 convention: the file's bytes, zero padded to the longest of the batch) or ``bytes`` (one
@@ -162,6 +166,15 @@ def scores_output(model: ModelInfo, choice: str | None = None, prefer: str = "lo
                               f"outputs: {', '.join(t.describe() for t in model.outputs) or 'none'}")
     preferred = [t for t in candidates if prefer in t.name.lower()]
     return (preferred or candidates)[0]
+
+
+def numpy_dtype(data_type: str):
+    """A Triton data type (``TYPE_FP32``) as numpy's."""
+    import numpy as np
+    from tritonclient.utils import triton_to_np_dtype
+
+    name = data_type.removeprefix("TYPE_")
+    return np.dtype(triton_to_np_dtype("BYTES" if name == "STRING" else name))
 
 
 def classes_of(tensor: TensorInfo) -> int:

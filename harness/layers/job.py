@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness.errors import EXIT_FOUND, EXIT_OK, UsageError
 from harness.files import strict_json, write_atomic
@@ -90,6 +90,8 @@ class RepeatOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     limit: int = 8
     report: Path = Path("build/repeat")
+    client: str | None = None
+    """``file.py:name``: the client's preprocessing making what ``model`` is fed (``--client``)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ class RepeatJobResult:
     rows: list[dict]
     """One per probe and stage (:func:`~harness.layers.repeatability.summary_rows`)."""
     paths: dict[str, Path]
+    alone: tuple[str, ...] = ()
+    """The models sent one image at a time only (unbatched, or no dynamic batching): no batch size was tried."""
 
     def exit_status(self) -> int:
         """0 every answer repeated within the drift rule, 1 one did not."""
@@ -140,7 +144,8 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     drift = tolerances_for(session.spec.preprocess, drift=True)
     with session.connect(log=log) as client:
         if options.model:
-            found = open_deployment(session, client, Target(model=options.model), list_images(options.images), log)
+            found = open_deployment(session, client, Target(model=options.model, client=options.client),
+                                    list_images(options.images), log, recipe)
             probes = deployment_probes(found, recipe)
         else:
             probes = repository_probes(options.pipeline, recipe)
@@ -152,14 +157,20 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     report.mkdir(parents=True, exist_ok=True)
     paths = {"json": report / "repeat.json", "markdown": report / "repeat.md"}
     write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
-    paths["markdown"].write_text(repeat_markdown(result, rows, len(images), sizes))
-    return RepeatJobResult(result, len(images), rows, paths)
+    alone = tuple(p.model for p in probes if not p.batching)
+    paths["markdown"].write_text(repeat_markdown(result, rows, len(images), sizes, alone))
+    return RepeatJobResult(result, len(images), rows, paths, alone)
 
 
-def repeat_markdown(result: "RepeatResult", rows: list[dict], images: int, sizes: list[int]) -> str:
+def repeat_markdown(result: "RepeatResult", rows: list[dict], images: int, sizes: list[int],
+                    alone: Sequence[str] = ()) -> str:
+    """repeat.md; ``alone``: the probes sent one image at a time only (no batching to test)."""
     lines = [f"# Repeatability: {images} images, {result.repeats} rounds, batch sizes {sizes}, "
-             f"{result.concurrency} concurrent", "", "| model | stage | images | answers | max abs spread | top-1 changes "
-             "| verdict |", "|---|---|---|---|---|---|---|"]
+             f"{result.concurrency} concurrent", ""]
+    if alone:
+        lines += [f"Sent one image at a time only, alone (no batch sizes, no concurrency): {', '.join(alone)}: "
+                  "unbatched (max_batch_size 0) or without dynamic batching, so nothing batches them.", ""]
+    lines += ["| model | stage | images | answers | max abs spread | top-1 changes | verdict |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         lines.append(f"| {row['probe']} | {row['stage']} | {row['images']} | "
                      f"{row['answers']} | {row['max_abs']:.3g} | {row['top1_changes']} | {row['verdict'].value} |")

@@ -113,7 +113,7 @@ class TorchvisionRecipe(Recipe):
         return self._resize(image)
 
     def crop(self, image):
-        if self.p.crop.offset_rounding == "half_up":
+        if self.p.crop.offset_rounding in ("half_up", "floor"):  # the spec's offsets; torchvision's own round half to even
             from torchvision.transforms import functional as F
 
             width, height = F.get_image_size(image)

@@ -182,7 +182,7 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
     if summary.flips:
         parts.append(f"<h2>Images whose top-1 class changed</h2><p class=note>{_inline(FLIPS_NOTE)}</p><table><tr>"
                      "<th>image</th><th>verdict</th><th>reference top-1</th><th>deployed top-1</th>"
-                     "<th>reference margin (logits)</th></tr>")
+                     f"<th>reference margin ({e(report.scores_unit)})</th></tr>")
         parts += [f"<tr><td>{e(f.image)}</td><td><span class={f.verdict.value}>{f.verdict.value}</span></td>"
                   f"<td>{f.reference_top1}</td><td>{f.deployed_top1}</td><td>{fmt(f.margin)}</td></tr>"
                   for f in summary.flips]

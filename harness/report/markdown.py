@@ -19,10 +19,13 @@ COLUMNS = ("stage", "verdict", "equal / close / diverged", "max abs err (worst)"
 
 
 def stage_rows(report: StageReport) -> list[list[str]]:
-    """One row of :data:`COLUMNS` per compared stage (``topk`` has its own line: :func:`topk_line`)."""
+    """One row of :data:`COLUMNS` per compared stage; ``topk``'s (it can fail a run too) has
+    its ties beside the counts, the largest change among the reference's top-k probabilities
+    as its errors and the top-1 agreement as its quality (:func:`topk_line` says more)."""
     rows = []
     for s in report.summary.stages:
         if s.stage is Stage.TOPK:
+            rows.append(_topk_row(s))
             continue
         counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
         shape = s.metrics.get("shape_mismatch")
@@ -32,6 +35,16 @@ def stage_rows(report: StageReport) -> list[list[str]]:
         rows.append([s.stage.value, verdict, counts + shape, fmt(s.metric("max_abs")), fmt(s.metric("mean_abs", "mean")),
                      fmt(s.metric("max_abs", isolated=True)), fmt(quality)])
     return rows
+
+
+def _topk_row(s) -> list[str]:
+    counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+    ties = s.count(Verdict.TIE)
+    counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
+    verdict = f"**{s.verdict.value}**" if s.verdict is Verdict.DIVERGED else s.verdict.value
+    agree = s.metric("top1_agree", "mean")
+    return ["topk", verdict, counts, fmt(s.metric("topk_prob_change")), fmt(s.metric("topk_prob_change", "mean")),
+            fmt(s.metric("topk_prob_change", isolated=True)), "-" if agree is None else f"top-1 {agree:.1%}"]
 
 
 def topk_line(report: StageReport) -> str | None:
@@ -74,7 +87,7 @@ def headline(report: StageReport) -> str:
     if summary.ties:
         ties = summary.ties
         line += (f" {ties} top-1 {'change is a tie' if ties == 1 else 'changes are ties'} (within the tie margin "
-                 f"of {fmt(report.tie_margin)} logits: not a divergence).")
+                 f"of {fmt(report.tie_margin)} {report.scores_unit}: not a divergence).")
     return line
 
 
@@ -94,7 +107,7 @@ def render_markdown(report: StageReport) -> str:
         lines += [f"> **Incomplete run**: {markdown_text(report.stopped_reason)}. Continue with `--resume`.", ""]
     lines.append(headline(report))
     lines += ["", *(f"- {side}" for side in report.sides()), f"- Images: {images_line(report)}",
-              f"- Spec: {markdown_code(report.spec.source)}", "",
+              f"- Spec: {report.spec_line()}", "",
               "| " + " | ".join(COLUMNS) + " |",
               "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row) + " |" for row in stage_rows(report)]
@@ -109,7 +122,7 @@ def render_markdown(report: StageReport) -> str:
         lines += [f"- **{stage}**: {text}" for stage, text in why]
     if summary.flips:
         lines += ["", "## Images whose top-1 class changed", "", FLIPS_NOTE, "",
-                  "| image | verdict | reference top-1 | deployed top-1 | reference margin (logits) |",
+                  f"| image | verdict | reference top-1 | deployed top-1 | reference margin ({report.scores_unit}) |",
                   "|---|---|---|---|---|"]
         lines += [f"| {markdown_code(f.image)} | {'**diverged**' if f.verdict is Verdict.DIVERGED else f.verdict.value} "
                   f"| {f.reference_top1} | {f.deployed_top1} | {fmt(f.margin)} |" for f in summary.flips]
@@ -123,7 +136,10 @@ def render_markdown(report: StageReport) -> str:
         lines += ["", "## Skipped entries (not inputs)", "", "| entry | reason |", "|---|---|",
                   *issue_rows(summary.skipped)]
     lines += ["", "Metrics are per image, then the worst and the mean over images. Image stages are on the "
-              "0-255 scale; `input` is the normalized model input; `output` the logits.", ""]
+              f"0-255 scale; `input` is the normalized model input; `output` the {report.scores_kind}"
+              + (" (every class within the output tolerance, and the total variation distance: the probability "
+                 "mass that moved)" if report.scores_kind == "probabilities" else "")
+              + "; `topk`'s errors are the largest change among the reference's top-k probabilities.", ""]
     return "\n".join(lines)
 
 

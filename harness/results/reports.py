@@ -36,6 +36,18 @@ class StageReport:
         raise NotImplementedError
 
     @property
+    def scores_kind(self) -> str:
+        """What the compared outputs hold: ``logits`` or ``probabilities`` (:mod:`harness.scores`)."""
+        return "logits"
+
+    @property
+    def scores_unit(self) -> str:
+        """The unit of the tie margin and of the output's errors (``logits``, ``probability``)."""
+        from harness.scores import score_kind
+
+        return score_kind(self.scores_kind).unit
+
+    @property
     def top_k(self) -> int:
         return DEFAULT_TOP_K
 
@@ -50,6 +62,12 @@ class StageReport:
     def found(self) -> tuple[str, ...]:
         """Lines on how the deployed side was found on the server, if it was discovered."""
         return ()
+
+    def spec_line(self) -> str:
+        """The spec read, as the report's ``Spec:`` line says it."""
+        from harness.names import markdown_code
+
+        return markdown_code(self.spec.source)
 
     def to_dict(self) -> dict:
         raise NotImplementedError
@@ -66,11 +84,14 @@ class CheckRun:
     top_k: int = DEFAULT_TOP_K
     allow_rejected: bool = False
     stopped_reason: str | None = None
+    scores_kind: str = "logits"
+    """What the output compared holds; the tie margin is in its units."""
 
     def to_dict(self) -> dict:
         return {"seconds": self.seconds, "incomplete": self.stopped_reason is not None,
                 "stopped_reason": self.stopped_reason, "fail_on": self.fail_on, "isolated": self.isolated,
-                "tie_margin": self.tie_margin, "top_k": self.top_k, "allow_rejected": self.allow_rejected}
+                "tie_margin": self.tie_margin, "scores_kind": self.scores_kind, "top_k": self.top_k,
+                "allow_rejected": self.allow_rejected}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,9 +116,16 @@ class CheckReport(StageReport):
         """What discovery found on the server (empty for this repository's own pipelines)."""
         return self.deployed.found if self.deployed.taps_model is None else ()
 
+    def spec_line(self) -> str:
+        return self.reference.spec_line(self.spec.source)
+
     @property
     def tie_margin(self) -> float:
         return self.run.tie_margin
+
+    @property
+    def scores_kind(self) -> str:
+        return self.run.scores_kind
 
     @property
     def top_k(self) -> int:
@@ -143,6 +171,10 @@ class RunComparison(StageReport):
     @property
     def tie_margin(self) -> float:
         return self.run_tie_margin
+
+    @property
+    def scores_kind(self) -> str:
+        return (self.deployed_b.get("deployment") or {}).get("scores_kind", "logits")
 
     def to_dict(self) -> dict:
         verdict = self.summary.verdict

@@ -18,7 +18,7 @@ def test_an_aligned_run_says_no_stage_diverged():
     assert "- Deployed: `classify_dali` at 127.0.0.1:8001 (grpc), stages from `preprocess_dali_taps`" in text
     assert "- Images: 2 (2 compared, 0 failed)" in text
     assert [row[:3] for row in stage_rows(report)] == [[s, "equal", "2 / 0 / 0"] for s in
-                                                        ("decode", "resize", "crop", "input", "output")]
+                                                        ("decode", "resize", "crop", "input", "output", "topk")]
 
 
 def test_a_divergence_is_headlined_bold_and_explained():
@@ -39,6 +39,7 @@ def test_the_top_k_line_uses_the_run_top_k_and_counts_ties():
     assert "1 top-1 change is a tie (within the tie margin of 0.5 logits" in headline(report)
     text = render_markdown(report)
     assert "| `tie.jpg` | tie | 0 | 1 | 0.2 |" in text
+    assert "| topk | tie | 1 / 0 / 0 (1 tie) |" in text  # a row of the table: it can fail the run (--fail-on tie)
 
 
 def test_rejections_failures_and_an_incomplete_run_are_listed():
