@@ -152,8 +152,8 @@ def _gpu_runner_class():
         decoder = "mixed"
 
         def __init__(self, p: Preprocess, max_batch_size: int, device_id: int = 0, num_threads: int = GPU_THREADS):
-            require_dalis_nvjpeg()
             super().__init__(p, max_batch_size, num_threads=num_threads, device_id=device_id)
+            require_dalis_nvjpeg()  # once built (without a GPU DALI's own error comes first), before a decode
 
         def _run_batch(self, images):
             import torch
