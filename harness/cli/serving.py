@@ -20,7 +20,8 @@ from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 def register(commands: argparse._SubParsersAction) -> None:
     model = commands.add_parser("model", help="export or import the classifier ONNX")
     model_commands = model.add_subparsers(dest="model_command", required=True)
-    export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels")
+    export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels, and its "
+                                    "pooled features (the embedder)")
     add_repository_args(export)
     export.add_argument("--fp16", action="store_true",
                         help="also write model_fp16.onnx (fp16 inside, fp32 inputs and outputs): what FP16=1 builds "
@@ -83,7 +84,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args) -> int:
-    from harness.model import export_default
+    from harness.model import EMBEDDER_DIR, export_default, export_embedder
 
     session = session_of(args)
     if (args.onnx or args.out or args.calibration) and not args.fp16:
@@ -93,6 +94,8 @@ def run_model_export(args) -> int:
     else:
         path = export_default(args.repository / "classifier", session.spec.preprocess.crop.size)
         console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
+        features = export_embedder(args.repository / EMBEDDER_DIR, session.spec.preprocess.crop.size)
+        console.print(f"exported its pooled features (the embedding task's model) to {features}")
     if args.fp16:
         _export_fp16(session, path, args.out, args.calibration)
     return 0
