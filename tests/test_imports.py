@@ -22,7 +22,7 @@ LAYERS = (
     ("inputs", {"spec", "model", "precision", "manifest", "corpus", "shard", "repository", "server"}),
     # How each side computes, how they are compared, what a run found and how it is written.
     ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
-                    "report", "run_identity", "detection"}),
+                    "report", "run_identity", "detection", "task"}),
     ("session", {"session"}),
     ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs", "merge"}),
     ("command line", {"cli", "__main__"}),

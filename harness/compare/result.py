@@ -49,6 +49,9 @@ class ImageResult:
     stages: tuple[StageResult, ...] = ()
     error: str | None = None
     rejected_by: str | None = None
+    task_data: dict | None = None
+    """What the task keeps of this image for its run-level events (JSON-able; e.g. the two
+    normalized embeddings): :meth:`harness.task.Task.image_data`. None: nothing."""
 
     @property
     def failed(self) -> bool:
@@ -73,7 +76,10 @@ class ImageResult:
         stages = [{"stage": s.stage, "verdict": s.verdict.value, "metrics": s.metrics,
                    "isolated_verdict": s.isolated_verdict.value if s.isolated_verdict else None,
                    "isolated": s.isolated, "histogram": s.histogram} for s in self.stages]
-        return {"image": self.image, "stages": stages, "error": self.error, "rejected_by": self.rejected_by}
+        out = {"image": self.image, "stages": stages, "error": self.error, "rejected_by": self.rejected_by}
+        if self.task_data is not None:
+            out["task_data"] = self.task_data
+        return out
 
     @staticmethod
     def from_dict(d: dict) -> "ImageResult":
@@ -83,4 +89,4 @@ class ImageResult:
                         s.get("isolated"), s.get("histogram", []))
             for s in d.get("stages", ())
         )
-        return ImageResult(d["image"], stages, d.get("error"), d.get("rejected_by"))
+        return ImageResult(d["image"], stages, d.get("error"), d.get("rejected_by"), d.get("task_data"))

@@ -1,0 +1,153 @@
+"""Classification: class scores out, the top-k classes as the result, a top-1 change as the event.
+
+Exactly the harness's behaviour before tasks existed, now in one place: the scores output
+(the one FP32 ``[classes]`` output; of several the one named like logits), logits or
+probabilities (the reference's logits compared as their softmax), the ``topk`` result stage
+(top-1 agreement, top-k overlap, the reference top-1's probability change), a top-1 change
+within the tie margin (:mod:`harness.compare.ties`) a **tie**, and accuracy's top-1/top-k,
+per-class recall and precision, flip rate and McNemar's test (:mod:`harness.accuracy`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from harness.compare.aggregate import TopKFlips
+from harness.compare.stages import topk_result
+from harness.compare.ties import default_tie_margin, flip_verdict
+from harness.formatting import fmt
+from harness.stage import Stage
+from harness.task.base import OutputChoice, Section, Task
+from harness.verdict import Verdict
+
+FLOAT_TYPES = ("TYPE_FP32", "TYPE_FP16")
+SCORE_WORDS = ("logit", "prob", "score", "class", "softmax", "pred")
+"""Output names that say class scores."""
+FLIPS_NOTE = ("A **tie** is a change within the tie margin: the reference's own top-1 was ahead of the deployed "
+              "top-1 by no more than the output's error explains. It is listed, not counted as a divergence.")
+
+
+def vector_outputs(outputs: Sequence) -> list:
+    """FP32/FP16 outputs of one dimension of more than one value (``[n]``; ``[1, n]`` unbatched)."""
+    return [t for t in outputs if t.data_type in FLOAT_TYPES and len([d for d in t.dims if d != 1]) == 1
+            and max(t.dims) > 1]
+
+
+def describe(tensor) -> str:
+    return f"{tensor.name} {tensor.data_type.removeprefix('TYPE_')} {list(tensor.dims)}"
+
+
+class Classification(Task):
+    name = "classification"
+    result_stage = Stage.TOPK
+    result_in_table = False
+    output_words = "the logits"
+    event_words = ("top-1 change", "top-1 changes")
+    csv_fields = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
+                  "reference_margin")
+    """``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k
+    (5 by default); ``reference_margin`` is in logits (see harness.compare.ties)."""
+
+    # -- discovery ----------------------------------------------------------------------------
+    def choose_output(self, outputs, labelled, choice):
+        candidates = vector_outputs(outputs)
+        if choice is not None:
+            named = [t for t in outputs if t.name == choice]
+            if not named:
+                return OutputChoice(None, why=f"no output {choice!r}; outputs: {', '.join(map(describe, outputs))}")
+            if named[0] not in candidates:
+                return OutputChoice(None, why=f"output {describe(named[0])} is not class scores (one FP32 dimension "
+                                              "of classes)")
+            return OutputChoice(named[0].name, why="named by --output")
+        if not candidates:
+            return OutputChoice(None, why="no output of class scores (one FP32 [classes] tensor); outputs: "
+                                          f"{', '.join(map(describe, outputs)) or 'none'}")
+        preferred = [t for t in candidates if "logit" in t.name.lower()]
+        chosen = (preferred or candidates)[0]
+        return OutputChoice(chosen.name, why="the output of class scores")
+
+    def claims(self, outputs, labelled):
+        for t in vector_outputs(outputs):
+            if t.name in labelled:
+                return f"output {t.name} has a label file"
+            if any(word in t.name.lower() for word in SCORE_WORDS):
+                return f"output {t.name} is named as class scores"
+        return None
+
+    def refuses(self, output, labelled) -> str | None:
+        """Why an output picked for another task is class scores all the same (None: it may not be)."""
+        if output.name in labelled:
+            return "it has a label file: it holds class scores"
+        if any(word in output.name.lower() for word in SCORE_WORDS):
+            return "it is named as class scores"
+        return None
+
+    def output_kind(self, name: str, probe: np.ndarray) -> str:
+        """``probabilities`` when named so or when every row is a distribution, else ``logits``."""
+        lowered = name.lower()
+        if "prob" in lowered or "softmax" in lowered:
+            return "probabilities"
+        rows = probe.reshape(-1, probe.shape[-1])
+        if rows.min() >= 0 and rows.max() <= 1 and np.allclose(rows.sum(axis=1), 1.0, atol=1e-3):
+            return "probabilities"
+        return "logits"
+
+    # -- comparison -------------------------------------------------------------------------------
+    def reference_output(self, output, kind):
+        from harness.model import softmax
+
+        return softmax(output) if kind == "probabilities" else output
+
+    def default_margin(self, tolerances, kind):
+        return default_tie_margin(tolerances)
+
+    def margin_units(self, kind):
+        return "logits" if kind == "logits" else kind
+
+    def compare_result(self, reference, deployed, isolated, margin, top_k):
+        return topk_result(reference, deployed, isolated, margin, top_k)
+
+    def events(self, margin):
+        return TopKFlips()
+
+    # -- reports ------------------------------------------------------------------------------------
+    def summary_line(self, report):
+        top = report.summary.stage(Stage.TOPK)
+        if top is None:
+            return None
+        agree, n, k = top.metric("top1_agree", "mean"), report.summary.compared, report.top_k
+        ties, flips = report.summary.ties, len(report.summary.events)
+        line = (f"Top-1 agreement: **{agree:.1%}** ({round(agree * n)} of {n} images"
+                + (f"; of the {flips} changed, {ties} {'is a tie' if ties == 1 else 'are ties'}" if flips else "")
+                + f"); mean top-{k} overlap {top.metric('topk_overlap', 'mean'):.3f}; change in the reference top-1's "
+                f"probability: mean {top.metric('top1_prob_change', 'mean'):+.4f}, furthest from zero "
+                f"{top.metric('top1_prob_change'):+.4f}.")
+        if top.isolated:
+            line += (" With the reference input, the deployed classifier alone agrees on "
+                     f"{top.metric('top1_agree', 'mean', isolated=True):.1%}.")
+        return line
+
+    def headline(self, report):
+        ties = report.summary.ties
+        if not ties:
+            return ""
+        return (f" {ties} top-1 {'change is a tie' if ties == 1 else 'changes are ties'} (within the tie margin "
+                f"of {fmt(report.tie_margin)} logits: not a divergence).")
+
+    def sections(self, report):
+        flips = report.summary.events
+        if not flips:
+            return []
+        rows = tuple((f.image, f.verdict.value, str(f.reference_top1), str(f.deployed_top1), fmt(f.margin))
+                     for f in flips)
+        return [Section("Images whose top-1 class changed", FLIPS_NOTE,
+                        ("image", "verdict", "reference top-1", "deployed top-1", "reference margin (logits)"), rows,
+                        verdict_column=1)]
+
+    # -- diagnose -------------------------------------------------------------------------------------
+    def diagnose_result(self, reference, deployed, gallery, index, margin):
+        flip = flip_verdict(reference, int(np.argmax(deployed)), margin)
+        return (Verdict.CLOSE if flip is None else flip), float(flip is not None)
+
