@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from harness.server import TritonServer
     from harness.spec import Spec
     from harness.stage import Stage
+    from harness.task import Task
     from harness.tolerance import Tolerance
 
 
@@ -115,6 +116,13 @@ class Session:
 
         return self.repository / "classifier" / ONNX_FILENAME
 
+    def model_path(self, task: str = "classification") -> Path:
+        """The ONNX of this repository's model serving ``task`` (the classifier, the embedder)."""
+        from harness.client import REPOSITORY_TASKS
+        from harness.model import ONNX_FILENAME
+
+        return self.repository / REPOSITORY_TASKS[task].model / ONNX_FILENAME
+
     def classes(self) -> list[str]:
         """The classifier's class names, in output order."""
         from harness.model import LABELS_FILENAME, read_labels
@@ -127,50 +135,64 @@ class Session:
 
         return load_recipe(self.spec, reference)
 
-    def reference_model(self, choice: str = "auto", threads: int | None = None) -> "ReferenceModel":
-        """The classifier as training ran it (``auto``: PyTorch for the default model, else the ONNX)."""
+    def reference_model(self, choice: str = "auto", threads: int | None = None,
+                        task: str = "classification") -> "ReferenceModel":
+        """The model of ``task`` as training ran it (``auto``: PyTorch for the default model,
+        else the ONNX): the classifier, or for embeddings the embedder."""
         from harness.reference.model import load_reference_model
 
-        return load_reference_model(self.onnx_path, choice, threads)
+        return load_reference_model(self.model_path(task), choice, threads)
 
     def deployment(self, client: TritonClient, pipeline: str = "dali", model: str | None = None,
                    probe: bytes | None = None, output: str | None = None,
-                   stages: "dict[str, str] | None" = None) -> "Deployment":
+                   stages: "dict[str, str] | None" = None, task: str | None = None) -> "Deployment":
         """The deployed side a job reads: this repository's ``pipeline`` (its taps model), or
         ``model``, any model or ensemble on the server, discovered from it with ``probe``
         (an encoded image) to match its tensors to stages; ``output`` and ``stages`` override
         what discovery finds (:func:`harness.deployment.target.open_deployment` picks the probe
-        and logs what was found). Raises :class:`~harness.deployment.DeploymentError` for a
-        model the harness cannot use."""
+        and logs what was found); ``task`` (``--task``; None: classification for a pipeline,
+        what discovery finds for a model). Raises :class:`~harness.deployment.DeploymentError`
+        for a model the harness cannot use."""
         from harness.deployment import TapsDeployment, discover
+        from harness.task import get_task
 
         if model is None:
-            return TapsDeployment(pipeline, self.spec.preprocess)
+            return TapsDeployment(pipeline, self.spec.preprocess, get_task(task))
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
-        return discover(client, model, probe, self.spec.reference.preprocess.crop.size, output, stages)
+        return discover(client, model, probe, self.spec.reference.preprocess.crop.size, output, stages, task)
 
-    def tolerances(self, scores_kind: str = "logits") -> dict["Stage", "Tolerance"]:
+    def tolerances(self, scores_kind: str = "logits", task: "Task | None" = None) -> dict["Stage", "Tolerance"]:
         """The spec's tolerances; for a deployment answering ``probabilities`` (compared with
-        the reference's softmax) the output's default is in probability units."""
+        the reference's softmax) the output's default is in probability units; a ``task``
+        with its own rule for the raw output (an embedding's features) has it, unless the
+        spec writes ``[tolerances.output]``."""
         from harness.compare.tolerance import tolerances_for
         from harness.stage import Stage
 
         tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
+        rule = task.output_tolerance(scores_kind) if task is not None else None
+        if rule is not None and Stage.OUTPUT not in self.spec.tolerances:
+            tolerances[Stage.OUTPUT] = rule
+            return tolerances
         if scores_kind == "probabilities" and Stage.OUTPUT not in self.spec.tolerances:
             # The output rule's form (the share allowed beyond it, its mean bound) in probability units.
             scaled = {"atol": PROBABILITY_ATOL, "mean_atol": PROBABILITY_ATOL if tolerances[Stage.OUTPUT].mean_atol else None}
             tolerances[Stage.OUTPUT] = dataclasses.replace(tolerances[Stage.OUTPUT], **scaled)
         return tolerances
 
-    def tie_margin(self, given: float | None = None, scores_kind: str = "logits") -> float:
+    def tie_margin(self, given: float | None = None, scores_kind: str = "logits", task: "Task | None" = None) -> float:
         """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
         ``given`` (``--tie-margin``), or by default the output tolerance of ``scores_kind``
         (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
-        units of the scores compared. Raises :class:`UsageError` if negative."""
+        units of the scores compared; a ``task``'s own default (an embedding's: in cosine
+        similarity). Raises :class:`UsageError` if negative."""
         from harness.compare.ties import default_tie_margin
 
-        margin = default_tie_margin(self.tolerances(scores_kind)) if given is None else given
+        if given is None and task is not None:
+            margin = task.default_margin(self.tolerances(scores_kind, task), scores_kind)
+        else:
+            margin = default_tie_margin(self.tolerances(scores_kind)) if given is None else given
         if margin < 0:
             raise UsageError(f"--tie-margin must be at least 0, got {margin}")
         return margin

@@ -13,7 +13,6 @@ from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
-from harness.model import softmax
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
@@ -51,8 +50,9 @@ class ImageChecker:
         self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
         self.isolate, self.top_k = isolate, top_k
         self.tie_margin = tie_margin
-        self.probabilities = side.deployment.scores_kind == "probabilities"
-        """The deployment answers probabilities: the reference's logits are compared as their softmax."""
+        self.task, self.kind = side.deployment.task, side.deployment.scores_kind
+        """The task compared after the model input, and what the deployed output holds (the
+        reference's output is made comparable to it: probabilities as the logits' softmax)."""
 
     # -- one image -----------------------------------------------------------------------
     def check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
@@ -84,8 +84,8 @@ class ImageChecker:
             problem = self._input_problem(tensors.reference[Stage.INPUT])
             if problem:
                 return ImageResult(name, error=problem), None
-            logits = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
-            tensors.reference[Stage.OUTPUT] = softmax(logits) if self.probabilities else logits
+            output = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
+            tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.kind)
         try:
             tensors.deployed = self.side.read(name, data)
         except InferenceError as exc:
@@ -98,8 +98,10 @@ class ImageChecker:
             return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by=Side.DEPLOYMENT), None
         if self.isolate:
             self._isolate(name, tensors)
-        return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,
-                                                tensors.isolated, self.top_k, self.tie_margin)), tensors
+        stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
+                                self.tie_margin, self.task.compare_result)
+        data = self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
+        return ImageResult(name, stages, task_data=data), tensors
 
     def _input_problem(self, model_input: np.ndarray) -> str | None:
         """Why the reference's model input cannot go into the model (a custom recipe's
@@ -107,11 +109,11 @@ class ImageChecker:
         expected = self.reference_model.input_shape
         if expected and tuple(model_input.shape) != tuple(expected):
             return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
-                    f"the classifier takes {list(expected)}")
+                    f"the {'classifier' if self.task.name == 'classification' else 'model'} takes {list(expected)}")
         return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:
         for stage, previous in self.side.deployment.isolates.items():
             if stage in t.reference and previous in t.reference:
                 alone = self.side.isolate(name, stage, t.reference[previous])
-                t.isolated[stage] = softmax(alone) if stage is Stage.OUTPUT and self.probabilities else alone
+                t.isolated[stage] = self.task.reference_output(alone, self.kind) if stage is Stage.OUTPUT else alone

@@ -107,26 +107,37 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         raise UsageError(f"--top-k must be at least 1, got {options.top_k}")
     require_reference_model([options.target], options.reference_model)
     recipe = session.recipe(options.reference)
-    reference_model = session.reference_model(options.reference_model,
-                                              threads=max(1, (os.cpu_count() or 1) // options.workers))
-    if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
-        reference_model.check_input(spec.reference.preprocess.input_shape)
+    threads = max(1, (os.cpu_count() or 1) // options.workers)
+
+    def load_reference_model(task: str):
+        model = session.reference_model(options.reference_model, threads=threads, task=task)
+        if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
+            model.check_input(spec.reference.preprocess.input_shape)
+        return model
+
+    # The task is known now unless discovery finds it (a --model without --task): then the
+    # reference model is loaded once the deployment is found.
+    known = options.target.task or ("classification" if options.target.model is None else None)
+    reference_model = load_reference_model(known) if known else None
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
 
     with session.connect(log=log) as client:
         server_metadata = client.server_metadata()
         # Discovery probes the listing's first images, a shard's too: the report a run writes.
         deployment = open_deployment(session, client, options.target, listed, log)
-        tolerances = session.tolerances(deployment.scores_kind)
+        task = deployment.task
+        reference_model = reference_model or load_reference_model(task.name)
+        tolerances = session.tolerances(deployment.scores_kind, task)
         # In the units compared: probabilities when the deployment answers them (the reference's
         # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
-        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind)
+        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
         side = DeployedSide(deployment, session.client_factory(client), options.retries)
         checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
                                tie_margin=tie_margin)
         with progress(len(images), f"checking {deployment.label}") as advance:
             outcome = run_check(images, checker, options.report, options.resume, options.save_tensors,
-                                options.workers, on_result=lambda r: advance(r.image))
+                                options.workers, on_result=lambda r: advance(r.image), task=task,
+                                tie_margin=tie_margin)
         server = session.server_info(client)
 
     stopped = outcome.stopped

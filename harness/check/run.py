@@ -46,12 +46,16 @@ def run_check(
     save_tensors: bool = False,
     workers: int = 4,
     on_result: Callable[[ImageResult], None] = lambda r: None,
+    task=None,
+    tie_margin: float = 0.0,
 ) -> RunOutcome:
     """Check every image, streaming results to ``out_dir``. Images already in
-    ``images.jsonl`` are not redone when ``resume``."""
+    ``images.jsonl`` are not redone when ``resume``. ``task`` (default classification) folds
+    the images into its events with ``tie_margin`` and names the CSV's result columns."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path, csv_path = out_dir / RESULTS_FILENAME, out_dir / CSV_FILENAME
-    summary, visuals = RunSummary(), VisualStore(out_dir / VISUALS_DIRNAME)
+    summary = RunSummary(events=task.events(tie_margin) if task is not None else None)
+    visuals = VisualStore(out_dir / VISUALS_DIRNAME)
     done: set[str] = set()
     if resume and results_path.exists():
         with results_path.open() as f:
@@ -65,7 +69,7 @@ def run_check(
     else:
         results_path.write_text("")
         with csv_path.open("w", newline="") as f:
-            csv.writer(f).writerow(csv_header())
+            csv.writer(f).writerow(csv_header(task))
     if save_tensors:
         (out_dir / TENSORS_DIRNAME).mkdir(exist_ok=True)
     todo = [p for p in images if p.name not in done]
@@ -77,7 +81,7 @@ def run_check(
         def record(result: ImageResult, tensors: ImageTensors | None) -> None:
             results_file.write(json.dumps(result.to_dict(), allow_nan=True) + "\n")
             results_file.flush()
-            writer.writerow(csv_row(result))
+            writer.writerow(csv_row(result, task))
             csv_file.flush()
             summary.add(result)
             visuals.offer(result, tensors)

@@ -68,8 +68,20 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
                            help="with --model: compare step model STEP's output (or STEP.TENSOR) as STAGE (decode, "
                                 "resize, crop, input, output, or none), overriding the mapping found; repeatable")
     group.add_argument("--output", default=None, metavar="NAME",
-                       help="with --model: the output holding the class scores (default: the one FP32 [classes] "
-                            "output, logits preferred)")
+                       help="with --model: the output the task reads (default for classification: the one FP32 "
+                            "[classes] output, logits preferred; for embedding: the one named like an embedding)")
+    add_task_arg(group)
+
+
+def add_task_arg(group) -> None:
+    """``--task``: what is compared after the model input (:mod:`harness.task`)."""
+    from harness.task import TASKS
+
+    group.add_argument("--task", choices=TASKS, default=None,
+                       help="what the model is for, so what is compared after its input (default: classification "
+                            "for --pipeline, embed_PIPELINE's ensembles with --task embedding; for --model, what its "
+                            "outputs show: a label file or logits for classification, a name like embedding for "
+                            "embedding)")
 
 
 def add_tie_and_rejection_args(group) -> None:
@@ -77,7 +89,8 @@ def add_tie_and_rejection_args(group) -> None:
     group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
                        help="a top-1 change is a tie, not a divergence, when the reference's top-1 logit was ahead "
                             "of the deployed top-1 by at most this much (default: the output tolerance's atol, "
-                            "0.5 unless the spec's [tolerances.output] sets it)")
+                            "0.5 unless the spec's [tolerances.output] sets it); for --task embedding, a nearest-"
+                            "neighbour change whose reference similarities differ by at most this (default 0.01)")
     group.add_argument("--allow-rejected", action="store_true",
                        help="an image rejected by one side only (the server cannot serve an image training "
                             "processes, or the reverse) does not fail the run (default: it does)")
@@ -103,7 +116,8 @@ def target_of(args: argparse.Namespace, model: str | None = None):
         stages = parse_overrides(getattr(args, "stage", None))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages)
+    return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages,
+                  getattr(args, "task", None))
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.client import TritonClient
 from harness.deployment.base import Deployment, ImageRequest
-from harness.deployment.discovery import DeploymentError, ModelInfo, Step, TensorInfo, image_input, read_model, scores_output
+from harness.deployment.discovery import DeploymentError, ModelInfo, Step, TensorInfo, image_input, read_model, task_output
 from harness.deployment.mapping import TensorMapping, map_tensor, overridden
 from harness.stage import STAGES, Stage
 
@@ -45,17 +45,6 @@ def decoded_size(data: bytes) -> tuple[int, int] | None:
             return image.size[::-1]
     except Exception:  # noqa: BLE001 - only a hint for the mapping
         return None
-
-
-def scores_kind(name: str, scores: np.ndarray) -> str:
-    """``probabilities`` when named so or when every row is a distribution, else ``logits``."""
-    lowered = name.lower()
-    if "prob" in lowered or "softmax" in lowered:
-        return "probabilities"
-    rows = scores.reshape(-1, scores.shape[-1])
-    if rows.min() >= 0 and rows.max() <= 1 and np.allclose(rows.sum(axis=1), 1.0, atol=1e-3):
-        return "probabilities"
-    return "logits"
 
 
 @dataclass
@@ -94,16 +83,17 @@ class ModelDeployment(Deployment):
 
     stages = (Stage.OUTPUT,)
 
-    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: str):
+    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: str, task=None):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
-        self.scores_output, self.scores_kind = scores.name, kind
+        self.scores_output, self.scores_kind, self._task = scores.name, kind, task
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         return {Stage.OUTPUT: self.scores(client, [data])[0]}
 
     def describe(self) -> list[str]:
+        words = "scores" if self.task.name == "classification" else "output"
         return [*super().describe(), f"{self.model} is a single {self.info.platform} model: its internal stages "
-                                     "are hidden; only the scores are compared"]
+                                     f"are hidden; only the {words} {'are' if words == 'scores' else 'is'} compared"]
 
 
 @dataclass(frozen=True)
@@ -121,9 +111,10 @@ class StepwiseDeployment(Deployment):
     """An ensemble replayed step by step (see the module)."""
 
     def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: str,
-                 steps: list[tuple[Step, ModelInfo]], mappings: list[TensorMapping], isolations: dict[Stage, Isolation]):
+                 steps: list[tuple[Step, ModelInfo]], mappings: list[TensorMapping], isolations: dict[Stage, Isolation],
+                 task=None):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
-        self.scores_output, self.scores_kind = scores.name, kind
+        self.scores_output, self.scores_kind, self._task = scores.name, kind, task
         self.steps, self.mappings, self.isolations = steps, mappings, isolations
         self._compared = {(m.step, m.tensor): m for m in mappings if m.stage is not None}
         self.stages = tuple(s for s in STAGES if s is Stage.OUTPUT or any(m.stage is s for m in self._compared.values()))
@@ -208,19 +199,20 @@ def ordered_steps(info: ModelInfo) -> list[Step]:
 
 
 def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[int, int],
-             scores: str | None = None, overrides: Mapping[str, str] | None = None) -> Deployment:
+             scores: str | None = None, overrides: Mapping[str, str] | None = None, task: str | None = None) -> Deployment:
     """The deployment ``model`` on ``client``'s server, read from its config, with one probe
     image run through it to match step outputs to stages. ``input_size``: the model input's
-    (height, width) where the classifier's config does not fix it; ``scores``: the output of
-    class scores (default: found, see :func:`~harness.deployment.discovery.scores_output`);
-    ``overrides``: ``{step or step.tensor: stage}``. Raises :class:`DeploymentError`."""
+    (height, width) where the model's config does not fix it; ``task``: ``--task`` (None: the
+    one the outputs show, :func:`~harness.deployment.discovery.task_output`); ``scores``: the
+    output the task reads (default: found); ``overrides``: ``{step or step.tensor: stage}``.
+    Raises :class:`DeploymentError`."""
     info = read_model(client, model)
     request = ImageRequest(model, image_input(info), info.batched)
-    out = scores_output(info, scores)
+    chosen, out, _ = task_output(info, task, scores)
     probe_scores = _probe(lambda: client.infer(model, request.inputs([probe]), [out.name])[out.name], model)
-    kind = scores_kind(out.name, probe_scores)
+    kind = chosen.output_kind(out.name, probe_scores)
     if not info.is_ensemble:
-        return ModelDeployment(info, request, out, kind)
+        return ModelDeployment(info, request, out, kind, chosen)
     steps = []
     for step in ordered_steps(info):
         if not client.is_ready(step.model):
@@ -229,7 +221,7 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
         steps.append((step, read_model(client, step.model)))
     values = _probe(lambda: replay(client, [step for step, _ in steps], request.inputs([probe])), model)
     mappings, isolations = _map_steps(info, steps, values, out.name, decoded_size(probe), input_size, dict(overrides or {}))
-    return StepwiseDeployment(info, request, out, kind, steps, mappings, isolations)
+    return StepwiseDeployment(info, request, out, kind, steps, mappings, isolations, chosen)
 
 
 def _probe(call, model: str):

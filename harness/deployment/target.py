@@ -31,13 +31,16 @@ class Target:
     """The output of class scores (None: found)."""
     stages: Mapping[str, str] = field(default_factory=dict)
     """``{step or step.tensor: stage}`` overriding the mapping found (``--stage``)."""
+    task: str | None = None
+    """``--task`` (None: classification for a pipeline; for a model, the task discovery finds)."""
 
     @property
     def foreign(self) -> bool:
         """A model that is not one of this repository's ensembles: its training side is the user's."""
-        from harness.client import PIPELINES
+        from harness.client import PIPELINES, REPOSITORY_TASKS
 
-        return self.model is not None and self.model not in {p.ensemble for p in PIPELINES.values()}
+        own = {models.ensemble(p) for models in REPOSITORY_TASKS.values() for p in PIPELINES}
+        return self.model is not None and self.model not in own
 
     def note(self) -> tuple[str, ...]:
         """What the report should add about this choice."""
@@ -64,7 +67,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
     first of ``images`` it accepts (at most :data:`PROBE_IMAGES`) and what was found is logged
     line by line. The spec's ``[deployment.stages]`` apply under ``target.stages``."""
     if target.model is None:
-        return session.deployment(client, target.pipeline)
+        return session.deployment(client, target.pipeline, task=target.task)
     from harness.deployment.mapping import parse_overrides
 
     try:
@@ -81,7 +84,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
             continue
         try:
             deployment = session.deployment(client, model=target.model, probe=probe, output=target.output,
-                                            stages=stages)
+                                            stages=stages, task=target.task)
         except DeploymentError as exc:
             if "rejected the probe image" not in str(exc):
                 raise

@@ -12,8 +12,6 @@ registry ``--task`` reads, like torchvision v2's kernels registered per type).
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from harness.errors import UsageError
 from harness.task.base import Event, Events, OutputChoice, Section, Task
 
@@ -35,12 +33,12 @@ def get_task(name: str | None) -> Task:
     return TASKS[name]
 
 
-def claimed_by(outputs: Sequence, labelled: Sequence[str]) -> tuple[Task, str]:
-    """The task a model with these outputs serves, and why, when ``--task`` is not given: the
+def claimed_by(model) -> tuple[Task, str]:
+    """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
     classification; a name like an embedding: embedding), else the default."""
     for task in TASKS.values():
-        why = task.claims(outputs, labelled)
+        why = task.claims(model)
         if why:
             return task, why
     return get_task(None), "the default task"

@@ -92,16 +92,24 @@ class Task:
     """How one and several events are called."""
 
     # -- discovery ------------------------------------------------------------------------
-    def choose_output(self, outputs: Sequence, labelled: Sequence[str], choice: str | None) -> OutputChoice:
-        """The output this task reads among a model's ``outputs`` (``TensorInfo``: name,
-        data_type, dims without the batch), ``labelled`` the names of those with a label file,
-        ``choice`` the user's ``--output``. ``OutputChoice(None, why=...)`` when none fits."""
+    noun: ClassVar[str] = "a result"
+    """What the output holds, with its article (``class scores``, ``an embedding``), for messages."""
+
+    def choose_output(self, model, choice: str | None) -> OutputChoice:
+        """The output this task reads of ``model`` (a :class:`harness.deployment.discovery.ModelInfo`:
+        ``name``, ``outputs``, ``labelled``), ``choice`` the user's ``--output``;
+        ``OutputChoice(None, why=...)`` (a sentence naming the model) when none fits."""
         raise NotImplementedError
 
-    def claims(self, outputs: Sequence, labelled: Sequence[str]) -> str | None:
-        """Why this task is what a model with these outputs serves (None: no sign of it):
-        how discovery picks the task when ``--task`` is not given."""
+    def signs(self, tensor, labelled: bool) -> str | None:
+        """Why one output (a ``TensorInfo``; ``labelled``: it has a label file) looks like this
+        task's (None: no sign of it)."""
         return None
+
+    def claims(self, model) -> str | None:
+        """Why this task is what ``model`` serves (None: no sign of it): how discovery picks the
+        task when ``--task`` is not given."""
+        return next((why for t in model.outputs if (why := self.signs(t, t.name in model.labelled))), None)
 
     def output_kind(self, name: str, probe: np.ndarray) -> str:
         """What an output holds, read from one probe answer (the reference is made comparable to it)."""

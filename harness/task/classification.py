@@ -41,6 +41,8 @@ def describe(tensor) -> str:
 
 class Classification(Task):
     name = "classification"
+    noun = "class scores"
+    noun = "class scores"
     result_stage = Stage.TOPK
     result_in_table = False
     output_words = "the logits"
@@ -51,37 +53,30 @@ class Classification(Task):
     (5 by default); ``reference_margin`` is in logits (see harness.compare.ties)."""
 
     # -- discovery ----------------------------------------------------------------------------
-    def choose_output(self, outputs, labelled, choice):
-        candidates = vector_outputs(outputs)
+    def choose_output(self, model, choice):
+        candidates = vector_outputs(model.outputs)
         if choice is not None:
-            named = [t for t in outputs if t.name == choice]
+            named = [t for t in model.outputs if t.name == choice]
             if not named:
-                return OutputChoice(None, why=f"no output {choice!r}; outputs: {', '.join(map(describe, outputs))}")
+                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; "
+                                              f"outputs: {', '.join(map(describe, model.outputs))}")
             if named[0] not in candidates:
-                return OutputChoice(None, why=f"output {describe(named[0])} is not class scores (one FP32 dimension "
-                                              "of classes)")
+                return OutputChoice(None, why=f"output {describe(named[0])} of {model.name!r} is not class scores "
+                                              "(one FP32 dimension of classes)")
             return OutputChoice(named[0].name, why="named by --output")
         if not candidates:
-            return OutputChoice(None, why="no output of class scores (one FP32 [classes] tensor); outputs: "
-                                          f"{', '.join(map(describe, outputs)) or 'none'}")
+            return OutputChoice(None, why=f"model {model.name!r} has no output of class scores (one FP32 [classes] "
+                                          f"tensor); outputs: {', '.join(map(describe, model.outputs)) or 'none'}")
         preferred = [t for t in candidates if "logit" in t.name.lower()]
-        chosen = (preferred or candidates)[0]
-        return OutputChoice(chosen.name, why="the output of class scores")
+        return OutputChoice((preferred or candidates)[0].name, why="the output of class scores")
 
-    def claims(self, outputs, labelled):
-        for t in vector_outputs(outputs):
-            if t.name in labelled:
-                return f"output {t.name} has a label file"
-            if any(word in t.name.lower() for word in SCORE_WORDS):
-                return f"output {t.name} is named as class scores"
-        return None
-
-    def refuses(self, output, labelled) -> str | None:
-        """Why an output picked for another task is class scores all the same (None: it may not be)."""
-        if output.name in labelled:
-            return "it has a label file: it holds class scores"
-        if any(word in output.name.lower() for word in SCORE_WORDS):
-            return "it is named as class scores"
+    def signs(self, tensor, labelled):
+        if tensor not in vector_outputs([tensor]):
+            return None
+        if labelled:
+            return f"output {tensor.name} has a label file"
+        if any(word in tensor.name.lower() for word in SCORE_WORDS):
+            return f"output {tensor.name} is named as class scores"
         return None
 
     def output_kind(self, name: str, probe: np.ndarray) -> str:

@@ -179,6 +179,8 @@ class NeighbourEvents(Events):
 
 class Embedding(Task):
     name = "embedding"
+    noun = "an embedding"
+    noun = "an embedding"
     result_stage = Stage.POSTPROCESS
     result_in_table = True
     output_words = "the raw embedding"
@@ -186,27 +188,30 @@ class Embedding(Task):
     csv_fields = ("postprocess_verdict", "cosine", "normalized_l2", "zero_vector")
 
     # -- discovery ----------------------------------------------------------------------------
-    def choose_output(self, outputs, labelled, choice):
-        candidates = vector_outputs(outputs)
+    def choose_output(self, model, choice):
+        candidates = vector_outputs(model.outputs)
         if choice is not None:
-            named = [t for t in outputs if t.name == choice]
+            named = [t for t in model.outputs if t.name == choice]
             if not named:
-                return OutputChoice(None, why=f"no output {choice!r}; outputs: {', '.join(map(describe, outputs))}")
+                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; "
+                                              f"outputs: {', '.join(map(describe, model.outputs))}")
             if named[0] not in candidates:
-                return OutputChoice(None, why=f"output {describe(named[0])} is not an embedding (one FP32 dimension "
-                                              "of features)")
+                return OutputChoice(None, why=f"output {describe(named[0])} of {model.name!r} is not an embedding "
+                                              "(one FP32 dimension of features)")
             return OutputChoice(named[0].name, "embedding", why="named by --output")
         if not candidates:
-            return OutputChoice(None, why="no output holds an embedding (one FP32 [features] tensor); outputs: "
-                                          f"{', '.join(map(describe, outputs)) or 'none'}")
-        named = [t for t in candidates if any(w in t.name.lower() for w in EMBEDDING_WORDS)]
+            outputs = ", ".join(map(describe, model.outputs)) or "none"
+            return OutputChoice(None, why=f"model {model.name!r} has no output holding an embedding (one FP32 "
+                                          f"[features] tensor); outputs: {outputs}")
+        named = [t for t in candidates if self.signs(t, t.name in model.labelled)]
         return OutputChoice((named or candidates)[0].name, "embedding",
                             why="named as an embedding" if named else "the one vector output")
 
-    def claims(self, outputs, labelled):
-        for t in vector_outputs(outputs):
-            if t.name not in labelled and any(w in t.name.lower() for w in EMBEDDING_WORDS):
-                return f"output {t.name} is named as an embedding"
+    def signs(self, tensor, labelled):
+        if labelled or tensor not in vector_outputs([tensor]):
+            return None
+        if any(w in tensor.name.lower() for w in EMBEDDING_WORDS):
+            return f"output {tensor.name} is named as an embedding"
         return None
 
     def output_kind(self, name, probe):

@@ -43,16 +43,21 @@ def test_the_registry_names_both_tasks_and_refuses_others():
 
 
 def test_discovery_signs_pick_the_task():
-    from harness.deployment.discovery import TensorInfo
+    from harness.deployment.discovery import ModelInfo, TensorInfo
+
+    def model(*outputs, labelled=()):
+        return ModelInfo("m", "python", 8, (TensorInfo("IMAGE", "TYPE_STRING", (1,)),), outputs, labelled=labelled)
 
     logits, embedding = TensorInfo("LOGITS", "TYPE_FP32", (1000,)), TensorInfo("EMBEDDING", "TYPE_FP32", (1280,))
-    assert claimed_by([embedding], [])[0].name == "embedding"
-    assert claimed_by([logits], [])[0].name == "classification"
+    assert claimed_by(model(embedding))[0].name == "embedding"
+    assert claimed_by(model(logits, embedding))[0].name == "classification"
     unnamed = TensorInfo("out", "TYPE_FP32", (10,))
-    assert claimed_by([unnamed], ["out"]) == (TASKS["classification"], "output out has a label file")
-    assert claimed_by([unnamed], [])[1] == "the default task"
-    assert TASKS["embedding"].choose_output([logits, embedding], [], None).name == "EMBEDDING"
-    assert "not an embedding" in TASKS["embedding"].choose_output([TensorInfo("x", "TYPE_UINT8", (5,))], [], "x").why
+    assert claimed_by(model(unnamed, labelled=("out",))) == (TASKS["classification"], "output out has a label file")
+    assert claimed_by(model(unnamed))[1] == "the default task"
+    assert TASKS["embedding"].choose_output(model(logits, embedding), None).name == "EMBEDDING"
+    bytes_out = model(TensorInfo("x", "TYPE_UINT8", (5,)))
+    assert TASKS["embedding"].choose_output(bytes_out, "x").why == \
+        "output x UINT8 [5] of 'm' is not an embedding (one FP32 dimension of features)"
 
 
 def test_same_features_are_equal_and_aligned_ones_close(features):
