@@ -15,10 +15,10 @@ import threading
 import numpy as np
 
 from harness.client import IMAGE, PIPELINES, REPOSITORY_TASKS, Pipeline, TritonClient
-from harness.packing import pack_images
 from harness.deployed import stage_runner
 from harness.deployment.base import Deployment, ImageRequest
 from harness.deployment.discovery import TensorInfo
+from harness.packing import pack_images
 from harness.spec import Preprocess
 from harness.stage import ISOLATED_INPUT, TENSOR_STAGES, Stage
 from harness.task import Task, get_task
