@@ -88,11 +88,17 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         raise UsageError(f"no images in {options.images}")
     target = options.target
     require_reference_model([target], options.reference_model)
-    tie_margin = session.tie_margin(options.tie_margin)
-    # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
-    # spends more time waking up than working on one image's small tensors.
-    model = session.reference_model(options.reference_model, threads=1)
-    model.check_input(spec.reference.preprocess.input_shape)
+    session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
+
+    def load_model(task: str):
+        # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
+        # spends more time waking up than working on one image's small tensors.
+        loaded = session.reference_model(options.reference_model, threads=1, task=task)
+        loaded.check_input(spec.reference.preprocess.input_shape)
+        return loaded
+
+    known = target.task or ("classification" if target.model is None else None)
+    model = load_model(known) if known else None  # else once discovery found the task
     foreign = target.model is not None
 
     def fp16_model():
@@ -110,7 +116,10 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         if deployment.scores_kind == "probabilities":
             raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
                              "logits: name an output of logits with --output")
-        tolerances = session.tolerances(deployment.scores_kind)
+        task = deployment.task
+        model = model or load_model(task.name)
+        tolerances = session.tolerances(deployment.scores_kind, task)
+        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
         side = DeployedSide(deployment, session.client_factory(client))
         with progress(len(images), "reading the deployed stages") as advance:
             try:
@@ -122,7 +131,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         raise NothingCompared(f"no image could be compared: the deployment answered none of the {len(images)} "
                               f"({deployed.failed[0].image}: {deployed.failed[0].reason})")
     diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances, fp16_model,
-                          tie_margin=tie_margin)
+                          tie_margin=tie_margin, task=task)
     search_start = time.perf_counter()
     try:
         with status("diagnosing") as update:

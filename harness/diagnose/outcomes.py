@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from harness.diagnose.catalogue import Hypothesis
-from harness.stage import STAGES, Stage
+from harness.stage import RESULT_STAGES, STAGES, Stage
 from harness.verdict import Verdict
 
 
@@ -83,17 +83,31 @@ class Evaluation:
         first = min((o.first_divergent_index for o in self.outcomes.values()), default=len(STAGES))
         return STAGES[first] if first < len(STAGES) else None
 
+    @property
+    def result_stage(self) -> Stage:
+        """The task's result stage these outcomes hold (``topk`` for classification)."""
+        return next((s for o in self.outcomes.values() for s in RESULT_STAGES if s in o.verdicts), Stage.TOPK)
+
+    @property
+    def task(self):
+        """The task whose result these outcomes hold (:mod:`harness.task`), for its words."""
+        from harness.task import TASKS
+
+        return next(t for t in TASKS.values() if t.result_stage == self.result_stage)
+
     def flips(self) -> int | None:
-        """Images whose top-1 class differs from the deployment's (near ties included)."""
-        values = self.errors(Stage.TOPK)
+        """Images with the task's event (a top-1 class differing from the deployment's; a
+        nearest-neighbour change), near ties included."""
+        values = self.errors(self.result_stage)
         return int(sum(values)) if values else None
 
     def ties(self) -> int:
-        """Top-1 changes within the tie margin: counted in :meth:`flips`, never divergences."""
-        return sum(o.verdicts.get(Stage.TOPK) == Verdict.TIE for o in self.outcomes.values())
+        """Events within the tie margin: counted in :meth:`flips`, never divergences."""
+        return sum(o.verdicts.get(self.result_stage) == Verdict.TIE for o in self.outcomes.values())
 
     def top1_agreement(self) -> float | None:
-        values = self.errors(Stage.TOPK)
+        """The share of images without the task's event (classification: top-1 agreement)."""
+        values = self.errors(self.result_stage)
         return 1.0 - float(np.mean(values)) if values else None
 
     def score(self, stage: Stage) -> tuple:

@@ -90,6 +90,12 @@ class Task:
     """What ``output`` holds, in a sentence of the report."""
     event_words: ClassVar[tuple[str, str]] = ("change", "changes")
     """How one and several events are called."""
+    flip_words: ClassVar[str] = "changes"
+    """How diagnose counts the events a cause costs (``top-1 flips``)."""
+    agreement_words: ClassVar[str] = "agreement"
+    """How diagnose names the share of images without an event (``top-1 agreement``)."""
+    tie_words: ClassVar[tuple[str, str]] = ("change is a near tie", "changes are near ties")
+    """A near-threshold event, one and several, for diagnose's conclusion."""
 
     # -- discovery ------------------------------------------------------------------------
     noun: ClassVar[str] = "a result"

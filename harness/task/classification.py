@@ -47,6 +47,10 @@ class Classification(Task):
     result_in_table = False
     output_words = "the logits"
     event_words = ("top-1 change", "top-1 changes")
+    flip_words = "top-1 flips"
+    agreement_words = "top-1 agreement"
+    tie_words = ("top-1 change is a near tie (the reference's top-1 was ahead by at most the tie margin)",
+                 "top-1 changes are near ties (the reference's top-1 was ahead by at most the tie margin)")
     csv_fields = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
                   "reference_margin")
     """``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k

@@ -185,6 +185,10 @@ class Embedding(Task):
     result_in_table = True
     output_words = "the raw embedding"
     event_words = ("nearest-neighbour change", "nearest-neighbour changes")
+    flip_words = "nearest-neighbour changes"
+    agreement_words = "nearest-neighbour agreement"
+    tie_words = ("nearest-neighbour change is a near tie (the reference barely preferred its own neighbour)",
+                 "nearest-neighbour changes are near ties (the reference barely preferred its own neighbours)")
     csv_fields = ("postprocess_verdict", "cosine", "normalized_l2", "zero_vector")
 
     # -- discovery ----------------------------------------------------------------------------
