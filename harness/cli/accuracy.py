@@ -73,12 +73,12 @@ def run_accuracy_command(args) -> int:
     options = AccuracyOptions(args.dataset, args.report, args.labels,
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
-                              args.allow_rejected, args.shard)
+                              args.allow_rejected, args.shard, args.task)
     result = run(session_of(args), options, log=console.print, progress=progress_bar)
     out(result.markdown_path.read_text())
     console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
-    failed, images = result.report.result.failed, len(result.report.result.dataset.samples)
+    failed, images = result.left_out()
     if failed:
-        console.print(f"[yellow]{len(failed)} of {images} images failed and were excluded from every "
+        console.print(f"[yellow]{failed} of {images} images failed and were excluded from every "
                       f"path[/] (reasons in {result.markdown_path.name})")
     return result.exit_status()
