@@ -142,9 +142,9 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
             full, reference_model = load(task.name)
         dataset = shard_dataset(full, options.shard) if options.shard else full
         samples = dataset.samples
-        tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
         if task.name != "classification":
+            tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
             return _effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
                            server_metadata, start, log, progress)
         with progress(len(samples) * (1 + len(sides)), "classifying") as advance:
@@ -155,6 +155,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                 predictions.append(predict_deployed(samples, side, options.batch_size,
                                                     on_image=lambda name, p=label: advance(f"{p} {name}"), k=k))
 
+    classes, tie_margin = session.classes(), session.tie_margin(options.tie_margin)
     report = AccuracyReport(
         evaluate(dataset, predictions, classes, tie_margin, k), classes,
         ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
