@@ -11,9 +11,10 @@ from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, connect, console, session_of
+from harness.cli.common import add_repository_args, add_server_args, add_task_arg, connect, console, session_of
 from harness.client import PIPELINES
 from harness.errors import ServerStopped, UsageError
+from harness.packing import pack_images
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 
 
@@ -69,8 +70,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     infer.add_argument("--model", action="append", default=None, metavar="NAME",
                        help="any model or ensemble on the server instead of --pipeline (repeatable): its image input "
                             "and scores output are read from its config")
-    infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output of class scores")
-    infer.add_argument("--top-k", type=int, default=5)
+    infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output the task reads")
+    infer.add_argument("--top-k", type=int, default=5,
+                       help="classes per image; for --task embedding, the nearest of the other images given")
+    add_task_arg(infer)
     add_server_args(infer)
     add_repository_args(infer)
     infer.set_defaults(run=run_infer)
@@ -204,26 +207,100 @@ def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> l
     return cells
 
 
+def _claimed(client, models) -> str:
+    """The task discovery finds for the first ``--model``."""
+    from harness.deployment.discovery import read_model
+    from harness.task import claimed_by
+
+    return claimed_by(read_model(client, models[0]))[0].name
+
+
 def _classifiers(client, args) -> dict:
     """Column name -> ``classify(data, top_k)``: this repository's pipelines, or each ``--model``."""
     if not args.model:
         pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
         return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in pipelines}
     from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import image_input, read_model, scores_output
+    from harness.deployment.discovery import image_input, read_model, scores_output, task_output
 
     out = {}
     for name in dict.fromkeys(args.model):
         info = read_model(client, name)
+        if args.task is not None:  # a task named for a model serving another is refused, saying why
+            task_output(info, args.task, args.output)
         request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
         console.print(f"{name}: image input {request.describe()}, scores {scores.describe()}")
         out[name] = lambda data, k, r=request, s=scores.name: client.top_k(r.model, r.inputs([data]), s, k)
     return out
 
 
+def _embedders(client, args) -> dict:
+    """Column name -> ``embed(data)`` (the raw output row), for ``--task embedding``."""
+    from harness.client import REPOSITORY_TASKS
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import image_input, read_model, task_output
+
+    if not args.model:
+        models = REPOSITORY_TASKS["embedding"]
+        pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
+        return {models.ensemble(p): (lambda data, p=p: client.infer(
+            models.ensemble(p), {"IMAGE": pack_images([data])}, [models.ensemble_output])[models.ensemble_output][0])
+            for p in pipelines}
+    out = {}
+    for name in dict.fromkeys(args.model):
+        info = read_model(client, name)
+        _, tensor, _ = task_output(info, args.task, args.output)
+        request = ImageRequest(name, image_input(info), info.batched)
+        console.print(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
+        out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
+    return out
+
+
+def run_infer_embedding(args, client, files) -> int:
+    """Each image's embedding through each model, and its nearest among the other images given."""
+    import numpy as np
+
+    from harness.client import ServerUnavailable
+    from harness.compare.result import one_line
+    from harness.task.embedding import nearest, normalized, similarities
+
+    embedders = _embedders(client, args)
+    rows: dict[str, dict[str, object]] = {name: {} for name in embedders}
+    for path in track(files, description="embedding", console=console, transient=True):
+        data = path.read_bytes()
+        for name, embed in embedders.items():
+            try:
+                vector = np.asarray(embed(data), np.float64)
+                unit = normalized(vector)
+                rows[name][path.name] = unit if unit is not None else f"a zero or non-finite embedding ({vector.size} values)"
+            except ServerUnavailable as exc:
+                raise ServerStopped(client.url, path.name, str(exc)) from None
+            except Exception as exc:
+                rows[name][path.name] = one_line(exc)
+    table = Table(title=f"nearest {args.top_k} of the other images (cosine similarity)")
+    table.add_column("image")
+    cells: dict[str, dict[str, str]] = {}
+    for name, found in rows.items():
+        table.add_column(name)
+        good = [n for n, v in found.items() if not isinstance(v, str)]
+        cells[name] = {n: f"[red]{escape(v)}[/]" for n, v in found.items() if isinstance(v, str)}
+        if good:
+            sims = similarities(np.stack([found[n] for n in good]))
+            for i, top in enumerate(nearest(sims, args.top_k)):
+                cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {escape(good[j])}" for j in top) or "-"
+    for path in files:
+        table.add_row(escape(path.name), *(cells[name].get(path.name, "") for name in rows))
+    from rich.console import Console
+
+    Console().print(table)
+    return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0
+
+
 def run_infer(args) -> int:
     files = _expand(args.images)
     with connect(args) as client:
+        if args.task == "embedding" or (args.task is None and args.model and _claimed(client, args.model) == "embedding"):
+            return run_infer_embedding(args, client, files)
         classifiers = _classifiers(client, args)
         names = list(classifiers)
         table = Table(title=f"top-{args.top_k} classes" if len(names) == 1 else "top-1 class per model")

@@ -88,6 +88,9 @@ class RepeatOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     limit: int = 8
     report: Path = Path("build/repeat")
+    task: str | None = None
+    """``--task``: with ``pipeline``, which of the repository's ensembles (classify_, embed_);
+    with ``model``, what discovery reads (None: what it finds)."""
 
 
 @dataclass(frozen=True)
@@ -138,10 +141,11 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     drift = tolerances_for(session.spec.preprocess, drift=True)
     with session.connect(log=log) as client:
         if options.model:
-            found = open_deployment(session, client, Target(model=options.model), list_images(options.images), log)
+            found = open_deployment(session, client, Target(model=options.model, task=options.task),
+                                    list_images(options.images), log)
             probes = deployment_probes(found, recipe)
         else:
-            probes = repository_probes(options.pipeline, recipe)
+            probes = repository_probes(options.pipeline, recipe, options.task or "classification")
         result = check_repeatability(session.client_factory(client), probes, images,
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
                                      options.repeats, sizes, options.concurrency)
