@@ -39,7 +39,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "both sides does not. A top-1 change within the tie margin is a tie: listed and counted, it "
                     "fails the run only with --fail-on tie. Exit status: 0 no deployed path changes a top-1 class "
                     "beyond a tie and nothing is rejected by one side only, 1 otherwise, 2 usage/setup error, no "
-                    "image classifiable, or the server stopped answering.")
+                    "image classifiable, or the server stopped answering. With --task embedding the effect is "
+                    "retrieval by label instead (leave one out: recall@1 and @5, top-5 neighbour overlap, nearest-"
+                    "neighbour changes with ties, McNemar on the recall@1 hits; any labels, see docs/tasks.md).")
     accuracy.add_argument("dataset", type=Path, metavar="DATASET", help="ImageFolder directory, CSV file, or image directory")
     accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
