@@ -141,7 +141,7 @@ class Diagnoser:
             name, culprit, changes = " + ".join(x.name for x in applied) or "as specified (baseline)", "-", ()
         else:
             name, culprit, changes = h.name, h.culprit, tuple(h.changes(self.reference))
-        made = Evaluation(name, culprit, {}, h, applied, "evaluated", changes, base)
+        made = Evaluation(name, culprit, {}, h, applied, "evaluated", changes, base, self.task.name)
         try:
             setting = self.setting((*applied, h) if h else applied)
             recipe = BUILT_IN[setting[0]](setting[1])  # a library that cannot honour the setting refuses it

@@ -12,7 +12,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from harness.diagnose.catalogue import Hypothesis
-from harness.stage import RESULT_STAGES, STAGES, Stage
+from harness.stage import STAGES, Stage
+from harness.task import Task, get_task
 from harness.verdict import Verdict
 
 
@@ -49,6 +50,9 @@ class Evaluation:
     """(key, reference value, hypothesized value) of the hypothesis, against the original reference."""
     baseline: "Evaluation | None" = None
     """What it was compared with, on the same images (the first few, for a rejected hypothesis)."""
+    task_name: str = "classification"
+    """The task judged after the model input (:mod:`harness.task`): its result stage and words.
+    Named, not guessed from the stages the outcomes hold."""
 
     @property
     def evaluated(self) -> bool:
@@ -84,16 +88,14 @@ class Evaluation:
         return STAGES[first] if first < len(STAGES) else None
 
     @property
-    def result_stage(self) -> Stage:
-        """The task's result stage these outcomes hold (``topk`` for classification)."""
-        return next((s for o in self.outcomes.values() for s in RESULT_STAGES if s in o.verdicts), Stage.TOPK)
+    def task(self) -> Task:
+        """The task whose result these outcomes hold, for its result stage and its words."""
+        return get_task(self.task_name)
 
     @property
-    def task(self):
-        """The task whose result these outcomes hold (:mod:`harness.task`), for its words."""
-        from harness.task import TASKS
-
-        return next(t for t in TASKS.values() if t.result_stage == self.result_stage)
+    def result_stage(self) -> Stage:
+        """The task's result stage (``topk`` for classification)."""
+        return self.task.result_stage
 
     def flips(self) -> int | None:
         """Images with the task's event (a top-1 class differing from the deployment's; a
@@ -118,7 +120,7 @@ class Evaluation:
     def subset(self, indices: Sequence[int]) -> "Evaluation":
         """The same evaluation restricted to some images."""
         return Evaluation(self.name, self.culprit, {i: self.outcomes[i] for i in indices if i in self.outcomes},
-                          self.hypothesis, self.on_top_of, self.status, self.changes)
+                          self.hypothesis, self.on_top_of, self.status, self.changes, task_name=self.task_name)
 
     def with_outcomes(self, outcomes: Mapping[int, ImageOutcome]) -> "Evaluation":
         return dataclasses.replace(self, outcomes=outcomes)
