@@ -4,7 +4,14 @@ the corpus photos, through `harness check`, `harness infer --pipeline both` and
 time, tracebacks (target 0), and images in vs compared + failed + rejected (target equal);
 then whether the server is still ready and still calls the squirrel a fox squirrel.
 
-    .venv/bin/python benchmarks/fuzz_campaign.py [--scale 4] [--seed 0] [--url HOST:PORT]
+Then issue 25's campaign: ``--names N`` entries under hostile names (not UTF-8, 240-255
+bytes, controls, mathtext, markup, formulas; photos, hostile bytes, links in and out,
+dangling, FIFOs, folders) through `check`; and for ``--seconds S``, random spec files and
+random option values on two files, each `check` run in this process. Prints the cases, the
+exit statuses, tracebacks (target 0), refusals not on one line (target 0) and lost rows
+(target 0: entries in = compared + failed + rejected + skipped, or the run says it stopped).
+
+    .venv/bin/python benchmarks/fuzz_campaign.py [--scale 4] [--seed 0] [--url HOST:PORT] [--names 200] [--seconds 600]
 
 ``--scale 1`` is the test's size (286 files); 4 gives about 900.
 """
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,11 +54,20 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", default=None, help="gRPC host:port of a running server (default: an embedded one)")
     parser.add_argument("--timeout", default="30", help="seconds per request: a model that died shows fast (default 30)")
+    parser.add_argument("--names", type=int, default=200, help="entries under hostile names (0: skip)")
+    parser.add_argument("--seconds", type=float, default=600, help="time for random specs and options (0: skip)")
+    parser.add_argument("--skip-files", action="store_true", help="skip the hostile files (issue 10's campaign)")
     args = parser.parse_args()
     limits = ("--timeout", args.timeout)
     with ExitStack() as stack:
         url = args.url or stack.enter_context(embedded_server(DEFAULT_REPOSITORY, None)).grpc_url
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuzz-", dir=BUILD_DIR)))
+        if args.names:
+            names_campaign(work, url, args)
+        if args.seconds:
+            specs_and_options_campaign(work, url, args)
+        if args.skip_files:
+            return 0
         files = hostile_files(DEFAULT_PHOTOS, work / "images", seed=args.seed, scale=args.scale)
         for photo in sorted(DEFAULT_PHOTOS.iterdir()):
             os.link(photo, work / "images" / photo.name)
@@ -89,6 +106,75 @@ def main() -> int:
                 except Exception as exc:
                     print(f"taps {p}: {type(exc).__name__}: {exc}")
     return 0
+
+
+def counts(report: dict) -> tuple[int, int]:
+    """(entries the report counts, their sum of outcomes)."""
+    rejected = sum(len(v) for v in report["rejected"].values())
+    return report["images"], report["compared"] + len(report["failed"]) + rejected + len(report.get("skipped", []))
+
+
+def names_campaign(work: Path, url: str, args) -> None:
+    from tests.fuzz_files import hostile_folder
+
+    kinds = hostile_folder(DEFAULT_PHOTOS, work / "names", seed=args.seed, count=args.names)
+    result, seconds = harness("check", str(work / "names"), "--url", url, "--report", str(work / "names-report"),
+                              "--timeout", args.timeout)
+    report = json.loads((work / "names-report" / "report.json").read_text())
+    images, outcomes = counts(report)
+    entries = len(os.listdir(work / "names"))
+    line("names", result, seconds, f"entries {entries} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}) "
+         f"= compared {report['compared']} + failed {len(report['failed'])} + skipped {len(report['skipped'])} "
+         f"({outcomes}); lost rows {entries - images}")
+
+
+def specs_and_options_campaign(work: Path, url: str, args) -> None:
+    import contextlib
+    import io
+    import random
+
+    from harness.cli import main
+    from tests.fuzz_files import random_options, random_spec
+
+    images = work / "two"
+    images.mkdir()
+    (images / "baboon.jpg").write_bytes((DEFAULT_PHOTOS / "baboon.jpg").read_bytes())
+    (images / "bad.jpg").write_bytes(b"not an image")
+    (work / "self.toml").write_text('extends = "self.toml"\n')
+    rng, deadline = random.Random(args.seed), time.monotonic() + args.seconds
+    tally = {"spec": {}, "options": {}}
+    tracebacks = not_one_line = lost = 0
+    start, case = time.perf_counter(), 0
+    while time.monotonic() < deadline:
+        kind = "spec" if case % 2 == 0 else "options"
+        report = work / f"case{case}"
+        argv = ["check", str(images), "--url", url, "--report", str(report), "--timeout", args.timeout]
+        if kind == "spec":
+            (work / f"s{case}.toml").write_text(random_spec(rng, work))
+            argv += ["--spec", str(work / f"s{case}.toml"), "--no-isolate"]
+        else:
+            argv += random_options(rng)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                status = main(argv)
+            except SystemExit as exc:
+                status = exc.code
+            except BaseException as exc:  # noqa: BLE001 - the campaign counts what escapes
+                status = f"raised {type(exc).__name__}"
+        text = err.getvalue()
+        tally[kind][status] = tally[kind].get(status, 0) + 1
+        tracebacks += "Traceback" in text or str(status).startswith("raised")
+        not_one_line += status == 2 and not text.strip().splitlines()[-1].startswith("error:")
+        if (report / "report.json").exists():
+            data = json.loads((report / "report.json").read_text())
+            entries, outcomes = counts(data)
+            lost += (entries != 2 or outcomes != 2) and not data["run"]["stopped_reason"]
+        shutil.rmtree(report, ignore_errors=True)
+        case += 1
+    print(f"specs+options: {case} cases in {time.perf_counter() - start:.0f} s (seed {args.seed}); exit statuses: "
+          f"specs {dict(sorted(tally['spec'].items(), key=str))}, options {dict(sorted(tally['options'].items(), key=str))}; "
+          f"tracebacks {tracebacks}; refusals not on one line {not_one_line}; lost rows {lost}")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,15 @@ class ServerUnavailable(HarnessError, RuntimeError):
     """The server did not answer at all: refused, reset, or timed out."""
 
 
+class ServerOverloaded(ServerUnavailable):
+    """The server refused the request as overloaded (a full queue, or a wait beyond the queue's
+    timeout: the queue policy of its dynamic batchers): not the request's fault; worth retrying."""
+
+
+# Triton's refusals by its queue policy (docs/robustness.md).
+_OVERLOADED = ("exceeds maximum queue size", "request timeout expired")
+
+
 # gRPC status codes meaning "no answer", as opposed to the server rejecting the request.
 _UNAVAILABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 # Answers about the server's state, not the request: a server shutting down or reloading
@@ -176,11 +185,18 @@ class TritonClient:
         except self._exception as exc:
             message = exc.message() if hasattr(exc, "message") else str(exc)
             text = str(message).lower()
-            if any(code in str(exc.status()) for code in _UNAVAILABLE) or "timed out" in text or any(
-                    state in text for state in _NOT_SERVING):
+            if any(refusal in text for refusal in _OVERLOADED):
+                raise ServerOverloaded(f"{self.url} ({self.protocol}): {message}") from None
+            if "DEADLINE_EXCEEDED" in str(exc.status()) or "timed out" in text:
+                raise ServerUnavailable(f"{self.url} ({self.protocol}): no answer within {self.timeout:g} s "
+                                        f"(--timeout): {message}") from None
+            if any(code in str(exc.status()) for code in _UNAVAILABLE) or any(state in text for state in _NOT_SERVING):
                 raise ServerUnavailable(f"{self.url} ({self.protocol}): {message}") from None
             raise InferenceError(message) from None
-        except (OSError, TimeoutError) as exc:  # HTTP: connection refused/reset, socket timeouts
+        except TimeoutError as exc:  # HTTP: a socket timeout
+            raise ServerUnavailable(f"{self.url} ({self.protocol}): no answer within {self.timeout:g} s (--timeout): "
+                                    f"{exc}") from None
+        except OSError as exc:  # HTTP: connection refused/reset
             raise ServerUnavailable(f"{self.url} ({self.protocol}): {type(exc).__name__}: {exc}") from None
         return {name: result.as_numpy(name) for name in outputs}
 

@@ -8,18 +8,32 @@ import json
 from pathlib import Path
 
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
+from harness.check.files import saved_image_name
 from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
 from harness.report import versions, write_reports
 from harness.results import RunComparison, SpecInfo
+from harness.scores import score_kind
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 
 
 def _tolerances(saved: dict) -> dict[Stage, Tolerance]:
     return {Stage(stage): Tolerance(**values) for stage, values in saved["spec"]["tolerances"].items()}
+
+
+def _saved(directory: Path) -> dict[str, Path]:
+    """Image name -> its tensors file (a file that cannot be opened goes by its file name:
+    its row then says why it cannot be compared)."""
+    out = {}
+    for path in sorted(directory.glob("*.npz")):
+        try:
+            out[saved_image_name(path)] = path
+        except Exception:  # a damaged or foreign .npz: this image's failed row, below
+            out[path.name.removesuffix(".npz")] = path
+    return out
 
 
 def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str | None = None) -> RunComparison:
@@ -36,26 +50,26 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str |
         if not d.is_dir():
             raise FileNotFoundError(f"{d} not found: run `harness check --save-tensors` first")
     meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
-    names_a, names_b = ({p.name for p in d.glob("*.npz")} for d in dirs)
+    files_a, files_b = (_saved(d) for d in dirs)
     tolerances = _tolerances(meta[0])
     tasks = [m.get("task", "classification") for m in meta]  # reports before issue 26: classification
     if len(set(tasks + ([task] if task else []))) > 1:
         raise UsageError(f"run A checked {tasks[0]}, run B {tasks[1]}" + (f", --task says {task}" if task else "")
                          + ": compare runs of one task")
     chosen = get_task(tasks[0])
+    scores = score_kind(meta[0].get("run", {}).get("scores_kind", "logits"))  # older reports: logits
     # Classification's margin is the output tolerance (as always); another task's, run A's.
     margin = default_tie_margin(tolerances) if chosen.name == "classification" else meta[0]["run"]["tie_margin"]
     summary = RunSummary(events=chosen.events(margin))
-    for name in sorted(names_a | names_b):
-        image = name.removesuffix(".npz")
-        if name not in names_a or name not in names_b:
-            summary.add(ImageResult(image, error=f"only in run {'A' if name in names_a else 'B'}"))
+    for image in sorted(files_a.keys() | files_b.keys()):
+        if image not in files_a or image not in files_b:
+            summary.add(ImageResult(image, error=f"only in run {'A' if image in files_a else 'B'}"))
             continue
         try:
-            a: ImageTensors = load_image_tensors(dirs[0] / name)
-            b: ImageTensors = load_image_tensors(dirs[1] / name)
+            a: ImageTensors = load_image_tensors(files_a[image])
+            b: ImageTensors = load_image_tensors(files_b[image])
             ref, dep = getattr(a, side), getattr(b, side)
-            stages = compare_stages(ref, dep, tolerances, tie_margin=margin, result=chosen.compare_result)
+            stages = compare_stages(ref, dep, tolerances, tie_margin=margin, scores=scores, result=chosen.compare_result)
             both = Stage.OUTPUT in ref and Stage.OUTPUT in dep
             data = chosen.image_data(ref[Stage.OUTPUT], dep[Stage.OUTPUT]) if both else None
             summary.add(ImageResult(image, stages, task_data=data))

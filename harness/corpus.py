@@ -30,13 +30,13 @@ WHEELS = {
 
 
 def list_images(directory: Path) -> list[Path]:
-    """Every file directly in ``directory`` but hidden ones, sorted by name.
+    """The input files of ``directory`` by the one listing policy
+    (:func:`harness.listing.list_inputs`: regular files, links only inside the folder),
+    sorted by name. No file is skipped for its name: one that is not an image becomes a
+    failed row with the reason. (``check`` reports the skipped entries as rows too.)"""
+    from harness.listing import list_inputs
 
-    No file is skipped for its name: one that is not an image becomes a failed row with
-    the reason, so the images in always equal the images reported."""
-    if not directory.is_dir():
-        raise FileNotFoundError(f"image directory not found: {directory}")
-    return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    return [file.path for file in list_inputs(directory).inputs]
 
 
 def build_corpus(out: Path, cache: Path, progress: Callable[[str], None] = lambda s: None) -> list[Path]:

@@ -40,18 +40,84 @@ class NothingCompared(CommandError):
     """No image could be processed on both sides: the run says nothing about the deployment."""
 
 
-class ServerStopped(CommandError):
+class RunStopped(CommandError):
+    """A run ended before every image (the server stopped, a signal, a disk that filled up);
+    what it did is kept and ``--resume`` goes on. ``what`` says why, in one line."""
+
+    def __init__(self, what: str, then: str = ""):
+        super().__init__(what + (f". {then}" if then else ""))
+        self.what = what
+
+    def then(self, what_now: str) -> "RunStopped":
+        """The same stop, its message followed by what was kept and how to go on."""
+        return RunStopped(self.what, what_now)
+
+
+class ServerStopped(RunStopped):
     """The server stopped answering (after retries); the run ends, keeping what it compared."""
 
-    def __init__(self, url: str, image: str | None, reason: str, then: str = ""):
+    def __init__(self, url: str, image: str | None, reason: str, then: str = "", overloaded: bool = False):
         where = f" at image {image!r}" if image is not None else ""
-        message = f"the Triton server at {url} stopped answering{where}: {reason}"
-        super().__init__(message + (f". {then}" if then else ""))
-        self.url, self.image, self.reason = url, image, reason
+        did = "kept refusing requests as overloaded" if overloaded else "stopped answering"
+        super().__init__(f"the Triton server at {url} {did}{where}: {reason}", then)
+        self.url, self.image, self.reason, self.overloaded = url, image, reason, overloaded
 
     def then(self, what_now: str) -> "ServerStopped":
-        """The same stop, its message followed by what was kept and how to go on."""
-        return ServerStopped(self.url, self.image, self.reason, what_now)
+        return ServerStopped(self.url, self.image, self.reason, what_now, self.overloaded)
+
+
+class Interrupted(RunStopped):
+    """SIGINT or SIGTERM asked the run to stop: it finished the images in flight and stopped."""
+
+
+class StopSignals:
+    """For a ``with`` block in the main thread: the first SIGINT or SIGTERM sets :attr:`event`
+    (:attr:`reason` names it) so that a run stops at its next image and writes what it has;
+    a second one raises :class:`KeyboardInterrupt` at once. Elsewhere (not the main thread)
+    it does nothing."""
+
+    def __init__(self):
+        import threading
+
+        self.event = threading.Event()
+        self.reason = ""
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        import signal
+
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.reason = f"interrupted by {signal.Signals(signum).name}"
+        self.event.set()
+
+    def __enter__(self) -> "StopSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+def terminate_as_interrupt() -> None:
+    """SIGTERM raises :class:`KeyboardInterrupt` like SIGINT, so a terminated command unwinds
+    (its ``finally`` blocks stop its embedded server and remove its build folder) and exits
+    with :data:`ERROR_STATUS`. Call from the main thread."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def exit_status_of(exc: BaseException) -> int | None:

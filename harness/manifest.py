@@ -11,6 +11,8 @@ TensorRT image (which has no project packages).
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,15 +163,50 @@ def same_version(expected: str, found: str) -> bool:
     return found == expected or found.startswith(expected + ".")
 
 
-def decode_stack_versions() -> dict[str, str | None]:
-    """The nvImageCodec and nvJPEG that this environment's DALI loaded, as DALI reports them
-    (None without DALI): what a GPU host's decoder runs, printed by ``harness preflight``.
-    DALI numbers them major * 1000 + minor * 100 + patch (nvImageCodec: 700 is 0.7.0) and
+_DECODE_STACK_CODE = "import nvidia.dali.backend as b; print(b.GetNvimgcodecVersion(), b.GetNvjpegVersion())"
+
+
+def _decode_stack(codec: int, jpeg: int) -> dict[str, str | None]:
+    """DALI numbers them major * 1000 + minor * 100 + patch (nvImageCodec: 700 is 0.7.0) and
     major * 1000 + minor * 10 + patch (nvJPEG: 13032 is 13.3.2, as its own tests read it)."""
+    return {"nvImageCodec": f"{codec // 1000}.{codec % 1000 // 100}.{codec % 100}" if codec > 0 else None,
+            "nvJPEG": f"{jpeg // 1000}.{jpeg % 1000 // 10}.{jpeg % 10}" if jpeg > 0 else None}
+
+
+def decode_stack_versions() -> dict[str, str | None]:
+    """The nvImageCodec and nvJPEG that this environment's DALI loads, as DALI reports them
+    (None without DALI): what a GPU host's decoder runs, printed by ``harness preflight``.
+
+    Asked of a fresh interpreter, as the server's DALI backend runs alone: in a process that
+    imported torchvision first, DALI runs torchvision's bundled nvJPEG instead (see
+    :func:`load_dalis_nvjpeg`), and this would report that."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _DECODE_STACK_CODE], capture_output=True, text=True, timeout=300)
+        codec, jpeg = (int(v) for v in done.stdout.split()) if done.returncode == 0 else (0, 0)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        codec, jpeg = 0, 0
+    return _decode_stack(codec, jpeg)
+
+
+def loaded_decode_stack() -> dict[str, str | None]:
+    """The nvImageCodec and nvJPEG that DALI runs in this process (None without DALI)."""
     try:
         import nvidia.dali.backend as backend
     except ImportError:
-        return {"nvImageCodec": None, "nvJPEG": None}
-    codec, jpeg = backend.GetNvimgcodecVersion(), backend.GetNvjpegVersion()
-    return {"nvImageCodec": f"{codec // 1000}.{codec % 1000 // 100}.{codec % 100}" if codec > 0 else None,
-            "nvJPEG": f"{jpeg // 1000}.{jpeg % 1000 // 10}.{jpeg % 10}" if jpeg > 0 else None}
+        return _decode_stack(0, 0)
+    return _decode_stack(backend.GetNvimgcodecVersion(), backend.GetNvjpegVersion())
+
+
+def load_dalis_nvjpeg() -> None:
+    """Load DALI's nvJPEG into this process, before any ``import torchvision``.
+
+    torchvision's wheel bundles its own nvJPEG (13.0.1, where DALI's pinned one is 13.3.2)
+    under the same soname, ``libnvjpeg.so.13``; the dynamic loader hands DALI whichever copy is
+    loaded first, so a process that imported torchvision first decodes on the GPU with another
+    nvJPEG than the server. Loaded first, DALI's stays DALI's and torchvision loads its own
+    beside it. Every harness module that imports torchvision calls this first."""
+    try:
+        import nvidia.dali.backend as backend
+    except ImportError:
+        return
+    backend.GetNvjpegVersion()  # dlopens DALI's libnvjpeg.so.13

@@ -22,8 +22,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from harness.errors import HarnessError
 
 INPUT_NAME = "input"
@@ -257,8 +255,4 @@ def onnx_session(onnx_path: Path | bytes, threads: int = 0, optimize: bool = Tru
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax, stable for large logits."""
-    z = logits - logits.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+from harness.scores import softmax  # noqa: E402,F401 - defined once, at the bottom; the name stays here for callers

@@ -28,6 +28,9 @@ class Outcome(enum.StrEnum):
     """Training processes it, the deployed server does not."""
     REJECTED_BY_TRAINING = "rejected by training"
     """The deployed server answers it, training does not."""
+    SKIPPED = "skipped"
+    """An entry of the image folder that is not an input (a directory, a FIFO, a link leading
+    outside, ...: :mod:`harness.listing`), listed with why, so that every entry is a row."""
 
     @staticmethod
     def rejected_by(side: "Side | str") -> "Outcome":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-RUN_OPTIONS = ("fail_on", "isolated", "tie_margin", "top_k", "allow_rejected")
+RUN_OPTIONS = ("fail_on", "isolated", "tie_margin", "scores_kind", "top_k", "allow_rejected")
 """report.json's ``run`` fields that change what a run reports (not its timing)."""
 
 

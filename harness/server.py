@@ -11,6 +11,7 @@ as a context manager::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -226,7 +227,9 @@ class TritonServer:
         return self.process is not None and self.process.poll() is None
 
     def stop(self) -> int | None:
-        """Stop the server and wait for it to exit; returns its exit code."""
+        """Stop the server and wait for it to exit, then reap what is left of its own process
+        group (:func:`reap_group`: Python-backend stubs outlive a server that was killed);
+        returns the server's exit code."""
         if self.process is None:
             return None
         if self.process.poll() is None:
@@ -237,6 +240,7 @@ class TritonServer:
                 # Only our own session: the server and the Python-backend stubs it started.
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
+        reap_group(self.process.pid)
         return self.process.returncode
 
     def log_tail(self, lines: int = 10) -> str:
@@ -253,6 +257,66 @@ class TritonServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+STUB_SHM_PREFIX = "/dev/shm/triton_python_backend_shm_region_"
+"""The shared-memory segments of the Python backend (one per model instance)."""
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes (not zombies) of process group ``pgid``, read from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _shm_segments(pids: list[int]) -> set[str]:
+    segments = set()
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+                path = line.split(maxsplit=5)[-1]
+                if path.startswith(STUB_SHM_PREFIX):
+                    segments.add(path.removesuffix(" (deleted)"))
+        except OSError:
+            continue
+    return segments
+
+
+def reap_group(pgid: int, grace: float = 2.0) -> list[int]:
+    """After the server (the leader of process group ``pgid``, its own session) has exited:
+    stop every process left in its group (Python-backend stubs, orphaned when the server is
+    killed, ignore SIGTERM and keep their shared memory): SIGTERM, ``grace`` seconds, then
+    SIGKILL; then remove the shared-memory segments they had mapped. Only this server's
+    group is touched. Returns the processes found. (Linux; elsewhere nothing is found.)"""
+    if not Path("/proc/self/stat").exists():
+        return []
+    left = group_members(pgid)
+    if not left:
+        return []
+    segments = _shm_segments(left)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not group_members(pgid):
+            break
+    for segment in segments:
+        with contextlib.suppress(OSError):
+            os.unlink(segment)
+    return left
 
 
 def _stop_with(parent: int):

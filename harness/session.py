@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from harness.reference import Recipe
     from harness.reference.model import ReferenceModel
     from harness.results import ServerInfo
+    from harness.scores import ScoreKind
     from harness.server import TritonServer
     from harness.spec import Spec
     from harness.stage import Stage
@@ -36,9 +37,24 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds a request may take (``--timeout``)."""
-PROBABILITY_ATOL = 0.02
-"""Output tolerance when the deployment answers probabilities: one-level input noise moves
-EfficientNet-Lite0's top-1 probability by about 0.01 (its logits by 0.1-0.25)."""
+
+
+MAX_TIMEOUT = 24 * 3600.0
+"""The longest ``--timeout`` taken (a day): beyond that it is a typing mistake."""
+
+
+def check_url(url: str) -> str:
+    """``url`` if it is ``host:port`` (a name, an IPv4 address or a bracketed IPv6 one, and
+    a port 1-65535), else :class:`UsageError` saying what is expected."""
+    import re
+
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise UsageError(f"--url takes host:port, not a URL: drop {scheme + '://'!r} (the protocol is --protocol)")
+    match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})", url)
+    if not match or not 1 <= int(match.group(2)) <= 65535:
+        raise UsageError(f"--url must be host:port (e.g. 127.0.0.1:8001), got {url!r}")
+    return url
 
 
 def _stderr(message: str) -> None:
@@ -77,8 +93,25 @@ def connect(url: str | None, protocol: str, timeout: float, repository: Path, sp
             url = stack.enter_context(embedded_server(repository, spec, log)).url(protocol)
         client = stack.enter_context(TritonClient(url, protocol, timeout=timeout))
         if not client.is_ready():
-            raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready")
+            raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready{_other_protocol(url, protocol)}")
+        if not client.server_metadata().get("version"):  # e.g. the metrics port, which answers any GET
+            raise UsageError(f"{url} ({protocol}) answers, but not as a Triton server (no server metadata): "
+                             "is it the metrics port? --url takes the gRPC (default) or HTTP port")
         yield client
+
+
+def _other_protocol(url: str, protocol: str) -> str:
+    """``; it answers HTTP there: add --protocol http`` when ``url`` speaks the other protocol (a
+    common slip: Triton's HTTP port 8000 with the default gRPC), else nothing."""
+    from harness.client import PROTOCOLS
+
+    other = next(p for p in PROTOCOLS if p != protocol)
+    try:
+        with TritonClient(url, other, timeout=5.0) as probe:
+            answers = probe.is_ready()
+    except Exception:  # noqa: BLE001 - only a hint
+        return ""
+    return f"; it answers {other.upper() if other == 'http' else 'gRPC'} there: add --protocol {other}" if answers else ""
 
 
 @dataclass(frozen=True)
@@ -97,6 +130,18 @@ class Session:
     """Seconds per request."""
     labels: Path | None = None
     """The class names of the user's model, one per line (None: the repository classifier's)."""
+
+    def __post_init__(self):
+        """Refuses (:class:`UsageError`, before any work) a ``url`` that is not ``host:port``,
+        an unknown protocol, a timeout that is not a finite number of seconds above 0."""
+        from harness.client import PROTOCOLS
+        from harness.validation import require_number
+
+        if self.url is not None:
+            check_url(self.url)
+        if self.protocol not in PROTOCOLS:
+            raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        require_number("--timeout", self.timeout, maximum=MAX_TIMEOUT, above=0)
 
     @property
     def spec_path(self) -> Path:
@@ -145,14 +190,19 @@ class Session:
 
     def deployment(self, client: TritonClient, pipeline: str = "dali", model: str | None = None,
                    probe: bytes | None = None, output: str | None = None,
-                   stages: "dict[str, str] | None" = None, task: str | None = None) -> "Deployment":
+                   stages: "dict[str, str] | None" = None, reference: "dict | None" = None,
+                   sources: "dict[str, str] | None" = None, client_function: str | None = None,
+                   task: str | None = None) -> "Deployment":
         """The deployed side a job reads: this repository's ``pipeline`` (its taps model), or
         ``model``, any model or ensemble on the server, discovered from it with ``probe``
-        (an encoded image) to match its tensors to stages; ``output`` and ``stages`` override
-        what discovery finds (:func:`harness.deployment.target.open_deployment` picks the probe
-        and logs what was found); ``task`` (``--task``; None: classification for a pipeline,
-        what discovery finds for a model). Raises :class:`~harness.deployment.DeploymentError`
-        for a model the harness cannot use."""
+        (an encoded image) to match its tensors to stages, against ``reference`` (the
+        reference's stages of the probe: the evidence of each tensor's scale and stage);
+        ``output`` and ``stages`` (set where ``sources`` says) override what discovery finds
+        (:func:`harness.deployment.target.open_deployment` picks the probe and logs what was
+        found). ``client_function`` (``file.py:name``): the client's own preprocessing makes
+        what ``model`` is fed (:mod:`harness.deployment.client_side`). ``task`` (``--task``;
+        None: classification for a pipeline, what discovery finds for a model). Raises
+        :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
         from harness.deployment import TapsDeployment, discover
         from harness.task import get_task
 
@@ -160,42 +210,48 @@ class Session:
             return TapsDeployment(pipeline, self.spec.preprocess, get_task(task))
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
-        return discover(client, model, probe, self.spec.reference.preprocess.crop.size, output, stages, task)
+        size = self.spec.reference.preprocess.crop.size
+        if client_function is not None:
+            from harness.deployment.client_side import discover_client
 
-    def tolerances(self, scores_kind: str = "logits", task: "Task | None" = None) -> dict["Stage", "Tolerance"]:
-        """The spec's tolerances; for a deployment answering ``probabilities`` (compared with
-        the reference's softmax) the output's default is in probability units; a ``task``
-        with its own rule for the raw output (an embedding's features) has it, unless the
-        spec writes ``[tolerances.output]``."""
+            return discover_client(client, model, client_function, probe, size, output, stages, reference, sources,
+                                   task)
+        return discover(client, model, probe, size, output, stages, reference, sources, task)
+
+    def tolerances(self, scores: "str | ScoreKind" = "logits", task: "Task | None" = None) -> dict["Stage", "Tolerance"]:
+        """The spec's tolerances; the output's default is the rule of the ``scores`` compared
+        (:mod:`harness.scores`: in probability units, and by total variation, for a
+        deployment answering probabilities), or a ``task``'s own rule for its raw output (an
+        embedding's features). A ``[tolerances.output]`` of the spec overrides the keys it
+        names, in the scores' units."""
         from harness.compare.tolerance import tolerances_for
+        from harness.scores import score_kind
         from harness.stage import Stage
 
         tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
-        rule = task.output_tolerance(scores_kind) if task is not None else None
-        if rule is not None and Stage.OUTPUT not in self.spec.tolerances:
-            tolerances[Stage.OUTPUT] = rule
-            return tolerances
-        if scores_kind == "probabilities" and Stage.OUTPUT not in self.spec.tolerances:
-            # The output rule's form (the share allowed beyond it, its mean bound) in probability units.
-            scaled = {"atol": PROBABILITY_ATOL, "mean_atol": PROBABILITY_ATOL if tolerances[Stage.OUTPUT].mean_atol else None}
-            tolerances[Stage.OUTPUT] = dataclasses.replace(tolerances[Stage.OUTPUT], **scaled)
+        kind = score_kind(scores)
+        rule = task.output_tolerance(kind) if task is not None else kind.default_tolerance()
+        if rule is not None:
+            written = {k: float(v) for k, v in self.spec.tolerances.get(Stage.OUTPUT, {}).items()}
+            tolerances[Stage.OUTPUT] = dataclasses.replace(rule, **written)
         return tolerances
 
-    def tie_margin(self, given: float | None = None, scores_kind: str = "logits", task: "Task | None" = None) -> float:
+    def tie_margin(self, given: float | None = None, scores: "str | ScoreKind" = "logits",
+                   task: "Task | None" = None) -> float:
         """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
-        ``given`` (``--tie-margin``), or by default the output tolerance of ``scores_kind``
+        ``given`` (``--tie-margin``), or by default the output tolerance of ``scores``
         (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
         units of the scores compared; a ``task``'s own default (an embedding's: in cosine
-        similarity). Raises :class:`UsageError` if negative."""
+        similarity). Raises :class:`UsageError` unless a finite number >= 0."""
         from harness.compare.ties import default_tie_margin
+        from harness.scores import score_kind
+        from harness.validation import require_number
 
-        if given is None and task is not None:
-            margin = task.default_margin(self.tolerances(scores_kind, task), scores_kind)
-        else:
-            margin = default_tie_margin(self.tolerances(scores_kind)) if given is None else given
-        if margin < 0:
-            raise UsageError(f"--tie-margin must be at least 0, got {margin}")
-        return margin
+        if given is not None:
+            return require_number("--tie-margin", given, minimum=0)
+        if task is not None:
+            return task.default_margin(self.tolerances(scores, task), score_kind(scores))
+        return default_tie_margin(self.tolerances(scores))
 
     @contextlib.contextmanager
     def connect(self, log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:

@@ -13,11 +13,19 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence, TypeVar
 
 from harness.errors import UsageError
 
 SHARD_FILENAME = "shard.json"
+
+
+class _HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
 
 
 @dataclass(frozen=True)
@@ -43,9 +51,10 @@ class Shard:
         digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()
         return int.from_bytes(digest[:8], "big") % self.count == self.index
 
-    def select(self, images: Sequence[Path]) -> list[Path]:
-        """This shard's images of ``images`` (by file name), in their order."""
-        return [p for p in images if self.holds(p.name)]
+    def select(self, entries: Sequence[_Named]) -> list[_Named]:
+        """This shard's entries of ``entries`` (paths, listed inputs or skipped entries: by
+        ``name``), in their order."""
+        return [e for e in entries if self.holds(e.name)]
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

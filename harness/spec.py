@@ -43,6 +43,7 @@ as ``--stage STEP=STAGE``; the command line wins)::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
-OFFSET_ROUNDINGS = ("auto", "half_up", "half_even")
+OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
 
 
 class SpecError(HarnessError, ValueError):
@@ -98,7 +99,8 @@ class ResizeSpec:
     """Resize output type: ``uint8`` rounds to integers, ``float32`` keeps fractions."""
     size_rounding: str = "auto"
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
-    ``floor`` (torchvision's int()), or ``auto``: the library's own."""
+    ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
+    library's own."""
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """(height, width) after resizing an image of the given size (``auto`` rounds half up)."""
@@ -115,11 +117,12 @@ class CropSpec:
 
     size: tuple[int, int] = (224, 224)
     offset_rounding: str = "auto"
-    """``half_up`` (DALI), ``half_even`` (torchvision's round()), or ``auto``: the library's own."""
+    """``half_up`` (DALI), ``half_even`` (torchvision's round()), ``floor`` (the hand-written
+    ``(H - 224) // 2``), or ``auto``: the library's own."""
 
     def offsets(self, height: int, width: int) -> tuple[int, int]:
         """(top, left) of the centered crop window in an image of the given size (``auto``: half up)."""
-        rnd = round if self.offset_rounding == "half_even" else _round_half_up
+        rnd = {"half_even": round, "floor": math.floor}.get(self.offset_rounding, _round_half_up)
         return (rnd((height - self.size[0]) / 2), rnd((width - self.size[1]) / 2))
 
 
@@ -200,18 +203,53 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         raise SpecError(f"{source}: unknown section(s) {sorted(unknown)}")
     try:
         base = _preprocess(table, source)
-        ref_table = dict(table.get("reference", {}))
+        ref_table = _table(f"{source}: [reference]", table.get("reference", {}))
         recipe = ref_table.pop("recipe", "opencv")
         _check_choice(f"{source}: reference.recipe", recipe, RECIPES + ("custom",))
         reference = Reference(recipe, _preprocess(_merge(table, ref_table), f"{source} [reference]"))
-        tolerances = {str(k): dict(v) for k, v in table.get("tolerances", {}).items()}
-        deployment = dict(table.get("deployment", {}))
-        stages = {str(k): str(v) for k, v in dict(deployment.pop("stages", {})).items()}
+        tolerances = _tolerances(source, table.get("tolerances", {}))
+        deployment = _table(f"{source}: [deployment]", table.get("deployment", {}))
+        stages = _table(f"{source}: [deployment.stages]", deployment.pop("stages", {}))
+        if any(not isinstance(v, str) for v in stages.values()):
+            raise SpecError(f"{source}: [deployment.stages] values are stage names (strings), got {stages}")
         if deployment:
             raise SpecError(f"{source}: unknown key(s) {sorted(deployment)} in [deployment]; it has `stages`")
+    except SpecError:
+        raise
     except (TypeError, KeyError, ValueError) as exc:
         raise SpecError(f"{source}: {exc}") from None
     return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages)
+
+
+TOLERANCE_KEYS = ("atol", "rtol", "max_fraction", "mean_atol")
+
+
+def _table(where: str, value) -> dict:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where} must be a table, got {value!r}")
+    return dict(value)
+
+
+def _tolerances(source: str, table) -> dict[str, dict[str, float]]:
+    """``[tolerances.<stage>]``: known stages, known keys, finite numbers >= 0 (a fraction <= 1)."""
+    from harness.stage import STAGES
+
+    out = {}
+    for stage, values in _table(f"{source}: [tolerances]", table).items():
+        where = f"{source}: [tolerances.{stage}]"
+        if stage not in {str(s) for s in STAGES}:
+            raise SpecError(f"{where}: no such stage; stages: {', '.join(map(str, STAGES))}")
+        values = _table(where, values)
+        unknown = set(values) - set(TOLERANCE_KEYS)
+        if unknown:
+            raise SpecError(f"{where}: unknown key(s) {sorted(unknown)}; keys are {', '.join(TOLERANCE_KEYS)}")
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise SpecError(f"{where}: {key} must be a finite number >= 0, got {value!r}")
+            if key == "max_fraction" and value > 1:
+                raise SpecError(f"{where}: max_fraction is a fraction of the values, at most 1, got {value!r}")
+        out[str(stage)] = {k: float(v) for k, v in values.items()}
+    return out
 
 
 def with_overrides(preprocess: Preprocess, **sections: Mapping[str, Any]) -> Preprocess:
@@ -245,20 +283,41 @@ def _round_half_up(x: float) -> int:
     return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
 
 
+MAX_SPEC_BYTES = 2 ** 20
+"""The largest spec file read (1 MiB; a spec is a few hundred bytes): a spec pointed at a
+device or a huge file is refused, not read without end."""
+MAX_EXTENDS = 16
+"""How many specs deep ``extends`` may go."""
+
+
 def _read_with_extends(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
-    path = path.resolve()
+    from harness.files import read_limited
+
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise SpecError(f"spec file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if path in seen:
         raise SpecError(f"{path}: 'extends' loops back to itself")
+    if len(seen) >= MAX_EXTENDS:
+        raise SpecError(f"{path}: 'extends' goes more than {MAX_EXTENDS} specs deep")
     try:
-        with path.open("rb") as f:
-            table = tomllib.load(f)
+        data = read_limited(path, MAX_SPEC_BYTES, "spec file")
     except FileNotFoundError:
         raise SpecError(f"spec file not found: {path}") from None
+    except OSError as exc:
+        raise SpecError(f"spec file {path}: {getattr(exc, 'reason', None) or exc.strerror or exc}") from None
+    try:
+        table = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not a text file (not UTF-8 at byte {exc.start}): a spec is TOML") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}") from None
     parent = table.pop("extends", None)
     if parent is None:
         return table
+    if not isinstance(parent, str) or not parent.strip():
+        raise SpecError(f"{path}: 'extends' must be the path of another spec (a string), got {parent!r}")
     return _merge(_read_with_extends(path.parent / parent, seen + (path,)), table)
 
 
@@ -275,14 +334,44 @@ def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
 def _preprocess(table: Mapping[str, Any], source: str) -> Preprocess:
     sections = {}
     for name, cls in _SECTIONS.items():
-        values = dict(table.get(name, {}))
+        values = _table(f"{source}: [{name}]", table.get(name, {}))
         known = {f.name for f in dataclasses.fields(cls)}
         if set(values) - known:
             raise SpecError(f"{source}: unknown key(s) {sorted(set(values) - known)} in [{name}]; known: {sorted(known)}")
+        _check_types(f"{source}: [{name}]", cls, values)
         sections[name] = cls(**_coerce(name, values))
     out = Preprocess(**sections)
     _validate(out, source)
     return out
+
+
+MAX_SIDE = 8192
+"""The largest resize or crop side a spec may ask for (a model input is a few hundred
+pixels; 100000 is a typing mistake that would allocate tens of gigabytes)."""
+
+
+def _check_types(where: str, cls, values: Mapping[str, Any]) -> None:
+    """Each value of the type its field holds (TOML's own types: a bool is not a number, a
+    number not a bool; numbers finite, whole where the field holds ints; a number field
+    also takes a list of them, its length checked by :func:`_validate`)."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        hint = hints[key]
+        if hint is bool and not isinstance(value, bool):
+            raise SpecError(f"{where} {key} must be true or false, got {value!r}")
+        if hint is str and not isinstance(value, str):
+            raise SpecError(f"{where} {key} must be a string, got {value!r}")
+        if typing.get_origin(hint) is tuple and key != "size" and not isinstance(value, list):
+            raise SpecError(f"{where} {key} must be a list of numbers, got {value!r}")
+        if hint in (int, float) or typing.get_origin(hint) is tuple:
+            whole = hint is int or (hint is not float and float not in typing.get_args(hint))
+            for number in value if isinstance(value, list) else [value]:
+                if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+                    raise SpecError(f"{where} {key} must be finite numbers, got {value!r}")
+                if whole and not isinstance(number, int):
+                    raise SpecError(f"{where} {key} must be whole numbers, got {value!r}")
 
 
 def _coerce(section: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -327,6 +416,9 @@ def _validate(p: Preprocess, source: str) -> None:
         raise SpecError(f"{source}: resize.size must be a positive int or [height, width], got {list(size)}")
     if len(p.crop.size) != 2 or any(not isinstance(s, int) or s <= 0 for s in p.crop.size):
         raise SpecError(f"{source}: crop.size must be [height, width] of positive ints, got {list(p.crop.size)}")
+    for what, sides in (("resize.size", size), ("crop.size", p.crop.size)):
+        if max(sides) > MAX_SIDE:
+            raise SpecError(f"{source}: {what} {list(sides)} is larger than {MAX_SIDE} pixels a side")
     smallest = min(size) if p.resize.mode == "stretch" else size[0]
     if p.resize.mode == "stretch" and (size[0] < p.crop.size[0] or size[-1] < p.crop.size[1]):
         raise SpecError(f"{source}: crop.size {list(p.crop.size)} is larger than resize.size {list(size)}")
@@ -337,3 +429,5 @@ def _validate(p: Preprocess, source: str) -> None:
         raise SpecError(f"{source}: normalize.mean and normalize.std need 3 values each")
     if any(s == 0 for s in n.std) or n.pixel_range <= 0:
         raise SpecError(f"{source}: normalize.std and normalize.pixel_range must be non-zero")
+    if not all(math.isfinite(v) for v in (*n.mean, *n.std, n.pixel_range)):
+        raise SpecError(f"{source}: normalize.mean, std and pixel_range must be finite numbers")

@@ -20,6 +20,9 @@ Options (each also an environment variable; defaults in brackets):
 - ``--ensemble`` any model with an encoded-image input [classify_dali] (``LOCUST_ENSEMBLE``):
   its input (UINT8 ``[-1]`` or BYTES ``[1]``, batched or not) and its scores output
   (probabilities preferred) are read from its config when the user starts;
+- ``--client`` ``FILE.py:NAME``: the client's own preprocessing (file bytes -> the model's input
+  tensor, or a dict by input name), run in the user on every photo before the request, for a
+  model fed tensors rather than files (``LOCUST_CLIENT``; the file must be on every worker);
 - ``--images`` directory of photos [data/photos of this project] (``LOCUST_IMAGES``);
 - ``--bad-fraction`` share of requests sent with a bad payload [0] (``LOCUST_BAD_FRACTION``);
 - ``--request-timeout`` seconds [60] (``LOCUST_REQUEST_TIMEOUT``).
@@ -74,6 +77,8 @@ def add_arguments(parser) -> None:
                        help="tritonclient protocol when --host has no grpc:// or http:// scheme (default: grpc)")
     group.add_argument("--ensemble", default="classify_dali", env_var="LOCUST_ENSEMBLE",
                        help="model to call: classify_dali (GPU decode) or classify_opencv (CPU decode)")
+    group.add_argument("--client", default="", env_var="LOCUST_CLIENT",
+                       help="FILE.py:NAME: your client's preprocessing, run on each photo; its tensors are sent")
     group.add_argument("--images", default=str(DEFAULT_IMAGES), env_var="LOCUST_IMAGES",
                        help="directory of photos sent in turn (default: the project's data/photos)")
     group.add_argument("--bad-fraction", type=float, default=0.0, env_var="LOCUST_BAD_FRACTION",
@@ -113,9 +118,11 @@ class TritonInferClient:
     """One tritonclient connection sending photos to one model; returns response sizes.
 
     How a photo goes in and which output holds the scores come from the model's config
-    (:mod:`harness.deployment.discovery`), so any classification model can be loaded."""
+    (:mod:`harness.deployment.discovery`), so any classification model can be loaded; with
+    ``client`` (``file.py:name``) the photo goes through the client's own preprocessing and its
+    tensors are sent (:mod:`harness.deployment.client_side`)."""
 
-    def __init__(self, protocol: str, url: str, timeout: float, model: str):
+    def __init__(self, protocol: str, url: str, timeout: float, model: str, client: str = ""):
         from harness.deployment.base import ImageRequest
         from harness.deployment.discovery import image_input, parse_config, scores_output
 
@@ -130,7 +137,12 @@ class TritonInferClient:
             options = {"binary_data": True}
         self.module = module
         info = parse_config(model_config(self.client, protocol, model))
-        self.request = ImageRequest(model, image_input(info), info.batched)
+        if client:
+            from harness.deployment.client_side import ClientRequest, load_client
+
+            self.request = ClientRequest(model, client, load_client(client), info.inputs, info.batched)
+        else:
+            self.request = ImageRequest(model, image_input(info), info.batched)
         self.output = scores_output(info, prefer="prob").name
         self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
 
@@ -189,7 +201,8 @@ class TritonUser(User):
         self.protocol, self.url = target_address(self.environment.host, options.protocol)
         self.ensemble = options.ensemble
         self.schedule = PayloadSchedule(load_photos(options.images), options.bad_fraction, start=next(_user_numbers))
-        self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout, self.ensemble)
+        self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout, self.ensemble,
+                                        getattr(options, "client", ""))
 
     def on_stop(self) -> None:
         if hasattr(self, "triton"):  # on_start may have failed (e.g. no --host)

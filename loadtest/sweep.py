@@ -32,8 +32,9 @@ from typing import Callable, ContextManager, Iterator
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError, run_command
 from loadtest.locust_control import LocalLocust, LocustControl
 from loadtest.metrics import ModelBreakdown, breakdown, scrape
+from loadtest.payloads import list_photos
 from loadtest.stats import RunStats, summarize
-from loadtest.triton import Endpoints, ServerNotReady, check_ready, ensemble_models
+from loadtest.triton import Endpoints, ServerNotReady, check_inputs, check_ready, ensemble_models
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_IMAGES = PROJECT_ROOT / "data" / "photos"
@@ -57,6 +58,8 @@ class SweepConfig:
     """Stop measuring a point after this many requests (or ``duration``, whichever first)."""
     bad_fraction: float = 0.0
     request_timeout: float = 60.0
+    client: str | None = None
+    """``file.py:name``: the client's preprocessing the users run on each photo (``--client``)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ def run_point(locust: LocustControl, endpoints: Endpoints, point: Point, config:
               models: list[str]) -> PointResult:
     """One bounded run: spawn, warm up, measure, stop."""
     locust.swarm(point.clients, endpoints.url(point.protocol), protocol=point.protocol, ensemble=point.ensemble,
-                 bad_fraction=config.bad_fraction, request_timeout=config.request_timeout)
+                 bad_fraction=config.bad_fraction, request_timeout=config.request_timeout, client=config.client or "")
     try:
         locust.wait_running(point.clients)
         time.sleep(config.warmup)
@@ -145,6 +148,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="any model on the server with an image input, instead of --ensembles (repeat: "
                             "--model A --model B compares A with B); how to send an image and which output "
                             "holds the scores are read from its config")
+    sweep.add_argument("--client", default=None, metavar="FILE.py:NAME",
+                       help="with --model: your client's own preprocessing (file bytes -> the model's input tensor, or "
+                            "a dict by input name), run by each Locust user on each photo before its request")
     sweep.add_argument("--clients", nargs="+", type=int, default=[1, 5, 10], help="default: %(default)s")
     sweep.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS), help="default: %(default)s")
     sweep.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring (default: %(default)s)")
@@ -191,8 +197,10 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     if args.duration <= 0 or args.warmup < 0:
         raise UsageError("--duration must be > 0 and --warmup >= 0")
     models = tuple(dict.fromkeys(args.models)) if args.models else tuple(args.ensembles)
+    if args.client and not args.models:
+        raise UsageError("--client needs --model: the model on the server its tensors are sent to")
     return SweepConfig(models, tuple(args.clients), tuple(args.protocols), args.warmup, args.duration,
-                       args.requests, args.bad_fraction, args.request_timeout)
+                       args.requests, args.bad_fraction, args.request_timeout, args.client)
 
 
 def options_from_args(args: argparse.Namespace) -> SweepOptions:
@@ -271,6 +279,8 @@ def run(options: SweepOptions, start_server: Callable[[], ContextManager] | None
             server = stack.enter_context((start_server or _embedded_server)())
             endpoints = Endpoints(server.http_url, server.grpc_url, server.metrics_url)
         check_ready(endpoints, list(config.ensembles), list(config.protocols))
+        photos = list_photos(options.images) if options.images.is_dir() else []
+        check_inputs(endpoints, list(config.ensembles), config.client, photos[0].read_bytes() if photos else None)
         if options.locust:
             locust = LocustControl(options.locust)
             locust.check()

@@ -108,6 +108,37 @@ def check_ready(endpoints: Endpoints, ensembles: list[str], protocols: list[str]
         raise ServerNotReady(str(exc)) from None
 
 
+def check_inputs(endpoints: Endpoints, models: list[str], client: str | None, photo: bytes | None,
+                 timeout: float = 5.0) -> None:
+    """Raise, in one line, unless each model takes what the Locust users will send: an encoded
+    image (UINT8 [-1] or BYTES [1]), or with ``client`` (``file.py:name``) the tensors the
+    client's function makes of ``photo`` (the first photo sent). Without this a model that takes
+    neither answers every request with an error and Locust never reaches its users."""
+    from harness.deployment.discovery import DeploymentError, image_input, parse_config
+
+    for model in models:
+        status, body = _get(f"http://{endpoints.http}/v2/models/{model}/config", timeout)
+        if status != 200:
+            raise ServerNotReady(f"cannot read the config of '{model}' (HTTP {status})")
+        info = parse_config(json.loads(body))
+        if client:
+            if photo is None:  # no photo here (a remote Locust's): the users will say what fails
+                continue
+            from harness.client import InferenceError
+            from harness.deployment.client_side import ClientRequest, load_client
+
+            try:
+                ClientRequest(model, client, load_client(client), info.inputs, info.batched).inputs([photo])
+            except InferenceError as exc:
+                raise DeploymentError(f"--client {client} --model {model}: {exc}") from None
+            continue
+        try:
+            image_input(info)
+        except DeploymentError as exc:
+            raise DeploymentError(f"{exc}; a model fed tensors made by your client's preprocessing takes "
+                                  "--client FILE.py:NAME") from None
+
+
 def ensemble_models(endpoints: Endpoints, ensemble: str, timeout: float = 5.0) -> list[str]:
     """The ensemble followed by the models its steps run, as the server reports its config."""
     status, body = _get(f"http://{endpoints.http}/v2/models/{ensemble}/config", timeout)

@@ -96,3 +96,135 @@ def hostile_files(photos_dir: Path, out_dir: Path, seed: int = 0, scale: int = 1
         path.write_bytes(data)
         paths.append(path)
     return paths
+
+
+# -- hostile names, spec values and options (issue 25) -------------------------------------------
+
+NAME_PIECES = (
+    b"\xff", b"\xfe\xfd", b"\xc3", b"\xed\xa0\x80", b"\x80abc", b"\x1b[31m", b"\x1b]0;title\x07", b"\x1b[2J",
+    "\u202e".encode(), "\u200b".encode(), "\u2028".encode(), b"$\\frac{1}{0}$", b"$x$", b"$", b"<script>",
+    b"<img src=x onerror=alert(1)>", b"&amp;", b"|", b"`", b"``", b"*", b"**", b"_", b"__", b"[bold]", b"[link=x]",
+    b"[", b"]", b"=", b"+", b"-", b"@", b"%", b"\t", b"\r", b"\n", b" ", b"..", b"\\", b"'", b'"', b"%s", b"{}",
+    "\u00e9".encode(), "\u65e5\u672c".encode(), "\U0001f642".encode(), b"#", b"!", b"~", b"&", b"\x7f", b"\x01",
+    b"=HYPERLINK(\"x\")", b"-1+1", b"@SUM(A1)",
+)
+
+
+def hostile_names(rng: random.Random, count: int) -> list[bytes]:
+    """``count`` distinct file names (bytes) made of :data:`NAME_PIECES`: not UTF-8, control and
+    format characters, mathtext, HTML, Markdown, Rich markup, formula starts, up to 255 bytes
+    (never ``/`` nor NUL, which no file name holds)."""
+    names: set[bytes] = set()
+    while len(names) < count:
+        name = b"".join(rng.choice(NAME_PIECES) for _ in range(rng.randint(1, 6)))
+        name += rng.choice((b".jpg", b".png", b"", b".JPG", b".jpeg"))
+        if rng.random() < 0.2:  # long names: 240-255 bytes, where derived names used to overflow
+            name = (name + b"x" * 255)[: rng.randint(240, 255)]
+        if name not in (b".", b"..") and len(name) <= 255:
+            names.add(name)
+    return sorted(names)
+
+
+def hostile_folder(photos_dir: Path, out_dir: Path, seed: int = 0, count: int = 40) -> dict[str, int]:
+    """A folder of ``count`` entries under :func:`hostile_names`: copies of corpus photos, hostile
+    bytes, links inside, outside and dangling, FIFOs and sub-folders. Returns how many of each."""
+    import os
+
+    rng = random.Random(seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    photos = [photos_dir / name for name in SOURCES]
+    kinds: dict[str, int] = {}
+    made: list[bytes] = []
+    raw_dir = os.fsencode(out_dir)
+    for name in hostile_names(rng, count):
+        path = raw_dir + b"/" + name
+        kind = rng.choices(("photo", "bytes", "inside", "outside", "dangling", "fifo", "folder"),
+                           (10, 3, 2, 1, 1, 1, 1))[0]
+        if kind in ("inside",) and not made:
+            kind = "photo"
+        if kind == "photo":
+            with open(path, "wb") as f:
+                f.write(rng.choice(photos).read_bytes())
+            made.append(name)
+        elif kind == "bytes":
+            with open(path, "wb") as f:
+                f.write(rng.randbytes(rng.randint(0, 2000)))
+        elif kind == "inside":
+            os.symlink(rng.choice(made), path)
+        elif kind == "outside":
+            os.symlink(rng.choice((b"/etc/passwd", b"/proc/self/environ", os.fsencode(photos[0]))), path)
+        elif kind == "dangling":
+            os.symlink(b"no-such-file", path)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            os.mkdir(path)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+ODD_VALUES = (float("nan"), float("inf"), -float("inf"), 0, -1, 1, 3, 2 ** 31, 1e308, -0.0, 0.5, 224.5, True, False,
+              "", "x", "linear", "RGB", "half_up", [], [1], [1, 2], [224, 224], [1, 2, 3], [float("nan"), 1, 2],
+              [127.0, 127.0, 127.0], ["a", "b", "c"], {"a": 1}, 256, 100000, 8192, 8193, -256)
+
+
+def random_spec(rng: random.Random, directory: Path) -> str:
+    """The TOML text of a spec with a few keys set to odd values (:data:`ODD_VALUES`), now and
+    then an unknown key or section, or an ``extends`` to something that is not a spec."""
+    import dataclasses
+
+    import tomli_w
+
+    from harness.spec import _SECTIONS, TOLERANCE_KEYS
+
+    table: dict = {}
+
+    def section(name: str) -> dict:
+        if not isinstance(table.get(name), dict):
+            table[name] = {}
+        return table[name]
+
+    for _ in range(rng.randint(1, 4)):
+        roll = rng.random()
+        if roll < 0.7:
+            name = rng.choice(list(_SECTIONS))
+            key = rng.choice([f.name for f in dataclasses.fields(_SECTIONS[name])])
+            section(name)[key] = rng.choice(ODD_VALUES)
+        elif roll < 0.8:
+            stage = rng.choice(("decode", "resize", "crop", "input", "output", "topk", "nope"))
+            section("tolerances").setdefault(stage, {})[rng.choice(TOLERANCE_KEYS)] = rng.choice(ODD_VALUES)
+        elif roll < 0.85:
+            section("reference")["recipe"] = rng.choice(("opencv", "torchvision", "dali", "nope", 3))
+        elif roll < 0.9:
+            table[rng.choice(("bogus", "resize", "deployment"))] = rng.choice(ODD_VALUES)
+        else:
+            table["extends"] = rng.choice(("/dev/zero", str(directory), "missing.toml", 7, "", "self.toml"))
+    try:
+        return tomli_w.dumps(table)
+    except (TypeError, ValueError):  # a value TOML cannot hold (a heterogeneous array): write it as text
+        return "\n".join(f"{k} = {v!r}" for k, v in table.items() if not isinstance(v, dict)) + "\n"
+
+
+OPTION_VALUES = {
+    "--workers": ("0", "-1", "1", "3", "64", "65", "x", "1e3", "2.5"),
+    "--retries": ("-1", "0", "1", "21", "x"),
+    "--timeout": ("0", "-1", "nan", "inf", "1e-9", "0.5", "30", "1e9", "x"),
+    "--tie-margin": ("nan", "-0.1", "0", "0.5", "inf", "x"),
+    "--top-k": ("0", "-5", "1", "5", "1000", "100000", "x"),
+    "--memory-budget": ("0", "1", "64", "1024", "-1", "x"),
+    "--fail-on": ("diverged", "tie", "close", "never"),
+    "--protocol": ("grpc", "http", "ftp"),
+    "--pipeline": ("dali", "opencv", "tensorrt"),
+    "--reference": ("opencv", "torchvision", "nope", "/nonexistent.py:f", "x.py"),
+    "--url": ("http://127.0.0.1:1", "127.0.0.1", "127.0.0.1:0", "[::1]:1", "a b:1", "127.0.0.1:70000"),
+}
+FLAGS = ("--no-isolate", "--save-tensors", "--allow-rejected", "--follow-links", "--resume")
+
+
+def random_options(rng: random.Random) -> list[str]:
+    """A few of check's options with odd values (:data:`OPTION_VALUES`) and flags."""
+    args: list[str] = []
+    for option in rng.sample(sorted(OPTION_VALUES), rng.randint(1, 4)):
+        args += [option, rng.choice(OPTION_VALUES[option])]
+    args += rng.sample(FLAGS, rng.randint(0, 2))
+    return args

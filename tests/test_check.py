@@ -165,8 +165,11 @@ def test_server_stopping_mid_run_keeps_the_work_and_resume_finishes_it(cpu_repos
 
 def test_saved_tensors_round_trip(server, spec, reference_model, few_photos, tmp_path):
     from harness.check import load_image_tensors
+    from harness.check.files import saved_image_name, tensors_path
 
     run_check(sorted(few_photos.iterdir())[:2], checker_for(server, spec, reference_model), tmp_path, save_tensors=True)
-    saved = load_image_tensors(tmp_path / "tensors" / "baboon.jpg.npz")
+    path = tensors_path(tmp_path / "tensors", "baboon.jpg")
+    assert path.name.startswith("baboon.jpg.") and saved_image_name(path) == "baboon.jpg"
+    saved = load_image_tensors(path)
     assert set(saved.reference) >= {"decode", "resize", "crop", "input", "output"}
     assert saved.deployed["decode"].dtype == np.uint8 and saved.deployed["input"].shape == (3, 224, 224)

@@ -127,3 +127,74 @@ def test_the_server_is_still_ready_and_right_afterwards(server, photo):
             assert client.classify([photo("squirrel_cls.jpg")], pipeline)[0][0].label == "fox squirrel"
             stages = client.stages(photo("squirrel_cls.jpg"), pipeline)  # the taps models too: check reads them
             assert stages["input"].shape == (3, 224, 224)
+
+
+# -- issue 25: hostile names, spec values and options ----------------------------------------------
+
+def test_hostile_names_are_rows_and_every_json_is_strict(server, photos_dir, tmp_path):
+    """Seeded hostile names (not UTF-8, 240-255 bytes, controls, mathtext, markup, formulas) on
+    photos, hostile bytes, links inside, outside and dangling, FIFOs and folders."""
+    from tests.fuzz_files import hostile_folder
+    from tests.robust import counts_add_up, csv_rows, strict_json, strict_jsonl
+
+    kinds = hostile_folder(photos_dir, tmp_path / "images", seed=SEED, count=40)
+    assert kinds["photo"] >= 10 and len(kinds) >= 5
+    result = harness("check", tmp_path / "images", "--url", server.grpc_url, "--report", tmp_path / "r",
+                     *TIMEOUT, timeout=900)
+    assert_no_traceback(result)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    report = strict_json(tmp_path / "r" / "report.json")
+    assert counts_add_up(report) == len(os.listdir(tmp_path / "images")) == 40
+    assert report["compared"] >= kinds["photo"]
+    assert len(strict_jsonl(tmp_path / "r" / "images.jsonl")) == 40 == len(csv_rows(tmp_path / "r" / "per_image.csv")) - 1
+    assert (tmp_path / "r" / "report.html").read_text().count("<figure>") >= 3  # the worst images plotted
+
+
+def fuzz_check(args: list[str]) -> tuple[int, str]:
+    """``harness check ARGS`` in this process: (exit status, stderr), every exception a failure."""
+    import contextlib
+    import io
+
+    from harness.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = main(args)
+        except SystemExit as exc:
+            status = exc.code
+    return status, err.getvalue()
+
+
+def test_spec_values_and_options_never_raise(server, photos_dir, tmp_path):
+    """A time-bounded, seeded campaign: random spec files and random option values on one
+    photo; each ends with exit 0, 1 or 2, a refusal in one line, never a traceback or a lost row."""
+    import random
+    import time
+
+    from tests.fuzz_files import random_options, random_spec
+    from tests.robust import counts_add_up, strict_json
+
+    rng, deadline, statuses = random.Random(SEED), time.monotonic() + 90, {}
+    images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
+    (tmp_path / "images" / "bad.jpg").write_bytes(b"not an image")
+    (tmp_path / "self.toml").write_text('extends = "self.toml"\n')
+    for case in range(1000):
+        if time.monotonic() > deadline and case >= 20:
+            break
+        report = tmp_path / f"r{case}"
+        args = ["check", str(images), "--url", server.grpc_url, "--report", str(report), "--timeout", "30"]
+        if case % 2 == 0:
+            (tmp_path / f"s{case}.toml").write_text(random_spec(rng, tmp_path))
+            args += ["--spec", str(tmp_path / f"s{case}.toml"), "--no-isolate"]
+        else:
+            args += random_options(rng)
+        status, err = fuzz_check(args)
+        statuses[status] = statuses.get(status, 0) + 1
+        assert "Traceback" not in err and status in (0, 1, 2), (args, err[-2000:])
+        if status == 2 and "error:" in err:
+            assert err.strip().splitlines()[-1].startswith("error:"), (args, err[-2000:])
+        if (report / "report.json").exists():  # every entry a row; a stopped run says it stopped
+            written = strict_json(report / "report.json")
+            assert counts_add_up(written) == 2 or written["run"]["stopped_reason"] and status == 2, args
+    assert statuses.get(2, 0) and sum(statuses.values()) >= 20

@@ -17,9 +17,12 @@ from pathlib import Path
 from harness.paths import PROJECT_ROOT
 
 LAYERS = (
-    ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing"}),
-    # What a run is given: the spec, the model, the manifest, the photos, the model repository and its server.
-    ("inputs", {"spec", "model", "precision", "manifest", "corpus", "shard", "repository", "server"}),
+    ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
+                    "names", "files", "validation", "scores"}),
+    # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
+    # them), the model repository and its server, the user's own code.
+    ("inputs", {"spec", "model", "precision", "manifest", "corpus", "listing", "shard", "repository", "server",
+                "user_code"}),
     # How each side computes, how they are compared, what a run found and how it is written.
     ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
                     "report", "run_identity", "detection", "task"}),

@@ -6,6 +6,8 @@ CPU-side proofs count only on those versions."""
 import importlib.metadata
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,6 +124,39 @@ def test_the_virtualenv_runs_the_manifests_decode_stack(manifest):
     found = decode_stack_versions()
     assert same_version(found["nvImageCodec"], manifest.nvimgcodec.version)  # DALI says 0.7.0 of 0.7.0.11
     assert same_version(found["nvJPEG"], manifest.nvjpeg.version)
+
+
+def _in_a_fresh_process(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_torchvision_imported_first_takes_dalis_nvjpeg_unless_the_harness_loads_it(manifest):
+    """torchvision's wheel bundles an older nvJPEG under DALI's soname: whichever loads first is
+    DALI's. The version printed stays the server's, and every harness path that imports
+    torchvision loads DALI's first."""
+    pinned = manifest.nvjpeg.version
+    shadowed = _in_a_fresh_process("import torchvision\n"
+                                   "from harness.manifest import loaded_decode_stack; print(loaded_decode_stack()['nvJPEG'])")
+    assert not same_version(shadowed, pinned)  # the hazard itself: should torchvision drop it, this test goes
+    reported = _in_a_fresh_process("import torchvision\n"
+                                   "from harness.manifest import decode_stack_versions; print(decode_stack_versions()['nvJPEG'])")
+    assert same_version(reported, pinned)
+    through_the_harness = _in_a_fresh_process(
+        "from harness.reference import BUILT_IN\nfrom harness.spec import load_spec\n"
+        "BUILT_IN['torchvision'](load_spec('model_repository/preprocessing.toml').preprocess)\n"
+        "import torchvision.io\n"
+        "from harness.manifest import loaded_decode_stack; print(loaded_decode_stack()['nvJPEG'])")
+    assert same_version(through_the_harness, pinned)
+
+
+def test_the_gpu_runner_refuses_another_nvjpeg_than_the_servers(manifest):
+    refused = subprocess.run([sys.executable, "-c", "import torchvision\n"
+                              "from harness.training.preprocess import require_dalis_nvjpeg; require_dalis_nvjpeg()"],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1
+    assert f"not the {manifest.nvjpeg.version} the server's DALI runs" in refused.stderr
 
 
 def test_every_manifest_version_names_its_source(manifest):

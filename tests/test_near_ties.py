@@ -44,7 +44,7 @@ def test_aligned_check_reports_the_near_tie_and_exits_0(server, sample_slice, tm
     assert flip["image"] == TIE and flip["verdict"] == "tie" and 0 < flip["margin"] < 0.5
     topk = next(s for s in report["stages"] if s["name"] == "topk")
     assert topk["verdict"] == "tie" and topk["images"]["tie"] == 1
-    assert f"| {TIE} | tie |" in result.stdout and "1 top-1 change is a tie" in result.stdout
+    assert f"| `{TIE}` | tie |" in result.stdout and "1 top-1 change is a tie" in result.stdout
     with (tmp_path / "per_image.csv").open() as f:
         verdicts = {row["image"]: row["topk_verdict"] for row in csv.DictReader(f)}
     assert verdicts[TIE] == "tie" and set(verdicts.values()) - {"tie"} <= {"close", "equal"}

@@ -55,14 +55,15 @@ def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
 
 
 def test_cpu_profile_differs_from_production_only_in_how_models_run(gpu, cpu):
-    """Backend, instances, threads and queue delay may differ; every other field of every
-    config (names, tensors, batch limits, ensemble steps, ragged inputs) is production's."""
+    """Backend, instances, threads, queue delay and queue policy may differ; every other field
+    of every config (names, tensors, batch limits, ensemble steps, ragged inputs) is production's."""
 
     def serving_fields_cleared(config):
         config = type(config).FromString(config.SerializeToString())
         for field in ("backend", "platform", "instance_group", "parameters"):
             config.ClearField(field)
         config.dynamic_batching.ClearField("max_queue_delay_microseconds")
+        config.dynamic_batching.ClearField("default_queue_policy")
         return config
 
     for name in EXPECTED_MODELS:
@@ -70,6 +71,21 @@ def test_cpu_profile_differs_from_production_only_in_how_models_run(gpu, cpu):
     # The replacements batch without waiting: on CPU a fuller batch is not cheaper per image.
     assert cpu["classifier"].dynamic_batching.max_queue_delay_microseconds == 0
     assert gpu["classifier"].dynamic_batching.max_queue_delay_microseconds > 0
+
+
+def test_every_dynamic_batcher_refuses_overload(gpu, cpu):
+    """A bounded queue with a timeout, rejecting (docs/robustness.md): production's two full
+    batches and a second; the cpu profile's measured CPU_QUEUE_POLICY."""
+    from harness.repository import CPU_QUEUE_POLICY
+
+    for profile, (size, timeout) in ((gpu, (128, 1_000_000)),
+                                     (cpu, (CPU_QUEUE_POLICY.max_queue_size, CPU_QUEUE_POLICY.timeout_us))):
+        batchers = {name: c for name, c in profile.items() if c.HasField("dynamic_batching")}
+        assert set(batchers) >= {"validate_image", "preprocess_dali", "preprocess_opencv", "classifier"}
+        for name, config in batchers.items():
+            policy = config.dynamic_batching.default_queue_policy
+            assert (policy.max_queue_size, policy.default_timeout_microseconds) == (size, timeout), name
+            assert policy.timeout_action == policy.REJECT and size <= 2 * config.max_batch_size, name
 
 
 def test_ensembles_chain_preprocessing_into_the_classifier(gpu):

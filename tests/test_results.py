@@ -5,13 +5,13 @@ import json
 import pytest
 
 from harness.compare.result import ImageResult
-from harness.report.data import json_safe
+from harness.files import json_safe
 from harness.results import RunComparison, SpecInfo
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict
 from tests.runs import TOLERANCES, check_report, result, summary
 
-CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "ties", "flips", "first_divergent_stage",
+CHECK_REPORT_KEYS = ["images", "compared", "failed", "rejected", "skipped", "ties", "flips", "first_divergent_stage",
                      "first_divergent_per_image", "stages", "verdict", "reference", "deployed", "spec", "versions", "run"]
 """report.json of `harness check`, as documented: its fields stay (new ones may be added)."""
 STAGE_KEYS = ["name", "verdict", "images", "metrics", "isolated", "isolated_verdict", "isolated_images", "histogram",
@@ -33,10 +33,12 @@ def test_check_report_json_keeps_its_fields():
     assert data["flips"] == [{"image": "t.jpg", "verdict": "tie", "reference_top1": 0, "deployed_top1": 1,
                               "margin": pytest.approx(0.2)}]
     assert data["run"] == {"seconds": 1.5, "incomplete": False, "stopped_reason": None, "fail_on": "diverged",
-                           "isolated": True, "tie_margin": 0.5, "top_k": 3, "allow_rejected": False}
+                           "isolated": True, "tie_margin": 0.5, "scores_kind": "logits", "top_k": 3,
+                           "allow_rejected": False}
     assert data["deployed"] == {"ensemble": "classify_dali", "taps_model": "preprocess_dali_taps", "pipeline": "dali",
                                 "url": "127.0.0.1:8001", "protocol": "grpc"}
-    assert data["spec"]["tolerances"]["resize"] == {"atol": 4.0, "rtol": 0.0, "max_fraction": 0.001, "mean_atol": 1.0}
+    assert data["spec"]["tolerances"]["resize"] == {"atol": 4.0, "rtol": 0.0, "max_fraction": 0.001, "mean_atol": 1.0,
+                                                    "max_total_variation": None}
     resize = data["stages"][1]
     assert resize["images"] == {"equal": 2, "diverged": 1} and resize["why"].startswith("this stage adds the error")
 

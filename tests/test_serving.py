@@ -140,3 +140,71 @@ def test_taps_of_several_images_of_different_sizes_are_refused_clearly(client, p
     # the model input has one shape whatever the photo: fine in one request
     out = client.infer("preprocess_opencv", {"IMAGE": pack_images([photo("baboon.jpg"), photo("rocket.jpg")])}, ["INPUT"])
     assert out["INPUT"].shape == (2, 3, 224, 224)
+
+
+IMAGE_MODELS = ["classify_dali", "classify_opencv", "preprocess_dali_taps", "preprocess_opencv", "validate_image",
+                "preprocess_dali"]
+
+
+@pytest.mark.parametrize("model", IMAGE_MODELS)
+def test_a_bad_image_is_the_clients_error_400_invalid_argument(server, model):
+    """What the client sent is wrong, not the server: INVALID_ARGUMENT over gRPC, 400 over HTTP
+    (the ensembles pass their step's status on)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    import tritonclient.grpc as grpc
+
+    bad = np.frombuffer(b"this is not an image", np.uint8)[None]
+    body = {"inputs": [{"name": "IMAGE", "shape": list(bad.shape), "datatype": "UINT8", "data": bad.ravel().tolist()}]}
+    request = urllib.request.Request(f"http://{server.http_url}/v2/models/{model}/infer", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as http_error:
+        urllib.request.urlopen(request, timeout=60)
+    assert http_error.value.code == 400 and b"not an image" in http_error.value.read()
+    tensor = grpc.InferInput("IMAGE", list(bad.shape), "UINT8")
+    tensor.set_data_from_numpy(bad)
+    with grpc.InferenceServerClient(server.grpc_url) as client, pytest.raises(Exception) as grpc_error:
+        client.infer(model, [tensor], client_timeout=60)
+    assert grpc_error.value.status() == "StatusCode.INVALID_ARGUMENT" and "not an image" in grpc_error.value.message()
+
+
+def test_a_burst_beyond_the_queue_is_refused_fast_and_the_server_goes_on(server, photo):
+    """The cpu profile's queue policy (harness.repository.CPU_QUEUE_POLICY): 200 requests at once
+    into queues of 16, the excess refused as overload within the second rather than queued;
+    those answered are right; the server serves as before afterwards."""
+    import threading
+    import time
+
+    import tritonclient.grpc as grpc
+
+    from harness.client import TritonClient
+
+    data = np.frombuffer(photo("squirrel_cls.jpg"), np.uint8)[None]
+    done, outcomes, lock = threading.Event(), [], threading.Lock()
+    client = grpc.InferenceServerClient(server.grpc_url)
+    start = time.perf_counter()
+
+    def callback(result, error):
+        with lock:
+            outcomes.append((time.perf_counter() - start, result, error))
+            if len(outcomes) == 200:
+                done.set()
+
+    for _ in range(200):
+        tensor = grpc.InferInput("IMAGE", list(data.shape), "UINT8")
+        tensor.set_data_from_numpy(data)
+        client.async_infer("classify_dali", [tensor], callback, client_timeout=120,
+                           outputs=[grpc.InferRequestedOutput("PROBABILITIES", class_count=1)])
+    assert done.wait(300)
+    client.close()
+    refused = [(t, e) for t, _, e in outcomes if e is not None]
+    answered = [r for _, r, e in outcomes if e is None]
+    assert refused and answered, "200 at once should fill a queue of 16"
+    assert all("Exceeds maximum queue size" in e.message() or "Request timeout expired" in e.message()
+               for _, e in refused), {e.message() for _, e in refused}
+    assert sorted(t for t, _ in refused)[len(refused) // 2] < 1.0  # refused fast: the median within the second
+    assert all(r.as_numpy("PROBABILITIES")[0][0].decode().endswith("fox squirrel") for r in answered)
+    with TritonClient(server.grpc_url, "grpc", timeout=60) as after:
+        assert after.classify([photo("squirrel_cls.jpg")], "dali")[0][0].label == "fox squirrel"

@@ -4,7 +4,8 @@ import pytest
 
 from harness.compare.tolerance import DEFAULT_TOLERANCES
 from harness.errors import UsageError
-from harness.session import DEFAULT_TIMEOUT, PROBABILITY_ATOL, Session
+from harness.scores import PROBABILITY_ATOL
+from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
 from harness.stage import Stage
 
@@ -25,8 +26,10 @@ def test_the_tie_margin_defaults_to_the_output_tolerance(repository):
     with pytest.raises(UsageError, match="--tie-margin must be at least 0, got -1"):
         session.tie_margin(-1)
     # A deployment answering probabilities is compared in probability units, its ties too.
-    assert session.tie_margin(None, "probabilities") == PROBABILITY_ATOL == 0.02
+    assert session.tie_margin(None, "probabilities") == PROBABILITY_ATOL == 0.05
     assert session.tie_margin(0.1, "probabilities") == 0.1
+    rule = session.tolerances("probabilities")[Stage.OUTPUT]  # every class, and the mass that moved
+    assert (rule.atol, rule.max_fraction, rule.mean_atol, rule.max_total_variation) == (0.05, 0.0, None, 0.2)
 
 
 def test_another_spec_overrides_the_tolerances(repository, tmp_path):

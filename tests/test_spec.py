@@ -65,6 +65,20 @@ def test_sizes_and_offsets_round_half_up_like_dali(spec):
     assert stretch.resize.output_size(1000, 10) == (240, 320)
 
 
+def test_the_hand_written_crop_floors_its_offsets_and_only_dali_refuses_it(spec):
+    from harness.preprocessing.dali_graph import check_supported
+
+    roundings = {r: with_overrides(spec.preprocess, crop={"offset_rounding": r}).crop for r in ("half_up", "half_even", "floor")}
+    assert {r: c.offsets(256, 341) for r, c in roundings.items()} == {"half_up": (16, 59), "half_even": (16, 58),
+                                                                       "floor": (16, 58)}  # 58.5
+    assert {r: c.offsets(259, 343) for r, c in roundings.items()} == {"half_up": (18, 60), "half_even": (18, 60),
+                                                                       "floor": (17, 59)}  # (h - 224) // 2
+    floored = with_overrides(spec.preprocess, resize={"size_rounding": "floor"}, crop={"offset_rounding": "floor"})
+    assert floored.resize.output_size(480, 641) == (256, 341)  # int(641 * 256 / 480) = int(341.87)
+    with pytest.raises(SpecError, match="DALI rounds resized sizes and crop offsets half up"):
+        check_supported(floored)
+
+
 def test_normalization_scales(spec):
     tv = with_overrides(spec.preprocess, normalize={"pixel_range": 1.0, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]})
     mean, std = tv.normalize.mean_std_in_pixels()

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 from harness.corpus import list_images
 from harness.errors import HarnessError
+from harness.names import identifier
 
 CSV_HEADER_FILE = ("file", "path", "image", "filename")
 CSV_HEADER_LABEL = ("label", "class")
@@ -66,7 +67,7 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
         # Files are relative to the CSV's folder, or else to the dataset's (a CSV kept elsewhere).
         samples, names = _read_csv(labels_csv, classes, dataset)
         labeled = {s.path.resolve() for s in samples}
-        unlabeled = [p.name for p in list_images(dataset)
+        unlabeled = [identifier(p) for p in list_images(dataset)
                      if p.resolve() not in labeled and p.suffix.lower() != ".csv"]  # a label file is no image
         if unlabeled:
             raise DatasetError(f"{len(unlabeled)} image(s) of {dataset} have no row in {labels_csv}: {abbreviated(unlabeled)}")
@@ -76,13 +77,13 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
         images = list_images(dataset)
         if not images:
             raise DatasetError(f"no images in {dataset}")
-        return Dataset(dataset, "unlabeled", tuple(Sample(p.name, p, None) for p in images))
+        return Dataset(dataset, "unlabeled", tuple(Sample(identifier(p), p, None) for p in images))
     return Dataset(dataset, "imagefolder", *_read_image_folder(dataset, class_dirs, classes))
 
 
 def _read_image_folder(root: Path, class_dirs: list[Path],
                        classes: Sequence[str] | None) -> tuple[tuple[Sample, ...], tuple[str, ...]]:
-    loose = [p.name for p in list_images(root)]
+    loose = [identifier(p) for p in list_images(root)]
     if loose:  # an ImageFolder reader would skip them: say so instead
         raise DatasetError(f"{root} has class directories and also files outside them: {abbreviated(loose)}; "
                            "in an ImageFolder layout every image is inside its class's directory")
@@ -92,7 +93,7 @@ def _read_image_folder(root: Path, class_dirs: list[Path],
                            "an ImageFolder layout is one level of class directories")
     classes = free_classes([d.name for d in class_dirs]) if classes is None else classes
     indices = class_indices({d.name: f"directory {d.name!r}" for d in class_dirs}, classes, str(root))
-    samples = [Sample(f"{d.name}/{p.name}", p, indices[d.name]) for d in class_dirs for p in list_images(d)]
+    samples = [Sample(f"{identifier(d)}/{identifier(p)}", p, indices[d.name]) for d in class_dirs for p in list_images(d)]
     if not samples:
         raise DatasetError(f"no images in the class directories of {root}")
     return tuple(samples), tuple(classes)

@@ -131,7 +131,8 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         server_metadata = client.server_metadata()
         probes = [s.path for s in full.samples] if full else _probe_images(options.dataset)
         deployments = [session.deployment(client, pipeline, task=options.task) for pipeline in pipelines] + [
-            open_deployment(session, client, dataclasses.replace(target, task=target.task or options.task), probes, log)
+            open_deployment(session, client, dataclasses.replace(target, task=target.task or options.task), probes, log,
+                            recipe, reference_model)
             for target in options.models]
         task = deployments[0].task
         mixed = sorted({f"{d.label} ({d.task.name})" for d in deployments if d.task is not task})

@@ -12,6 +12,7 @@ import numpy as np
 from harness.accuracy.dataset import Sample
 from harness.compare.result import one_line
 from harness.deployment import DeployedSide
+from harness.listing import InputFile, read_input
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 from harness.stage import DEFAULT_TOP_K, Stage
@@ -49,7 +50,7 @@ def _batches(samples: Sequence[Sample], size: int):
 
 
 def _read(sample: Sample) -> bytes:
-    return sample.path.read_bytes()
+    return read_input(InputFile.of(sample.path))
 
 
 def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: ReferenceModel, batch_size: int = 16,

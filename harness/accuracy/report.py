@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -10,6 +9,8 @@ from harness.accuracy.dataset import Sample
 from harness.accuracy.predict import REFERENCE
 from harness.accuracy.scoring import AccuracyResult, PathScore
 from harness.compare.result import SIDES
+from harness.files import strict_json, write_atomic
+from harness.names import markdown_code, markdown_text
 from harness.results.accuracy import AccuracyReport, EffectReport, compared_scores, ensemble, points, rate
 
 JSON_FILENAME = "accuracy.json"
@@ -38,7 +39,7 @@ def render_markdown(report: AccuracyReport) -> str:
         f"- Reference: {report.reference.recipe}; model: {report.reference.model}",
         f"- Deployed: {', '.join('`' + str(ensemble(s.path)) + '`' for s in report.deployed_scores)} over "
         f"{report.server.protocol} at {report.server.url}",
-        f"- Spec: `{report.spec}`", "",
+        f"- Spec: {report.reference.spec_line(report.spec)}", "",
         "| " + " | ".join(columns) + " |",
         "|---|" + "---:|" * (len(columns) - 1),
     ]
@@ -73,7 +74,7 @@ def render_markdown(report: AccuracyReport) -> str:
     if result.failed:
         lines += ["", f"## Failed images, excluded from every path ({len(result.failed)})", "",
                   "| image | outcome | reason |", "|---|---|---|"]
-        lines += [f"| {name} | {result.outcomes.get(name, 'failed')} | {' '.join(reason.split())} |"
+        lines += [f"| {markdown_code(name)} | {result.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
                   for name, reason in result.failed.items()]
     return "\n".join(lines) + "\n"
 
@@ -103,7 +104,8 @@ def _flipped(report: AccuracyReport) -> list[str]:
              "|---|---|" + "---|" * len(result.scores)]
     for sample in flipped[:FLIPS_SHOWN]:
         cells = [_flip_cell(report, sample, score) for score in result.scores]
-        lines.append(f"| {sample.name} | {report.label_name(sample) or '-'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {markdown_code(sample.name)} | {markdown_text(report.label_name(sample) or '-')} | "
+                     + " | ".join(cells) + " |")
     if len(flipped) > FLIPS_SHOWN:
         lines.append(f"\n{len(flipped) - FLIPS_SHOWN} more in {JSON_FILENAME}.")
     return lines
@@ -134,8 +136,8 @@ def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
     """Write accuracy.json and accuracy.md into ``out_dir``; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
-    json_path.write_text(json.dumps(report.to_dict(), indent=1, allow_nan=False) + "\n")
-    markdown_path.write_text(render_markdown(report))
+    write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(markdown_path, render_markdown(report))
     return json_path, markdown_path
 
 
@@ -159,17 +161,15 @@ def render_effect_markdown(report: EffectReport) -> str:
     if report.failed:
         lines += ["", f"## Failed images, excluded from every path ({len(report.failed)})", "",
                   "| image | outcome | reason |", "|---|---|---|"]
-        lines += [f"| {name} | {report.outcomes.get(name, 'failed')} | {' '.join(reason.split())} |"
+        lines += [f"| {markdown_code(name)} | {report.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
                   for name, reason in report.failed.items()]
     return "\n".join(lines) + "\n"
 
 
 def write_effect_report(out_dir: Path, report: EffectReport) -> tuple[Path, Path]:
     """accuracy.json and accuracy.md of a task other than classification."""
-    from harness.report.data import json_safe
-
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
-    json_path.write_text(json.dumps(json_safe(report.to_dict()), indent=1, allow_nan=False) + "\n")
-    markdown_path.write_text(render_effect_markdown(report))
+    write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(markdown_path, render_effect_markdown(report))
     return json_path, markdown_path

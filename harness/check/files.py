@@ -1,15 +1,19 @@
 """What a check run streams to its report directory as images complete: images.jsonl (one
 :class:`ImageResult` a line, what ``--resume`` reads back), per_image.csv, and with
-``--save-tensors`` both sides' stage tensors (what ``harness compare`` reads)."""
+``--save-tensors`` both sides' stage tensors (what ``harness compare`` reads), one
+``tensors/<name>.<hash>.npz`` per image (:func:`tensors_path`), its name inside as ``image``."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
 from harness.check.image import ImageTensors
 from harness.compare.result import ImageResult
+from harness.files import write_atomic
+from harness.names import bounded_filename, csv_text
 from harness.stage import TENSOR_STAGES
 
 RESULTS_FILENAME = "images.jsonl"
@@ -37,9 +41,11 @@ def _task(task):
 
 
 def csv_row(result: ImageResult, task=None) -> list:
-    """``status`` is :attr:`ImageResult.outcome`: compared, failed, rejected by deployment/training."""
+    """``status`` is :attr:`ImageResult.outcome`: compared, failed, rejected by deployment/training,
+    skipped. Text cells a spreadsheet could take for a formula start with ``'``
+    (:func:`harness.names.csv_text`)."""
     task = _task(task)
-    row = [result.image, result.outcome, result.first_divergent or "", result.error or ""]
+    row = [csv_text(result.image), result.outcome.value, result.first_divergent or "", csv_text(result.error or "")]
     for stage in TENSOR_STAGES:
         s = result.stage(stage)
         if s is None:
@@ -51,17 +57,41 @@ def csv_row(result: ImageResult, task=None) -> list:
     return row + task.csv_values(result.stage(task.result_stage))
 
 
-def save_image_tensors(path: Path, t: ImageTensors) -> None:
+def tensors_path(directory: Path, image: str) -> Path:
+    """Where ``--save-tensors`` keeps one image's tensors: a bounded, unique file name."""
+    return directory / bounded_filename(image, ".npz")
+
+
+def save_image_tensors(path: Path, t: ImageTensors, image: str | None = None) -> None:
+    """Both sides' (and the isolated) stage tensors in one .npz, written atomically;
+    ``image``, its name, is kept inside (key ``image``)."""
     arrays = {f"reference.{k}": v for k, v in t.reference.items()}
     arrays.update({f"deployed.{k}": v for k, v in t.deployed.items()})
     arrays.update({f"isolated.{k}": v for k, v in t.isolated.items()})
-    np.savez_compressed(path, **arrays)
+    if image is not None:
+        arrays["image"] = np.array(image)
+    write_npz(path, arrays)
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as a compressed .npz at ``path``, atomically: made in memory (a zip file that
+    fails half-way, on a full disk, is never left open), then written and renamed."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    write_atomic(path, buf.getvalue())
 
 
 def load_image_tensors(path: Path) -> ImageTensors:
     t = ImageTensors()
-    with np.load(path) as z:
+    with np.load(path, allow_pickle=False) as z:
         for key in z.files:
             side, _, stage = key.partition(".")
-            getattr(t, side)[stage] = z[key]
+            if side in ("reference", "deployed", "isolated"):
+                getattr(t, side)[stage] = z[key]
     return t
+
+
+def saved_image_name(path: Path) -> str:
+    """The image a tensors file holds: its ``image`` key, or (an older run's file) its name."""
+    with np.load(path, allow_pickle=False) as z:
+        return str(z["image"]) if "image" in z.files else path.name.removesuffix(".npz")

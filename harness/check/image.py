@@ -13,6 +13,7 @@ from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
+from harness.listing import InputFile, read_input
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
@@ -50,28 +51,29 @@ class ImageChecker:
         self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
         self.isolate, self.top_k = isolate, top_k
         self.tie_margin = tie_margin
-        self.task, self.kind = side.deployment.task, side.deployment.scores_kind
+        self.task, self.scores = side.deployment.task, side.deployment.scores_kind
         """The task compared after the model input, and what the deployed output holds (the
         reference's output is made comparable to it: probabilities as the logits' softmax)."""
 
     # -- one image -----------------------------------------------------------------------
-    def check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
+    def check(self, file: InputFile | Path) -> tuple[ImageResult, ImageTensors | None]:
         """One image's result. Whatever goes wrong with this image (a decoder error of any
         library, a pixel limit, memory for an absurd size, a broken custom reference) is
         this image's row with a one-line reason; only :class:`ServerStopped` ends the run."""
+        file = file if isinstance(file, InputFile) else InputFile.of(file)
         try:
-            return self._check(path)
+            return self._check(file)
         except ServerStopped:
             raise
         except Exception as exc:
-            return ImageResult(path.name, error=f"comparison failed: {one_line(exc)}"), None
+            return ImageResult(file.name, error=f"comparison failed: {one_line(exc)}"), None
 
-    def _check(self, path: Path) -> tuple[ImageResult, ImageTensors | None]:
-        name = path.name
+    def _check(self, file: InputFile) -> tuple[ImageResult, ImageTensors | None]:
+        name = file.name
         try:
-            data = path.read_bytes()
+            data = read_input(file)
         except OSError as exc:
-            return ImageResult(name, error=f"unreadable: {exc.strerror or exc}"), None
+            return ImageResult(name, error=f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"), None
         tensors = ImageTensors()
         reference_error = deployed_error = None
         try:
@@ -85,7 +87,7 @@ class ImageChecker:
             if problem:
                 return ImageResult(name, error=problem), None
             output = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
-            tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.kind)
+            tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.scores)
         try:
             tensors.deployed = self.side.read(name, data)
         except InferenceError as exc:
@@ -99,7 +101,7 @@ class ImageChecker:
         if self.isolate:
             self._isolate(name, tensors)
         stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
-                                self.tie_margin, self.task.compare_result)
+                                self.tie_margin, self.scores, self.task.compare_result)
         data = self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
         return ImageResult(name, stages, task_data=data), tensors
 
@@ -115,5 +117,5 @@ class ImageChecker:
     def _isolate(self, name: str, t: ImageTensors) -> None:
         for stage, previous in self.side.deployment.isolates.items():
             if stage in t.reference and previous in t.reference:
-                alone = self.side.isolate(name, stage, t.reference[previous])
-                t.isolated[stage] = self.task.reference_output(alone, self.kind) if stage is Stage.OUTPUT else alone
+                # The step that produces the scores answers the deployment's kind of scores: as they are.
+                t.isolated[stage] = self.side.isolate(name, stage, t.reference[previous])

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager
 
+from harness.check.budget import DEFAULT_MEMORY_BUDGET
 from harness.deployment.side import RETRIES
 from harness.deployment.target import Target
-from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, RunStopped, StopSignals, UsageError
+from harness.files import strict_json
+from harness.names import path_text
+from harness.paths import DEFAULT_REPOSITORY
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
+from harness.validation import require_int, require_number
 
 if TYPE_CHECKING:
     from harness.results import CheckReport
@@ -31,9 +36,16 @@ def no_progress(total: int, description: str):
     yield lambda status="": None
 
 
+FAIL_ON = ("diverged", "tie", "close")
+"""``--fail-on``: the verdict (or worse) that fails a run."""
+MAX_WORKERS = 64
+MAX_RETRIES = 20
+
+
 @dataclass(frozen=True)
 class CheckOptions:
-    """What a check is asked to do; defaults are the command line's."""
+    """What a check is asked to do; defaults are the command line's. :meth:`validate` checks
+    every value (type, range, finiteness) before any work."""
 
     images: Path
     report: Path
@@ -52,8 +64,23 @@ class CheckOptions:
     isolate: bool = True
     workers: int = DEFAULT_WORKERS
     retries: int = RETRIES
+    follow_links: bool = False
+    """Follow symbolic links leading outside the image folder (default: skipped, with why)."""
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    """Bytes the images in flight may hold, by their estimated decoded size (harness.check.run)."""
     shard: Shard | None = None
     """Check only this shard's images (``harness merge`` joins the shards' reports)."""
+
+    def validate(self) -> None:
+        """:class:`UsageError` naming the first value out of its type or range."""
+        require_int("--top-k", self.top_k, 1)
+        require_int("--workers", self.workers, 1, MAX_WORKERS)
+        require_int("--retries", self.retries, 0, MAX_RETRIES)
+        require_int("--memory-budget", self.memory_budget, 2 ** 20)
+        if self.tie_margin is not None:
+            require_number("--tie-margin", self.tie_margin, 0)
+        if self.fail_on not in FAIL_ON:
+            raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
 
 
 @dataclass(frozen=True)
@@ -64,16 +91,19 @@ class CheckResult:
     paths: dict[str, Path]
     """The files written: ``markdown``, ``html``, ``json`` (and per_image.csv beside them)."""
     options: CheckOptions
-    stopped: ServerStopped | None = None
+    stopped: RunStopped | None = None
     """Why the run ended before every image (None: it did not)."""
+    resume_command: str = ""
+    """The command that continues this run (printed when it stopped)."""
 
     def exit_status(self) -> int:
-        """0 nothing the options forbid, 1 found; raises :class:`ServerStopped` (with how to go
-        on) or :class:`NothingCompared`: the statuses of :mod:`harness.errors`."""
+        """0 nothing the options forbid, 1 found; raises :class:`RunStopped` (the server
+        stopped, a signal, a full disk: with how to go on) or :class:`NothingCompared`: the
+        statuses of :mod:`harness.errors`."""
         summary, options = self.report.summary, self.options
         if self.stopped is not None:
             raise self.stopped.then(f"{summary.compared} images compared so far are kept; continue with: "
-                                    f"harness check {options.images} --report {options.report} --resume")
+                                    f"{self.resume_command}")
         if not summary.images and options.shard is not None:
             return EXIT_OK  # a shard that holds no image: the merged report is the verdict
         if not summary.compared:
@@ -84,74 +114,243 @@ class CheckResult:
 
 def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress) -> CheckResult:
-    """Check every image of ``options.images`` and write the reports to ``options.report``
-    (also when the server stopped answering: what was compared is kept). Raises
-    :class:`~harness.errors.UsageError` before anything runs for bad options; see
-    :meth:`CheckResult.exit_status` for the verdict."""
+    """Check every entry of ``options.images`` (:func:`harness.listing.list_inputs`: the
+    entries that are not inputs are skipped rows) and write the reports to ``options.report``,
+    a run directory this run locks (:mod:`harness.check.rundir`); also when the run stops
+    early (the server, SIGINT/SIGTERM, a full disk): what was compared is kept. Raises
+    :class:`~harness.errors.UsageError` before anything runs for bad options, and for a
+    ``--resume`` of a run that was something else; see :meth:`CheckResult.exit_status`."""
+    from harness.check.budget import MemoryBudget
     from harness.check.image import ImageChecker
     from harness.check.run import run_check
-    from harness.corpus import list_images
+    from harness.check.rundir import RunDirectory
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
+    from harness.listing import list_inputs
     from harness.report import versions, write_reports
     from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
 
+    options.validate()
     spec = session.spec
-    listed = list_images(options.images)
-    if not listed:
-        raise UsageError(f"no images in {options.images}")
-    images = options.shard.select(listed) if options.shard else listed
-    if options.resume and not (options.report / "images.jsonl").exists():
-        raise UsageError(f"--resume: no earlier run in {options.report}")
-    if options.top_k < 1:
-        raise UsageError(f"--top-k must be at least 1, got {options.top_k}")
+    listing = list_inputs(options.images, options.follow_links)
+    if not listing.inputs:
+        first = f" (all {len(listing.skipped)} entries skipped; {listing.skipped[0].name}: {listing.skipped[0].reason})" \
+            if listing.skipped else ""
+        raise UsageError(f"no images in {path_text(options.images)}{first}")
+    listed = listing
+    if options.shard is not None:  # every entry, skipped ones too, is in exactly one shard
+        listing = replace(listing, inputs=tuple(options.shard.select(listing.inputs)),
+                                      skipped=tuple(options.shard.select(listing.skipped)))
     require_reference_model([options.target], options.reference_model)
     recipe = session.recipe(options.reference)
-    threads = max(1, (os.cpu_count() or 1) // options.workers)
-
-    def load_reference_model(task: str):
-        model = session.reference_model(options.reference_model, threads=threads, task=task)
-        if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
-            model.check_input(spec.reference.preprocess.input_shape)
-        return model
-
-    # The task is known now unless discovery finds it (a --model without --task): then the
-    # reference model is loaded once the deployment is found.
-    known = options.target.task or ("classification" if options.target.model is None else None)
-    reference_model = load_reference_model(known) if known else None
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
+    hint = resume_command(session, options)
 
-    with session.connect(log=log) as client:
-        server_metadata = client.server_metadata()
-        # Discovery probes the listing's first images, a shard's too: the report a run writes.
-        deployment = open_deployment(session, client, options.target, listed, log)
-        task = deployment.task
-        reference_model = reference_model or load_reference_model(task.name)
-        tolerances = session.tolerances(deployment.scores_kind, task)
-        # In the units compared: probabilities when the deployment answers them (the reference's
-        # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
-        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
-        side = DeployedSide(deployment, session.client_factory(client), options.retries)
-        checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
-                               tie_margin=tie_margin)
-        with progress(len(images), f"checking {deployment.label}") as advance:
-            outcome = run_check(images, checker, options.report, options.resume, options.save_tensors,
-                                options.workers, on_result=lambda r: advance(r.image), task=task,
-                                tie_margin=tie_margin)
-        server = session.server_info(client)
+    with RunDirectory(options.report) as run_dir:
+        manifest = run_manifest(session, options, recipe.name)
+        if options.resume:
+            if not run_dir.has_results():
+                raise UsageError(f"--resume: no earlier run in {path_text(options.report)}")
+            _verify(run_dir, manifest)
+        def load_reference_model(task: str):
+            # One thread per image, whatever --workers: a model's float sums depend on how its work is
+            # split (PyTorch's logits moved by 1e-5 between 1 and 2 threads), and a run must give the
+            # same numbers however it is run or resumed; the workers give the parallelism.
+            model = session.reference_model(options.reference_model, threads=1, task=task)
+            if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
+                model.check_input(spec.reference.preprocess.input_shape)
+            return model
 
-    stopped = outcome.stopped
-    report = CheckReport(
-        summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
-        reference=ReferenceInfo(recipe.describe(), reference_model.name),
-        deployed=DeployedInfo.of(deployment, server, options.target.note()),
-        run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
-                     options.allow_rejected, str(stopped) if stopped else None))
-    missing = len(images) - report.summary.images
-    if stopped is None and missing:  # every image in is an image reported
-        raise RuntimeError(f"{missing} images neither compared nor failed")
-    paths = write_reports(options.report, report, outcome.visuals)
+        # The task is known now unless discovery finds it (a --model without --task): then the
+        # reference model is loaded once the deployment is found (the user's model file is the
+        # same whatever the task; discovery reads its answer on the probe as evidence).
+        target = options.target
+        known = target.task or ("classification" if target.model is None or _user_file(options.reference_model)
+                                else None)
+        reference_model = load_reference_model(known) if known else None
+
+        with session.connect(log=log) as client:
+            server_metadata = client.server_metadata()
+            # Discovery probes the listing's first images, a shard's too: the report a run writes.
+            deployment = open_deployment(session, client, options.target, [f.path for f in listed.inputs], log,
+                                         recipe, reference_model)
+            manifest = manifest.served_by(server_metadata.get("version"), deployment.label)
+            if options.resume:
+                _verify(run_dir, manifest)
+            run_dir.write_manifest(manifest)
+            task = deployment.task
+            reference_model = reference_model or load_reference_model(task.name)
+            tolerances = session.tolerances(deployment.scores_kind, task)
+            # In the units compared: probabilities when the deployment answers them (the reference's
+            # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
+            tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
+            side = DeployedSide(deployment, session.client_factory(client), options.retries)
+            checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
+                                   tie_margin=tie_margin)
+            with progress(listing.entries, f"checking {deployment.label}") as advance, StopSignals() as signals:
+                outcome = run_check(listing.inputs, checker, run_dir, options.resume, options.save_tensors,
+                                    options.workers, on_result=lambda r: advance(r.image), skipped=listing.skipped,
+                                    budget=MemoryBudget(options.memory_budget), stop=signals.event,
+                                    stop_reason=lambda: signals.reason, log=log, task=task, tie_margin=tie_margin)
+            server = session.server_info(client)
+
+        stopped = outcome.stopped
+        report = CheckReport(
+            summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
+            reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
+            deployed=DeployedInfo.of(deployment, server, options.target.note()),
+            run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
+                         options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
+        missing = listing.entries - report.summary.images
+        if stopped is None and missing:  # every entry in is a row reported: a bug if not
+            raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")
+        try:
+            paths = write_reports(options.report, report, outcome.visuals)
+            if options.shard is not None:
+                ShardRecord.of(options.shard, [e.name for e in (*listed.inputs, *listed.skipped)]).write(options.report)
+        except OSError as exc:
+            if stopped is None:
+                raise UsageError(f"cannot write the reports in {path_text(options.report)}: "
+                                 f"{exc.strerror or exc}; the records are kept: continue with: {hint}") from None
+            raise stopped.then(f"the reports could not be written either ({exc.strerror or exc}); the "
+                               f"{report.summary.images} records written are kept: continue with: {hint}") from None
+    return CheckResult(report, paths, options, stopped, hint)
+
+
+def _verify(run_dir, manifest) -> None:
+    earlier = run_dir.read_manifest()
+    if earlier is None:
+        raise UsageError(f"--resume: {path_text(run_dir.path)} has no run manifest (run.json): it was not written by "
+                         "this harness's check; start a new run in another --report")
+    differences = earlier.differences(manifest, only_known=True)
+    if differences:
+        raise UsageError(f"--resume: {path_text(run_dir.path)} holds another run ({'; '.join(differences)}): "
+                         "resume with the options it was started with, or give another --report")
+
+
+def run_manifest(session, options: CheckOptions, recipe: str):
+    """What this run is (:class:`~harness.check.rundir.RunManifest`): every option that
+    changes a result, the spec's and the models' contents, the versions; the server's
+    version and the deployment are added once connected (:meth:`RunManifest.served_by`)."""
+    from harness.check.rundir import RunManifest
+    from harness.report import versions
+
+    target = options.target
+    reference_file = _user_file(options.reference_model)
+    identity = {
+        "images": path_text(Path(options.images).resolve()),
+        "follow_links": options.follow_links,
+        "shard": str(options.shard) if options.shard else None,
+        "deployment": {"pipeline": None if target.model else target.pipeline, "model": target.model,
+                       "output": target.output, "stages": dict(target.stages), "client": target.client,
+                       "task": target.task,
+                       "client_sha256": _file_digest(Path(target.client.rpartition(":")[0])) if target.client else None},
+        "server": {"url": session.url or "embedded", "protocol": session.protocol,
+                   "repository": path_text(Path(session.repository).resolve())},
+        "spec": {"file": path_text(Path(session.spec_path).resolve()), "sha256": _digest(strict_json(
+            session.spec.raw, sort_keys=True).encode())},
+        "reference": {"recipe": options.reference or recipe, "model": options.reference_model,
+                      "model_sha256": _file_digest(reference_file or session.model_path(target.task or "classification")),
+                      "labels": path_text(session.labels) if session.labels else None},
+        "options": {"top_k": options.top_k, "isolate": options.isolate, "tie_margin": options.tie_margin,
+                    "fail_on": options.fail_on, "allow_rejected": options.allow_rejected,
+                    "save_tensors": options.save_tensors},
+        "versions": versions(),
+    }
+    settings = {"workers": options.workers, "retries": options.retries, "timeout": session.timeout,
+                "memory_budget": options.memory_budget}
+    return RunManifest("check", identity, settings)
+
+
+def _user_file(reference_model: str) -> Path | None:
+    from harness.reference.model import CHOICES
+
+    return None if reference_model in CHOICES else Path(reference_model)
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def resume_command(session, options: CheckOptions) -> str:
+    """The whole command line that continues this run: every option that is not its
+    default, paths absolute, each argument quoted for a POSIX shell (undecodable bytes as
+    ``$'\\xNN'``), so following it verbatim resumes the very same run."""
+    from harness.deployment.side import RETRIES as DEFAULT_RETRIES
+    from harness.session import DEFAULT_TIMEOUT
+
+    defaults = CheckOptions(options.images, options.report)
+    args = ["harness", "check", _absolute(options.images), "--report", _absolute(options.report), "--resume"]
+    target = options.target
+    if target.model:
+        args += ["--model", target.model]
+    elif target.pipeline != defaults.target.pipeline:
+        args += ["--pipeline", target.pipeline]
+    if target.client:
+        file, _, name = target.client.rpartition(":")
+        args += ["--client", f"{_absolute(file)}:{name}"]
+    if target.task:
+        args += ["--task", target.task]
+    if target.output:
+        args += ["--output", target.output]
+    for step, stage in target.stages.items():
+        args += ["--stage", f"{step}={stage}"]
+    if session.url:
+        args += ["--url", session.url]
+    if session.protocol != "grpc":
+        args += ["--protocol", session.protocol]
+    if session.timeout != DEFAULT_TIMEOUT:
+        args += ["--timeout", repr(session.timeout)]
+    if Path(session.repository).resolve() != Path(DEFAULT_REPOSITORY).resolve():
+        args += ["--repository", _absolute(session.repository)]
+    if session.spec_file is not None:
+        args += ["--spec", _absolute(session.spec_file)]
+    if session.labels is not None:
+        args += ["--labels", _absolute(session.labels)]
+    if options.reference is not None:
+        args += ["--reference", options.reference]
     if options.shard is not None:
-        ShardRecord.of(options.shard, [p.name for p in listed]).write(options.report)
-    return CheckResult(report, paths, options, stopped)
+        args += ["--shard", str(options.shard)]
+    if options.reference_model != defaults.reference_model:
+        args += ["--reference-model", str(_absolute(options.reference_model)) if _user_file(options.reference_model)
+                 else options.reference_model]
+    valued = (("--fail-on", "fail_on"), ("--tie-margin", "tie_margin"), ("--top-k", "top_k"),
+              ("--workers", "workers"), ("--memory-budget", "memory_budget"))
+    for flag, name in valued:
+        value = getattr(options, name)
+        if value != getattr(defaults, name):
+            args += [flag, str(value // 2 ** 20) if name == "memory_budget" else repr(value)]
+    if options.retries != DEFAULT_RETRIES:
+        args += ["--retries", str(options.retries)]
+    for flag, name, when in (("--allow-rejected", "allow_rejected", True), ("--save-tensors", "save_tensors", True),
+                             ("--no-isolate", "isolate", False), ("--follow-links", "follow_links", True)):
+        if getattr(options, name) is when:
+            args.append(flag)
+    return " ".join(shell_quote(a) for a in args)
 
+
+def _absolute(path) -> str:
+    return os.path.abspath(os.fspath(path))
+
+
+def shell_quote(arg: str) -> str:
+    """``arg`` for a POSIX shell: plain when safe, in single quotes when printable, else as
+    ``$'...'`` with every byte that is not printable ASCII written ``\\xNN``."""
+    import shlex
+
+    raw = os.fsencode(arg)
+    if all(32 <= b < 127 for b in raw):
+        return shlex.quote(arg)
+    return "$'" + "".join(chr(b) if 32 <= b < 127 and chr(b) not in "\\'" else f"\\x{b:02x}" for b in raw) + "'"

@@ -15,10 +15,12 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
 from harness.client import PIPELINES
+from harness.names import terminal_text
 from harness.paths import REPORTS_DIR
 from harness.stage import DEFAULT_TOP_K
 
@@ -76,11 +78,11 @@ def run_accuracy_command(args) -> int:
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
                               args.allow_rejected, args.shard, args.task)
-    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+    result = run(session_of(args), options, log=say, progress=progress_bar)
     out(result.markdown_path.read_text())
     console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
     failed, images = result.left_out()
     if failed:
         console.print(f"[yellow]{failed} of {images} images failed and were excluded from every "
-                      f"path[/] (reasons in {result.markdown_path.name})")
+                      f"path[/] (reasons in {terminal_text(result.markdown_path.name)})", markup=True)
     return result.exit_status()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.check.job import DEFAULT_WORKERS
+from harness.check.budget import BYTES_PER_DECODED_BYTE, DEFAULT_MEMORY_BUDGET
+from harness.check.job import DEFAULT_WORKERS, FAIL_ON
 from harness.cli.common import (
     add_images_args,
     add_reference_args,
@@ -16,6 +17,7 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
@@ -34,7 +36,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Replay the training preprocessing on every image, read every stage from the deployed "
                     "server, compare them in order, and report where they first diverge. Exit status: 0 no "
                     "stage breaks --fail-on and no image is rejected by one side only, 1 otherwise, 2 usage/setup "
-                    "error, the server stopped, or no image could be compared.")
+                    "error, the run stopped early (the server, SIGINT/SIGTERM, a full disk: the reports so far are "
+                    "written and the command that continues it is printed), or no image could be compared.")
     add_images_args(check, DEFAULT_REPORT)
     add_reference_args(check)
     add_verdict_args(check)
@@ -51,6 +54,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--shard", type=shard_arg, metavar="K/N",
                        help="check only shard K (0 to N-1) of N: the images whose name hashes to K; "
                             "`harness merge` joins the N shards' reports into one run's")
+    check.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET // 2 ** 20, metavar="MiB",
+                       help="memory the images in flight may hold, estimated from each image's decoded size "
+                            f"({BYTES_PER_DECODED_BYTE} bytes per byte of RGB pixels, plus the file); one image "
+                            "larger than the budget runs alone (default: %(default)s)")
+    check.add_argument("--follow-links", action="store_true",
+                       help="also follow symbolic links that lead outside the image folder (default: such a link "
+                            "is a skipped row, never read)")
     add_server_args(check)
     add_repository_args(check)
     check.set_defaults(run=run_check_command)
@@ -86,7 +96,6 @@ def shard_arg(text: str) -> Shard:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-FAIL_ON = ("diverged", "tie", "close")
 FAIL_ON_HELP = ("exit 1 if any stage's verdict is this or worse: diverged; tie (also a top-1 change within the "
                 "tie margin); close (any difference beyond equal) (default: %(default)s)")
 
@@ -102,11 +111,12 @@ def run_check_command(args) -> int:
 
     options = CheckOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
                            args.fail_on, args.tie_margin, args.allow_rejected, args.top_k, args.save_tensors,
-                           args.resume, args.isolate, args.workers, args.retries, args.shard)
-    result = run(session_of(args), options, log=console.print, progress=progress_bar)
+                           args.resume, args.isolate, args.workers, args.retries, args.follow_links,
+                           args.memory_budget * 2 ** 20, args.shard)
+    result = run(session_of(args), options, log=say, progress=progress_bar)
     paths = result.paths
     out(paths["markdown"].read_text())
-    console.print(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
+    say(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
     return result.exit_status()
 
 
@@ -117,12 +127,12 @@ def run_merge_command(args) -> int:
     if (args.shards[0] / ACCURACY_JSON).is_file():  # shards of `harness accuracy --shard`
         accuracy = merge_accuracy(args.shards, args.report)
         out(accuracy.markdown_path.read_text())
-        console.print(f"merged {len(args.shards)} accuracy shards: {accuracy.markdown_path}  (also "
+        say(f"merged {len(args.shards)} accuracy shards: {accuracy.markdown_path}  (also "
                       f"{accuracy.json_path.name})")
         return accuracy.exit_status()
     result = merge(args.shards, args.report)
     out(result.paths["markdown"].read_text())
-    console.print(f"merged {len(result.shards)} shards: {result.paths['markdown']}  (also "
+    say(f"merged {len(result.shards)} shards: {result.paths['markdown']}  (also "
                   f"{result.paths['html'].name}, {result.paths['json'].name}, per_image.csv, images.jsonl)")
     return result.exit_status()
 

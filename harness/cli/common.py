@@ -12,12 +12,21 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from harness.client import PIPELINES, PROTOCOLS, TritonClient
+from harness.names import printable, terminal_text
 from harness.paths import DEFAULT_REPOSITORY
 from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
 
-console = Console(stderr=True, highlight=False)
-"""Progress and messages go to stderr; stdout carries only results."""
+console = Console(stderr=True, highlight=False, markup=False)
+"""Progress and messages go to stderr; stdout carries only results. Text is printed as text
+(``markup=False``): a path or a name with ``[...]`` in it is never Rich markup; the few
+styled lines pass ``markup=True`` with their text escaped (:func:`harness.names.terminal_text`)."""
+
+
+def say(line: str) -> None:
+    """One line of a job's log on the console, as text: names in it never become markup or
+    terminal control sequences (:func:`harness.names.terminal_text`)."""
+    console.print(terminal_text(line), soft_wrap=True)
 
 
 def add_repository_args(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +76,10 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
         group.add_argument("--stage", action="append", default=None, metavar="STEP=STAGE",
                            help="with --model: compare step model STEP's output (or STEP.TENSOR) as STAGE (decode, "
                                 "resize, crop, input, output, or none), overriding the mapping found; repeatable")
+    group.add_argument("--client", default=None, metavar="FILE.py:NAME",
+                       help="with --model: your client's own preprocessing, a function of the file's bytes returning "
+                            "the model's input tensor (or a dict of tensors by input name); it runs here as your "
+                            "client runs it, its tensors are sent to the model and compared as stages")
     group.add_argument("--output", default=None, metavar="NAME",
                        help="with --model: the output the task reads (default for classification: the one FP32 "
                             "[classes] output, logits preferred; for embedding: the one named like an embedding)")
@@ -86,11 +99,13 @@ def add_task_arg(group) -> None:
 
 def add_tie_and_rejection_args(group) -> None:
     """``--tie-margin`` and ``--allow-rejected``: what check, diagnose and accuracy let pass."""
-    group.add_argument("--tie-margin", type=float, default=None, metavar="LOGITS",
-                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 logit was ahead "
-                            "of the deployed top-1 by at most this much (default: the output tolerance's atol, "
-                            "0.5 unless the spec's [tolerances.output] sets it); for --task embedding, a nearest-"
-                            "neighbour change whose reference similarities differ by at most this (default 0.01)")
+    group.add_argument("--tie-margin", type=float, default=None, metavar="MARGIN",
+                       help="a top-1 change is a tie, not a divergence, when the reference's top-1 score was ahead "
+                            "of the deployed top-1 by at most this much, in the units of the scores compared: logits, "
+                            "or probability for a deployment answering probabilities (default: the output "
+                            "tolerance's atol, 0.5 logits or 0.05 probability unless the spec's "
+                            "[tolerances.output] sets it); for --task embedding, a nearest-neighbour change whose "
+                            "reference similarities differ by at most this (default 0.01)")
     group.add_argument("--allow-rejected", action="store_true",
                        help="an image rejected by one side only (the server cannot serve an image training "
                             "processes, or the reverse) does not fail the run (default: it does)")
@@ -98,7 +113,10 @@ def add_tie_and_rejection_args(group) -> None:
 
 def add_images_args(parser: argparse.ArgumentParser, default_report: Path) -> None:
     """The images to run on, the deployed side, and where the report goes."""
-    parser.add_argument("images", type=Path, help="directory of images (every file in it is an input)")
+    parser.add_argument("images", type=Path,
+                        help="directory of images: every regular file in it is an input, and a symbolic link to one "
+                             "inside it; every other entry (hidden, a directory, a FIFO, a link leading outside) is "
+                             "listed as skipped, with why")
     add_deployment_args(parser)
     parser.add_argument("--report", type=Path, default=default_report, help="report directory (default: %(default)s)")
 
@@ -117,16 +135,18 @@ def target_of(args: argparse.Namespace, model: str | None = None):
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages,
-                  getattr(args, "task", None))
+                  getattr(args, "task", None), getattr(args, "client", None))
 
 
 @contextlib.contextmanager
 def progress_bar(total: int, description: str):
     """A rich progress bar on stderr; yields ``advance(status="")``."""
+    # The status is an image's name: shown as text, never as Rich markup.
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=console, transient=True) as bar:
-        task = bar.add_task(description, total=total, status="")
-        yield lambda status="": bar.update(task, advance=1, status=status)
+                  TextColumn("{task.fields[status]}", markup=False), TimeRemainingColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task(terminal_text(description), total=total, status="")
+        yield lambda status="": bar.update(task, advance=1, status=printable(status))
 
 
 def session_of(args: argparse.Namespace) -> Session:
@@ -138,7 +158,7 @@ def session_of(args: argparse.Namespace) -> Session:
 @contextlib.contextmanager
 def connect(args: argparse.Namespace) -> Iterator[TritonClient]:
     """A client to ``--url``, or to an embedded server started for this command."""
-    with session_of(args).connect(log=console.print) as client:
+    with session_of(args).connect(log=say) as client:
         yield client
 
 

@@ -15,6 +15,7 @@ from harness.cli.common import (
     console,
     out,
     progress_bar,
+    say,
     session_of,
     target_of,
 )
@@ -32,12 +33,17 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "recommends every change in spec terms. Near-tie top-1 changes are not divergences. Exit "
                     "status: 0 nothing diverged, or the causes found explain every divergence; 1 a divergence "
                     "nothing explains, or an image only one side can process; 2 usage/setup errors, the server "
-                    "stopped, or no image could be compared.")
+                    "stopped, or no image could be compared. With --reference FILE.py:NAME (your training code), it "
+                    "first finds the spec that reproduces it on the same images, diagnoses against that spec, and "
+                    "compares the callable itself; no spec reproducing it, a callable that diverges from the "
+                    "deployment exits 1.")
     add_images_args(p, DEFAULT_REPORT)
     add_reference_args(p)
     p.add_argument("--write-spec", type=Path, default=None, metavar="FILE",
                    help="write the corrected reference spec (every cause applied to [reference]) to FILE; "
-                        "`harness check --spec FILE` then compares against it")
+                        "`harness check --spec FILE` then compares against it. With a training callable "
+                        "(--reference FILE.py:NAME): its fingerprint, your training as a spec. Nothing is written "
+                        "without a cause found (or without a spec reproducing the callable), and the run says so")
     add_tie_and_rejection_args(p.add_argument_group("verdicts"))
     add_server_args(p)
     add_repository_args(p)
@@ -55,8 +61,10 @@ def run_diagnose_command(args) -> int:
         with console.status(text) as shown:
             yield shown.update
 
-    result = run(session_of(args), options, log=console.print, progress=progress_bar, status=status)
+    result = run(session_of(args), options, log=say, progress=progress_bar, status=status)
     out(result.paths["markdown"].read_text())
     console.print(f"diagnosis: {result.paths['markdown']} (also {result.paths['json'].name})"
                   + (f"; corrected spec: {result.written_spec}" if result.written_spec else ""))
+    if result.report.not_written:
+        console.print(result.report.not_written)
     return result.exit_status()

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_repository_args, add_server_args, add_task_arg, console, session_of
+from harness.cli.common import add_repository_args, add_server_args, add_task_arg, console, say, session_of
 from harness.errors import UsageError
 
 
@@ -56,6 +56,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     r.add_argument("--model", default=None, metavar="NAME",
                    help="any model or ensemble on the server instead of --pipeline: its scores, and its classifier "
                         "step alone on the reference input where discovery finds one (see harness check --model)")
+    r.add_argument("--client", default=None, metavar="FILE.py:NAME",
+                   help="with --model: your client's preprocessing makes what the model is fed (see harness check --client)")
     r.add_argument("--repeats", type=int, default=R.repeats, help="rounds per mode (default %(default)s)")
     r.add_argument("--batch-sizes", default=",".join(map(str, R.batch_sizes)),
                    help="request sizes the image is sent in with companions (default %(default)s)")
@@ -95,10 +97,13 @@ def run_repeat_command(args) -> int:
     except ValueError:
         raise UsageError(f"--batch-sizes: integers separated by commas, got {args.batch_sizes!r}") from None
     options = RepeatOptions(args.images, args.pipeline, args.model, args.repeats, sizes, args.concurrency, args.limit,
-                            args.report, args.task)
-    job = run_repeat(session_of(args), options, log=console.print)
+                            args.report, args.client, args.task)
+    job = run_repeat(session_of(args), options, log=say)
     for row in job.rows:
         console.print(f"{row['probe']} {row['stage']}: {row['answers']} answers of {row['images']} images, largest spread "
                       f"{row['max_abs']:.3g}, top-1 changes {row['top1_changes']}: {row['verdict'].value}")
+    if job.alone:
+        console.print(f"sent one image at a time only (unbatched or no dynamic batching: no batch size tried): "
+                      f"{', '.join(job.alone)}")
     console.print(f"verdict {job.result.verdict.value}; report: {job.paths['markdown']}")
     return job.exit_status()

@@ -7,13 +7,14 @@ import signal
 import threading
 from pathlib import Path
 
-from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, add_task_arg, connect, console, session_of
-from harness.client import PIPELINES
+from harness.cli.common import add_repository_args, add_server_args, add_task_arg, connect, console, say, session_of
+from harness.client import PIPELINES, TopK
 from harness.errors import ServerStopped, UsageError
+from harness.listing import InputFile, read_input
+from harness.names import identifier, terminal_text
 from harness.packing import pack_images
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 
@@ -73,6 +74,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output the task reads")
     infer.add_argument("--top-k", type=int, default=5,
                        help="classes per image; for --task embedding, the nearest of the other images given")
+    infer.add_argument("--labels", type=Path, default=None, metavar="FILE",
+                       help="class names, one a line in output order, for a --model without a label file of its own "
+                            "(default: the repository's labels.txt, when the class count matches)")
     add_task_arg(infer)
     add_server_args(infer)
     add_repository_args(infer)
@@ -108,7 +112,7 @@ def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None
     """The fp16 model with its fp32 fallback found on ``calibration`` (default the photo corpus)."""
     from harness.layers.job import export_fp16_model
 
-    done = export_fp16_model(session, path, out, calibration, log=console.print)
+    done = export_fp16_model(session, path, out, calibration, log=say)
     if done.fallback is None:
         console.print(f"wrote {done.fp16_model} (no calibration images: no fp32 fallback searched)")
         return
@@ -193,15 +197,15 @@ def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> l
     from harness.compare.result import one_line
 
     try:
-        data = path.read_bytes()
+        data = read_input(InputFile.of(path))
     except OSError as exc:
-        return [f"unreadable: {exc.strerror or exc}"] * len(classifiers)
+        return [f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"] * len(classifiers)
     cells = []
     for classify in classifiers.values():
         try:
             cells.append(classify(data, top_k))
         except ServerUnavailable as exc:
-            raise ServerStopped(client.url, path.name, str(exc)) from None
+            raise ServerStopped(client.url, identifier(path), str(exc)) from None
         except Exception as exc:
             cells.append(one_line(exc))
     return cells
@@ -221,7 +225,7 @@ def _classifiers(client, args) -> dict:
         pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
         return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in pipelines}
     from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import image_input, read_model, scores_output, task_output
+    from harness.deployment.discovery import classes_of, image_input, read_model, scores_output, task_output
 
     out = {}
     for name in dict.fromkeys(args.model):
@@ -229,8 +233,14 @@ def _classifiers(client, args) -> dict:
         if args.task is not None:  # a task named for a model serving another is refused, saying why
             task_output(info, args.task, args.output)
         request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
-        console.print(f"{name}: image input {request.describe()}, scores {scores.describe()}")
-        out[name] = lambda data, k, r=request, s=scores.name: client.top_k(r.model, r.inputs([data]), s, k)
+        say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
+        named = _class_names(args, classes_of(scores))
+
+        def classify(data, k, r=request, s=scores.name, named=named):
+            return [t if t.label != str(t.index) or not named else TopK(t.index, named[t.index], t.score)
+                    for t in client.top_k(r.model, r.inputs([data]), s, k)]
+
+        out[name] = classify
     return out
 
 
@@ -251,7 +261,7 @@ def _embedders(client, args) -> dict:
         info = read_model(client, name)
         _, tensor, _ = task_output(info, args.task, args.output)
         request = ImageRequest(name, image_input(info), info.batched)
-        console.print(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
+        say(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
         out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
     return out
 
@@ -267,33 +277,51 @@ def run_infer_embedding(args, client, files) -> int:
     embedders = _embedders(client, args)
     rows: dict[str, dict[str, object]] = {name: {} for name in embedders}
     for path in track(files, description="embedding", console=console, transient=True):
-        data = path.read_bytes()
+        try:
+            data = read_input(InputFile.of(path))
+        except OSError as exc:
+            for found in rows.values():
+                found[identifier(path)] = f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"
+            continue
         for name, embed in embedders.items():
             try:
                 vector = np.asarray(embed(data), np.float64)
                 unit = normalized(vector)
-                rows[name][path.name] = unit if unit is not None else f"a zero or non-finite embedding ({vector.size} values)"
+                rows[name][identifier(path)] = (unit if unit is not None
+                                                else f"a zero or non-finite embedding ({vector.size} values)")
             except ServerUnavailable as exc:
-                raise ServerStopped(client.url, path.name, str(exc)) from None
+                raise ServerStopped(client.url, identifier(path), str(exc)) from None
             except Exception as exc:
-                rows[name][path.name] = one_line(exc)
+                rows[name][identifier(path)] = one_line(exc)
     table = Table(title=f"nearest {args.top_k} of the other images (cosine similarity)")
     table.add_column("image")
     cells: dict[str, dict[str, str]] = {}
     for name, found in rows.items():
         table.add_column(name)
         good = [n for n, v in found.items() if not isinstance(v, str)]
-        cells[name] = {n: f"[red]{escape(v)}[/]" for n, v in found.items() if isinstance(v, str)}
+        cells[name] = {n: f"[red]{terminal_text(v)}[/]" for n, v in found.items() if isinstance(v, str)}
         if good:
             sims = similarities(np.stack([found[n] for n in good]))
             for i, top in enumerate(nearest(sims, args.top_k)):
-                cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {escape(good[j])}" for j in top) or "-"
+                cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {terminal_text(good[j])}" for j in top) or "-"
     for path in files:
-        table.add_row(escape(path.name), *(cells[name].get(path.name, "") for name in rows))
+        table.add_row(terminal_text(identifier(path)), *(cells[name].get(identifier(path), "") for name in rows))
     from rich.console import Console
 
     Console().print(table)
     return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0
+
+
+def _class_names(args, classes: int) -> list[str] | None:
+    """Names for a model without a label file: --labels, else the repository's, when their
+    count is the model's class count (else the class indices stay)."""
+    from harness.model import ModelError, read_labels
+
+    try:
+        names = read_labels(args.labels) if args.labels else session_of(args).classes()
+    except (OSError, ModelError):
+        return None
+    return names if len(names) == classes else None
 
 
 def run_infer(args) -> int:
@@ -303,7 +331,7 @@ def run_infer(args) -> int:
             return run_infer_embedding(args, client, files)
         classifiers = _classifiers(client, args)
         names = list(classifiers)
-        table = Table(title=f"top-{args.top_k} classes" if len(names) == 1 else "top-1 class per model")
+        table = Table(title=f"top-{args.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
         table.add_column("image")
         for name in names:
             table.add_column(name)
@@ -314,14 +342,13 @@ def run_infer(args) -> int:
             cells = _classify_everywhere(client, path, classifiers, args.top_k)
             ok = [c for c in cells if not isinstance(c, str)]
             failures += len(ok) < len(cells)
+            texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)
+                     else "\n".join(f"{t.score:.3f} {terminal_text(t.label)}" for t in c) for c in cells]
             if len(names) == 1:
-                c = cells[0]
-                text = f"[red]{escape(c)}[/]" if isinstance(c, str) else "\n".join(f"{t.score:.3f} {t.label}" for t in c)
-                table.add_row(escape(path.name), text)
+                table.add_row(terminal_text(identifier(path)), *texts)
             else:
-                texts = [f"[red]{escape(c)}[/]" if isinstance(c, str) else f"{c[0].label} ({c[0].score:.3f})" for c in cells]
                 agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
-                table.add_row(escape(path.name), *texts, "yes" if agree else "[yellow]no[/]")
+                table.add_row(terminal_text(identifier(path)), *texts, "yes" if agree else "[yellow]no[/]")
     from rich.console import Console
 
     Console().print(table)

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.cli.common import add_repository_args, console, out, session_of
 from harness.errors import UsageError
+from harness.names import printable
 from harness.paths import BUILD_DIR
 
 DEFAULT_OUT = BUILD_DIR / "trained"
@@ -86,9 +87,9 @@ def run_train_command(args) -> int:
             raise UsageError(str(exc)) from None
     onnx_path = export(net, args.out, result, spec.preprocess)
     if result.skipped:
-        console.print(f"[yellow]{len(result.skipped)} image(s) skipped[/]:")
+        console.print(f"[yellow]{len(result.skipped)} image(s) skipped[/]:", markup=True)
         for name, reason in result.skipped.items():
-            console.print(f"  {name}: {reason}")
+            console.print(printable(f"  {name}: {reason}"))
     last = result.history[-1]
     out(f"model: {onnx_path}\nlabels: {args.out / 'labels.txt'}\n"
         f"trained on {result.train_images} images ({100 * config.fraction:g}% of the training set), "

@@ -11,6 +11,7 @@ import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from harness.compare.result import SIDES, ImageResult, StageResult
 from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, StageStats
@@ -29,8 +30,9 @@ WORST_KEPT = 5
 @dataclass
 class MetricStats:
     worst: float
-    partials: list[float] = field(default_factory=list)
-    """The finite values' exact sum, as non-overlapping partials (:func:`add_exactly`)."""
+    total: Fraction = Fraction(0)
+    """The exact sum of the finite values: the mean does not depend on the order images come
+    in (threads, or a run resumed), so a resumed report equals an uninterrupted one."""
     count: int = 0
 
     def add(self, key: str, value: float) -> None:
@@ -41,28 +43,11 @@ class MetricStats:
         else:
             self.worst = max(self.worst, value)
         if math.isfinite(value):
-            add_exactly(self.partials, value)
+            self.total += Fraction(value)
             self.count += 1
 
     def freeze(self) -> MetricSummary:
-        return MetricSummary(self.worst, math.fsum(self.partials) / self.count if self.count else self.worst, self.count)
-
-
-def add_exactly(partials: list[float], value: float) -> None:
-    """Add ``value`` to the exact sum that ``partials`` hold (Shewchuk's algorithm, which
-    math.fsum runs on a whole list): the mean is then the same whatever order the images
-    completed in, so one run's report and the merge of its shards agree to the last bit."""
-    i = 0
-    for partial in partials:
-        if abs(value) < abs(partial):
-            value, partial = partial, value
-        high = value + partial
-        low = partial - (high - value)
-        if low:
-            partials[i] = low
-            i += 1
-        value = high
-    partials[i:] = [value]
+        return MetricSummary(self.worst, float(self.total / self.count) if self.count else self.worst, self.count)
 
 
 def _add_metrics(stats: dict[str, MetricStats], metrics: dict) -> None:
@@ -106,11 +91,16 @@ class StageSummary:
 
     def freeze(self) -> StageStats:
         return StageStats(
-            self.name, self.verdict, dict(self.verdicts), {k: v.freeze() for k, v in self.metrics.items()},
+            self.name, self.verdict, _by_verdict(self.verdicts), {k: v.freeze() for k, v in self.metrics.items()},
             {k: v.freeze() for k, v in self.isolated.items()} or None,
             Verdict.worst(Verdict(v) for v in self.isolated_verdicts) if self.isolated_verdicts else None,
-            dict(self.isolated_verdicts) or None, tuple(self.histogram),
+            _by_verdict(self.isolated_verdicts) or None, tuple(self.histogram),
             tuple(name for _, name in sorted(self.worst_images, reverse=True)))
+
+
+def _by_verdict(counts: Counter) -> dict[str, int]:
+    """Verdict counts in the verdicts' order, whatever order the images came in."""
+    return {v.value: counts[v.value] for v in Verdict if v.value in counts}
 
 
 def severity(result: StageResult) -> float:
@@ -153,11 +143,15 @@ class RunSummary:
         self.stages = {name: StageSummary(name) for name in STAGES}
         self.compared = 0
         self.failed: list[ImageIssue] = []
+        self.skipped: list[ImageIssue] = []
         self.rejected: dict[str, list[ImageIssue]] = {side: [] for side in SIDES}
         self.events = events if events is not None else TopKFlips()
         self.first_divergent = Counter()
 
     def add(self, result: ImageResult) -> None:
+        if result.skipped:
+            self.skipped.append(ImageIssue(result.image, result.error))
+            return
         if result.rejected_by:
             self.rejected[result.rejected_by].append(ImageIssue(result.image, result.error))
             return
@@ -179,4 +173,5 @@ class RunSummary:
         return CheckSummary(
             self.compared, tuple(s.freeze() for s in self.stages.values() if s.verdicts), by_image(self.failed),
             {side: by_image(rows) for side, rows in self.rejected.items()}, events if classification else (),
-            dict(self.first_divergent), self.events.task, events, figures)
+            {k: self.first_divergent[k] for k in [*STAGES, "none"] if k in self.first_divergent},
+            by_image(self.skipped), self.events.task, events, figures)

@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from harness.compare.ties import margin_verdict, reference_margin
-from harness.model import softmax
+from harness.scores import LOGITS, ScoreKind, distribution_metrics
 from harness.stage import DEFAULT_TOP_K
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -30,9 +30,10 @@ def shape_metrics(reference: np.ndarray, deployed: np.ndarray) -> dict | None:
 
 
 def compare_arrays(reference: np.ndarray, deployed: np.ndarray, tolerance: Tolerance,
-                   image: bool) -> tuple[dict, list[int]]:
+                   image: bool, distribution: bool = False) -> tuple[dict, list[int]]:
     """(metrics, |error| histogram in :data:`HISTOGRAM_EDGES` bins), from one pass over the
-    difference. The histogram is empty when the shapes differ."""
+    difference. The histogram is empty when the shapes differ. ``distribution``: the arrays
+    are probabilities, also compared as distributions (total variation, Jensen-Shannon)."""
     mismatch = shape_metrics(reference, deployed)
     if mismatch:
         return mismatch, []
@@ -44,6 +45,8 @@ def compare_arrays(reference: np.ndarray, deployed: np.ndarray, tolerance: Toler
     if nonfinite:  # a NaN or Inf anywhere: the stage is broken, no statistic means anything
         worst = {k: math.inf for k in ("max_abs", "mean_abs", "median_abs", "p99_abs", "max_rel", "rmse")}
         quality = {"psnr_db": -math.inf} if image else {"cosine": 0.0, "sqnr_db": -math.inf}
+        if distribution:
+            quality.update(total_variation=math.inf, js_divergence=math.inf)
         return {**worst, "fraction_over_tolerance": 1.0, "nonfinite": float(nonfinite), **quality}, []
     err = np.abs(dep - ref)
     median, p99 = np.quantile(err, [0.5, 0.99]) if err.size else (0.0, 0.0)
@@ -66,6 +69,8 @@ def compare_arrays(reference: np.ndarray, deployed: np.ndarray, tolerance: Toler
         m["cosine"] = cosine(ref, dep)
         signal, noise = float(np.sum(np.square(ref))), float(np.sum(np.square(err)))
         m["sqnr_db"] = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal else -math.inf)
+        if distribution:
+            m.update(distribution_metrics(ref, dep))
     histogram = np.bincount(np.searchsorted(HISTOGRAM_EDGES, err.ravel(), side="right") - 1,
                             minlength=len(HISTOGRAM_EDGES) - 1)
     return m, histogram[: len(HISTOGRAM_EDGES) - 1].tolist()
@@ -130,7 +135,8 @@ def quick_verdict(reference: np.ndarray, deployed: np.ndarray, tolerance: Tolera
     bound = tolerance.atol + tolerance.rtol * np.abs(reference) if tolerance.rtol else tolerance.atol
     over = np.count_nonzero(err > bound) / err.size
     mean = float(err.mean()) if tolerance.mean_atol is not None else 0.0
-    return (Verdict.CLOSE if tolerance.allows(over, mean) else Verdict.DIVERGED), rmse
+    moved = 0.5 * float(err.sum()) if tolerance.max_total_variation is not None else None  # a distribution's mass
+    return (Verdict.CLOSE if tolerance.allows(over, mean, moved) else Verdict.DIVERGED), rmse
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -149,31 +155,36 @@ def verdict(metrics: dict, tolerance: Tolerance) -> Verdict:
         return Verdict.DIVERGED
     if metrics["max_abs"] == 0:
         return Verdict.EQUAL
-    return Verdict.CLOSE if tolerance.allows(metrics["fraction_over_tolerance"], metrics["mean_abs"]) else Verdict.DIVERGED
+    allowed = tolerance.allows(metrics["fraction_over_tolerance"], metrics["mean_abs"], metrics.get("total_variation"))
+    return Verdict.CLOSE if allowed else Verdict.DIVERGED
 
 
-def topk_metrics(reference_logits: np.ndarray, deployed_logits: np.ndarray, k: int = DEFAULT_TOP_K) -> dict:
+def topk_metrics(reference_scores: np.ndarray, deployed_scores: np.ndarray, k: int = DEFAULT_TOP_K,
+                 scores: ScoreKind = LOGITS) -> dict:
     """Top-1 agreement, top-k overlap (``topk_overlap``, with ``k``), the change in the reference
-    top-1's probability, and ``reference_margin``: how far the reference's top-1 logit is
-    ahead of its logit for the deployed top-1 (0 when they agree)."""
-    ref_p, dep_p = softmax(reference_logits.astype(np.float64)), softmax(deployed_logits.astype(np.float64))
+    top-1's probability and the largest change among the reference's top-k probabilities
+    (``topk_prob_change``), and ``reference_margin``: how far the reference's top-1 score is
+    ahead of its score for the deployed top-1, in the units of ``scores`` (0 when they agree).
+    Probabilities come from ``scores``: logits by softmax, probabilities as they are."""
+    ref_p, dep_p = scores.probabilities(reference_scores), scores.probabilities(deployed_scores)
     ref_top, dep_top = np.argsort(-ref_p)[:k], np.argsort(-dep_p)[:k]
     return {
         "top1_agree": float(ref_top[0] == dep_top[0]),
-        "topk_overlap": len(set(ref_top) & set(dep_top)) / k,
+        "topk_overlap": len(set(ref_top) & set(dep_top)) / len(ref_top),  # k beyond the classes: all of them
         "k": k,
         "top1_prob_change": float(dep_p[ref_top[0]] - ref_p[ref_top[0]]),
+        "topk_prob_change": float(np.abs(dep_p[ref_top] - ref_p[ref_top]).max()),
         "reference_top1": int(ref_top[0]),
         "deployed_top1": int(dep_top[0]),
         "reference_top1_prob": float(ref_p[ref_top[0]]),
         "same_order": float(np.array_equal(ref_top, dep_top)),
-        "reference_margin": reference_margin(reference_logits, int(dep_top[0])),
+        "reference_margin": reference_margin(reference_scores, int(dep_top[0])),
     }
 
 
 def topk_verdict(metrics: dict, tie_margin: float) -> Verdict:
     """``equal`` (same order, same probability), ``close`` (same top-1), ``tie`` (another
-    top-1, but the reference's margin is at most ``tie_margin`` logits: see
+    top-1, but the reference's margin is at most ``tie_margin``, in the scores' units: see
     :mod:`harness.compare.ties`) or ``diverged``."""
     if metrics["same_order"] and metrics["top1_prob_change"] == 0:
         return Verdict.EQUAL

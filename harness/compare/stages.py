@@ -7,6 +7,7 @@ import numpy as np
 from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import StageResult
 from harness.compare.ties import default_tie_margin
+from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
 from harness.tolerance import Tolerance
 
@@ -24,15 +25,16 @@ def as_8bit(image: np.ndarray) -> np.ndarray:
 def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndarray],
                    tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
                    top_k: int = DEFAULT_TOP_K, tie_margin: float | None = None,
-                   result=None) -> tuple[StageResult, ...]:
+                   scores: ScoreKind = LOGITS, result=None) -> tuple[StageResult, ...]:
     """Each stage both sides have, in pipeline order, then the task's result stage from the
-    outputs: ``result(reference, deployed, isolated or None, tie_margin, top_k)`` (a task's
-    :meth:`~harness.task.Task.compare_result`), by default classification's ``topk``.
+    outputs: ``result(reference, deployed, isolated or None, tie_margin, top_k, scores)`` (a
+    task's :meth:`~harness.task.Task.compare_result`), by default classification's ``topk``.
 
     ``isolated`` holds the deployed stages run alone on the reference's previous stage;
-    where present they are compared too (the error a stage adds by itself). A top-1
-    change within ``tie_margin`` logits of the reference's margin is a tie (default: the
-    output tolerance, :func:`harness.compare.ties.default_tie_margin`).
+    where present they are compared too (the error a stage adds by itself). ``scores``: what
+    both outputs hold (probabilities are also compared as distributions). A top-1 change
+    within ``tie_margin`` (in the scores' units) of the reference's margin is a tie (default:
+    the output tolerance, :func:`harness.compare.ties.default_tie_margin`).
     """
     isolated = isolated or {}
     if tie_margin is None:
@@ -43,21 +45,22 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
             continue
         tol, image = tolerances[stage], stage.is_image
         convert = as_8bit if image else (lambda x: x)
-        ref = convert(reference[stage])
-        metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image)
-        alone = compare_arrays(ref, convert(isolated[stage]), tol, image)[0] if stage in isolated else None
+        ref, distribution = convert(reference[stage]), stage is Stage.OUTPUT and scores.distribution
+        metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image, distribution)
+        alone = compare_arrays(ref, convert(isolated[stage]), tol, image, distribution)[0] if stage in isolated else None
         results.append(StageResult(stage, verdict(metrics, tol), metrics,
                                    verdict(alone, tol) if alone else None, alone, histogram))
     out = Stage.OUTPUT
     if out in reference and out in deployed:
-        results.append((result or topk_result)(reference[out], deployed[out], isolated.get(out), tie_margin, top_k))
+        results.append((result or topk_result)(reference[out], deployed[out], isolated.get(out), tie_margin, top_k,
+                                               scores))
     return tuple(results)
 
 
 def topk_result(reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None, tie_margin: float,
-                top_k: int) -> StageResult:
-    """Classification's result stage, ``topk``, of one image's logits (and the isolated classifier's)."""
-    top = topk_metrics(reference, deployed, top_k)
-    alone = topk_metrics(reference, isolated, top_k) if isolated is not None else None
+                top_k: int, scores: ScoreKind = LOGITS) -> StageResult:
+    """Classification's result stage, ``topk``, of one image's scores (and the isolated classifier's)."""
+    top = topk_metrics(reference, deployed, top_k, scores)
+    alone = topk_metrics(reference, isolated, top_k, scores) if isolated is not None else None
     return StageResult(Stage.TOPK, topk_verdict(top, tie_margin), top,
                        topk_verdict(alone, tie_margin) if alone else None, alone)

@@ -6,9 +6,10 @@ preprocessing: no change to it could fix the image. It is reported as a **tie**,
 and listed, but it is not a divergence.
 
 The rule, per image (:func:`flip_verdict`; :func:`margin_verdict` once the margin is
-known): the top-1 class changed, and the reference's margin between its own top-1 logit
-and its logit for the class the deployed side ranks first is at most ``tie_margin`` (in
-logits). By default ``tie_margin`` is the ``output``
+known): the top-1 class changed, and the reference's margin between its own top-1 score
+and its score for the class the deployed side ranks first is at most ``tie_margin``, in the
+units of the scores compared (logits, or probability for a deployment answering
+probabilities: :mod:`harness.scores`). By default ``tie_margin`` is the ``output``
 stage's absolute tolerance (:func:`default_tie_margin`): an error the output is allowed
 to have may reorder classes that close.
 """
@@ -25,14 +26,14 @@ from harness.verdict import Verdict
 
 
 def default_tie_margin(tolerances: Mapping[str, Tolerance]) -> float:
-    """The ``output`` stage's ``atol`` (0.5 logits unless the spec overrides it)."""
+    """The ``output`` stage's ``atol`` (0.5 logits, 0.05 probability, unless the spec overrides it)."""
     return tolerances[Stage.OUTPUT].atol
 
 
-def reference_margin(reference_logits: np.ndarray, deployed_top1: int) -> float:
-    """How far, in the reference's own logits, its top-1 class is ahead of ``deployed_top1``
-    (0.0 when the two sides agree; never negative)."""
-    ref = np.asarray(reference_logits, dtype=np.float64).ravel()
+def reference_margin(reference_scores: np.ndarray, deployed_top1: int) -> float:
+    """How far, in the reference's own scores (logits or probabilities), its top-1 class is
+    ahead of ``deployed_top1`` (0.0 when the two sides agree; never negative)."""
+    ref = np.asarray(reference_scores, dtype=np.float64).ravel()
     return float(ref.max() - ref[deployed_top1])
 
 

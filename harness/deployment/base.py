@@ -22,6 +22,7 @@ import numpy as np
 
 from harness.deployment.discovery import IMAGE_KINDS, TensorInfo
 from harness.packing import pack_images
+from harness.scores import LOGITS, ScoreKind
 from harness.stage import Stage
 
 if TYPE_CHECKING:
@@ -69,9 +70,8 @@ class Deployment:
     """How reports name this side (the pipeline, or the model)."""
     request: ImageRequest
     scores_output: str
-    scores_kind: str = "logits"
-    """What the deployed output holds, in its task's words (``logits``, ``probabilities``,
-    ``embedding``), so what is compared."""
+    scores_kind: ScoreKind = LOGITS
+    """What the deployed output holds (logits, probabilities; an embedding), so what is compared."""
     _task: "Task | None" = None
 
     @property
@@ -90,14 +90,19 @@ class Deployment:
         """What was found, one line each, for people (printed before a run, kept in reports)."""
         words = "scores" if self.task.name == "classification" else "output"
         return [f"model {self.model}: image input {self.request.describe()}, {words} {self.scores_output} "
-                f"({self.scores_kind})", f"stages exposed: {', '.join(self.stages)}"]
+                f"({self.scores_kind.name})", f"stages exposed: {', '.join(self.stages)}"]
 
     def to_dict(self) -> dict:
         return {"kind": type(self).__name__, "model": self.model, "label": self.label,
                 "image_input": self.request.describe(), "task": self.task.name, "scores": self.scores_output,
-                "scores_kind": self.scores_kind,
+                "scores_kind": self.scores_kind.name,
                 "stages": [str(s) for s in self.stages], "isolates": [str(s) for s in self.isolates],
                 "found": self.describe()}
+
+    def unsettled(self) -> list:
+        """The tensors whose stage the evidence did not settle (listed, not compared); a
+        probe image that settles more is a better one."""
+        return [m for m in getattr(self, "mappings", ()) if m.suggestion]
 
     # -- hooks ---------------------------------------------------------------------------
     def read(self, client: "TritonClient", data: bytes, image: str = "") -> dict[Stage, np.ndarray]:

@@ -27,6 +27,10 @@ class DeploymentError(UsageError):
     that is not an encoded image, no output of class scores, ...)."""
 
 
+class ProbeRejected(DeploymentError):
+    """The deployment (or the client's preprocessing) rejected the probe image: another image may do."""
+
+
 IMAGE_KINDS = {"TYPE_UINT8": "ragged uint8", "TYPE_STRING": "bytes"}
 """Triton data type of an encoded-image input -> how a file is sent: ``ragged uint8`` (DALI's
 convention: the file's bytes, zero padded to the longest of the batch) or ``bytes`` (one
@@ -114,7 +118,10 @@ def parse_config(config: dict) -> ModelInfo:
                                 tuple(int(d) for d in t.get("reshape", {}).get("shape", t.get("dims", ()))))
                      for t in config.get(key, ()))
 
-    steps = tuple(Step(s["model_name"], dict(s.get("input_map", {})), dict(s.get("output_map", {})))
+    # Protobuf maps have no order (it varies between client processes): sort by tensor name so
+    # that every run, and every shard of one, maps and reports the steps' tensors alike.
+    steps = tuple(Step(s["model_name"], dict(sorted(s.get("input_map", {}).items())),
+                       dict(sorted(s.get("output_map", {}).items())))
                   for s in config.get("ensemble_scheduling", {}).get("step", ()))
     platform = config.get("platform") or config.get("backend") or "unknown"
     return ModelInfo(config.get("name", "?"), platform, int(config.get("max_batch_size", 0) or 0),
@@ -188,6 +195,15 @@ def scores_output(model: ModelInfo, choice: str | None = None, prefer: str = "lo
                               f"outputs: {', '.join(t.describe() for t in model.outputs) or 'none'}")
     preferred = [t for t in candidates if prefer in t.name.lower()]
     return (preferred or candidates)[0]
+
+
+def numpy_dtype(data_type: str):
+    """A Triton data type (``TYPE_FP32``) as numpy's."""
+    import numpy as np
+    from tritonclient.utils import triton_to_np_dtype
+
+    name = data_type.removeprefix("TYPE_")
+    return np.dtype(triton_to_np_dtype("BYTES" if name == "STRING" else name))
 
 
 def classes_of(tensor: TensorInfo) -> int:

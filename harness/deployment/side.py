@@ -1,9 +1,10 @@
 """The deployed side as every job uses it: one deployment, a client per worker thread, and
 one policy for requests (:class:`DeployedSide`).
 
-- A server that does not answer (refused, reset, timed out, shutting down) is retried with
-  back-off (0.5 s, 1 s, 2 s, ...), reconnecting each time; after ``retries`` the run ends
-  with :class:`~harness.errors.ServerStopped` naming the server and the image.
+- A server that does not answer (refused, reset, timed out, shutting down), or refuses a
+  request as overloaded (its queue policy), is retried with back-off (0.5 s, 1 s, 2 s, ...),
+  reconnecting each time; after ``retries`` the run ends with
+  :class:`~harness.errors.ServerStopped` naming the server, the image and which it was.
 - A request the server rejects is sent once more: Triton may have batched it with another
   image, and one undecodable image fails its whole DALI batch. A second rejection is the
   image's own (:class:`~harness.client.InferenceError`).
@@ -19,7 +20,7 @@ from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
-from harness.client import InferenceError, ServerUnavailable, TritonClient
+from harness.client import InferenceError, ServerOverloaded, ServerUnavailable, TritonClient
 from harness.deployment.base import Deployment
 from harness.errors import ServerStopped
 from harness.stage import Stage
@@ -28,6 +29,8 @@ T = TypeVar("T")
 
 RETRIES = 3
 """Retries of a request the server does not answer, with back-off, before the run ends."""
+MAX_BACKOFF = 8.0
+"""The longest wait between two tries (seconds): 0.5, 1, 2, 4, 8, 8, ..."""
 
 
 class DeployedSide:
@@ -52,9 +55,9 @@ class DeployedSide:
                 url = client.url if client else "(server)"
                 self._local.client = None  # reconnect on the next attempt
                 if attempt == self.retries:
-                    raise ServerStopped(url, image, str(exc)) from None
-                time.sleep(0.5 * 2 ** attempt)
-        raise AssertionError("unreachable")
+                    raise ServerStopped(url, image, str(exc), overloaded=isinstance(exc, ServerOverloaded)) from None
+                time.sleep(min(MAX_BACKOFF, 0.5 * 2 ** attempt))
+        raise AssertionError("unreachable")  # retries >= 0: the loop returns or raises
 
     def read(self, image: str, data: bytes) -> dict[Stage, np.ndarray]:
         """Every stage the deployment exposes for one image; a rejection is sent once more

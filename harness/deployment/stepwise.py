@@ -11,6 +11,7 @@ many. A single model exposes its scores only.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import threading
 from dataclasses import dataclass, field
@@ -20,20 +21,24 @@ import numpy as np
 
 from harness.client import TritonClient
 from harness.deployment.base import Deployment, ImageRequest
-from harness.deployment.discovery import DeploymentError, ModelInfo, Step, TensorInfo, image_input, read_model, task_output
+from harness.deployment.discovery import (
+    DeploymentError,
+    ModelInfo,
+    ProbeRejected,
+    Step,
+    TensorInfo,
+    image_input,
+    numpy_dtype,
+    read_model,
+    task_output,
+)
 from harness.deployment.mapping import TensorMapping, map_tensor, overridden
+from harness.scores import ScoreKind
 from harness.stage import STAGES, Stage
 
 REPLAY_RTOL = REPLAY_ATOL = 1e-4
 """How close the replay's scores must come to the ensemble's to trust the step tensors
 (the same models on the same tensors: only a nondeterministic step differs)."""
-
-
-def numpy_dtype(data_type: str) -> np.dtype:
-    from tritonclient.utils import triton_to_np_dtype
-
-    name = data_type.removeprefix("TYPE_")
-    return np.dtype(triton_to_np_dtype("BYTES" if name == "STRING" else name))
 
 
 def decoded_size(data: bytes) -> tuple[int, int] | None:
@@ -83,7 +88,7 @@ class ModelDeployment(Deployment):
 
     stages = (Stage.OUTPUT,)
 
-    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: str, task=None):
+    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind, task=None):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
         self.scores_output, self.scores_kind, self._task = scores.name, kind, task
 
@@ -110,13 +115,13 @@ class Isolation:
 class StepwiseDeployment(Deployment):
     """An ensemble replayed step by step (see the module)."""
 
-    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: str,
+    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind,
                  steps: list[tuple[Step, ModelInfo]], mappings: list[TensorMapping], isolations: dict[Stage, Isolation],
                  task=None):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
         self.scores_output, self.scores_kind, self._task = scores.name, kind, task
         self.steps, self.mappings, self.isolations = steps, mappings, isolations
-        self._compared = {(m.step, m.tensor): m for m in mappings if m.stage is not None}
+        self._compared = {(m.step, m.tensor): m for m in mappings if m.stage is not None and m.compared}
         self.stages = tuple(s for s in STAGES if s is Stage.OUTPUT or any(m.stage is s for m in self._compared.values()))
         self.isolates = {stage: iso.source.stage for stage, iso in isolations.items()}
         self.replay = ReplayStats()
@@ -126,15 +131,18 @@ class StepwiseDeployment(Deployment):
         lines += [f"  {m.describe()}" for m in self.mappings]
         if self.isolates:
             lines.append("run alone on the reference: " + ", ".join(
-                f"{stage} ({iso.step.name} fed the reference's {iso.source.stage})" for stage, iso in self.isolations.items()))
+                f"{stage} ({iso.step.name} fed the reference's {iso.source.stage}"
+                + (f" as {iso.source.step}.{iso.source.tensor} holds it" if iso.source.stage is stage else "") + ")"
+                for stage, iso in self.isolations.items()))
         return lines
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "steps": [{"model": step.model, "platform": info.platform,
                                                 "inputs": step.inputs, "outputs": step.outputs}
                                                for step, info in self.steps],
-                "mapping": [{"step": m.step, "tensor": m.tensor, "stage": m.stage and str(m.stage), "layout": m.layout,
-                             "why": m.why} for m in self.mappings],
+                "mapping": [{"step": m.step, "tensor": m.tensor, "stage": m.stage and m.compared and str(m.stage) or None,
+                             "layout": m.layout, "scale": m.scale, "why": m.why, "suggestion": m.suggestion}
+                            for m in self.mappings],
                 "replay": self.replay.to_dict()}
 
     # -- reading -------------------------------------------------------------------------
@@ -199,13 +207,17 @@ def ordered_steps(info: ModelInfo) -> list[Step]:
 
 
 def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[int, int],
-             scores: str | None = None, overrides: Mapping[str, str] | None = None, task: str | None = None) -> Deployment:
+             scores: str | None = None, overrides: Mapping[str, str] | None = None,
+             reference: Mapping[str, np.ndarray] | None = None, sources: Mapping[str, str] | None = None,
+             task: str | None = None) -> Deployment:
     """The deployment ``model`` on ``client``'s server, read from its config, with one probe
     image run through it to match step outputs to stages. ``input_size``: the model input's
     (height, width) where the model's config does not fix it; ``task``: ``--task`` (None: the
     one the outputs show, :func:`~harness.deployment.discovery.task_output`); ``scores``: the
-    output the task reads (default: found); ``overrides``: ``{step or step.tensor: stage}``.
-    Raises :class:`DeploymentError`."""
+    output the task reads (default: found); ``overrides``: ``{step or step.tensor: stage}``,
+    set where ``sources`` says (default ``--stage``); ``reference``: the reference's stages of
+    the probe, the evidence each step output's scale and stage are read against
+    (:mod:`harness.deployment.mapping`). Raises :class:`DeploymentError`."""
     info = read_model(client, model)
     request = ImageRequest(model, image_input(info), info.batched)
     chosen, out, _ = task_output(info, task, scores)
@@ -220,8 +232,56 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
                                   "ensemble cannot be replayed step by step")
         steps.append((step, read_model(client, step.model)))
     values = _probe(lambda: replay(client, [step for step, _ in steps], request.inputs([probe])), model)
-    mappings, isolations = _map_steps(info, steps, values, out.name, decoded_size(probe), input_size, dict(overrides or {}))
-    return StepwiseDeployment(info, request, out, kind, steps, mappings, isolations, chosen)
+    outputs = [(step.model, name, ens, unbatch(values[ens], step_info), ens in _classifier_inputs(steps, out.name),
+                ens == out.name) for step, step_info in steps for name, ens in step.outputs.items()]
+    mappings = map_outputs(info.name, outputs, decoded_size(probe), input_size, dict(overrides or {}), reference,
+                           dict(sources or {}))
+    scoring = next((pair for pair in steps if out.name in pair[0].outputs.values()), None)
+    if reference is not None and scoring is not None and len(scoring[0].inputs) == 1:
+        step, step_info = scoring
+        (name, ens), = step.inputs.items()
+        produced = next(own for own, e in step.outputs.items() if e == out.name)
+        fed = next((i for i, output in enumerate(outputs) if output[2] == ens), None)
+
+        def answer(array: np.ndarray) -> np.ndarray:
+            sent = {name: array[None] if step_info.batched else array}
+            return unbatch(client.infer(step.model, sent, [produced])[produced], step_info)
+
+        if fed is not None:
+            mappings[fed] = expected_input(mappings[fed], numpy_dtype(step_info.input(name).data_type), answer, reference,
+                                           kind, set(overrides or {}))
+    return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings), chosen)
+
+
+def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str, np.ndarray], kind: ScoreKind,
+                   overridden_keys: set[str] = frozenset()) -> TensorMapping:
+    """The classifier's input, read as an image by its values, checked against what the model
+    expects: fed the reference's stage in the tensor's encoding, and the reference's normalized
+    input in its layout, the model's answers are compared with the reference's (``reference``
+    holds ``output``: the reference model on the probe). A model that answers like the
+    reference only on the normalized input expects it: the tensor is compared as ``input``
+    (the client, or the step before, forgot to normalize), not as an image. ``answer(array)``
+    runs the model on one tensor; ``mapping`` is returned as it is when it is not an image
+    fed to the classifier, was set by the user, or the check cannot say."""
+    if (mapping.stage is None or not mapping.stage.is_image or Stage.OUTPUT not in reference
+            or mapping.stage not in reference or Stage.INPUT not in reference or np.dtype(dtype) == np.uint8
+            or {mapping.step, f"{mapping.step}.{mapping.tensor}"} & set(overridden_keys)):
+        return mapping
+    normalized = dataclasses.replace(mapping, stage=Stage.INPUT, scale=1.0)
+    expected = kind.from_logits(reference[Stage.OUTPUT])
+    try:
+        as_image = answer(mapping.from_stage(reference[mapping.stage], dtype))
+        as_input = answer(normalized.from_stage(reference[Stage.INPUT], dtype))
+    except Exception:  # noqa: BLE001 - only evidence: a model refusing one of them says nothing here
+        return mapping
+    image_error = float(np.sqrt(np.mean(np.square(np.ravel(as_image) - np.ravel(expected)))))
+    input_error = float(np.sqrt(np.mean(np.square(np.ravel(as_input) - np.ravel(expected)))))
+    if input_error < 0.5 * image_error:
+        return dataclasses.replace(normalized, why=(
+            f"{mapping.why}; but the model answers like the reference when fed the reference's normalized input "
+            f"(RMSE {input_error:.3g}), not its {mapping.stage} (RMSE {image_error:.3g}): it expects the model input, "
+            "so this tensor is compared as input"))
+    return mapping
 
 
 def _probe(call, model: str):
@@ -230,44 +290,58 @@ def _probe(call, model: str):
     try:
         return call()
     except InferenceError as exc:
-        raise DeploymentError(f"{model!r} rejected the probe image: {exc}") from None
+        raise ProbeRejected(f"{model!r} rejected the probe image: {exc}") from None
 
 
-def _map_steps(info: ModelInfo, steps, values: dict[str, np.ndarray], scores_name: str,
-               decoded: tuple[int, int] | None, input_size: tuple[int, int],
-               overrides: dict[str, str]) -> tuple[list[TensorMapping], dict[Stage, Isolation]]:
-    producer = {ens: (step, step_info, name) for step, step_info in steps for name, ens in step.outputs.items()}
-    classifier_inputs = set(producer[scores_name][0].inputs.values()) if scores_name in producer else set()
-    mappings, by_tensor = [], {}
-    for step, step_info in steps:
-        for name, ens in step.outputs.items():
-            array = unbatch(values[ens], step_info)
-            mapping = map_tensor(step.model, name, array, decoded_size=decoded, input_size=input_size,
-                                 model_input=ens in classifier_inputs, scores=ens == scores_name)
-            for key in (step.model, f"{step.model}.{name}"):
-                if key in overrides:
-                    try:
-                        mapping = overridden(mapping, overrides.pop(key), array)
-                    except ValueError as exc:
-                        raise DeploymentError(str(exc)) from None
-            mappings.append(mapping)
-            by_tensor[ens] = mapping
+def _classifier_inputs(steps, scores_name: str) -> set[str]:
+    """The ensemble tensors fed to the step that produces the scores."""
+    return {e for step, _ in steps if scores_name in step.outputs.values() for e in step.inputs.values()}
+
+
+def map_outputs(model: str, outputs, decoded: tuple[int, int] | None, input_size: tuple[int, int],
+                overrides: dict[str, str], reference: Mapping[str, np.ndarray] | None,
+                sources: Mapping[str, str]) -> list[TensorMapping]:
+    """Every output ``(step, name, ensemble tensor, array, fed to the classifier, scores)`` mapped
+    to a stage (:func:`~harness.deployment.mapping.map_tensor`), the overrides applied (each
+    used once; one left over names no output: :class:`DeploymentError`); of several tensors of
+    one stage, the one nearest the model is compared and the earlier ones kept for isolation."""
+    mappings = []
+    for step, name, _, array, fed, is_scores in outputs:
+        mapping = map_tensor(step, name, array, decoded_size=decoded, input_size=input_size, model_input=fed,
+                             scores=is_scores, reference=reference)
+        for key in (step, f"{step}.{name}"):
+            if key in overrides:
+                try:
+                    mapping = overridden(mapping, overrides.pop(key), array, sources.get(key, "--stage"), reference)
+                except ValueError as exc:
+                    raise DeploymentError(str(exc)) from None
+        mappings.append(mapping)
     if overrides:
-        known = [f"{step.model}[.{name}]" for step, _ in steps for name in step.outputs]
-        raise DeploymentError(f"--stage {', '.join(overrides)}: no such step output in {info.name!r}; "
+        known = [f"{step}[.{name}]" for step, name, *_ in outputs]
+        raise DeploymentError(f"--stage {', '.join(overrides)}: no such step output in {model!r}; "
                               f"step outputs: {', '.join(known)}")
-    # A stage read from several tensors is compared on the last (nearest the model).
     last = {m.stage: m for m in mappings if m.stage is not None}
-    mappings = [m if m.stage is None or last[m.stage] is m else
-                TensorMapping(m.step, m.tensor, None, m.layout, f"{m.why}; {m.stage} is read from the later "
-                              f"{last[m.stage].step}.{last[m.stage].tensor}") for m in mappings]
-    by_tensor = {ens: next(m for m in mappings if (m.step, m.tensor) == (b.step, b.tensor)) for ens, b in by_tensor.items()}
+    return [m if m.stage is None or last[m.stage] is m else
+            dataclasses.replace(m, compared=False, why=f"{m.why}; compared at the later {last[m.stage].step}."
+                                                       f"{last[m.stage].tensor}, nearer the model")
+            for m in mappings]
+
+
+def _isolations(steps, mappings: list[TensorMapping]) -> dict[Stage, Isolation]:
+    """Stage -> how it runs alone: a step with one input holding an earlier stage (or the same
+    stage in another tensor: a layout step), whose output is compared as that stage."""
+    by_tensor = dict(zip((ens for step, _ in steps for ens in step.outputs.values()), mappings))  # in map_outputs' order
+    producer = {ens: (step, info, name) for step, info in steps for name, ens in step.outputs.items()}
     isolations = {}
     for ens, mapping in by_tensor.items():
         step, step_info, name = producer[ens]
         sources = [(n, by_tensor.get(e)) for n, e in step.inputs.items()]
-        if mapping.stage is None or len(sources) != 1 or sources[0][1] is None or sources[0][1].stage is None:
+        if mapping.stage is None or not mapping.compared or len(sources) != 1:
             continue
-        if STAGES.index(sources[0][1].stage) < STAGES.index(mapping.stage):
-            isolations[mapping.stage] = Isolation(step_info, sources[0][0], sources[0][1], name, mapping)
-    return mappings, isolations
+        source = sources[0][1]
+        if source is None or source.stage is None:
+            continue
+        if STAGES.index(source.stage) < STAGES.index(mapping.stage) or (source.stage is mapping.stage
+                                                                         and not source.compared):
+            isolations[mapping.stage] = Isolation(step_info, sources[0][0], source, name, mapping)
+    return isolations

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from harness.deployment.discovery import DeploymentError
+from harness.deployment.discovery import ProbeRejected
 from harness.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,13 +33,16 @@ class Target:
     """``{step or step.tensor: stage}`` overriding the mapping found (``--stage``)."""
     task: str | None = None
     """``--task`` (None: classification for a pipeline; for a model, the task discovery finds)."""
+    client: str | None = None
+    """``file.py:name``: the client's own preprocessing, whose tensors ``model`` is fed (``--client``)."""
 
     @property
     def foreign(self) -> bool:
-        """A model that is not one of this repository's ensembles: its training side is the user's."""
+        """A model that is not one of this repository's (its ensembles, the models they end in):
+        its training side is the user's."""
         from harness.client import PIPELINES, REPOSITORY_TASKS
 
-        own = {models.ensemble(p) for models in REPOSITORY_TASKS.values() for p in PIPELINES}
+        own = {name for models in REPOSITORY_TASKS.values() for name in (models.model, *map(models.ensemble, PIPELINES))}
         return self.model is not None and self.model not in own
 
     def note(self) -> tuple[str, ...]:
@@ -62,12 +65,20 @@ def require_reference_model(targets: Sequence[Target], reference_model: str) -> 
 
 
 def open_deployment(session: "Session", client: "TritonClient", target: Target, images: Sequence[Path],
-                    log: Callable[[str], None] = lambda line: None) -> "Deployment":
+                    log: Callable[[str], None] = lambda line: None,
+                    reference: Callable[[bytes], dict] | None = None, model=None) -> "Deployment":
     """The deployment ``target`` names on ``client``'s server; a ``--model`` is probed with the
-    first of ``images`` it accepts (at most :data:`PROBE_IMAGES`) and what was found is logged
-    line by line. The spec's ``[deployment.stages]`` apply under ``target.stages``."""
+    first of ``images`` it accepts (at most :data:`PROBE_IMAGES`), its tensors read against
+    ``reference`` (the job's reference recipe) on that image, and against what ``model`` (the
+    reference model) answers on it; where that image leaves a tensor
+    unsettled (a flat photo says nothing of a scale) the next ones are tried, and the first
+    that settles every tensor is kept. What was found is logged line by line. The spec's
+    ``[deployment.stages]`` apply under ``target.stages``."""
     if target.model is None:
-        return session.deployment(client, target.pipeline, task=target.task)
+        if target.client:
+            raise UsageError(f"--client {target.client} needs --model: the model on the server the client's tensors "
+                             "are sent to")
+        return _repository_pipeline(session, client, target.pipeline, target.task)
     from harness.deployment.mapping import parse_overrides
 
     try:
@@ -75,7 +86,8 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
     except ValueError as exc:
         raise UsageError(f"[deployment.stages] of {session.spec_path}: {exc}".replace("--stage ", "")) from None
     stages = {**from_spec, **target.stages}
-    problems = []
+    sources = {key: "--stage" if key in target.stages else f"[deployment.stages] of {session.spec_path}" for key in stages}
+    problems, found = [], None
     for path in images[:PROBE_IMAGES]:
         try:
             probe = path.read_bytes()
@@ -84,14 +96,51 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
             continue
         try:
             deployment = session.deployment(client, model=target.model, probe=probe, output=target.output,
-                                            stages=stages, task=target.task)
-        except DeploymentError as exc:
-            if "rejected the probe image" not in str(exc):
-                raise
+                                            stages=stages, reference=_reference_stages(reference, model, probe),
+                                            sources=sources, client_function=target.client, task=target.task)
+        except ProbeRejected as exc:
             problems.append(f"{path.name}: {exc}")
             continue
-        for line in deployment.describe():
-            log(line)
-        return deployment
-    raise UsageError(f"--model {target.model}: none of the first {len(problems)} images could probe it "
-                     f"({'; '.join(problems)})")
+        found = found or deployment
+        if not deployment.unsettled():
+            found = deployment
+            break
+    if found is None:
+        raise UsageError(f"--model {target.model}: none of the first {len(problems)} images could probe it "
+                         f"({'; '.join(problems)})")
+    for line in found.describe():
+        log(line)
+    return found
+
+
+def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str,
+                         task: str | None = None) -> "Deployment":
+    """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
+    model ready on the server, else a one-line refusal naming the models the server has (give
+    ``--model`` for one of those)."""
+    from harness.client import PIPELINES, REPOSITORY_TASKS
+
+    ensemble = REPOSITORY_TASKS[task or "classification"].ensemble(pipeline)
+    missing = [m for m in (ensemble, PIPELINES[pipeline].taps_model) if not client.is_ready(m)]
+    if missing:
+        ready = client.ready_models()
+        raise UsageError(f"no {missing[0]} on {client.url}: this is not a server of this repository's models; give "
+                         "--model NAME for one of yours (models on the server: "
+                         f"{', '.join(ready) if ready else 'none ready'})")
+    return session.deployment(client, pipeline, task=task)
+
+
+def _reference_stages(reference: Callable[[bytes], dict] | None, model, probe: bytes) -> dict | None:
+    """The reference's stages of the probe, with ``output`` (``model``'s logits) when a model is
+    given; None when there is no reference, or it cannot process the probe."""
+    if reference is None:
+        return None
+    try:
+        stages = dict(reference(probe))
+        if model is not None:
+            from harness.stage import Stage
+
+            stages[Stage.OUTPUT] = model.logits(stages[Stage.INPUT][None])[0]
+        return stages
+    except Exception:  # noqa: BLE001 - evidence only: without it, the mapping says what it could not read
+        return None

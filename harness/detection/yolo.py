@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.detection.boxes import Detections
 from harness.detection.geometry import Geometry
+from harness.manifest import load_dalis_nvjpeg
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ def nms(xyxy: np.ndarray, scores: np.ndarray, classes: np.ndarray, iou_threshold
                                        0.0, float(iou_threshold))
         return np.asarray(keep, np.int64).reshape(-1)
     import torch
+
+    load_dalis_nvjpeg()  # before torchvision, whose nvJPEG would otherwise be DALI's
     import torchvision
 
     keep = torchvision.ops.batched_nms(torch.from_numpy(np.ascontiguousarray(xyxy, np.float32)),

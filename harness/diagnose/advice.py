@@ -46,7 +46,9 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
     model: the change is said in the spec's terms for both sides."""
     if deployed_spec_path is None and not h.fp16:
         changes = h.changes(diagnoser.reference)
-        behaves = f"the deployment `{deployed_library}` behaves as if {_assign(changes, 2)}" if changes else (
+        library = f" (computing like {h.recipe})" if h.recipe and changes else ""
+        library += " (its image stages in BGR too: the decoder's order kept)" if h.bgr_images else ""
+        behaves = f"the deployment `{deployed_library}` behaves as if {_assign(changes, 2)}{library}" if changes else (
             f"the deployment `{deployed_library}` computes like {h.recipe}")
         fix = f"make its preprocessing do {_assign(changes, 1)} as training did, or " if changes else ""
         return (f"Training did {_assign(changes, 1) or diagnoser.recipe}; {behaves}: {fix}train with "
@@ -147,18 +149,20 @@ def reference_toml(spec: Spec, recipe: str, preprocess: Preprocess) -> str:
 
 
 def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preprocess, causes: Sequence[Hypothesis],
-                   out: Path, note: str = "") -> Path:
+                   out: Path, note: str = "", header: str | None = None) -> Path:
     """Write the spec diagnosed with its ``[reference]`` corrected to ``recipe`` and
     ``preprocess`` (the reference with every cause applied), and check that it reads back
-    as exactly that. ``note`` goes into the header comment."""
+    as exactly that. ``note`` goes into the header comment; ``header`` says what the
+    ``[reference]`` is (default: training as the deployment behaves)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     source, folder = Path(spec_path).resolve(), out.parent.resolve()
     # Relative when both live in one tree (the pair can move together), else absolute.
     extends = os.path.relpath(source, folder) if os.path.commonpath([source, folder]) != "/" else str(source)
-    lines = [f"# Written by `harness diagnose` from {spec_path}: the [reference] below is training as the",
-             "# deployment behaves, with every cause found applied (most costly first):"]
-    lines += [f"#   {k}. {h.name} ({h.culprit})" for k, h in enumerate(causes, 1)] or ["#   (none: nothing diverged)"]
+    header = header or "the [reference] below is training as the deployment behaves"
+    lines = [f"# Written by `harness diagnose` from {spec_path}: {header}, with every change found applied "
+             "(most costly first):"]
+    lines += [f"#   {k}. {h.name} ({h.culprit})" for k, h in enumerate(causes, 1)] or ["#   (none: the spec as it is)"]
     lines += [f"# {line}" for line in note.splitlines()]
     lines += ["# `harness check --spec` this file compares the same deployment against it.", f'extends = "{extends}"', ""]
     out.write_text("\n".join(lines) + "\n" + reference_toml(spec, recipe, preprocess))

@@ -28,6 +28,8 @@ class Hypothesis:
     """Another library doing the same preprocessing (None: the reference's own)."""
     fp16: bool = False
     """Run the reference model in half precision (TensorRT builds with --fp16)."""
+    bgr_images: bool = False
+    """Compare the image stages in BGR order: the deployment keeps its decoder's (OpenCV's) order."""
 
     def changes(self, base: Preprocess) -> list[tuple[str, Any, Any]]:
         """(section.key, reference value, hypothesized value) of each overridden key."""
@@ -63,8 +65,15 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     H = Hypothesis
     hs = [H(f"channel order {_flip(ref.input.channel_order)}", "channel order",
             {"input": {"channel_order": _flip(ref.input.channel_order)}})]
+    if ref.input.channel_order == "RGB":
+        # cv2.imdecode's BGR kept from the decoder on: the image stages too, not only the model input.
+        hs.append(H("BGR from the decoder on", "channel order", {"input": {"channel_order": "BGR"}}, bgr_images=True))
     hs.append(H(f"antialias {'off' if ref.resize.antialias else 'on'}", "resize antialias",
                 {"resize": {"antialias": not ref.resize.antialias}}))
+    if recipe == "opencv" and not ref.resize.antialias and ref.resize.interpolation != "area":
+        # cv2 cannot antialias a linear resize; the antialiased resize ports meet is PIL's (torchvision's).
+        hs.append(H("antialias on (PIL's resize, as torchvision)", "resize antialias", {"resize": {"antialias": True}},
+                    recipe="torchvision"))
     hs += [H(f"interpolation {i}", "resize interpolation", {"resize": {"interpolation": i}})
            for i in INTERPOLATIONS if i != ref.resize.interpolation]
     hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
@@ -81,7 +90,7 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     hs += [H(f"size rounding {r}", "output-size rounding", {"resize": {"size_rounding": r}})
            for r in ("half_up", "floor") if r != ref.resize.size_rounding]
     hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
-           for r in ("half_up", "half_even") if r != ref.crop.offset_rounding]
+           for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
     hs += _normalization_hypotheses(ref, deployed)
     d = ref.decode
     hs.append(H(f"fancy upsampling {'off' if d.fancy_upsampling else 'on'}", "JPEG chroma upsampling",
@@ -113,6 +122,8 @@ def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hyp
         H("(x - 127.5) / 127.5", "normalization values",
           {"normalize": {"pixel_range": 255.0, "mean": [127.5] * 3, "std": [127.5] * 3}}),
         H("std not applied", "normalization values", {"normalize": {"std": [n.pixel_range / 255.0] * 3}}),
+        # Neither: the pixels only scaled to the spec's range (x / 255 into a model trained on normalized input).
+        H("mean/std not applied", "normalization values", {"normalize": {"mean": [0.0] * 3, "std": [1.0] * 3}}),
     ]
     if deployed.normalize != n:
         hs.append(H("the deployed spec's normalization", "normalization values",
@@ -122,10 +133,10 @@ def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hyp
 
 def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
     """Drop hypotheses that change nothing or repeat another's recipe."""
-    seen, out = {(recipe, ref, False)}, []
+    seen, out = {(recipe, ref, False, False)}, []
     for h in hs:
         try:
-            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16)
+            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images)
         except SpecError:
             out.append(h)  # reported as not applicable
             continue

@@ -4,7 +4,7 @@ one recommendation covering every cause."""
 from __future__ import annotations
 
 from harness.diagnose.findings import Cause, Round
-from harness.diagnose.outcomes import Evaluation
+from harness.diagnose.outcomes import MIN_ERROR_DROP, MIN_IMAGES_ERROR_DROP, MIN_IMAGES_LEFT, Evaluation
 from harness.formatting import fmt
 from harness.stage import Stage
 
@@ -31,10 +31,17 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
             return (f"The divergence first appears at `{focus}`. No known culprit fully explains it; **{best.name}** "
                     f"({best.culprit}) explains part of it (error at `{focus}` {fmt(first.base.error(focus))} -> "
                     f"{fmt(best.error(focus))}, images diverged there {first.base.diverged(focus)} -> "
-                    f"{best.diverged(focus)}). The isolated errors of `harness check` show which stage adds the rest.")
-        return (f"The divergence first appears at `{focus}`, and none of the {len(first.ranked)} known culprits "
-                f"reduces it: nothing here explains it. Compare that stage's saved tensors "
-                f"(`harness check --save-tensors`) by hand.")
+                    f"{best.diverged(focus)}), and nothing explains the rest, so it is not taken as a cause. The "
+                    "isolated errors of `harness check` show which stage adds the divergence.")
+        near = "; ".join(f"{e.name} ({e.culprit}: {e.improvement(e.baseline or first.base, focus).describe()})"
+                         for e in candidates(first))
+        listed = f"; the best candidates, each below them: {near})" if near else ")"
+        return (f"The divergence first appears at `{focus}`: **no known culprit** explains it. None of the "
+                f"{len(first.ranked)} culprits of the catalogue improves it beyond noise (an error cut by "
+                f"{MIN_ERROR_DROP:.0%}, or {MIN_IMAGES_LEFT:.0%} of the diverged images no longer diverged with the "
+                f"error cut by {MIN_IMAGES_ERROR_DROP:.0%}"
+                + listed + ". Compare that stage's saved tensors (`harness check --save-tensors`) by hand, or look "
+                "for a difference the catalogue does not hold.")
     if len(causes) == 1 and final.first_divergent() is None:
         best = first.chosen
         return (f"The divergence first appears at `{focus}`; **{best.name}** ({best.culprit}) explains it: "
@@ -44,7 +51,9 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
         where = (f"The divergence first appears at `{r.focus}`" if r.number == 1 else
                  f"With {'that' if r.number == 2 else 'those'} applied, it first appears at `{r.focus}`")
         how = "explains it" if r.explains else "explains part of it"
-        parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}) {how}"
+        before = [*r.base.on_top_of, *([r.base.hypothesis] if r.base.hypothesis else [])]
+        replaced = next((f", in place of {x.name}" for x in before if x.culprit == r.chosen.culprit), "")
+        parts.append(f"Round {r.number}: {where}; **{r.chosen.name}** ({r.chosen.culprit}{replaced}) {how}"
                      + (f": {_explained(r.chosen, r.base, r.focus)}." if r.explains else
                         f" (error at `{r.focus}` {fmt(r.base.error(r.focus))} -> {fmt(r.chosen.error(r.focus))}; "
                         f"images diverged there {r.base.diverged(r.focus)} -> {r.chosen.diverged(r.focus)})."))
@@ -53,6 +62,15 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
                  f"What it costs in predictions: {costs}.")
     parts.append(remaining_sentence(final, rounds, stopped, len(causes)))
     return " ".join(parts)
+
+
+CANDIDATES = 3
+"""Hypotheses a conclusion without a cause shows as candidates."""
+
+
+def candidates(r: Round) -> list[Evaluation]:
+    """The round's hypotheses that improved its stage at all (below the thresholds), best first."""
+    return [e for e in r.ranked if e.outcomes and e.score(r.focus) < (e.baseline or r.base).score(r.focus)][:CANDIDATES]
 
 
 def _count(n: int, one: str, many: str) -> str:

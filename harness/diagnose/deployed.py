@@ -12,6 +12,8 @@ import numpy as np
 
 from harness.deployment import DeployedSide
 from harness.errors import ServerStopped
+from harness.listing import InputFile, read_input
+from harness.names import identifier
 from harness.outcome import Outcome
 from harness.results import ImageIssue
 
@@ -39,16 +41,18 @@ def fetch_deployed(side: DeployedSide, images: list[Path], reference: Callable[[
     answering ends the read with :class:`harness.errors.ServerStopped`."""
 
     def read(path: Path):
+        name = identifier(path)
         try:
-            data = path.read_bytes()
+            data = read_input(InputFile.of(path))
         except OSError as exc:
-            return path.name, None, None, ImageIssue(path.name, f"unreadable: {exc}", Outcome.FAILED)
+            return name, None, None, ImageIssue(name, f"unreadable: {getattr(exc, 'reason', None) or exc}",
+                                                Outcome.FAILED)
         try:
-            return path.name, data, side.read(path.name, data), None
+            return name, data, side.read(name, data), None
         except ServerStopped:
             raise
         except Exception as exc:  # noqa: BLE001 - anything else the deployment does with one image is that image's
-            return path.name, data, None, ImageIssue(path.name, f"deployed: {_line(exc)}", _one_sided(reference, data))
+            return name, data, None, ImageIssue(name, f"deployed: {_line(exc)}", _one_sided(reference, data))
 
     deployed = Deployed([], [], [], [])
     pool = ThreadPoolExecutor(max(1, workers))

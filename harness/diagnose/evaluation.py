@@ -15,7 +15,7 @@ import os
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from harness.outcome import Outcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
 from harness.results import ImageIssue
+from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
 from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, Stage
 from harness.task import get_task
@@ -41,8 +42,14 @@ dropped without running the rest (most culprits are wrong, and obviously so)."""
 DEFAULT_WORKERS = os.cpu_count() or 1
 """Images preprocessed at once: one per core."""
 
-Setting = tuple[str, Preprocess, bool]
-"""(recipe name, preprocessing parameters, model in fp16): what the reference runs."""
+class Setting(NamedTuple):
+    """What the reference runs: a recipe with its parameters, the model's precision, and
+    whether its image stages are compared in BGR order (the deployment's decoder order kept)."""
+
+    recipe: str
+    preprocess: Preprocess
+    fp16: bool = False
+    bgr_images: bool = False
 
 Prepared = tuple[ImageOutcome, "np.ndarray | None"]
 """An image's preprocessing outcome and its model input (None: nothing left to run)."""
@@ -56,12 +63,15 @@ class Diagnoser:
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, task=None):
+                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS, task=None):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
         self.tie_margin = tie_margin
         """A top-1 change is a tie when the reference's margin is at most this (the job's,
-        :meth:`harness.session.Session.tie_margin`)."""
+        :meth:`harness.session.Session.tie_margin`), in the units of ``scores``."""
+        self.scores = scores
+        """What the deployed output holds: the reference model's logits are compared as such
+        scores (their softmax for probabilities; :mod:`harness.scores`)."""
         self._fp16_model, self._fp16 = fp16_model, None
         self.task = task or get_task(None)
         """What is judged after the model input: classification's top-1 flips, or another task's events."""
@@ -86,11 +96,11 @@ class Diagnoser:
 
     def setting(self, changes: Sequence[Hypothesis]) -> Setting:
         """The reference with ``changes`` applied in order (raises SpecError if it cannot be)."""
-        recipe, p, fp16 = self.recipe, self.reference, False
+        recipe, p, fp16, bgr = self.recipe, self.reference, False, False
         for h in changes:
             p = with_overrides(p, **h.overrides)
-            recipe, fp16 = h.recipe or recipe, fp16 or h.fp16
-        return recipe, p, fp16
+            recipe, fp16, bgr = h.recipe or recipe, fp16 or h.fp16, bgr or h.bgr_images
+        return Setting(recipe, p, fp16, bgr)
 
     def baseline(self) -> Evaluation:
         """The reference as specified, on every image. Images its recipe cannot process (the
@@ -110,7 +120,13 @@ class Diagnoser:
         made, setting, recipe = self._start(applied, h, base)
         if setting is None:
             return made
-        return made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting[2]), self.indices))
+        return made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting.fp16), self.indices))
+
+    def evaluate_recipe(self, recipe: Recipe, name: str) -> Evaluation:
+        """Any recipe object (the user's training callable) on every image, as it is: no
+        parameter of it can be varied, only compared."""
+        setting = Setting(f"custom:{name}", self.reference)
+        return Evaluation(name, "-", self._outcomes_of(setting, recipe, self.model, self.indices))
 
     def screen(self, applied: Sequence[Hypothesis], h: Hypothesis, base: Evaluation, stage: str,
                model: bool) -> Evaluation:
@@ -130,7 +146,7 @@ class Diagnoser:
             if tried.score(stage)[:2] > before.score(stage)[:2]:
                 return tried.with_status(self._rejected("before the model"))
             return tried.with_status("screened")
-        tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting[2]), screen))
+        tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting.fp16), screen))
         return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
 
     def _start(self, applied: Sequence[Hypothesis], h: Hypothesis | None,
@@ -144,8 +160,8 @@ class Diagnoser:
         made = Evaluation(name, culprit, {}, h, applied, "evaluated", changes, base, self.task.name)
         try:
             setting = self.setting((*applied, h) if h else applied)
-            recipe = BUILT_IN[setting[0]](setting[1])  # a library that cannot honour the setting refuses it
-            self._model(setting[2])
+            recipe = BUILT_IN[setting.recipe](setting.preprocess)  # a library that cannot honour the setting refuses it
+            self._model(setting.fp16)
         except SpecError as exc:
             return made.with_status(f"not applicable: {exc}"), None, None
         return made, setting, recipe
@@ -173,7 +189,7 @@ class Diagnoser:
         the outcome is already complete, or the reference failed), images in parallel (the
         libraries release the GIL; one thread per core)."""
         cached = self._outcomes.get(setting, {})
-        recipe = self._decoded.serve(recipe, (setting[0], setting[1].decode))
+        recipe = self._decoded.serve(recipe, (setting.recipe, setting.preprocess.decode))
         todo = [i for i in indices if i not in cached]
         out = {i: (cached[i], None) for i in indices if i in cached}
         for i, (prepared, seconds) in zip(todo, self._pool().map(lambda i: self._prepare_one(setting, recipe, i), todo)):
@@ -197,14 +213,15 @@ class Diagnoser:
         dep = self.deployed.stages[i]
         verdicts, errors = {}, {}
         for stage in (s for s in PREPROCESS_STAGES if s in ref and s in dep):
+            mine = ref[stage][..., ::-1] if setting.bgr_images and stage.is_image else ref[stage]
             if stage == Stage.DECODE:
                 # The decoded image depends only on the library and the decode switches: compare it once.
-                key = (setting[0], setting[1].decode, i)
+                key = (setting.recipe, setting.preprocess.decode, setting.bgr_images, i)
                 if key not in self._decode_verdicts:
-                    self._decode_verdicts[key] = self._compare(stage, ref[stage], dep[stage])
+                    self._decode_verdicts[key] = self._compare(stage, mine, dep[stage])
                 verdicts[stage], errors[stage] = self._decode_verdicts[key]
             else:
-                verdicts[stage], errors[stage] = self._compare(stage, ref[stage], dep[stage])
+                verdicts[stage], errors[stage] = self._compare(stage, mine, dep[stage])
         return (ImageOutcome(verdicts, errors), ref[Stage.INPUT]), (middle - start, time.perf_counter() - middle)
 
     def _compare(self, stage: Stage, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
@@ -229,11 +246,12 @@ class Diagnoser:
         todo = [i for i, (_, x) in prepared.items() if x is not None and i not in cached]
         start = time.perf_counter()
         # Batches in parallel, one per core (one intra-op thread each: see the CLI).
-        logits, new = self._logits.logits(setting[2], model, [prepared[i][1] for i in todo], self._pool().map)
+        logits, new = self._logits.logits(setting.fp16, model, [prepared[i][1] for i in todo], self._pool().map)
         self.timing["reference model"] += time.perf_counter() - start
         self.counts["reference model (images)"] += new
         self.counts["reference model (cached)"] += len(todo) - new
         for i, out in zip(todo, logits):
+            out = self.task.reference_output(out, self.scores)
             outcome, dep_out = prepared[i][0], self.deployed.stages[i][Stage.OUTPUT]
             verdicts, errors = dict(outcome.verdicts), dict(outcome.errors)
             verdicts[Stage.OUTPUT], errors[Stage.OUTPUT] = self._compare(Stage.OUTPUT, out, dep_out)

@@ -46,10 +46,14 @@ class DiagnoseResult:
     options: DiagnoseOptions
 
     def exit_status(self) -> int:
-        """1 when a divergence remains that nothing explains, or an image only one side
-        processes (unless allowed); else 0."""
-        found = self.report.diagnosis.remaining is not None or (
-            self.report.one_sided() and not self.options.allow_rejected)
+        """1 when a divergence remains that nothing explains (a training callable no spec
+        reproduces: when the callable itself diverges from the deployment), or an image only
+        one side processes (unless allowed); else 0."""
+        report = self.report
+        unexplained = report.training is not None and not report.training.reproduced and (
+            report.compared is not None and report.compared.first_divergent() is not None)
+        found = report.diagnosis.remaining is not None or unexplained or (
+            report.one_sided() and not self.options.allow_rejected)
         return EXIT_FOUND if found else EXIT_OK
 
 
@@ -64,12 +68,17 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     ``status(text)``: a context yielding ``update(text)`` for the search's phases. Raises
     :class:`~harness.errors.UsageError` for bad options, :class:`~harness.errors.ServerStopped`
     when the server stops answering while the deployed side is read (nothing is diagnosed),
-    :class:`~harness.errors.NothingCompared` when no image could be compared."""
+    :class:`~harness.errors.NothingCompared` when no image could be compared.
+
+    A training callable (``options.reference`` ``file.py:name``) is first fingerprinted
+    (:mod:`harness.diagnose.training`): the deployment is diagnosed against the spec that
+    reproduces it, and compared with the callable itself."""
     from harness.corpus import list_images
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
-    from harness.diagnose import SCREEN_IMAGES, Diagnoser, corrected_spec, diagnose, fetch_deployed, reference_toml
+    from harness.diagnose import SCREEN_IMAGES, Diagnoser, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
+    from harness.diagnose.training import fingerprint_training
     from harness.reference import BUILT_IN
     from harness.reference.model import CHOICES, TorchModel
     from harness.report.data import versions
@@ -79,10 +88,8 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
 
     started = time.perf_counter()
     spec = session.spec
-    recipe = options.reference or spec.reference.recipe
-    if recipe not in BUILT_IN:
-        raise UsageError(f"diagnose varies a built-in recipe ({', '.join(BUILT_IN)}); describe your training "
-                         f"preprocessing in the spec's [reference] section instead of {recipe!r}")
+    choice = options.reference or spec.reference.recipe
+    training = None if choice in BUILT_IN else session.recipe(options.reference)  # the user's callable or Compose
     images = list_images(options.images)
     if not images:
         raise UsageError(f"no images in {options.images}")
@@ -97,7 +104,9 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         loaded.check_input(spec.reference.preprocess.input_shape)
         return loaded
 
-    known = target.task or ("classification" if target.model is None else None)
+    # The user's model file is the same whatever the task; this repository's model is the task's.
+    known = target.task or ("classification" if target.model is None or options.reference_model not in CHOICES
+                            else None)
     model = load_model(known) if known else None  # else once discovery found the task
     foreign = target.model is not None
 
@@ -108,16 +117,14 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
             raise SpecError("the fp16 hypothesis needs the PyTorch model (--reference-model torch)")
         return TorchModel(half=True)
 
-    reference = BUILT_IN[recipe](spec.reference.preprocess)
+    reference = training or BUILT_IN[choice](spec.reference.preprocess)
     read_start = time.perf_counter()
     with session.connect(log=log) as client:
         server = session.server_info(client)
-        deployment = open_deployment(session, client, target, images, log)
-        if deployment.scores_kind == "probabilities":
-            raise UsageError(f"{deployment.model} answers probabilities ({deployment.scores_output}); diagnose compares "
-                             "logits: name an output of logits with --output")
+        deployment = open_deployment(session, client, target, images, log, reference, model)
         task = deployment.task
         model = model or load_model(task.name)
+        # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
         tolerances = session.tolerances(deployment.scores_kind, task)
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
         side = DeployedSide(deployment, session.client_factory(client))
@@ -130,34 +137,72 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     if not deployed.names:
         raise NothingCompared(f"no image could be compared: the deployment answered none of the {len(images)} "
                               f"({deployed.failed[0].image}: {deployed.failed[0].reason})")
-    diagnoser = Diagnoser(deployed, recipe, spec.reference.preprocess, spec.preprocess, model, tolerances, fp16_model,
-                          tie_margin=tie_margin, task=task)
     search_start = time.perf_counter()
+    recipe, reference_spec, fingerprinted = spec.reference.recipe, spec.reference.preprocess, None
+    if training is not None:
+        with status("fingerprinting the training callable") as update:
+            fingerprinted = fingerprint_training(
+                training, options.reference, deployed.names, deployed.data,
+                spec.reference.recipe if spec.reference.recipe in BUILT_IN else "opencv", spec.reference.preprocess,
+                spec.preprocess, model, session.tolerances(), fp16_model, session.tie_margin(), progress=update)
+        recipe, reference_spec = fingerprinted.recipe, fingerprinted.preprocess
+    elif options.reference:
+        recipe = options.reference
+    diagnoser = Diagnoser(deployed, recipe, reference_spec, spec.preprocess, model, tolerances, fp16_model,
+                          tie_margin=tie_margin, scores=deployment.scores_kind, task=task)
+    compared = None
     try:
         with status("diagnosing") as update:
             result = diagnose(diagnoser, None if foreign else str(session.repository / SPEC_FILENAME),
-                              deployment.model if foreign else DEPLOYED_LIBRARY[target.pipeline], progress=update)
+                              deployment.label if foreign else DEPLOYED_LIBRARY[target.pipeline], progress=update)
+            if training is not None:  # the callable itself against the deployment, as it is
+                compared = diagnoser.evaluate_recipe(training, options.reference)
     finally:
         diagnoser.close()
     if not diagnoser.indices:
         raise NothingCompared(f"no image could be compared: the reference recipe rejected all {len(deployed.names)} "
                               f"images the deployment answered ({diagnoser.rejected_by_training[0].reason})")
-    final_recipe, final_preprocess, fp16 = diagnoser.setting([c.hypothesis for c in result.causes])
-    note = "The model-precision cause (fp16) cannot be written in a spec: the output stays different." if fp16 else ""
-    written = None
-    if options.write_spec:
-        written = corrected_spec(spec, session.spec_path, final_recipe, final_preprocess,
-                                 [c.hypothesis for c in result.causes], options.write_spec, note)
+    final_recipe, final_preprocess, fp16, bgr_images = diagnoser.setting([c.hypothesis for c in result.causes])
+    note = " ".join(
+        (["The model-precision cause (fp16) cannot be written in a spec: the output stays different."] if fp16 else [])
+        + (["The deployment's image stages are in BGR order (the decoder's, kept): a spec holds only the model "
+            "input's order, so its image stages stay different."] if bgr_images else []))
+    written, not_written = _write_spec(options.write_spec, spec, session.spec_path, result, fingerprinted,
+                                       (final_recipe, final_preprocess), note)
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
               "search (all phases)": time.perf_counter() - search_start,
               "total": time.perf_counter() - started}
     report = DiagnosisReport(
         result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
-        ReferenceInfo(recipe, model.name), deployment.model, server,
+        ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name), deployment.model, server,
         CombinedChange(reference_table(spec, final_recipe, final_preprocess),
                        reference_toml(spec, final_recipe, final_preprocess), note or None),
         spec.source, str(written) if written else None, diagnoser.tie_margin,
         {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
-        fingerprint(final_recipe, final_preprocess),
-        tuple(DeployedInfo.of(deployment, server).found) if foreign else ())
+        fingerprint(final_recipe, final_preprocess) if result.causes else None,
+        tuple(DeployedInfo.of(deployment, server).found) if foreign else (),
+        deployment.scores_kind.name, not_written, fingerprinted, compared)
     return DiagnoseResult(report, write_diagnosis(options.report, report), written, options)
+
+
+def _write_spec(out: Path | None, spec, spec_path: Path, result, fingerprinted, final: tuple, note: str):
+    """(the spec written, or None; why nothing was written, or None). ``--write-spec`` writes
+    the corrected reference (training as the deployment behaves) when causes were found; with
+    a training callable, the callable's fingerprint (the user's training spec) when a spec
+    reproduces it. Nothing else: a spec holding no cause would be a guess."""
+    from harness.diagnose import corrected_spec
+
+    if out is None:
+        return None, None
+    if fingerprinted is not None:
+        if not fingerprinted.reproduced:
+            return None, (f"--write-spec: nothing written to {out}: no spec reproduces the training callable "
+                          f"{fingerprinted.name} (see the fingerprint)")
+        header = f"the [reference] below is the training callable {fingerprinted.name} as a spec: with it, " + (
+            "every stage it gives is equal or close on every image")
+        return corrected_spec(spec, spec_path, fingerprinted.recipe, fingerprinted.preprocess,
+                              [c.hypothesis for c in fingerprinted.diagnosis.causes], out, header=header), None
+    if not result.causes:
+        why = ("nothing diverged" if result.first_divergent is None else "no known culprit explains the divergence")
+        return None, f"--write-spec: nothing written to {out}: {why}, so there is no correction to write"
+    return corrected_spec(spec, spec_path, *final, [c.hypothesis for c in result.causes], out, note), None

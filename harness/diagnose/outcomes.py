@@ -16,6 +16,47 @@ from harness.stage import STAGES, Stage
 from harness.task import Task, get_task
 from harness.verdict import Verdict
 
+MIN_ERROR_DROP = 0.3
+"""A hypothesis improves a stage only if it cuts the stage's error (mean RMSE over images) by
+at least this share, or moves :data:`MIN_IMAGES_LEFT` of the diverged images out of
+``diverged`` while cutting the error by :data:`MIN_IMAGES_ERROR_DROP` at least.
+
+Measured (``benchmarks/diagnose_thresholds.py``, 33 corpus photos; docs/own-deployments.md):
+culprits that are no cause cut the error by at most 21.5% (interpolation area against a
+deployment that blurs), 7.5% (fast IDCT against a gamma curve), 2% (against a 4-level
+brightness shift), and move images out only with no cut at all (a diverged flip turned into a
+tie by noise on the logits); real causes that explain only part of a stage, beside another
+at the same stage, cut it by 48-74%, or by 4.3% while moving half its diverged images out (the
+output-size rounding beside the crop-offset rounding of a training script)."""
+MIN_IMAGES_LEFT = 0.1
+"""The share of the images diverged up to the stage (at least one) that a hypothesis moving
+images out of ``diverged`` must move (see :data:`MIN_ERROR_DROP`)."""
+MIN_IMAGES_ERROR_DROP = 0.02
+"""The error cut a hypothesis moving images out must also make: noise turns a flip into a tie
+without changing any error."""
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """What a hypothesis does to a stage against the base it was tried on."""
+
+    error_drop: float
+    """Relative drop of the stage's error (1.0: gone; negative: worse)."""
+    images_left: int
+    """Images no longer diverged up to the stage."""
+    diverged_before: int
+
+    @property
+    def real(self) -> bool:
+        """Beyond noise: the error cut by :data:`MIN_ERROR_DROP`, or :data:`MIN_IMAGES_LEFT` of
+        the diverged images out of ``diverged`` with the error cut by :data:`MIN_IMAGES_ERROR_DROP`."""
+        enough_images = self.images_left >= max(1.0, MIN_IMAGES_LEFT * self.diverged_before)
+        return self.error_drop >= MIN_ERROR_DROP or (enough_images and self.error_drop >= MIN_IMAGES_ERROR_DROP)
+
+    def describe(self) -> str:
+        return (f"error {-self.error_drop:+.1%}, {self.images_left} of {self.diverged_before} diverged images "
+                "no longer diverged")
+
 
 @dataclass(frozen=True)
 class ImageOutcome:
@@ -111,6 +152,21 @@ class Evaluation:
         """The share of images without the task's event (classification: top-1 agreement)."""
         values = self.errors(self.result_stage)
         return 1.0 - float(np.mean(values)) if values else None
+
+    def improvement(self, base: "Evaluation", stage: Stage) -> Improvement:
+        """What this evaluation does to ``stage`` against ``base`` (the same images)."""
+        before, after = base.error(stage), self.error(stage)
+        if before is None or after is None or not math.isfinite(after):
+            drop = 0.0 if after is None or not math.isfinite(after) else 1.0
+        elif not math.isfinite(before):
+            drop = 1.0
+        else:
+            drop = (before - after) / before if before else 0.0
+        return Improvement(drop, base.diverged(stage) - self.diverged(stage), base.diverged(stage))
+
+    def improves(self, base: "Evaluation", stage: Stage) -> bool:
+        """A real improvement of ``stage`` (:attr:`Improvement.real`), never a worse score."""
+        return self.score(stage) < base.score(stage) and self.improvement(base, stage).real
 
     def score(self, stage: Stage) -> tuple:
         """Lower is better: images diverged up to ``stage``, error there, output error."""

@@ -4,9 +4,13 @@ cause ranked by what it costs in predictions.
 Round *n* re-locates the first divergent stage with the changes of rounds 1..n-1 applied to
 the reference, tries every culprit of the catalogue on top of them, and keeps the simplest
 one that explains that stage (every stage up to it equal or close on every image), or else
-the one that improves it most. Rounds stop when nothing diverges, when nothing in the
-catalogue helps, or after :data:`MAX_ROUNDS`. A round that only improved is kept if a later
-round completes its explanation (two causes at one stage), and dropped otherwise.
+the one that improves it most. Only a real improvement counts, explaining included
+(:meth:`~harness.diagnose.outcomes.Evaluation.improves`: the stage's error cut by
+:data:`~harness.diagnose.outcomes.MIN_ERROR_DROP`, or enough images out of ``diverged``):
+what noise does is a candidate at most, never a cause. Rounds stop when nothing diverges,
+when nothing in the catalogue helps, or after :data:`MAX_ROUNDS`. A round that only
+improved is kept if a later round completes its explanation (two causes at one stage), and
+dropped otherwise.
 
 The cost of a cause is what undoing it alone, with every other cause applied, does to the
 predictions: the top-1 flips it brings back, then the output error it adds.
@@ -27,7 +31,7 @@ from harness.spec import Preprocess
 from harness.stage import Stage
 
 MAX_ROUNDS = 5
-"""Rounds of the search at most (each finds one change; the catalogue has 14 culprits)."""
+"""Rounds of the search at most (each finds one change, or replaces one found before)."""
 
 Catalogue = Callable[[str, Preprocess, Preprocess], list[Hypothesis]]
 
@@ -47,32 +51,35 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     explanation: the others with the model on the first images, then the best of them on
     every image (the next best if it does not improve there)."""
     focus = base.first_divergent()
-    recipe, reference, _ = diagnoser.setting(applied)
-    used = {h.culprit for h in applied}
-    hypotheses = [h for h in catalogue(recipe, reference, diagnoser.deployed_spec) if h.culprit not in used]
+    recipe, reference, *_ = diagnoser.setting(applied)
+    # Every culprit, those found already too: another value of one replaces it (two crop-offset
+    # roundings can tie on the first images and part on the rest).
+    hypotheses = catalogue(recipe, reference, diagnoser.deployed_spec)
     screened = []
     for k, h in enumerate(hypotheses, 1):
         progress(f"round {number} (first divergent: {focus}): {h.name} ({k}/{len(hypotheses)})")
-        screened.append(diagnoser.screen(applied, h, base, focus, model=False))
+        screened.append(diagnoser.screen(replacing(applied, h), h, base, focus, model=False))
     live = [e for e in screened if e.status == "screened"]
     before = base.subset(diagnoser.indices[:SCREEN_IMAGES])
-    done = {id(e): diagnoser.evaluate(applied, e.hypothesis, base) for e in live
+    done = {id(e): diagnoser.evaluate(replacing(applied, e.hypothesis), e.hypothesis, base) for e in live
             if e.diverged(focus) == 0 and e.score(focus)[:2] < before.score(focus)[:2]}
-    explaining = [f for f in done.values() if f.diverged(focus) == 0]
+    explaining = [f for f in done.values() if f.diverged(focus) == 0 and f.improves(base, focus)]
     waiting = f"not pursued: another hypothesis explains `{focus}`"
     if not explaining:
         waiting = f"not pursued: a better one on the first {SCREEN_IMAGES} images improves `{focus}` on every image"
         for e in live:
             if id(e) not in done:
                 progress(f"round {number}: {e.name}, with the model")
-                done[id(e)] = diagnoser.screen(applied, e.hypothesis, base, focus, model=True)
-        for e in sorted((e for e in live if done[id(e)].status == "screened"), key=lambda e: done[id(e)].score(focus)):
-            done[id(e)] = diagnoser.evaluate(applied, e.hypothesis, base)
-            if done[id(e)].score(focus) < base.score(focus):
+                done[id(e)] = diagnoser.screen(replacing(applied, e.hypothesis), e.hypothesis, base, focus, model=True)
+        # Only what improves beyond noise on the first images is worth every image.
+        worth = [e for e in live if done[id(e)].status == "screened" and done[id(e)].improves(before, focus)]
+        for e in sorted(worth, key=lambda e: done[id(e)].score(focus)):
+            done[id(e)] = diagnoser.evaluate(replacing(applied, e.hypothesis), e.hypothesis, base)
+            if done[id(e)].improves(base, focus):
                 break
     tried = [done.get(id(e), e) for e in screened]
     tried = [e.with_status(waiting) if e.status == "screened" else e for e in tried]
-    improving = [e for e in tried if e.evaluated and e.score(focus) < base.score(focus)]
+    improving = [e for e in tried if e.evaluated and e.improves(base, focus)]
     if explaining:
         chosen = min(explaining, key=lambda e: _simplicity(e, focus))
     else:
@@ -81,6 +88,11 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     ranked = tuple(sorted(tried, key=lambda e: (next(k for k, o in enumerate(order) if e.status.startswith(o)),
                                                 e.score(focus))))
     return Round(number, base, focus, ranked, chosen, bool(explaining))
+
+
+def replacing(applied: tuple[Hypothesis, ...], h: Hypothesis) -> tuple[Hypothesis, ...]:
+    """The changes found so far without the one of ``h``'s culprit (``h`` takes its place)."""
+    return tuple(x for x in applied if x.culprit != h.culprit)
 
 
 def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_library: str,
@@ -93,6 +105,7 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_libr
     diagnoser.timing["wall: baseline"] += time.perf_counter() - start
     rounds: list[Round] = []
     applied: tuple[Hypothesis, ...] = ()
+    found_in: dict[str, int] = {}  # culprit -> the round its change (the last value kept) was found in
     base, stopped = baseline, "nothing diverges"
     while base.first_divergent() is not None:
         if len(rounds) == max_rounds:
@@ -105,11 +118,12 @@ def diagnose(diagnoser: Diagnoser, deployed_spec_path: str | None, deployed_libr
         if r.chosen is None:
             stopped = "nothing in the catalogue helps"
             break
-        applied, base = (*applied, r.chosen.hypothesis), r.chosen
+        applied, base = (*replacing(applied, r.chosen.hypothesis), r.chosen.hypothesis), r.chosen
+        found_in[r.chosen.culprit] = r.number
     # Keep changes up to the last round that explained its stage: a partial improvement
     # nothing completed is a guess, not a cause.
     kept = max((r.number for r in rounds if r.explains), default=0)
-    found = [(r.number, r.chosen.hypothesis) for r in rounds[:kept]]
+    found = sorted(((found_in[h.culprit], h) for h in applied if found_in[h.culprit] <= kept), key=lambda f: f[0])
     start = time.perf_counter()
     final = diagnoser.evaluate([h for _, h in found])
     causes = rank_by_cost(diagnoser, found, final, deployed_spec_path, deployed_library, progress)

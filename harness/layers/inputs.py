@@ -10,6 +10,8 @@ import numpy as np
 
 from harness.corpus import list_images
 from harness.errors import HarnessError, UsageError
+from harness.listing import InputFile, read_input
+from harness.names import identifier
 
 
 def image_inputs(directory: Path, recipe: Callable[[bytes], dict], failed: list[tuple[str, str]],
@@ -34,11 +36,11 @@ def image_inputs(directory: Path, recipe: Callable[[bytes], dict], failed: list[
                 array = np.load(path, allow_pickle=False).astype(np.float32)
                 array = array[0] if array.ndim == 4 and array.shape[0] == 1 else array
             else:
-                array = recipe(path.read_bytes())["input"]
+                array = recipe(read_input(InputFile.of(path)))["input"]
         except (HarnessError, ValueError, OSError, KeyError) as exc:
-            failed.append((path.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+            failed.append((identifier(path), str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             continue
         given += 1
-        yield path.name, array
+        yield identifier(path), array
     if not given:
         raise UsageError(f"{directory}: no usable image ({len(failed)} file(s) could not be read as an image)")

@@ -6,15 +6,17 @@ parses into these and prints."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness.errors import EXIT_FOUND, EXIT_OK, UsageError
+from harness.files import strict_json, write_atomic
 from harness.layers.compare import LayerTolerance
 from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
 from harness.layers.run import DEFAULT_BATCH
+from harness.listing import InputFile, read_input
+from harness.names import identifier
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -88,6 +90,8 @@ class RepeatOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     limit: int = 8
     report: Path = Path("build/repeat")
+    client: str | None = None
+    """``file.py:name``: the client's preprocessing making what ``model`` is fed (``--client``)."""
     task: str | None = None
     """``--task``: with ``pipeline``, which of the repository's ensembles (classify_, embed_);
     with ``model``, what discovery reads (None: what it finds)."""
@@ -103,6 +107,8 @@ class RepeatJobResult:
     rows: list[dict]
     """One per probe and stage (:func:`~harness.layers.repeatability.summary_rows`)."""
     paths: dict[str, Path]
+    alone: tuple[str, ...] = ()
+    """The models sent one image at a time only (unbatched, or no dynamic batching): no batch size was tried."""
 
     def exit_status(self) -> int:
         """0 every answer repeated within the drift rule, 1 one did not."""
@@ -127,13 +133,13 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     recipe = session.recipe()
     images = []
     for path in list_images(options.images):
-        data = path.read_bytes()
+        data = read_input(InputFile.of(path))
         try:
             recipe(data)
         except ValueError as exc:  # ImageError and friends: skipped, said
-            log(f"skipped {path.name}: {exc}")
+            log(f"skipped {identifier(path)}: {exc}")
             continue
-        images.append((path.name, data))
+        images.append((identifier(path), data))
         if len(images) == options.limit:
             break
     if not images:
@@ -141,8 +147,9 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     drift = tolerances_for(session.spec.preprocess, drift=True)
     with session.connect(log=log) as client:
         if options.model:
-            found = open_deployment(session, client, Target(model=options.model, task=options.task),
-                                    list_images(options.images), log)
+            found = open_deployment(session, client, Target(model=options.model, client=options.client,
+                                                            task=options.task),
+                                    list_images(options.images), log, recipe)
             probes = deployment_probes(found, recipe)
         else:
             probes = repository_probes(options.pipeline, recipe, options.task or "classification")
@@ -153,15 +160,21 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     report = options.report
     report.mkdir(parents=True, exist_ok=True)
     paths = {"json": report / "repeat.json", "markdown": report / "repeat.md"}
-    paths["json"].write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    paths["markdown"].write_text(repeat_markdown(result, rows, len(images), sizes))
-    return RepeatJobResult(result, len(images), rows, paths)
+    write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
+    alone = tuple(p.model for p in probes if not p.batching)
+    paths["markdown"].write_text(repeat_markdown(result, rows, len(images), sizes, alone))
+    return RepeatJobResult(result, len(images), rows, paths, alone)
 
 
-def repeat_markdown(result: "RepeatResult", rows: list[dict], images: int, sizes: list[int]) -> str:
+def repeat_markdown(result: "RepeatResult", rows: list[dict], images: int, sizes: list[int],
+                    alone: Sequence[str] = ()) -> str:
+    """repeat.md; ``alone``: the probes sent one image at a time only (no batching to test)."""
     lines = [f"# Repeatability: {images} images, {result.repeats} rounds, batch sizes {sizes}, "
-             f"{result.concurrency} concurrent", "", "| model | stage | images | answers | max abs spread | top-1 changes "
-             "| verdict |", "|---|---|---|---|---|---|---|"]
+             f"{result.concurrency} concurrent", ""]
+    if alone:
+        lines += [f"Sent one image at a time only, alone (no batch sizes, no concurrency): {', '.join(alone)}: "
+                  "unbatched (max_batch_size 0) or without dynamic batching, so nothing batches them.", ""]
+    lines += ["| model | stage | images | answers | max abs spread | top-1 changes | verdict |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         lines.append(f"| {row['probe']} | {row['stage']} | {row['images']} | "
                      f"{row['answers']} | {row['max_abs']:.3g} | {row['top1_changes']} | {row['verdict'].value} |")
@@ -205,5 +218,5 @@ def export_fp16_model(session, model: Path, out: Path | None = None, calibration
     inputs = np.stack([x for _, x in image_inputs(calibration or DEFAULT_PHOTOS, session.recipe(), failed)])
     fallback = find_fp32_fallback(model, inputs, out, session.tolerances()[Stage.OUTPUT], log=log)
     report = out.with_suffix(".json")
-    report.write_text(json.dumps({"model": str(model), "fp16_model": str(out), **fallback.to_dict()}, indent=1) + "\n")
+    write_atomic(report, strict_json({"model": str(model), "fp16_model": str(out), **fallback.to_dict()}, indent=1) + "\n")
     return Fp16Export(model, out, report, fallback, compare_precision(model, out, inputs))

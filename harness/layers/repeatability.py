@@ -41,8 +41,9 @@ class Probe:
     """One model of the deployment and what it exposes: ``outputs`` {stage: output tensor};
     ``scores`` names the stages that are class scores (top-1 is compared); ``prepare`` turns an
     image's bytes into what the model takes (default: the bytes), ``pack`` a list of those into
-    a request's input (default: stack them); ``batching`` False sends only ``alone`` requests
-    (a model without dynamic batching, or with outputs whose shape varies per image)."""
+    a request's input ``input`` (default: stack them), or into every input (a dict by name);
+    ``batching`` False sends only ``alone`` requests (a model without dynamic batching, or with
+    outputs whose shape varies per image)."""
 
     model: str
     input: str
@@ -128,7 +129,8 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                 items = [probe.prepare(data) for _, data in images]
 
                 def send(client: TritonClient, idx: list[int]) -> dict[str, np.ndarray]:
-                    out = client.infer(probe.model, {probe.input: probe.pack([items[i] for i in idx])},
+                    packed = probe.pack([items[i] for i in idx])
+                    out = client.infer(probe.model, packed if isinstance(packed, dict) else {probe.input: packed},
                                        list(probe.outputs.values()))
                     return out if probe.batched else {name: value[None] for name, value in out.items()}
 
@@ -196,18 +198,18 @@ def summary_rows(result: RepeatResult) -> list[dict]:
 
 def deployment_probes(deployment, recipe: Callable[[bytes], dict]) -> list[Probe]:
     """Any deployment found on the server (:mod:`harness.deployment`): its production scores,
-    sent as the model takes an image, and the step that produces them alone on the
-    reference's model input, where the deployment can run it alone."""
+    sent as the model takes an image (through the client's function, for ``--client``: the
+    model is then the only step), and the step that produces them alone on the reference's
+    model input, where an ensemble can run it alone."""
     from harness.stage import Stage
 
-    request = deployment.request
-    probes = [Probe(deployment.model, request.tensor.name, {"output": deployment.scores_output}, scores=("output",),
-                    pack=lambda files: request.inputs(files)[request.tensor.name] if request.batched
-                    else request.inputs(files[:1])[request.tensor.name],
+    request = deployment.request  # the file's bytes, or the client's tensors made of them (every input, by name)
+    probes = [Probe(deployment.model, "", {"output": deployment.scores_output}, scores=("output",),
+                    pack=lambda files: request.inputs(files if request.batched else files[:1]),
                     batching=request.batched, batched=request.batched)]
     isolation = getattr(deployment, "isolations", {}).get(Stage.OUTPUT)
     if isolation is not None:
-        from harness.deployment.stepwise import numpy_dtype
+        from harness.deployment.discovery import numpy_dtype
 
         step, dtype = isolation.step, numpy_dtype(isolation.step.input(isolation.input_name).data_type)
         probes.append(Probe(step.name, isolation.input_name, {"classifier": isolation.output_name},

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import csv
 import html
-import json
+import io
 import math
 from pathlib import Path
 
+from harness.files import strict_json, write_atomic
 from harness.layers.compare import LayerRow, LayersResult, PairResult
+from harness.names import csv_text, markdown_code, markdown_text
 from harness.report.html import STYLE
 
 CSV_FIELDS = ("execution", "depth", "node", "op_type", "max_abs", "mean_abs", "rel_rms", "cosine",
@@ -23,18 +25,19 @@ def write_layers_report(directory: Path, result: LayersResult, command: str = ""
     """Write every file into ``directory`` (created); returns {kind: path}."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {kind: directory / f"layers.{kind}" for kind in ("json", "csv", "md", "html", "png")}
-    paths["json"].write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    with paths["csv"].open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(CSV_FIELDS)
-        for pair in result.pairs:
-            for row in pair.rows:
-                d = row.to_dict()
-                writer.writerow([pair.other, *(d[k] for k in CSV_FIELDS[1:])])
-    figure = plot(result)
-    paths["png"].write_bytes(figure)
-    paths["md"].write_text(markdown(result, command))
-    paths["html"].write_text(to_html(result, command, paths["png"].name))
+    write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(CSV_FIELDS)
+    for pair in result.pairs:
+        for row in pair.rows:
+            d = row.to_dict()
+            writer.writerow([csv_text(pair.other), *(csv_text(v) if isinstance(v, str) else v
+                                                     for v in (d[k] for k in CSV_FIELDS[1:]))])
+    write_atomic(paths["csv"], table.getvalue())
+    write_atomic(paths["png"], plot(result))
+    write_atomic(paths["md"], markdown(result, command))
+    write_atomic(paths["html"], to_html(result, command, paths["png"].name))
     return paths
 
 
@@ -77,6 +80,13 @@ def _cells(r: LayerRow) -> list[str]:
             f"{r.cosine:.6f}", str(r.nan), str(r.inf), r.worst_image, r.verdict.value]
 
 
+def _markdown_cells(r: LayerRow) -> list[str]:
+    """:func:`_cells` for a Markdown table: the layer's and the image's names as code."""
+    cells = _cells(r)
+    cells[1], cells[9] = markdown_code(cells[1]), markdown_code(cells[9])
+    return cells
+
+
 def markdown(result: LayersResult, command: str = "") -> str:
     lines = [f"# Layers: {', '.join(result.executions)}", "",
              f"Model `{result.model}`, {result.images} images"
@@ -92,14 +102,14 @@ def markdown(result: LayersResult, command: str = "") -> str:
         if len(shown) < len(pair.rows):
             lines += [f"{len(shown)} of {len(pair.rows)} layers shown (every one is in layers.csv).", ""]
         lines += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-        lines += ["| " + " | ".join(_cells(r)) + " |" for r in shown]
+        lines += ["| " + " | ".join(_markdown_cells(r)) + " |" for r in shown]
         if pair.unmatched:
             lines += ["", f"Unmatched (no output in {pair.other}): " + ", ".join(f"`{n}`" for n in pair.unmatched)]
         lines.append("")
     if result.unmatched_modules:
         lines += [f"torch modules with no ONNX layer: {len(result.unmatched_modules)} (identity paddings, dropout)", ""]
     if result.failed:
-        lines += ["## Unreadable files", ""] + [f"- {i}: {r}" for i, r in result.failed] + [""]
+        lines += ["## Unreadable files", ""] + [f"- {markdown_code(i)}: {markdown_text(r)}" for i, r in result.failed] + [""]
     return "\n".join(lines)
 
 
@@ -157,13 +167,13 @@ def plot(result: LayersResult) -> bytes:
             depth = next(r.depth for r in pair.rows if r.node == pair.first_divergent_layer)
             ax.axvline(depth, color="#b00", linewidth=0.8, linestyle=":")
             ax.annotate(pair.first_divergent_layer, (depth, result.tolerance.rel_rms), rotation=90, fontsize=8,
-                        xytext=(3, 5), textcoords="offset points", color="#b00")
+                        xytext=(3, 5), textcoords="offset points", color="#b00", parse_math=False)
     ax.axhline(result.tolerance.rel_rms, color="#555", linestyle="--", linewidth=0.8, label="tolerance")
     ax.set_yscale("log")
     ax.set_ylim(PLOT_FLOOR / 2, max(top, 1e3) * 3)
     ax.set_xlabel("layer depth (topological order)")
     ax.set_ylabel("relative RMS error (worst image)")
-    ax.set_title(f"{result.model}: error against depth, {result.images} images")
+    ax.set_title(f"{result.model}: error against depth, {result.images} images", parse_math=False)  # names: never mathtext
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, which="major", alpha=0.3)
     buf = io.BytesIO()

@@ -10,13 +10,13 @@ in the Triton image too.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.files import strict_json, write_atomic
 from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, load_manifest
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
 
@@ -128,7 +128,7 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
                           in_server_env=options.in_server_env, metrics_url=metrics_url, own=own, task=options.task)
     if options.report:
         options.report.parent.mkdir(parents=True, exist_ok=True)
-        options.report.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+        write_atomic(options.report, strict_json([asdict(r) for r in rows], indent=2) + "\n")
     return PreflightResult(manifest, profile, tuple(rows))
 
 

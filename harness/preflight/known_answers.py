@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.client import PIPELINES, TritonClient
+from harness.files import strict_json, write_atomic
 
 ARRAYS = "known_answers.npz"
 META = "known_answers.json"
@@ -84,7 +85,7 @@ def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_a
     server = client.server_metadata().get("version", "")
     meta = {"photos": names, "server": server, "pipeline_arguments": pipeline_arguments, "profile": profile,
             "versions": {"server": server, **{k: v for k, v in (versions or {}).items() if v}}}
-    (out / META).write_text(json.dumps(meta, indent=2) + "\n")  # written last: marks the record complete
+    write_atomic(out / META, strict_json(meta, indent=2) + "\n")  # written last: marks the record complete
     return out / META
 
 

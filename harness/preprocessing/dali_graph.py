@@ -266,11 +266,24 @@ class CpuStageRunner:
         self.p = p
         self._pipes = {}
 
+    KEEP_BELOW = 64 * 2 ** 20
+    """Inputs of at most this many bytes run on the cached pipeline; a larger one on a pipeline
+    of its own, dropped after: a DALI pipeline keeps its buffers at the size of the largest
+    input it ever saw, so one huge image would otherwise pin gigabytes per thread for the run."""
+
     def run(self, stage: str, image: np.ndarray) -> np.ndarray:
         image = np.ascontiguousarray(image if image.dtype == np.uint8 else image.astype(np.float32))
         key = (stage, image.dtype.str)
+        dtype = types.UINT8 if image.dtype == np.uint8 else types.FLOAT
+        if image.nbytes > self.KEEP_BELOW:
+            pipe = self._build(stage, dtype)
+            try:
+                pipe.feed_input("X", [image])
+                return np.array(pipe.run()[0][0])
+            finally:
+                del pipe
         if key not in self._pipes:
-            self._pipes[key] = self._build(stage, types.UINT8 if image.dtype == np.uint8 else types.FLOAT)
+            self._pipes[key] = self._build(stage, dtype)
         pipe = self._pipes[key]
         pipe.feed_input("X", [image])
         return np.array(pipe.run()[0][0])

@@ -9,13 +9,11 @@ either the model input (CHW) or a dict of some of the stages, ``input`` included
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
 from harness.reference.base import Recipe
@@ -29,24 +27,16 @@ SCALING_TRANSFORMS = {"ToTensor", "ConvertImageDtype"}
 
 
 def load_object(ref: str) -> Any:
-    """``path/to/file.py:name`` -> the object ``name`` defined in that file."""
-    path_text, _, name = ref.rpartition(":")
-    path = Path(path_text)
-    if not path_text or not name or path.suffix != ".py":
-        raise SpecError(f"reference {ref!r}: expected NAME (opencv, torchvision) or path/to/file.py:name")
-    if not path.exists():
-        raise SpecError(f"reference {ref!r}: {path} not found")
-    module_name = f"harness_reference_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
+    """``path/to/file.py:name`` -> the object ``name`` defined in that file (a
+    :class:`~harness.spec.SpecError` names what is wrong)."""
+    from harness.user_code import UserCodeError
+    from harness.user_code import load_object as load
+
+    load_dalis_nvjpeg()  # before the user's code imports torchvision, whose nvJPEG would otherwise be DALI's
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise SpecError(f"reference {ref!r}: importing {path} failed: {type(exc).__name__}: {exc}") from None
-    if not hasattr(module, name):
-        raise SpecError(f"reference {ref!r}: {path} defines no {name!r}")
-    return getattr(module, name)
+        return load(ref)
+    except UserCodeError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def is_compose(obj: Any) -> bool:

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 
+from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES, opencv
 from harness.reference.base import Recipe, register
 from harness.reference.decoders import decode_with_switches, open_rgb
@@ -67,6 +68,7 @@ class TorchvisionRecipe(Recipe):
     trains = True
 
     def __init__(self, p: Preprocess):
+        load_dalis_nvjpeg()  # before torchvision, whose nvJPEG would otherwise be DALI's
         from torchvision import transforms as T
         from torchvision.transforms import InterpolationMode as IM
 
@@ -111,7 +113,7 @@ class TorchvisionRecipe(Recipe):
         return self._resize(image)
 
     def crop(self, image):
-        if self.p.crop.offset_rounding == "half_up":
+        if self.p.crop.offset_rounding in ("half_up", "floor"):  # the spec's offsets; torchvision's own round half to even
             from torchvision.transforms import functional as F
 
             width, height = F.get_image_size(image)

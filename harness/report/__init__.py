@@ -9,22 +9,24 @@ the run itself (:mod:`harness.check.files`); accuracy and diagnose write their o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from harness.report.data import json_safe, versions
+from harness.files import strict_json, write_atomic
+from harness.report.data import versions
 from harness.report.html import write_html
 from harness.report.markdown import render_markdown
 from harness.results import StageReport
 
 
 def write_reports(out_dir: Path, report: StageReport, visuals=None) -> dict[str, Path]:
-    """report.json, report.md and report.html in ``out_dir`` (created); ``visuals`` (a
-    :class:`harness.check.visuals.VisualStore`) adds the worst images' heat maps."""
+    """report.json (strict JSON), report.md and report.html in ``out_dir`` (created), each
+    written atomically (:func:`harness.files.write_atomic`: never half a file, never through
+    a link); ``visuals`` (a :class:`harness.check.visuals.VisualStore`) adds the worst
+    images' heat maps."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md", "html": out_dir / "report.html"}
-    paths["json"].write_text(json.dumps(json_safe(report.to_dict()), indent=1) + "\n")
-    paths["markdown"].write_text(render_markdown(report))
+    write_atomic(paths["json"], strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(paths["markdown"], render_markdown(report))
     write_html(paths["html"], report, visuals)
     return paths
 

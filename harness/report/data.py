@@ -1,8 +1,8 @@
-"""What every report records beside its results: the versions of what ran, and strict JSON."""
+"""What every report records beside its results: the versions of what ran (strict JSON is
+:func:`harness.files.strict_json`)."""
 
 from __future__ import annotations
 
-import math
 import platform
 from importlib import metadata
 
@@ -32,13 +32,3 @@ def versions(server_metadata: dict | None = None) -> dict:
         out["tritonserver"] = server_metadata.get("version")
     return out
 
-
-def json_safe(value):
-    """Infinity and NaN as strings, so report.json is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value

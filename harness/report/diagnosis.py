@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.files import strict_json, write_atomic
 from harness.formatting import fmt
+from harness.names import markdown_code, markdown_text
 from harness.outcome import Outcome
-from harness.report.data import json_safe
 from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def _changes(c: "Cause") -> str:
         parts.append(f"recipe -> `{c.hypothesis.recipe}`")
     if c.hypothesis.fp16:
         parts.append("model in fp16")
+    if c.hypothesis.bgr_images:
+        parts.append("image stages in BGR")
     return ", ".join(parts)
 
 
@@ -95,17 +98,28 @@ def render_round(r: "Round", screen: int) -> list[str]:
 def render_markdown(report: DiagnosisReport) -> str:
     """diagnosis.md."""
     d = report.diagnosis
-    lines = ["# Diagnosis", "", d.conclusion, ""]
+    lines = ["# Diagnosis", ""]
+    if report.training:
+        lines += render_training(report), ""
+    lines += [f"Against the spec found: {d.conclusion}" if report.training else d.conclusion, ""]
     if d.recommendation:
         lines += [f"**Recommended change:** {d.recommendation}", ""]
     if report.fingerprint:
-        lines += [f"The deployment behaves as: {report.fingerprint}.", ""]
+        remains = "" if d.remaining is None else f" (with the causes found; a divergence remains at `{d.remaining}`)"
+        lines += [f"The deployment behaves as{remains}: {report.fingerprint}.", ""]
     if report.written_spec:
-        lines += [f"Corrected reference spec: `{report.written_spec}` (`harness check --spec` it).", ""]
+        what = "Training spec (the callable's fingerprint)" if report.training else "Corrected reference spec"
+        lines += [f"{what}: `{report.written_spec}` (`harness check --spec` it).", ""]
+    if report.not_written:
+        lines += [f"{report.not_written}.", ""]
+    if report.scores_kind != "logits":
+        lines += [f"The deployment answers {report.scores_kind}: output errors and the tie margin "
+                  f"({fmt(report.tie_margin)}) are in probability units.", ""]
     for outcome, what in FAILED_OUTCOMES.items():
         rows = [f for f in report.failed if (f.outcome or Outcome.FAILED) == outcome]
         if rows:
-            lines += [f"{len(rows)} images {what}: " + ", ".join(f"{f.image} ({f.reason})" for f in rows), ""]
+            listed = ", ".join(f"{markdown_code(f.image)} ({markdown_text(f.reason)})" for f in rows)
+            lines += [f"{len(rows)} images {what}: {listed}", ""]
     lines += render_causes(report)
     if report.found:
         lines += ["Deployment found on the server:", "", "```", *report.found, "```", ""]
@@ -119,10 +133,29 @@ def render_markdown(report: DiagnosisReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_training(report: DiagnosisReport) -> str:
+    """The training callable's fingerprint, and the callable itself against the deployment."""
+    t = report.training
+    changes = ", ".join(c.hypothesis.name for c in t.diagnosis.causes) or "none"
+    if t.reproduced:
+        text = (f"**Training** (`{t.name}`) is reproduced by a spec, {t.exactness()}: {t.in_words()} "
+                f"(from the spec's [reference], changed: {changes}). The deployment is diagnosed against that spec.")
+    else:
+        text = (f"**Training** (`{t.name}`) is not reproduced by any spec of the recipe space: the closest found "
+                f"({t.in_words()}; changed: {changes}) leaves it {t.exactness()}. The "
+                "deployment is diagnosed against that closest spec, and compared with the callable itself below.")
+    c = report.compared
+    if c is not None:
+        stage = c.first_divergent()
+        text += (f" The callable itself against the deployment: first divergent stage "
+                 f"{f'`{stage}`' if stage else 'none'}, top-1 agreement {_pct(c.top1_agreement())} on {c.images} images.")
+    return text
+
+
 def write_diagnosis(out_dir: Path, report: DiagnosisReport) -> dict[str, Path]:
     """diagnosis.json and diagnosis.md in ``out_dir`` (created)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "diagnosis.json", "markdown": out_dir / "diagnosis.md"}
-    paths["json"].write_text(json.dumps(json_safe(report.to_dict()), indent=1) + "\n")
-    paths["markdown"].write_text(render_markdown(report))
+    write_atomic(paths["json"], strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(paths["markdown"], render_markdown(report))
     return paths

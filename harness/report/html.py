@@ -6,12 +6,15 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 import textwrap
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from harness.compare.metrics import HISTOGRAM_EDGES
+from harness.files import write_atomic
 from harness.formatting import fmt
 from harness.report.markdown import COLUMNS, headline, images_line, stage_rows, task_of, topk_line
 from harness.results import StageReport, StageStats
@@ -56,7 +59,7 @@ def _histogram(stage: StageStats) -> str:
     ax.set_xlim(-0.6, len(counts) - 0.4)
     ax.set_xticks(range(len(counts)), labels[: len(counts)], rotation=45, fontsize=7)
     title = f"{stage.stage}: |deployed - reference| over all elements"
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=9, parse_math=False)
     ax.set_ylabel("elements", fontsize=8)
     return _png(fig, "histogram", title)
 
@@ -66,7 +69,8 @@ def _heatmap(diff: np.ndarray, title: str) -> str:
 
     fig, ax = plt.subplots(figsize=(3.2, 3.2))
     im = ax.imshow(diff.astype(np.float32), cmap="inferno")
-    ax.set_title(textwrap.fill(title, 34), fontsize=8)  # long image names would run into the colour bar
+    # Long image names would run into the colour bar; a name is never mathtext ($...$).
+    ax.set_title(textwrap.fill(title, 34), fontsize=8, parse_math=False)
     ax.axis("off")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return _png(fig, "heatmap", title)
@@ -84,7 +88,7 @@ def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> st
     axes[2].imshow(diff, cmap="inferno")
     axes[2].set_title(f"|difference| (max {diff.max():.1f})", fontsize=8)
     axes[2].axis("off")
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(title, fontsize=9, parse_math=False)
     return _png(fig, "crops", title)
 
 
@@ -93,13 +97,15 @@ def _visuals(stage: Stage, visuals) -> list[str]:
         return []  # (heat maps of an `equal` stage would be one flat colour: the caller skips them)
     figures = []
     for image, path in visuals.worst(stage):
-        if not path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):  # gone or damaged: that figure only
             continue
-        with np.load(path) as z:
-            if stage is Stage.CROP and "reference" in z.files:
-                figures.append(_side_by_side(z["reference"], z["deployed"], image))
-            else:
-                figures.append(_heatmap(z["diff"], f"{image}: |difference|"))
+        if stage is Stage.CROP and "reference" in arrays:
+            figures.append(_side_by_side(arrays["reference"], arrays["deployed"], image))
+        elif "diff" in arrays:
+            figures.append(_heatmap(arrays["diff"], f"{image}: |difference|"))
     return figures
 
 
@@ -113,16 +119,28 @@ def _metrics_table(stage: StageStats) -> str:
     return "".join(rows) + f"</table><p class=note>images: {html.escape(counts)}</p>"
 
 
-def _bold(markdown: str) -> str:
-    """Markdown **bold** spans as HTML <b>, the rest escaped."""
-    pieces = html.escape(markdown).split("**")
-    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(pieces))
+_INLINE = re.compile(r"\\([!-/:-@\[-`{-~])|(`+)(.*?[^`])\2(?!`)|(\*\*)")
 
 
-def _code(markdown: str) -> str:
-    """Markdown **bold** and `code` spans as HTML, the rest escaped."""
-    pieces = _bold(markdown).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+def _inline(markdown: str) -> str:
+    """The Markdown our writers make of a line (:func:`harness.names.markdown_text`'s
+    backslash escapes, :func:`~harness.names.markdown_code`'s code spans, ``**bold**``) as
+    HTML; every character of the text escaped."""
+    out, bold, at = [], False, 0
+    for m in _INLINE.finditer(markdown):
+        out.append(html.escape(markdown[at:m.start()]))
+        escaped, fence, code, star = m.groups()
+        if escaped is not None:
+            out.append(html.escape(escaped))
+        elif fence is not None:
+            code = code.replace("\\|", "|")
+            out.append(f"<code>{html.escape(code[1:-1] if code.startswith(' ') and code.endswith(' ') else code)}</code>")
+        else:
+            out.append("</b>" if bold else "<b>")
+            bold = not bold
+        at = m.end()
+    out.append(html.escape(markdown[at:]))
+    return "".join(out) + ("</b>" if bold else "")
 
 
 def write_html(path: Path, report: StageReport, visuals=None) -> None:
@@ -135,8 +153,8 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
              f"<h1>{e(report.title)}</h1>"]
     if report.stopped_reason:
         parts.append(f"<p class=diverged>Incomplete run: {e(report.stopped_reason)}. Continue with --resume.</p>")
-    parts.append(f"<p>{_bold(headline(report))}</p>")
-    parts.append("<p>" + "<br>".join(_code(side) for side in report.sides())
+    parts.append(f"<p>{_inline(headline(report))}</p>")
+    parts.append("<p>" + "<br>".join(_inline(side) for side in report.sides())
                  + f"<br>Images: {e(images_line(report))}</p>")
     parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
     for row in stage_rows(report):
@@ -162,17 +180,19 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
         if figures:
             parts.append("<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures))
     for section in task_of(report).sections(report):
-        parts.append(f"<h2>{e(section.title)}</h2><p class=note>{_bold(section.note)}</p><table><tr>"
+        parts.append(f"<h2>{e(section.title)}</h2><p class=note>{_inline(section.note)}</p><table><tr>"
                      + "".join(f"<th>{e(c)}</th>" for c in section.columns) + "</tr>")
-        parts += ["<tr>" + "".join(f"<td><span class={c}>{c}</span></td>" if i == section.verdict_column
+        parts += ["<tr>" + "".join(f"<td><span class={e(c)}>{e(c)}</span></td>" if i == section.verdict_column
                                    else f"<td>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
                   for row in section.rows]
         parts.append("</table>")
     sections = [(f"Rejected by {side} only", rows) for side, rows in summary.rejected.items()]
-    for title, rows in [*sections, ("Failed images", summary.failed)]:
+    sections += [("Failed images", summary.failed), ("Skipped entries (not inputs)", summary.skipped)]
+    for title, rows in sections:
         if not rows:
             continue
-        parts.append(f"<h2>{e(title)}</h2><table><tr><th>image</th><th>reason</th></tr>")
+        first = "entry" if rows is summary.skipped else "image"
+        parts.append(f"<h2>{e(title)}</h2><table><tr><th>{first}</th><th style='text-align:left'>reason</th></tr>")
         parts += [f"<tr><td>{e(f.image)}</td><td style='text-align:left'>{e(f.reason)}</td></tr>" for f in rows]
         parts.append("</table>")
-    path.write_text("\n".join(parts) + "\n")
+    write_atomic(path, "\n".join(parts) + "\n")

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from harness.compare.result import SIDES
 from harness.formatting import fmt
-from harness.stage import RESULT_STAGES
+from harness.names import markdown_code, markdown_text
+from harness.stage import RESULT_STAGES, Stage
 from harness.task import Section, Task, get_task
 from harness.verdict import Verdict
 
@@ -29,10 +30,15 @@ def task_of(report: StageReport) -> Task:
 
 
 def stage_rows(report: StageReport) -> list[list[str]]:
-    """One row of :data:`COLUMNS` per compared stage (a result stage outside the table, such as
-    classification's ``topk``, has its own line: :func:`topk_line`)."""
+    """One row of :data:`COLUMNS` per compared stage, the task's result stage too (a stage
+    outside the table has the task's line instead: :func:`topk_line`); ``topk``'s (it can fail
+    a run too) has its ties beside the counts, the largest change among the reference's top-k
+    probabilities as its errors and the top-1 agreement as its quality."""
     rows, task = [], task_of(report)
     for s in report.summary.stages:
+        if s.stage is Stage.TOPK:
+            rows.append(_topk_row(s))
+            continue
         if s.stage in RESULT_STAGES and not task.result_in_table:
             continue
         counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
@@ -45,6 +51,16 @@ def stage_rows(report: StageReport) -> list[list[str]]:
     return rows
 
 
+def _topk_row(s) -> list[str]:
+    counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+    ties = s.count(Verdict.TIE)
+    counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
+    verdict = f"**{s.verdict.value}**" if s.verdict is Verdict.DIVERGED else s.verdict.value
+    agree = s.metric("top1_agree", "mean")
+    return ["topk", verdict, counts, fmt(s.metric("topk_prob_change")), fmt(s.metric("topk_prob_change", "mean")),
+            fmt(s.metric("topk_prob_change", isolated=True)), "-" if agree is None else f"top-1 {agree:.1%}"]
+
+
 def topk_line(report: StageReport) -> str | None:
     """The task's paragraph under the stage table (classification: top-1 agreement and top-k overlap)."""
     return task_of(report).summary_line(report)
@@ -53,6 +69,8 @@ def topk_line(report: StageReport) -> str | None:
 def section_markdown(section: Section) -> list[str]:
     """A task's table (:meth:`harness.task.Task.sections`) in Markdown."""
     def cell(i: int, text: str) -> str:
+        if i in section.name_columns:
+            return markdown_code(text)
         return "**diverged**" if i == section.verdict_column and text == Verdict.DIVERGED.value else _cell(text)
 
     return ["", f"## {section.title}", "", section.note, "",
@@ -87,17 +105,19 @@ def images_line(report: StageReport) -> str:
     summary = report.summary
     parts = [f"{summary.compared} compared", f"{len(summary.failed)} failed"]
     parts += [f"{len(summary.rejected_by(side))} rejected by {side}" for side in SIDES if summary.rejected_by(side)]
+    if summary.skipped:
+        parts.append(f"{len(summary.skipped)} skipped")
     return f"{summary.images} ({', '.join(parts)})"
 
 
 def render_markdown(report: StageReport) -> str:
     summary = report.summary
-    lines = [f"# {report.title}", ""]
+    lines = [f"# {markdown_text(report.title)}", ""]
     if report.stopped_reason:
-        lines += [f"> **Incomplete run**: {report.stopped_reason}. Continue with `--resume`.", ""]
+        lines += [f"> **Incomplete run**: {markdown_text(report.stopped_reason)}. Continue with `--resume`.", ""]
     lines.append(headline(report))
     lines += ["", *(f"- {side}" for side in report.sides()), f"- Images: {images_line(report)}",
-              f"- Spec: `{report.spec.source}`", "",
+              f"- Spec: {report.spec_line()}", "",
               "| " + " | ".join(COLUMNS) + " |",
               "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row) + " |" for row in stage_rows(report)]
@@ -115,10 +135,17 @@ def render_markdown(report: StageReport) -> str:
     for side in SIDES:
         if summary.rejected_by(side):
             lines += ["", f"## Rejected by {side} only", "", "| image | reason |", "|---|---|"]
-            lines += [f"| {_cell(f.image)} | {_cell(f.reason)} |" for f in summary.rejected_by(side)]
+            lines += issue_rows(summary.rejected_by(side))
     if summary.failed:
-        lines += ["", "## Failed images", "", "| image | reason |", "|---|---|"]
-        lines += [f"| {_cell(f.image)} | {_cell(f.reason)} |" for f in summary.failed]
+        lines += ["", "## Failed images", "", "| image | reason |", "|---|---|", *issue_rows(summary.failed)]
+    if summary.skipped:
+        lines += ["", "## Skipped entries (not inputs)", "", "| entry | reason |", "|---|---|",
+                  *issue_rows(summary.skipped)]
     lines += ["", "Metrics are per image, then the worst and the mean over images. Image stages are on the "
-              f"0-255 scale; `input` is the normalized model input; `output` {task_of(report).output_words}.", ""]
+              f"0-255 scale; `input` is the normalized model input; `output` {task_of(report).output_note(report)}", ""]
     return "\n".join(lines)
+
+
+def issue_rows(issues) -> list[str]:
+    """Table rows of images not compared: the name as code, the reason as plain text."""
+    return [f"| {markdown_code(f.image)} | {markdown_text(f.reason)} |" for f in issues]

@@ -15,6 +15,7 @@ from harness.stage import Stage
 
 if TYPE_CHECKING:
     from harness.diagnose import Cause, Diagnosis, Evaluation, Round
+    from harness.diagnose.training import TrainingFingerprint
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,14 @@ class DiagnosisReport:
     """The preprocessing the deployment behaves as, in words (every cause applied to the reference)."""
     found: tuple[str, ...] = ()
     """How a deployment discovered on the server was read (empty for this repository's pipelines)."""
+    scores_kind: str = "logits"
+    """What the deployed output holds: the output errors and the tie margin are in its units."""
+    not_written: str | None = None
+    """Why ``--write-spec`` wrote nothing (None: it wrote, or was not asked)."""
+    training: "TrainingFingerprint | None" = None
+    """A training callable's fingerprint: the spec the deployment was diagnosed against."""
+    compared: "Evaluation | None" = None
+    """The training callable itself against the deployment (no parameter of it varied)."""
 
     def one_sided(self) -> tuple[ImageIssue, ...]:
         """The images only one side could process."""
@@ -78,6 +87,10 @@ class DiagnosisReport:
             "deployed": {"ensemble": self.ensemble, "url": self.server.url, "protocol": self.server.protocol,
                          **({"found": list(self.found)} if self.found else {})},
             "fingerprint": self.fingerprint,
+            "scores_kind": self.scores_kind,
+            "write_spec_not_written": self.not_written,
+            "training_fingerprint": self.training.to_dict() if self.training else None,
+            "training_callable_vs_deployment": evaluation_summary(self.compared) if self.compared else None,
             "combined_change": dataclasses.asdict(self.combined_change),
             "spec": self.spec, "written_spec": self.written_spec, "tie_margin": self.tie_margin,
             "timing_seconds": dict(self.timing_seconds), "counts": dict(self.counts), "versions": dict(self.versions),

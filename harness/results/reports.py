@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from harness.names import markdown_code as code
+from harness.names import markdown_text as text
 from harness.results.sides import DeployedInfo, ReferenceInfo, SpecInfo, Versions
 from harness.results.summary import CheckSummary
 from harness.stage import DEFAULT_TOP_K
@@ -34,6 +36,18 @@ class StageReport:
         raise NotImplementedError
 
     @property
+    def scores_kind(self) -> str:
+        """What the compared outputs hold: ``logits`` or ``probabilities`` (:mod:`harness.scores`)."""
+        return "logits"
+
+    @property
+    def scores_unit(self) -> str:
+        """The unit of the tie margin and of the output's errors (``logits``, ``probability``)."""
+        from harness.scores import score_kind
+
+        return score_kind(self.scores_kind).unit
+
+    @property
     def top_k(self) -> int:
         return DEFAULT_TOP_K
 
@@ -48,6 +62,12 @@ class StageReport:
     def found(self) -> tuple[str, ...]:
         """Lines on how the deployed side was found on the server, if it was discovered."""
         return ()
+
+    def spec_line(self) -> str:
+        """The spec read, as the report's ``Spec:`` line says it."""
+        from harness.names import markdown_code
+
+        return markdown_code(self.spec.source)
 
     def to_dict(self) -> dict:
         raise NotImplementedError
@@ -64,11 +84,14 @@ class CheckRun:
     top_k: int = DEFAULT_TOP_K
     allow_rejected: bool = False
     stopped_reason: str | None = None
+    scores_kind: str = "logits"
+    """What the output compared holds; the tie margin is in its units."""
 
     def to_dict(self) -> dict:
         return {"seconds": self.seconds, "incomplete": self.stopped_reason is not None,
                 "stopped_reason": self.stopped_reason, "fail_on": self.fail_on, "isolated": self.isolated,
-                "tie_margin": self.tie_margin, "top_k": self.top_k, "allow_rejected": self.allow_rejected}
+                "tie_margin": self.tie_margin, "scores_kind": self.scores_kind, "top_k": self.top_k,
+                "allow_rejected": self.allow_rejected}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,17 +108,24 @@ class CheckReport(StageReport):
 
     def sides(self) -> list[str]:
         d = self.deployed
-        source = f"stages from `{d.taps_model}`" if d.taps_model else "discovered from the server"
-        return [f"Reference: {self.reference.recipe}; model: {self.reference.model}",
-                f"Deployed: `{d.ensemble}` at {d.server.url} ({d.server.protocol}), {source}"]
+        source = f"stages from {code(d.taps_model)}" if d.taps_model else "discovered from the server"
+        return [f"Reference: {text(self.reference.recipe)}; model: {text(self.reference.model)}",
+                f"Deployed: {code(d.ensemble)} at {text(d.server.url)} ({text(d.server.protocol)}), {source}"]
 
     def found(self) -> tuple[str, ...]:
         """What discovery found on the server (empty for this repository's own pipelines)."""
         return self.deployed.found if self.deployed.taps_model is None else ()
 
+    def spec_line(self) -> str:
+        return self.reference.spec_line(self.spec.source)
+
     @property
     def tie_margin(self) -> float:
         return self.run.tie_margin
+
+    @property
+    def scores_kind(self) -> str:
+        return self.run.scores_kind
 
     @property
     def top_k(self) -> int:
@@ -133,13 +163,18 @@ class RunComparison(StageReport):
 
     def sides(self) -> list[str]:
         b = self.deployed_b
-        served = f"; served by `{b['ensemble']}` at {b['url']} ({b['protocol']})" if b.get("ensemble") else ""
-        return [f"Run A (plays the reference): `{self.run_a}`, {self.side} side; reference model: {self.model}",
-                f"Run B (compared with it): `{self.run_b}`, {self.side} side" + served]
+        served = (f"; served by {code(b['ensemble'])} at {text(b['url'])} ({text(b['protocol'])})"
+                  if b.get("ensemble") else "")
+        return [f"Run A (plays the reference): {code(self.run_a)}, {self.side} side; reference model: {text(self.model)}",
+                f"Run B (compared with it): {code(self.run_b)}, {self.side} side" + served]
 
     @property
     def tie_margin(self) -> float:
         return self.run_tie_margin
+
+    @property
+    def scores_kind(self) -> str:
+        return (self.deployed_b.get("deployment") or {}).get("scores_kind", "logits")
 
     def to_dict(self) -> dict:
         verdict = self.summary.verdict

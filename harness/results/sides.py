@@ -21,6 +21,20 @@ class ReferenceInfo:
     recipe_name: str | None = None
     """The recipe's short name (opencv, torchvision, dali, or a custom one's)."""
 
+    @property
+    def custom(self) -> bool:
+        """The user's own callable or Compose, not a recipe the spec's ``[reference]`` describes."""
+        from harness.spec import RECIPES
+
+        return self.recipe_name is not None and self.recipe_name not in RECIPES
+
+    def spec_line(self, source: str) -> str:
+        """How a report names the spec it read: with a custom reference, only its tolerances count."""
+        from harness.names import markdown_code
+
+        return markdown_code(source) + (f" (tolerances only: the reference is your {self.recipe_name}, not the spec's "
+                                "[reference])" if self.custom else "")
+
     def to_dict(self) -> dict:
         out = {"recipe": self.recipe, "model": self.model}
         if self.recipe_name is not None:

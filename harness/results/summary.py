@@ -122,6 +122,8 @@ class CheckSummary:
     """Classification's events (its old name, kept for one release: :attr:`events`)."""
     first_divergent_per_image: Mapping[str, int] = field(default_factory=dict)
     """First divergent stage (or ``none``) -> images."""
+    skipped: tuple[ImageIssue, ...] = ()
+    """Entries of the image folder that are not inputs, and why (:mod:`harness.listing`)."""
     task: str = "classification"
     """The task compared (:mod:`harness.task`)."""
     events: tuple = ()
@@ -132,8 +134,8 @@ class CheckSummary:
 
     @property
     def images(self) -> int:
-        """Every image in: compared + failed + rejected."""
-        return self.compared + len(self.failed) + sum(map(len, self.rejected.values()))
+        """Every entry in: compared + failed + rejected + skipped."""
+        return self.compared + len(self.failed) + sum(map(len, self.rejected.values())) + len(self.skipped)
 
     @property
     def ties(self) -> int:
@@ -172,6 +174,7 @@ class CheckSummary:
             "compared": self.compared,
             "failed": [f.to_dict() for f in self.failed],
             "rejected": {side: [r.to_dict() for r in rows] for side, rows in self.rejected.items()},
+            "skipped": [s.to_dict() for s in self.skipped],
             "task": self.task,
             "ties": self.ties,
             "events": [e.to_dict() for e in self.events],

@@ -63,13 +63,19 @@ class PreprocessModel:
         for name in names:
             arrays = [res[name] for res in results]
             if len({a.shape for a in arrays}) > 1:
-                return pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    f"{name} has a different shape for each image of this request; request it one image at a time"))
+                return invalid_argument(f"{name} has a different shape for each image of this request; request it "
+                                        "one image at a time")
             tensors.append(pb_utils.Tensor(name, np.stack(arrays).astype(self.output_dtypes[name], copy=False)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
 
 def error_response(exc: Exception, index: int, count: int):
-    """The response failing a request because its image ``index`` (of ``count``) is bad."""
+    """The response failing a request because its image ``index`` (of ``count``) is bad:
+    the client's input, so ``INVALID_ARGUMENT`` (HTTP 400), not an internal error."""
     where = f"image {index} of the request: " if count > 1 else ""
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{where}{exc}"))
+    return invalid_argument(f"{where}{exc}")
+
+
+def invalid_argument(message: str):
+    """A response refusing the request's input (``INVALID_ARGUMENT``; HTTP 400)."""
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, pb_utils.TritonError.INVALID_ARG))

@@ -25,6 +25,7 @@ from harness.verdict import Verdict
 
 if TYPE_CHECKING:
     from harness.compare.result import ImageResult, StageResult
+    from harness.scores import ScoreKind
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Section:
     rows: tuple[tuple[str, ...], ...]
     verdict_column: int | None = None
     """The column holding a verdict (coloured in HTML, bold when diverged in Markdown)."""
+    name_columns: tuple[int, ...] = (0,)
+    """The columns holding image names (Markdown shows them as code spans, literally)."""
 
 
 @dataclass(frozen=True)
@@ -117,30 +120,32 @@ class Task:
         task when ``--task`` is not given."""
         return next((why for t in model.outputs if (why := self.signs(t, t.name in model.labelled))), None)
 
-    def output_kind(self, name: str, probe: np.ndarray) -> str:
-        """What an output holds, read from one probe answer (the reference is made comparable to it)."""
-        return self.name
+    def output_kind(self, name: str, probe: np.ndarray) -> "ScoreKind":
+        """What an output holds (:mod:`harness.scores`), read from one probe answer (the
+        reference is made comparable to it)."""
+        raise NotImplementedError
 
     # -- the reference ----------------------------------------------------------------------
-    def reference_output(self, output: np.ndarray, kind: str) -> np.ndarray:
+    def reference_output(self, output: np.ndarray, kind: "ScoreKind") -> np.ndarray:
         """The reference model's raw output made comparable to a deployed output of ``kind``."""
         return output
 
     # -- comparison ---------------------------------------------------------------------------
-    def output_tolerance(self, kind: str) -> Tolerance | None:
+    def output_tolerance(self, kind: "ScoreKind") -> Tolerance | None:
         """The raw output's default tolerance for a deployed output of ``kind`` (None: the spec's rule)."""
         return None
 
-    def default_margin(self, tolerances: Mapping[str, Tolerance], kind: str) -> float:
+    def default_margin(self, tolerances: Mapping[str, Tolerance], kind: "ScoreKind") -> float:
         """The near-threshold margin (``--tie-margin``) by default, in the units of :attr:`margin_units`."""
         raise NotImplementedError
 
-    def margin_units(self, kind: str) -> str:
+    def margin_units(self, kind: "ScoreKind") -> str:
         return ""
 
     def compare_result(self, reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None,
-                       margin: float, top_k: int) -> "StageResult":
-        """The result stage of one image, from both raw outputs (and the isolated model's)."""
+                       margin: float, top_k: int, scores: "ScoreKind") -> "StageResult":
+        """The result stage of one image, from both raw outputs (and the isolated model's);
+        ``scores``: what the deployed output holds."""
         raise NotImplementedError
 
     def image_data(self, reference: np.ndarray, deployed: np.ndarray) -> Mapping[str, Any] | None:
@@ -164,6 +169,10 @@ class Task:
         if stage is None:
             return [""] * len(self.csv_fields)
         return [stage.verdict.value, *(stage.metrics.get(f, "") for f in self.csv_fields[1:])]
+
+    def output_note(self, report) -> str:
+        """What the report's note on its metrics says of ``output`` (and the result stage), a sentence's end."""
+        return f"{self.output_words}."
 
     def summary_line(self, report) -> str | None:
         """One paragraph under the stage table (a :class:`harness.results.StageReport`)."""

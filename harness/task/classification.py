@@ -18,6 +18,7 @@ from harness.compare.aggregate import TopKFlips
 from harness.compare.stages import topk_result
 from harness.compare.ties import default_tie_margin, flip_verdict
 from harness.formatting import fmt
+from harness.scores import LOGITS, ScoreKind, detect
 from harness.stage import Stage
 from harness.task.base import OutputChoice, Section, Task
 from harness.verdict import Verdict
@@ -42,9 +43,9 @@ def describe(tensor) -> str:
 class Classification(Task):
     name = "classification"
     noun = "class scores"
-    noun = "class scores"
     result_stage = Stage.TOPK
-    result_in_table = False
+    result_in_table = True
+    """``topk`` is a row of the stage table (it can fail a run), with the summary line under it."""
     output_words = "the logits"
     event_words = ("top-1 change", "top-1 changes")
     flip_words = "top-1 flips"
@@ -54,7 +55,8 @@ class Classification(Task):
     csv_fields = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
                   "reference_margin")
     """``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k
-    (5 by default); ``reference_margin`` is in logits (see harness.compare.ties)."""
+    (5 by default); ``reference_margin`` is in the units of the scores compared: logits, or
+    probability for a deployment answering probabilities (see harness.compare.ties)."""
 
     # -- discovery ----------------------------------------------------------------------------
     def choose_output(self, model, choice):
@@ -83,35 +85,37 @@ class Classification(Task):
             return f"output {tensor.name} is named as class scores"
         return None
 
-    def output_kind(self, name: str, probe: np.ndarray) -> str:
-        """``probabilities`` when named so or when every row is a distribution, else ``logits``."""
-        lowered = name.lower()
-        if "prob" in lowered or "softmax" in lowered:
-            return "probabilities"
-        rows = probe.reshape(-1, probe.shape[-1])
-        if rows.min() >= 0 and rows.max() <= 1 and np.allclose(rows.sum(axis=1), 1.0, atol=1e-3):
-            return "probabilities"
-        return "logits"
+    def output_kind(self, name: str, probe: np.ndarray) -> ScoreKind:
+        """``probabilities`` when named so or when every row is a distribution, else ``logits``
+        (:func:`harness.scores.detect`)."""
+        return detect(name, probe)
 
     # -- comparison -------------------------------------------------------------------------------
     def reference_output(self, output, kind):
-        from harness.model import softmax
+        return kind.from_logits(output)
 
-        return softmax(output) if kind == "probabilities" else output
+    def output_tolerance(self, kind):
+        return kind.default_tolerance()
 
     def default_margin(self, tolerances, kind):
         return default_tie_margin(tolerances)
 
     def margin_units(self, kind):
-        return "logits" if kind == "logits" else kind
+        return kind.unit
 
-    def compare_result(self, reference, deployed, isolated, margin, top_k):
-        return topk_result(reference, deployed, isolated, margin, top_k)
+    def compare_result(self, reference, deployed, isolated, margin, top_k, scores=LOGITS):
+        return topk_result(reference, deployed, isolated, margin, top_k, scores)
 
     def events(self, margin):
         return TopKFlips()
 
     # -- reports ------------------------------------------------------------------------------------
+    def output_note(self, report):
+        return (f"the {report.scores_kind}"
+                + (" (every class within the output tolerance, and the total variation distance: the probability "
+                   "mass that moved)" if report.scores_kind == "probabilities" else "")
+                + "; `topk`'s errors are the largest change among the reference's top-k probabilities.")
+
     def summary_line(self, report):
         top = report.summary.stage(Stage.TOPK)
         if top is None:
@@ -133,7 +137,7 @@ class Classification(Task):
         if not ties:
             return ""
         return (f" {ties} top-1 {'change is a tie' if ties == 1 else 'changes are ties'} (within the tie margin "
-                f"of {fmt(report.tie_margin)} logits: not a divergence).")
+                f"of {fmt(report.tie_margin)} {report.scores_unit}: not a divergence).")
 
     def sections(self, report):
         flips = report.summary.events
@@ -142,7 +146,8 @@ class Classification(Task):
         rows = tuple((f.image, f.verdict.value, str(f.reference_top1), str(f.deployed_top1), fmt(f.margin))
                      for f in flips)
         return [Section("Images whose top-1 class changed", FLIPS_NOTE,
-                        ("image", "verdict", "reference top-1", "deployed top-1", "reference margin (logits)"), rows,
+                        ("image", "verdict", "reference top-1", "deployed top-1",
+                         f"reference margin ({report.scores_unit})"), rows,
                         verdict_column=1)]
 
     # -- diagnose -------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from harness.compare.metrics import compare_arrays
 from harness.compare.paired import McNemar, mcnemar_exact
 from harness.compare.result import StageResult
 from harness.formatting import fmt
+from harness.scores import EMBEDDING
 from harness.stage import Stage
 from harness.task.base import Event, Events, OutputChoice, Section, Task
 from harness.task.classification import describe, vector_outputs
@@ -219,7 +220,7 @@ class Embedding(Task):
         return None
 
     def output_kind(self, name, probe):
-        return "embedding"
+        return EMBEDDING
 
     # -- comparison -------------------------------------------------------------------------------
     def output_tolerance(self, kind):
@@ -231,7 +232,7 @@ class Embedding(Task):
     def margin_units(self, kind):
         return "cosine similarity"
 
-    def compare_result(self, reference, deployed, isolated, margin, top_k):
+    def compare_result(self, reference, deployed, isolated, margin, top_k, scores=EMBEDDING):
         verdict, metrics = result_metrics(reference, deployed)
         alone = result_metrics(reference, isolated) if isolated is not None else None
         return StageResult(Stage.POSTPROCESS, verdict, metrics, alone[0] if alone else None,
@@ -293,7 +294,7 @@ class Embedding(Task):
                 "as a divergence.")
         return [Section("Images whose nearest neighbour changed", note,
                         ("image", "verdict", "reference neighbour", "deployed neighbour",
-                         "reference margin (cosine similarity)"), rows, verdict_column=1)]
+                         "reference margin (cosine similarity)"), rows, verdict_column=1, name_columns=(0, 2, 3))]
 
     # -- diagnose -------------------------------------------------------------------------------------
     def diagnose_gallery(self, deployed):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from harness.manifest import load_dalis_nvjpeg
 from harness.spec import Preprocess
 
 
@@ -50,6 +51,7 @@ def default_augmentations(p: Preprocess, crop_scale: tuple[float, float] = (0.6,
     """Random resized crop (``crop_scale`` of the area, back to the spec's crop size),
     horizontal flip, and brightness/contrast/saturation jitter of ``jitter``, as a
     torchvision v2 ``Compose`` on model-input tensors."""
+    load_dalis_nvjpeg()  # before torchvision, whose nvJPEG would otherwise be DALI's
     from torchvision.transforms import v2
 
     return v2.Compose([

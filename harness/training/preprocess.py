@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from harness.errors import HarnessError
 from harness.preprocessing import ImageError
 from harness.reference import BUILT_IN
 from harness.spec import Preprocess
@@ -151,6 +152,7 @@ def _gpu_runner_class():
         decoder = "mixed"
 
         def __init__(self, p: Preprocess, max_batch_size: int, device_id: int = 0, num_threads: int = GPU_THREADS):
+            require_dalis_nvjpeg()
             super().__init__(p, max_batch_size, num_threads=num_threads, device_id=device_id)
 
         def _run_batch(self, images):
@@ -165,6 +167,20 @@ def _gpu_runner_class():
             return [(tensor[i],) for i in range(len(images))]
 
     return _GpuPipelineRunner
+
+
+def require_dalis_nvjpeg() -> None:
+    """Refuse to decode on the GPU with another nvJPEG than the server's: the one DALI runs in
+    this process is torchvision's when torchvision was imported before DALI loaded its own
+    (:func:`harness.manifest.load_dalis_nvjpeg`)."""
+    from harness.manifest import load_dalis_nvjpeg, load_manifest, loaded_decode_stack, same_version
+
+    load_dalis_nvjpeg()
+    found, pinned = loaded_decode_stack()["nvJPEG"], load_manifest().nvjpeg.version
+    if found is not None and not same_version(found, pinned):
+        raise HarnessError(f"DALI in this process runs nvJPEG {found}, not the {pinned} the server's DALI runs: "
+                           "torchvision (whose wheel bundles its own nvJPEG) was imported before DALI loaded its "
+                           "own; call harness.manifest.load_dalis_nvjpeg() before importing torchvision")
 
 
 def GpuPipelineRunner(p: Preprocess, max_batch_size: int, device_id: int = 0):  # noqa: N802 - a class factory

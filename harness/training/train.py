@@ -13,7 +13,6 @@ contract of :mod:`harness.model`, ready for ``harness model import``.
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 
 from harness.accuracy import Sample
+from harness.files import strict_json, write_atomic
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, export_module
 from harness.spec import Preprocess
 from harness.training.augment import default_augmentations
@@ -266,5 +266,5 @@ def export(net: FineTuneNet, out_dir: Path, result: TrainResult, preprocess: Pre
         "history": [asdict(s) for s in result.history], "skipped": result.skipped,
         "seconds": round(result.seconds, 2), "files": [ONNX_FILENAME, LABELS_FILENAME],
     }
-    (out_dir / SUMMARY_FILENAME).write_text(json.dumps(summary, indent=1) + "\n")
+    write_atomic(out_dir / SUMMARY_FILENAME, strict_json(summary, indent=1) + "\n")
     return onnx_path

@@ -30,3 +30,19 @@ def test_bad_options_and_nothing_compared(server, tmp_path):
     result = run(session, CheckOptions(tmp_path / "one", tmp_path / "r"))
     with pytest.raises(NothingCompared):
         result.exit_status()
+
+
+def test_the_resume_command_quotes_any_path_for_a_shell(tmp_path):
+    """What the hint prints, a shell reads back byte for byte (names not UTF-8, quotes, $, escapes)."""
+    import os
+    import subprocess
+
+    from harness.check.job import resume_command, shell_quote
+
+    for raw in (b"/tmp/r\xff\xfe", b"it's", b"a b$c`d", b"\x1b[2J", "caf\u00e9".encode(), b"plain"):
+        printed = subprocess.run(["bash", "-c", "printf %s " + shell_quote(os.fsdecode(raw))], capture_output=True)
+        assert printed.stdout == raw
+    command = resume_command(Session(url="127.0.0.1:8001", protocol="http", timeout=60),
+                             CheckOptions(tmp_path / "img s", tmp_path / "r", Target(pipeline="opencv"), workers=2))
+    assert command.startswith(f"harness check '{tmp_path}/img s' --report {tmp_path}/r --resume --pipeline opencv ")
+    assert "--url 127.0.0.1:8001 --protocol http --timeout 60 --workers 2" in command

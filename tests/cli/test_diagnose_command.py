@@ -41,8 +41,9 @@ def test_diagnose_writes_its_report_and_names_the_fix(server, photos_dir, reposi
     assert top["diverged_before"] == 3 and top["diverged_after"] == 0
     assert [c["cause"] for c in diagnosis["causes"]] == ["channel order RGB"]
     assert (tmp_path / "r" / "diagnosis.md").read_text().startswith("# Diagnosis")
+    # A training callable is diagnosed (fingerprinted first); one that is not there is a one-line error.
     custom = harness("diagnose", images, "--url", server.grpc_url, "--reference", "x.py:fn")
-    assert custom.returncode == 2 and "built-in recipe" in " ".join(custom.stderr.split())
+    assert custom.returncode == 2 and "reference 'x.py:fn': x.py not found" in " ".join(custom.stderr.split())
 
 
 def test_three_causes_in_one_run_and_the_written_spec_passes_check(server, photos_dir, repository, tmp_path):

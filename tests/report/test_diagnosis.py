@@ -87,7 +87,7 @@ def test_diagnosis_md_tables(tmp_path):
            "| **explains** |" in text
     assert "| 2 | interpolation cubic | resize interpolation | 1 -> 1 | 3 -> 4 |" in text
     assert "1 images were rejected by the deployment but processed by training" in text
-    assert "1 images failed on both sides or could not be read, and were left out: gone.jpg (unreadable: gone)" in text
+    assert "1 images failed on both sides or could not be read, and were left out: `gone.jpg` (unreadable: gone)" in text
     assert "With every change applied: first divergent stage none, top-1 agreement 100.0% on 3 images " \
            "(as specified: 66.7%)." in text
     assert text.rstrip().endswith("Time (s): total 1.2.")

@@ -18,7 +18,7 @@ def test_an_aligned_run_says_no_stage_diverged():
     assert "- Deployed: `classify_dali` at 127.0.0.1:8001 (grpc), stages from `preprocess_dali_taps`" in text
     assert "- Images: 2 (2 compared, 0 failed)" in text
     assert [row[:3] for row in stage_rows(report)] == [[s, "equal", "2 / 0 / 0"] for s in
-                                                        ("decode", "resize", "crop", "input", "output")]
+                                                        ("decode", "resize", "crop", "input", "output", "topk")]
 
 
 def test_a_divergence_is_headlined_bold_and_explained():
@@ -38,7 +38,8 @@ def test_the_top_k_line_uses_the_run_top_k_and_counts_ties():
     assert "mean top-3 overlap 1.000" in line  # top_k 3: the two swapped classes stay in the top 3
     assert "1 top-1 change is a tie (within the tie margin of 0.5 logits" in headline(report)
     text = render_markdown(report)
-    assert "| tie.jpg | tie | 0 | 1 | 0.2 |" in text
+    assert "| `tie.jpg` | tie | 0 | 1 | 0.2 |" in text
+    assert "| topk | tie | 1 / 0 / 0 (1 tie) |" in text  # a row of the table: it can fail the run (--fail-on tie)
 
 
 def test_rejections_failures_and_an_incomplete_run_are_listed():
@@ -47,8 +48,8 @@ def test_rejections_failures_and_an_incomplete_run_are_listed():
     text = render_markdown(report)
     assert text.splitlines()[2] == "> **Incomplete run**: server stopped. Continue with `--resume`."
     assert "**1 image rejected by deployment** (training processes it)." in text
-    assert "## Rejected by deployment only" in text and "| cut\\|x.jpg | deployed: truncated JPEG |" in text
-    assert "## Failed images" in text and "| gone.jpg | unreadable: No such file |" in text
+    assert "## Rejected by deployment only" in text and "| `cut\\|x.jpg` | deployed: truncated JPEG |" in text
+    assert "## Failed images" in text and "| `gone.jpg` | unreadable: No such file |" in text
     assert "- Images: 3 (1 compared, 1 failed, 1 rejected by deployment)" in text
 
 

@@ -93,8 +93,8 @@ def test_neighbour_events_fold_through_the_run_summary(features):
     task = TASKS["embedding"]
     run = RunSummary(events=task.events(SIMILARITY_MARGIN))
     for name, ref, dep in zip(PHOTOS, aligned, stretched):
-        result = ImageResult(name, (task.compare_result(ref, dep, None, SIMILARITY_MARGIN, 5),), None, None,
-                             task.image_data(ref, dep))
+        result = ImageResult(name, (task.compare_result(ref, dep, None, SIMILARITY_MARGIN, 5),),
+                             task_data=task.image_data(ref, dep))
         run.add(ImageResult.from_dict(json.loads(json.dumps(result.to_dict()))))
     summary = run.result()
     changes = NeighbourChanges.of(np.stack([normalized(v) for v in aligned]),
