@@ -112,7 +112,7 @@ def render_markdown(report: DiagnosisReport) -> str:
         lines += [f"{what}: `{report.written_spec}` (`harness check --spec` it).", ""]
     if report.not_written:
         lines += [f"{report.not_written}.", ""]
-    if report.scores_kind != "logits":
+    if report.scores_kind == "probabilities":
         lines += [f"The deployment answers {report.scores_kind}: output errors and the tie margin "
                   f"({fmt(report.tie_margin)}) are in probability units.", ""]
     for outcome, what in FAILED_OUTCOMES.items():
