@@ -8,9 +8,13 @@ import json
 import numpy as np
 import pytest
 import torch
-import torchvision
 
-from harness.detection.boxes import Detections, greedy_match, iou_matrix, order_clockwise
+from harness.manifest import load_dalis_nvjpeg
+
+load_dalis_nvjpeg()  # before torchvision (imported at collection), whose nvJPEG would otherwise be DALI's in every test
+import torchvision  # noqa: E402
+
+from harness.detection.boxes import Detections, greedy_match, iou_matrix, order_clockwise  # noqa: E402
 
 
 def test_axis_aligned_iou_is_torchvisions():
