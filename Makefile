@@ -17,7 +17,7 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 
 KNOWN_ANSWERS := build/preflight/known_answers.json
 
-setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
+setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx model_repository/embedder/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
 
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
@@ -55,7 +55,8 @@ $(STUB): $(VENV)/.installed
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(TRITON_HOME) $(TRITON_WHEEL)
 	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
 
-model_repository/classifier/model.onnx: $(VENV)/.installed
+# One export writes both: the classifier and its pooled features (the embedder).
+model_repository/classifier/model.onnx model_repository/embedder/model.onnx &: $(VENV)/.installed
 	$(HARNESS) model export
 
 # The corpus writes its provenance beside the photos, last: that file marks it complete.
@@ -69,4 +70,4 @@ $(KNOWN_ANSWERS): $(STUB) model_repository/classifier/model.onnx data/photos.sou
 	$(HARNESS) preflight --record --photos data/photos
 
 clean:
-	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt
+	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt model_repository/embedder/model.onnx

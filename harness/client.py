@@ -39,6 +39,27 @@ PIPELINES = {
 CLASSIFIER = "classifier"
 
 
+@dataclass(frozen=True)
+class TaskModels:
+    """This repository's models of one task (:mod:`harness.task`): the ensemble of each
+    pipeline (``<prefix>_<pipeline>``), the model they end in, and the outputs read."""
+
+    prefix: str
+    model: str
+    model_output: str
+    ensemble_output: str
+
+    def ensemble(self, pipeline: str) -> str:
+        return f"{self.prefix}_{pipeline}"
+
+
+REPOSITORY_TASKS = {
+    "classification": TaskModels("classify", CLASSIFIER, "logits", LOGITS),
+    "embedding": TaskModels("embed", "embedder", "embedding", "EMBEDDING"),
+}
+"""Task -> this repository's models serving it (``--pipeline`` with ``--task``)."""
+
+
 class InferenceError(HarnessError, RuntimeError):
     """The server answered a request with an error (its message is kept)."""
 

@@ -36,10 +36,15 @@ def _saved(directory: Path) -> dict[str, Path]:
     return out
 
 
-def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunComparison:
-    """Every image both runs saved, compared stage by stage with run A's tolerances; an image
-    only one run has, or whose tensors cannot be read, is a failed row. Writes the reports to
-    ``out_dir``. Raises FileNotFoundError when a run saved no tensors."""
+def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str | None = None) -> RunComparison:
+    """Every image both runs saved, compared stage by stage with run A's tolerances and by
+    its task (``task``: ``--task``, which must be the runs'; None: run A's); an image only
+    one run has, or whose tensors cannot be read, is a failed row. Writes the reports to
+    ``out_dir``. Raises FileNotFoundError when a run saved no tensors, UsageError when the
+    runs checked different tasks."""
+    from harness.errors import UsageError
+    from harness.task import get_task
+
     dirs = [run / TENSORS_DIRNAME for run in (run_a, run_b)]
     for d in dirs:
         if not d.is_dir():
@@ -47,8 +52,15 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunCompa
     meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
     files_a, files_b = (_saved(d) for d in dirs)
     tolerances = _tolerances(meta[0])
+    tasks = [m.get("task", "classification") for m in meta]  # reports before issue 26: classification
+    if len(set(tasks + ([task] if task else []))) > 1:
+        raise UsageError(f"run A checked {tasks[0]}, run B {tasks[1]}" + (f", --task says {task}" if task else "")
+                         + ": compare runs of one task")
+    chosen = get_task(tasks[0])
     scores = score_kind(meta[0].get("run", {}).get("scores_kind", "logits"))  # older reports: logits
-    summary = RunSummary()
+    # Classification's margin is the output tolerance (as always); another task's, run A's.
+    margin = default_tie_margin(tolerances) if chosen.name == "classification" else meta[0]["run"]["tie_margin"]
+    summary = RunSummary(events=chosen.events(margin))
     for image in sorted(files_a.keys() | files_b.keys()):
         if image not in files_a or image not in files_b:
             summary.add(ImageResult(image, error=f"only in run {'A' if image in files_a else 'B'}"))
@@ -56,13 +68,16 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path) -> RunCompa
         try:
             a: ImageTensors = load_image_tensors(files_a[image])
             b: ImageTensors = load_image_tensors(files_b[image])
-            summary.add(ImageResult(image, compare_stages(getattr(a, side), getattr(b, side), tolerances,
-                                                          scores=scores)))
+            ref, dep = getattr(a, side), getattr(b, side)
+            stages = compare_stages(ref, dep, tolerances, tie_margin=margin, scores=scores, result=chosen.compare_result)
+            both = Stage.OUTPUT in ref and Stage.OUTPUT in dep
+            data = chosen.image_data(ref[Stage.OUTPUT], dep[Stage.OUTPUT]) if both else None
+            summary.add(ImageResult(image, stages, task_data=data))
         except Exception as exc:  # a damaged or foreign .npz: this image's row, not the end of the run
             summary.add(ImageResult(image, error=f"cannot compare the saved tensors: {one_line(exc)}"))
     report = RunComparison(
         summary=summary.result(), spec=SpecInfo(meta[0]["spec"]["source"], tolerances), versions=versions(),
         run_a=str(run_a), run_b=str(run_b), side=side, model=meta[0]["reference"]["model"],
-        deployed_b=meta[1]["deployed"], run_tie_margin=default_tie_margin(tolerances))
+        deployed_b=meta[1]["deployed"], run_tie_margin=margin)
     write_reports(out_dir, report)
     return report

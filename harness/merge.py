@@ -133,10 +133,14 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     for shard in shards:  # the candidates: each shard's worst (the store unlinks the others)
         for path in sorted((shard.directory / VISUALS_DIRNAME).glob("*.npz")):
             shutil.copyfile(path, visuals.directory / path.name)
-    summary, seen = RunSummary(), {}
+    from harness.task import get_task
+
+    first = shards[0].report
+    task = get_task(first.get("task", "classification"))  # reports before issue 26: classification
+    summary, seen = RunSummary(events=task.events(first["run"]["tie_margin"])), {}
     with (out / RESULTS_FILENAME).open("w") as results, (out / CSV_FILENAME).open("w", newline="") as table:
         writer = csv.writer(table)
-        writer.writerow(csv_header())
+        writer.writerow(csv_header(task))
         for shard in shards:
             rows = 0
             with (shard.directory / RESULTS_FILENAME).open() as lines:
@@ -157,7 +161,7 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
                     summary.add(result)
                     visuals.offer(result, None)
                     results.write(line if line.endswith("\n") else line + "\n")
-                    writer.writerow(csv_row(result))
+                    writer.writerow(csv_row(result, task))
             if rows != shard.record.selected:
                 raise UsageError(f"{shard.name} reported {rows} of its {shard.record.selected} images: finish it "
                                  f"with harness check ... --shard {shard.record.shard} --resume, then merge")
@@ -165,7 +169,6 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
             path.name for stage in visuals.heaps for _, path in visuals.worst(stage)}:
         (visuals.directory / stray).unlink()  # a copied candidate that never entered a heap
 
-    first = shards[0].report
     deployed = deployed_info(merged_replay(first["deployed"], [s.report["deployed"] for s in shards]))
     # The shards ran side by side: the run took as long as the longest.
     run = dataclasses.replace(check_run(first["run"]), seconds=max(s.report["run"]["seconds"] for s in shards))

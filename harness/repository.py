@@ -18,7 +18,15 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from harness.errors import HarnessError
-from harness.model import LABELS_FILENAME, ONNX_FILENAME, check_onnx, read_labels
+from harness.model import (
+    CLASSIFIER_DIR,
+    EMBEDDER_DIR,
+    LABELS_FILENAME,
+    ONNX_FILENAME,
+    check_embedder_onnx,
+    check_onnx,
+    read_labels,
+)
 from harness.spec import SPEC_FILENAME, Spec, load_spec, to_table
 
 PROFILES = ("gpu", "cpu")
@@ -58,7 +66,11 @@ CPU_REPLACEMENTS = {
     "preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
     "preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "classifier": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
+    # The embedding task's model: the same network, the same way (ONNX Runtime on its ONNX).
+    "embedder": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
 }
+ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR)
+"""The models whose ONNX the cpu profile runs (linked, not copied) and the engine builder builds."""
 
 
 @dataclass(frozen=True)
@@ -136,9 +148,11 @@ def set_class_count(repo: Path, classes: int) -> list[str]:
 
 def check_classifier(repo: Path, spec: Spec) -> None:
     """The classifier ONNX and labels exist, meet the contract, and fit the spec's crop."""
-    model_dir = repo / "classifier"
+    model_dir = repo / CLASSIFIER_DIR
     labels = model_dir / LABELS_FILENAME
     check_onnx(model_dir / ONNX_FILENAME, spec.preprocess.crop.size, labels=read_labels(labels))
+    if (repo / EMBEDDER_DIR).is_dir():
+        check_embedder_onnx(repo / EMBEDDER_DIR / ONNX_FILENAME, spec.preprocess.crop.size)
 
 
 def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path: Path | None = None) -> Path:
@@ -160,14 +174,17 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path: Path
         shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__"))
     else:
         shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", "*.onnx"))
-        # The ONNX is large and read-only: link it rather than copy it.
-        (out / "classifier" / ONNX_FILENAME).symlink_to((source / "classifier" / ONNX_FILENAME).resolve())
+        # The ONNX models are large and read-only: link them rather than copy them.
+        for name in ONNX_MODELS:
+            if (source / name).is_dir():
+                (out / name / ONNX_FILENAME).symlink_to((source / name / ONNX_FILENAME).resolve())
     (out / SPEC_FILENAME).write_text(
         f"# Served by the {profile} profile; resolved from {spec.source}\n" + tomli_w.dumps(to_table(spec.preprocess))
     )
     if profile == "cpu":
         for name, replacement in CPU_REPLACEMENTS.items():
-            _to_python_backend(out / name, replacement, source_name=f"{source.name}/{name}")
+            if (out / name).is_dir():  # a user's repository may have no embedder
+                _to_python_backend(out / name, replacement, source_name=f"{source.name}/{name}")
         _queue_policies(out, CPU_QUEUE_POLICY)
     return out
 

@@ -79,7 +79,10 @@ class ScoreKind:
 
 LOGITS = ScoreKind("logits", "logits", distribution=False)
 PROBABILITIES = ScoreKind("probabilities", "probability", distribution=True)
-SCORE_KINDS = {kind.name: kind for kind in (LOGITS, PROBABILITIES)}
+EMBEDDING = ScoreKind("embedding", "cosine similarity", distribution=False)
+"""Not class scores: the embedding task's features (:mod:`harness.task.embedding`), compared as
+they are; its margin is in cosine similarity and its output rule is the task's."""
+SCORE_KINDS = {kind.name: kind for kind in (LOGITS, PROBABILITIES, EMBEDDING)}
 
 
 def score_kind(name: str | ScoreKind) -> ScoreKind:

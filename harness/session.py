@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from harness.server import TritonServer
     from harness.spec import Spec
     from harness.stage import Stage
+    from harness.task import Task
     from harness.tolerance import Tolerance
 
 
@@ -160,6 +161,13 @@ class Session:
 
         return self.repository / "classifier" / ONNX_FILENAME
 
+    def model_path(self, task: str = "classification") -> Path:
+        """The ONNX of this repository's model serving ``task`` (the classifier, the embedder)."""
+        from harness.client import REPOSITORY_TASKS
+        from harness.model import ONNX_FILENAME
+
+        return self.repository / REPOSITORY_TASKS[task].model / ONNX_FILENAME
+
     def classes(self) -> list[str]:
         """The classifier's class names, in output order."""
         from harness.model import LABELS_FILENAME, read_labels
@@ -172,16 +180,19 @@ class Session:
 
         return load_recipe(self.spec, reference)
 
-    def reference_model(self, choice: str = "auto", threads: int | None = None) -> "ReferenceModel":
-        """The classifier as training ran it (``auto``: PyTorch for the default model, else the ONNX)."""
+    def reference_model(self, choice: str = "auto", threads: int | None = None,
+                        task: str = "classification") -> "ReferenceModel":
+        """The model of ``task`` as training ran it (``auto``: PyTorch for the default model,
+        else the ONNX): the classifier, or for embeddings the embedder."""
         from harness.reference.model import load_reference_model
 
-        return load_reference_model(self.onnx_path, choice, threads)
+        return load_reference_model(self.model_path(task), choice, threads)
 
     def deployment(self, client: TritonClient, pipeline: str = "dali", model: str | None = None,
                    probe: bytes | None = None, output: str | None = None,
                    stages: "dict[str, str] | None" = None, reference: "dict | None" = None,
-                   sources: "dict[str, str] | None" = None, client_function: str | None = None) -> "Deployment":
+                   sources: "dict[str, str] | None" = None, client_function: str | None = None,
+                   task: str | None = None) -> "Deployment":
         """The deployed side a job reads: this repository's ``pipeline`` (its taps model), or
         ``model``, any model or ensemble on the server, discovered from it with ``probe``
         (an encoded image) to match its tensors to stages, against ``reference`` (the
@@ -189,47 +200,57 @@ class Session:
         ``output`` and ``stages`` (set where ``sources`` says) override what discovery finds
         (:func:`harness.deployment.target.open_deployment` picks the probe and logs what was
         found). ``client_function`` (``file.py:name``): the client's own preprocessing makes
-        what ``model`` is fed (:mod:`harness.deployment.client_side`). Raises
+        what ``model`` is fed (:mod:`harness.deployment.client_side`). ``task`` (``--task``;
+        None: classification for a pipeline, what discovery finds for a model). Raises
         :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
         from harness.deployment import TapsDeployment, discover
+        from harness.task import get_task
 
         if model is None:
-            return TapsDeployment(pipeline, self.spec.preprocess)
+            return TapsDeployment(pipeline, self.spec.preprocess, get_task(task))
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
         size = self.spec.reference.preprocess.crop.size
         if client_function is not None:
             from harness.deployment.client_side import discover_client
 
-            return discover_client(client, model, client_function, probe, size, output, stages, reference, sources)
-        return discover(client, model, probe, size, output, stages, reference, sources)
+            return discover_client(client, model, client_function, probe, size, output, stages, reference, sources,
+                                   task)
+        return discover(client, model, probe, size, output, stages, reference, sources, task)
 
-    def tolerances(self, scores: "str | ScoreKind" = "logits") -> dict["Stage", "Tolerance"]:
+    def tolerances(self, scores: "str | ScoreKind" = "logits", task: "Task | None" = None) -> dict["Stage", "Tolerance"]:
         """The spec's tolerances; the output's default is the rule of the ``scores`` compared
         (:mod:`harness.scores`: in probability units, and by total variation, for a
-        deployment answering probabilities). A ``[tolerances.output]`` of the spec overrides
-        the keys it names, in the scores' units."""
+        deployment answering probabilities), or a ``task``'s own rule for its raw output (an
+        embedding's features). A ``[tolerances.output]`` of the spec overrides the keys it
+        names, in the scores' units."""
         from harness.compare.tolerance import tolerances_for
         from harness.scores import score_kind
         from harness.stage import Stage
 
         tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
-        rule = score_kind(scores).default_tolerance()
+        kind = score_kind(scores)
+        rule = task.output_tolerance(kind) if task is not None else kind.default_tolerance()
         if rule is not None:
             written = {k: float(v) for k, v in self.spec.tolerances.get(Stage.OUTPUT, {}).items()}
             tolerances[Stage.OUTPUT] = dataclasses.replace(rule, **written)
         return tolerances
 
-    def tie_margin(self, given: float | None = None, scores: "str | ScoreKind" = "logits") -> float:
+    def tie_margin(self, given: float | None = None, scores: "str | ScoreKind" = "logits",
+                   task: "Task | None" = None) -> float:
         """The tie margin of a job, resolved here only (check, diagnose and accuracy pass it on):
         ``given`` (``--tie-margin``), or by default the output tolerance of ``scores``
         (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
-        units of the scores compared. Raises :class:`UsageError` unless a finite number >= 0."""
+        units of the scores compared; a ``task``'s own default (an embedding's: in cosine
+        similarity). Raises :class:`UsageError` unless a finite number >= 0."""
         from harness.compare.ties import default_tie_margin
+        from harness.scores import score_kind
         from harness.validation import require_number
 
         if given is not None:
             return require_number("--tie-margin", given, minimum=0)
+        if task is not None:
+            return task.default_margin(self.tolerances(scores, task), score_kind(scores))
         return default_tie_margin(self.tolerances(scores))
 
     @contextlib.contextmanager

@@ -18,9 +18,13 @@ class Stage(enum.StrEnum):
     INPUT = "input"
     """The model input: normalized NCHW float32 (one image)."""
     OUTPUT = "output"
-    """The model's logits."""
+    """The raw model output, whatever its shape (a classifier's logits, an embedder's features)."""
+    POSTPROCESS = "postprocess"
+    """The task's result, computed from ``output`` by the task's postprocessing (an embedding
+    task's normalized vector; a detection task's boxes): see :mod:`harness.task`."""
     TOPK = "topk"
-    """The predicted classes, derived from ``output``."""
+    """Classification's postprocess stage, the predicted classes: it keeps the name its reports
+    have always used."""
 
     @property
     def is_image(self) -> bool:
@@ -45,7 +49,9 @@ walks them in this order; the lists below are derived from it."""
 PREPROCESS_STAGES: tuple[Stage, ...] = STAGES[:STAGES.index(Stage.INPUT) + 1]
 """The stages of preprocessing, from the file to the model input (what the taps models return)."""
 TENSOR_STAGES: tuple[Stage, ...] = (*PREPROCESS_STAGES, Stage.OUTPUT)
-"""The stages compared array by array (``topk`` is derived from ``output``)."""
+"""The stages compared array by array (the task's result stage is derived from ``output``)."""
+RESULT_STAGES: tuple[Stage, ...] = (Stage.POSTPROCESS, Stage.TOPK)
+"""A task's result stage (:attr:`harness.task.Task.result_stage`): after ``output``, from it."""
 IMAGE_STAGES: tuple[Stage, ...] = PREPROCESS_STAGES[:-1]
 """Image stages: HWC on the 0-255 scale (every preprocessing stage before the model input)."""
 ISOLATED_INPUT: dict[Stage, Stage] = {stage: stage.previous for stage in PREPROCESS_STAGES[1:]}

@@ -62,3 +62,88 @@ def serve_foreign(out: Path, onnx: Path, **parameters) -> Iterator[TritonServer]
     with server:
         yield server
     assert not server.is_running(), "tritonserver did not exit"
+
+
+EMBEDDING_ENSEMBLE = "photo_search"
+EMBEDDING_STEP = "image_descriptor"
+DESCRIPTOR_MODEL = '''"""The embedder ONNX in ONNX Runtime, its output returned as ``descriptor`` (written by the
+tests: a foreign embedding deployment). ``plant_zero_below`` / ``plant_nan_above``: an image
+whose mean input value is below / above that answers a zero vector / a NaN (bad outputs)."""
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        self.session = ort.InferenceSession(params["onnx_path"], options, providers=["CPUExecutionProvider"])
+        self.zero_below = float(params.get("plant_zero_below", "-inf"))
+        self.nan_above = float(params.get("plant_nan_above", "inf"))
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "chw").as_numpy()
+            out = self.session.run(None, {"input": x})[0].astype(np.float32)
+            for i, image in enumerate(x):
+                if image.mean() < self.zero_below:
+                    out[i] = 0.0
+                if image.mean() > self.nan_above:
+                    out[i, 7] = np.nan
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("descriptor", np.ascontiguousarray(out))]))
+        return responses
+'''
+
+
+def write_foreign_embedding_repository(out: Path, embedder: Path, **plant: float) -> Path:
+    """A foreign embedding deployment in ``out``: the example's BYTES-input preprocessing steps
+    (PIL decode and stretch, layout and ImageNet normalization), then ``image_descriptor`` (the
+    embedder ONNX, output ``descriptor`` [1280]) in an ensemble ``photo_search`` with output
+    ``vector_out``: none of this project's names. ``plant`` sets ``plant_zero_below`` /
+    ``plant_nan_above`` (see the model)."""
+    out.mkdir(parents=True)
+    for step in STEPS[:2]:
+        shutil.copytree(REPOSITORY / step, out / step, ignore=shutil.ignore_patterns("__pycache__"))
+    (out / EMBEDDING_STEP / "1").mkdir(parents=True)
+    (out / EMBEDDING_STEP / "1" / "model.py").write_text(DESCRIPTOR_MODEL)
+    parameters = {"onnx_path": str(Path(embedder).resolve()), **{k: str(v) for k, v in plant.items()}}
+    (out / EMBEDDING_STEP / "config.pbtxt").write_text(
+        f'name: "{EMBEDDING_STEP}"\nbackend: "python"\nmax_batch_size: 8\n'
+        'input [ { name: "chw" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]\n'
+        'output [ { name: "descriptor" data_type: TYPE_FP32 dims: [ 1280 ] } ]\n'
+        'dynamic_batching { }\ninstance_group [ { count: 1 kind: KIND_CPU } ]\n'
+        + "".join(f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n' for k, v in parameters.items()))
+    (out / EMBEDDING_ENSEMBLE / "1").mkdir(parents=True)
+    (out / EMBEDDING_ENSEMBLE / "config.pbtxt").write_text(f'''name: "{EMBEDDING_ENSEMBLE}"
+platform: "ensemble"
+max_batch_size: 8
+input [ {{ name: "encoded_image" data_type: TYPE_STRING dims: [ 1 ] }} ]
+output [ {{ name: "vector_out" data_type: TYPE_FP32 dims: [ 1280 ] }} ]
+ensemble_scheduling {{ step [
+  {{ model_name: "jpeg_to_tensor" model_version: -1 input_map {{ key: "encoded" value: "encoded_image" }}
+     output_map {{ key: "image_nhwc" value: "nhwc" }} }},
+  {{ model_name: "hwc_to_chw" model_version: -1 input_map {{ key: "image_nhwc" value: "nhwc" }}
+     output_map {{ key: "pixels_nchw" value: "nchw" }} }},
+  {{ model_name: "{EMBEDDING_STEP}" model_version: -1 input_map {{ key: "chw" value: "nchw" }}
+     output_map {{ key: "descriptor" value: "vector_out" }} }}
+] }}
+''')
+    return out
+
+
+@contextlib.contextmanager
+def serve_foreign_embedding(out: Path, embedder: Path, **plant: float) -> Iterator[TritonServer]:
+    """:func:`write_foreign_embedding_repository` served for the block (stopped by its PID, checked exited)."""
+    repository = write_foreign_embedding_repository(out, embedder, **plant)
+    server = TritonServer(repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                          log_file=out.parent / f"{out.name}.log")
+    with server:
+        yield server
+    assert not server.is_running(), "tritonserver did not exit"

@@ -25,7 +25,7 @@ LAYERS = (
                 "user_code"}),
     # How each side computes, how they are compared, what a run found and how it is written.
     ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
-                    "report", "run_identity", "detection"}),
+                    "report", "run_identity", "detection", "task"}),
     ("session", {"session"}),
     ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs", "merge"}),
     ("command line", {"cli", "__main__"}),

@@ -66,3 +66,31 @@ def test_contract_violations_are_named(onnx_path, repository, tmp_path):
         check_onnx(onnx_path, (224, 224), labels=["a", "b"])
     with pytest.raises(ModelError, match="not found"):
         check_onnx(tmp_path / "missing.onnx", (224, 224))
+
+
+def test_the_embedder_is_the_classifiers_features_from_the_same_weights(onnx_path, repository, spec, photo):
+    """``harness model export`` writes the pooled 1280-d features too: the classifier's own
+    head applied to them gives the classifier's logits (the same weights, cut before the head)."""
+    from harness.model import EMBEDDER_DIR, check_embedder_onnx
+
+    embedder = repository / EMBEDDER_DIR / ONNX_FILENAME
+    check_embedder_onnx(embedder, (224, 224))
+    inputs, outputs = onnx_signature(embedder)
+    assert [(i.name, i.shape[1:]) for i in inputs] == [("input", (3, 224, 224))]
+    assert [(o.name, o.shape[1:]) for o in outputs] == [("embedding", (1280,))]
+    batch = np.stack([opencv.run(photo(n), spec.preprocess)["input"] for n in ("squirrel_cls.jpg", "baboon.jpg")])
+    [features] = onnx_session(embedder).run(None, {"input": batch})
+    logits = onnx_session(onnx_path).run(["logits"], {"input": batch})[0]
+    head = load_torch_model()._fc
+    through_head = features @ head.weight.detach().numpy().T + head.bias.detach().numpy()
+    assert np.abs(through_head - logits).max() < 1e-3
+    assert (features >= 0).all() and features.std() > 0.1  # ReLU6 features, pooled: a real vector
+
+
+def test_an_embedder_breaking_its_contract_is_named(tmp_path, onnx_path):
+    from harness.model import check_embedder_onnx
+
+    with pytest.raises(ModelError, match="embedder not found"):
+        check_embedder_onnx(tmp_path / "missing.onnx", (224, 224))
+    with pytest.raises(ModelError, match="output 'embedding' must be float32"):
+        check_embedder_onnx(onnx_path, (224, 224))  # the classifier: logits, no embedding

@@ -8,7 +8,7 @@ from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
 
 EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
-                   "classifier", "classify_dali", "classify_opencv"}
+                   "classifier", "classify_dali", "classify_opencv", "embedder", "embed_dali", "embed_opencv"}
 
 
 def dtype_name(value: int) -> str:
@@ -49,7 +49,7 @@ def test_gpu_profile_uses_the_gpu_backends(gpu):
 def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
     for name in EXPECTED_MODELS:
         assert signature(cpu[name]) == signature(gpu[name]), name
-    for name in ("preprocess_dali", "preprocess_dali_stages", "classifier"):
+    for name in ("preprocess_dali", "preprocess_dali_stages", "classifier", "embedder"):
         assert cpu[name].backend == "python" and not cpu[name].platform
         assert all(g.kind == g.KIND_CPU for g in cpu[name].instance_group)
 
@@ -105,6 +105,23 @@ def test_ensembles_chain_preprocessing_into_the_classifier(gpu):
     assert [s.model_name for s in steps] == ["validate_image", "preprocess_dali_stages"]
     assert steps[0].output_map["VALIDATED"] == steps[1].input_map["IMAGE"]
     assert {v for v in steps[1].output_map.values()} == set(TAP_TENSORS.values())
+
+
+def test_embedding_ensembles_share_the_classifiers_preprocessing(gpu, repository):
+    """embed_dali and embed_opencv run exactly the steps of classify_dali and classify_opencv
+    up to the model input, then the embedder; the embedder's ONNX fits its config."""
+    for pipeline in ("dali", "opencv"):
+        embed = gpu[f"embed_{pipeline}"].ensemble_scheduling.step
+        classify = gpu[f"classify_{pipeline}"].ensemble_scheduling.step
+        assert list(embed[:-1]) == list(classify[:-1])
+        assert embed[-1].model_name == "embedder" and embed[-1].input_map["input"] == classify[-1].input_map["input"]
+        assert dict(embed[-1].output_map) == {"embedding": "EMBEDDING"}
+        assert [(o.name, list(o.dims)) for o in gpu[f"embed_{pipeline}"].output] == [("EMBEDDING", [1280])]
+    assert gpu["embedder"].platform == "tensorrt_plan"
+    assert signature(gpu["embedder"])[1] == signature(gpu["classifier"])[1]  # the same input
+    inputs, outputs = onnx_signature(repository / "embedder" / ONNX_FILENAME)
+    assert [(t.name, list(t.shape[1:])) for t in (*inputs, *outputs)] == [
+        (t.name, list(t.dims)) for t in (*gpu["embedder"].input, *gpu["embedder"].output)]
 
 
 def test_encoded_image_inputs_batch_ragged(gpu):

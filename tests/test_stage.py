@@ -6,7 +6,8 @@ from harness.stage import ISOLATED_INPUT, STAGES, Stage
 
 
 def test_stage_names_are_one_enum():
-    assert [s.value for s in STAGES] == ["decode", "resize", "crop", "input", "output", "topk"]
+    # postprocess: the task's result (issue 26); topk: classification's, under the name its reports keep.
+    assert [s.value for s in STAGES] == ["decode", "resize", "crop", "input", "output", "postprocess", "topk"]
     assert Stage("crop") is Stage.CROP and Stage.CROP == "crop" and f"{Stage.CROP}" == "crop"
     assert json.dumps({Stage.INPUT: Stage.OUTPUT}) == '{"input": "output"}'
     assert Stage.RESIZE.is_image and not Stage.INPUT.is_image

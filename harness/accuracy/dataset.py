@@ -37,15 +37,21 @@ class Dataset:
     layout: str
     """"imagefolder", "csv" or "unlabeled"."""
     samples: tuple[Sample, ...]
+    label_names: tuple[str, ...] = ()
+    """Label index -> name (the model's classes, or a retrieval set's own labels)."""
 
     @property
     def labeled(self) -> bool:
         return self.layout != "unlabeled"
 
+    def label_name(self, sample: Sample) -> str | None:
+        return None if sample.label is None else self.label_names[sample.label]
 
-def load_dataset(dataset: Path, classes: Sequence[str], labels_csv: Path | None = None) -> Dataset:
+
+def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path | None = None) -> Dataset:
     """Read a dataset whose labels are names from ``classes`` (the model's labels, in output
-    order) or class indices.
+    order) or class indices; ``classes`` None: labels are any names (retrieval groups images
+    by label), indexed in sorted order (:attr:`Dataset.label_names`).
 
     ``dataset`` is a CSV file of ``file,label`` rows, or a directory: with ``labels_csv``
     its images are labeled by that CSV (every image of the directory needs a row); with
@@ -56,24 +62,27 @@ def load_dataset(dataset: Path, classes: Sequence[str], labels_csv: Path | None 
     if dataset.is_file():
         if labels_csv is not None:
             raise DatasetError(f"{dataset} is a file: give a CSV dataset either as DATASET or with --labels, not both")
-        return Dataset(dataset, "csv", _read_csv(dataset, classes))
+        return Dataset(dataset, "csv", *_read_csv(dataset, classes))
     if labels_csv is not None:
-        samples = _read_csv(labels_csv, classes)
+        # Files are relative to the CSV's folder, or else to the dataset's (a CSV kept elsewhere).
+        samples, names = _read_csv(labels_csv, classes, dataset)
         labeled = {s.path.resolve() for s in samples}
-        unlabeled = [identifier(p) for p in list_images(dataset) if p.resolve() not in labeled]
+        unlabeled = [identifier(p) for p in list_images(dataset)
+                     if p.resolve() not in labeled and p.suffix.lower() != ".csv"]  # a label file is no image
         if unlabeled:
             raise DatasetError(f"{len(unlabeled)} image(s) of {dataset} have no row in {labels_csv}: {abbreviated(unlabeled)}")
-        return Dataset(dataset, "csv", samples)
+        return Dataset(dataset, "csv", samples, names)
     class_dirs = sorted(p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not class_dirs:
         images = list_images(dataset)
         if not images:
             raise DatasetError(f"no images in {dataset}")
         return Dataset(dataset, "unlabeled", tuple(Sample(identifier(p), p, None) for p in images))
-    return Dataset(dataset, "imagefolder", _read_image_folder(dataset, class_dirs, classes))
+    return Dataset(dataset, "imagefolder", *_read_image_folder(dataset, class_dirs, classes))
 
 
-def _read_image_folder(root: Path, class_dirs: list[Path], classes: Sequence[str]) -> tuple[Sample, ...]:
+def _read_image_folder(root: Path, class_dirs: list[Path],
+                       classes: Sequence[str] | None) -> tuple[tuple[Sample, ...], tuple[str, ...]]:
     loose = [identifier(p) for p in list_images(root)]
     if loose:  # an ImageFolder reader would skip them: say so instead
         raise DatasetError(f"{root} has class directories and also files outside them: {abbreviated(loose)}; "
@@ -82,14 +91,21 @@ def _read_image_folder(root: Path, class_dirs: list[Path], classes: Sequence[str
     if nested:
         raise DatasetError(f"class directories of {root} hold sub-directories: {abbreviated(nested)}; "
                            "an ImageFolder layout is one level of class directories")
+    classes = free_classes([d.name for d in class_dirs]) if classes is None else classes
     indices = class_indices({d.name: f"directory {d.name!r}" for d in class_dirs}, classes, str(root))
     samples = [Sample(f"{identifier(d)}/{identifier(p)}", p, indices[d.name]) for d in class_dirs for p in list_images(d)]
     if not samples:
         raise DatasetError(f"no images in the class directories of {root}")
-    return tuple(samples)
+    return tuple(samples), tuple(classes)
 
 
-def _read_csv(path: Path, classes: Sequence[str]) -> tuple[Sample, ...]:
+def free_classes(labels: Sequence[str]) -> list[str]:
+    """Labels that name no model class, as classes of their own (sorted; digits are names too)."""
+    return sorted(set(labels))
+
+
+def _read_csv(path: Path, classes: Sequence[str] | None,
+              base: Path | None = None) -> tuple[tuple[Sample, ...], tuple[str, ...]]:
     if not path.is_file():
         raise DatasetError(f"label file not found: {path}")
     rows: list[tuple[int, str, str]] = []
@@ -112,10 +128,18 @@ def _read_csv(path: Path, classes: Sequence[str]) -> tuple[Sample, ...]:
         if file in first_line:
             raise DatasetError(f"{path}, line {line_number}: {file!r} is already listed on line {first_line[file]}")
         first_line[file] = line_number
-    # Each label is named by the first line it appears on (later lines overwrite earlier ones in a dict).
-    indices = class_indices({label: f"line {n}" for n, _, label in reversed(rows)}, classes, str(path))
+    if classes is None:
+        classes = free_classes([label for _, _, label in rows])
+        indices = {name: i for i, name in enumerate(classes)}
+    else:
+        # Each label is named by the first line it appears on (later lines overwrite earlier ones in a dict).
+        indices = class_indices({label: f"line {n}" for n, _, label in reversed(rows)}, classes, str(path))
     # A row whose file is missing stays in: it becomes a failed image with the reason.
-    return tuple(Sample(file, path.parent / file, indices[label]) for _, file, label in rows)
+    def where(file: str) -> Path:
+        here = path.parent / file
+        return base / file if base is not None and not here.exists() and (base / file).exists() else here
+
+    return tuple(Sample(file, where(file), indices[label]) for _, file, label in rows), tuple(classes)
 
 
 def class_indices(labels: Mapping[str, str], classes: Sequence[str], source: str) -> dict[str, int]:

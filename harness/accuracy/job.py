@@ -4,6 +4,7 @@ these and prints."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from harness.check.job import Progress, no_progress
 from harness.client import PIPELINES
 from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
-from harness.results import AccuracyReport, AccuracyRun
+from harness.results import AccuracyReport, AccuracyRun, EffectReport
 from harness.shard import Shard
 
 
@@ -39,6 +40,9 @@ class AccuracyOptions:
     allow_rejected: bool = False
     shard: Shard | None = None
     """Classify only this shard's images (``harness merge`` pools the shards)."""
+    task: str | None = None
+    """``--task`` (None: classification for the pipelines, what discovery finds for models):
+    its effect is what is measured (classification: accuracy; embedding: retrieval)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,10 @@ class AccuracyResult:
     json_path: Path
     markdown_path: Path
     options: AccuracyOptions
+
+    def left_out(self) -> tuple[int, int]:
+        """(images left out of every path, images in the dataset)."""
+        return len(self.report.result.failed), len(self.report.result.dataset.samples)
 
     def exit_status(self) -> int:
         """1 when a deployed path changes a top-1 beyond a tie (any, with ``fail_on`` tie) or an
@@ -61,6 +69,29 @@ class AccuracyResult:
         if self.report.any_rejected() and not options.allow_rejected:
             return EXIT_FOUND
         return EXIT_FOUND if self.report.any_flips(ties=options.fail_on == "tie") else EXIT_OK
+
+
+@dataclass(frozen=True)
+class EffectResult:
+    """``harness accuracy`` of a task other than classification, written."""
+
+    report: EffectReport
+    json_path: Path
+    markdown_path: Path
+    options: AccuracyOptions
+
+    def left_out(self) -> tuple[int, int]:
+        return len(self.report.failed), len(self.report.dataset.samples)
+
+    def exit_status(self) -> int:
+        """1 when a deployed path has an event beyond the margin (any, with ``fail_on`` tie: a
+        nearest-neighbour change) or an image is rejected by one side only (unless allowed)."""
+        if not self.report.evaluated:
+            raise NothingCompared(f"none of the {len(self.report.dataset.samples)} images of {self.options.dataset} "
+                                  "could be processed on every path")
+        if self.report.any_rejected() and not self.options.allow_rejected:
+            return EXIT_FOUND
+        return EXIT_FOUND if self.report.effect.any_changes(ties=self.options.fail_on == "tie") else EXIT_OK
 
 
 def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda line: None,
@@ -81,22 +112,42 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     pipelines = tuple(dict.fromkeys(options.pipelines if options.pipelines is not None
                                     else () if options.models else PIPELINES))
     require_reference_model(options.models, options.reference_model)
-    classes = session.classes()
-    full = load_dataset(options.dataset, classes, options.labels)  # a DatasetError exits 2 (harness.errors)
-    dataset = shard_dataset(full, options.shard) if options.shard else full
-    tie_margin = session.tie_margin(options.tie_margin)
+    known = options.task or next((t.task for t in options.models if t.task), None) or (
+        "classification" if not options.models else None)
+
+    def load(task: str):
+        """The dataset (labels: the model's classes, or a retrieval set's own) and the reference model."""
+        full = load_dataset(options.dataset, session.classes() if task == "classification" else None, options.labels)
+        return full, session.reference_model(options.reference_model, task=task)
+
+    full, reference_model = load(known) if known else (None, None)  # a DatasetError exits 2 (harness.errors)
+    session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
     recipe = session.recipe(options.reference)
-    reference_model = session.reference_model(options.reference_model)
 
     start = time.perf_counter()
-    samples, k = dataset.samples, options.top_k
+    k = options.top_k
     with session.connect(log=log) as client:
         server = session.server_info(client)
         server_metadata = client.server_metadata()
-        images = [s.path for s in samples]
-        deployments = [session.deployment(client, pipeline) for pipeline in pipelines] + [
-            open_deployment(session, client, target, images, log, recipe, reference_model) for target in options.models]
+        probes = [s.path for s in full.samples] if full else _probe_images(options.dataset)
+        deployments = [session.deployment(client, pipeline, task=options.task) for pipeline in pipelines] + [
+            open_deployment(session, client, dataclasses.replace(target, task=target.task or options.task), probes, log,
+                            recipe, reference_model)
+            for target in options.models]
+        task = deployments[0].task
+        mixed = sorted({f"{d.label} ({d.task.name})" for d in deployments if d.task is not task})
+        if mixed:
+            raise UsageError(f"the paths scored together serve different tasks: {deployments[0].label} "
+                             f"({task.name}) and {', '.join(mixed)}; give --task or score them apart")
+        if full is None:
+            full, reference_model = load(task.name)
+        dataset = shard_dataset(full, options.shard) if options.shard else full
+        samples = dataset.samples
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
+        if task.name != "classification":
+            tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
+            return _effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
+                           server_metadata, start, log, progress)
         with progress(len(samples) * (1 + len(sides)), "classifying") as advance:
             predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
                                              on_image=lambda name: advance(f"reference {name}"), k=k)]
@@ -105,6 +156,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                 predictions.append(predict_deployed(samples, side, options.batch_size,
                                                     on_image=lambda name, p=label: advance(f"{p} {name}"), k=k))
 
+    classes, tie_margin = session.classes(), session.tie_margin(options.tie_margin)
     report = AccuracyReport(
         evaluate(dataset, predictions, classes, tie_margin, k), classes,
         ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
@@ -115,3 +167,59 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     if options.shard is not None:
         write_shard(options.report, options.shard, full, dataset, predictions, classes)
     return AccuracyResult(report, json_path, markdown_path, options)
+
+
+def _probe_images(dataset: Path) -> list[Path]:
+    """Images to probe a ``--model`` with before the dataset's labels are read (its task decides how)."""
+    from harness.corpus import list_images
+
+    folder = dataset if dataset.is_dir() else dataset.parent
+    found = list_images(folder) or [p for d in sorted(folder.iterdir()) if d.is_dir() for p in list_images(d)]
+    return found[:5]
+
+
+def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides, tie_margin: float,
+            server, server_metadata, start: float, log, progress) -> EffectResult:
+    """The task's effect on the labeled set: every path's raw output of every image, then
+    :meth:`harness.task.Task.effect` on the images no path failed."""
+    import numpy as np
+
+    from harness.accuracy import predict_deployed, predict_reference
+    from harness.accuracy.report import write_effect_report
+    from harness.accuracy.scoring import outcome_of
+    from harness.report import versions
+    from harness.results import ReferenceInfo
+
+    if options.shard is not None:
+        raise UsageError(f"--shard: {task.name}'s effect needs every image at once (each is searched for among all "
+                         "the others); score the whole set in one run")
+    samples = dataset.samples
+    with progress(len(samples) * (1 + len(sides)), "embedding" if task.name == "embedding" else "predicting") as advance:
+        predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
+                                         on_image=lambda name: advance(f"reference {name}"))]
+        for side in sides:
+            label = side.deployment.label
+            predictions.append(predict_deployed(samples, side, options.batch_size, keep_outputs=True,
+                                                on_image=lambda name, p=label: advance(f"{p} {name}")))
+    reasons: dict[str, list[str]] = {}
+    for p in predictions:
+        for name, reason in p.failed.items():
+            reasons.setdefault(name, []).append(f"{p.path}: {reason}")
+    evaluated = tuple(s for s in samples if s.name not in reasons)
+    failed = {s.name: "; ".join(reasons[s.name]) for s in samples if s.name in reasons}
+    outcomes = {name: str(outcome_of(name in predictions[0].failed, [name in p.failed for p in predictions[1:]]))
+                for name in failed}
+    outputs = {p.path: np.stack([p.logits[s.name] for s in evaluated]) for p in predictions} if evaluated else {}
+    labels = [dataset.label_name(s) for s in evaluated]
+    effect = task.effect(labels, outputs, tie_margin) if evaluated else None
+    report = EffectReport(
+        task.name, effect, dataset, evaluated, failed, outcomes, tuple(side.deployment.label for side in sides),
+        tuple(side.deployment.model for side in sides),
+        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name), server, session.spec.source,
+        AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
+        versions(server_metadata))
+    if effect is None:
+        raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be processed on every "
+                              f"path ({next(iter(failed.items()), ('', ''))[1]})")
+    json_path, markdown_path = write_effect_report(options.report, report)
+    return EffectResult(report, json_path, markdown_path, options)

@@ -33,8 +33,9 @@ class Predictions:
     failed: Mapping[str, str]
     """Image name -> reason."""
     logits: Mapping[str, np.ndarray] = field(default_factory=dict)
-    """Image name -> logits, kept for the reference only (the tie margins need them; 4 KB
-    an image for 1000 classes). Without them every top-1 change counts as diverged."""
+    """Image name -> logits (the raw output), kept for the reference (the tie margins need
+    them; 4 KB an image for 1000 classes; without them every top-1 change counts as diverged),
+    and for deployed paths when a task's effect needs them (``keep_outputs``: embeddings)."""
 
 
 def top_k_classes(logits: np.ndarray, k: int = TOP_K) -> list[tuple[int, ...]]:
@@ -81,12 +82,14 @@ def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: Referenc
 
 
 def predict_deployed(samples: Sequence[Sample], side: DeployedSide, batch_size: int = 8,
-                     on_image: Callable[[str], None] = lambda name: None, k: int = TOP_K) -> Predictions:
+                     on_image: Callable[[str], None] = lambda name: None, k: int = TOP_K,
+                     keep_outputs: bool = False) -> Predictions:
     """One deployed model through the server, ``batch_size`` images a request (default 8; one
     for a model that does not batch), named by the deployment's label. The side's policy
     holds: a rejected request is sent again one image at a time, so a bad image fails
-    alone; a server that stops answering ends the run (:class:`harness.errors.ServerStopped`)."""
-    top_k, failed = {}, {}
+    alone; a server that stops answering ends the run (:class:`harness.errors.ServerStopped`).
+    ``keep_outputs``: keep every image's raw output (a task whose effect needs them: embeddings)."""
+    top_k, failed, outputs = {}, {}, {}
     size = side.deployment.request.max_images or batch_size
     for batch in _batches(samples, size):
         readable = {}
@@ -98,10 +101,12 @@ def predict_deployed(samples: Sequence[Sample], side: DeployedSide, batch_size: 
         if readable:
             scores, why = side.scores(list(readable), list(readable.values()))
             top_k.update({name: top_k_classes(row[None], k)[0] for name, row in scores.items()})
+            if keep_outputs:
+                outputs.update({name: np.asarray(row, np.float32) for name, row in scores.items()})
             failed.update(why)
         for sample in batch:
             on_image(sample.name)
-    return Predictions(side.deployment.label, top_k, failed)
+    return Predictions(side.deployment.label, top_k, failed, outputs)
 
 
 def _reason(exc: Exception) -> str:

@@ -11,7 +11,7 @@ from harness.accuracy.scoring import AccuracyResult, PathScore
 from harness.compare.result import SIDES
 from harness.files import strict_json, write_atomic
 from harness.names import markdown_code, markdown_text
-from harness.results.accuracy import AccuracyReport, compared_scores, ensemble, points, rate
+from harness.results.accuracy import AccuracyReport, EffectReport, compared_scores, ensemble, points, rate
 
 JSON_FILENAME = "accuracy.json"
 MARKDOWN_FILENAME = "accuracy.md"
@@ -138,4 +138,38 @@ def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
     json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
     write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
     write_atomic(markdown_path, render_markdown(report))
+    return json_path, markdown_path
+
+
+def render_effect_markdown(report: EffectReport) -> str:
+    """accuracy.md of a task other than classification: the context, the task's tables, the images left out."""
+    data, evaluated = report.dataset, len(report.evaluated)
+    layout = {"imagefolder": "ImageFolder", "csv": "CSV", "unlabeled": "unlabeled: agreement only"}[data.layout]
+    labels = {s.label for s in data.samples if s.label is not None}
+    rejected = "".join(f", {n} of them rejected by {side} only" for side in SIDES
+                       if (n := sum(o == f"rejected by {side}" for o in report.outcomes.values())))
+    lines = [f"# Effect on a labeled set ({report.task}): the deployed preprocessing vs the training reference", "",
+             f"- Dataset: `{data.source}` ({layout}; {len(data.samples)} images"
+             + (f", {len(labels)} labels" if data.labeled else "") + ")",
+             f"- Evaluated: {evaluated} images on every path; {len(report.failed)} left out of every path"
+             + rejected + (" (listed below)" if report.failed else ""),
+             f"- Reference: {report.reference.recipe}; model: {report.reference.model}",
+             f"- Deployed: {', '.join(f'`{m}` ({p})' for p, m in zip(report.paths, report.models))} over "
+             f"{report.server.protocol} at {report.server.url}",
+             f"- Spec: `{report.spec}`", "",
+             *report.effect.markdown([s.name for s in report.evaluated])]
+    if report.failed:
+        lines += ["", f"## Failed images, excluded from every path ({len(report.failed)})", "",
+                  "| image | outcome | reason |", "|---|---|---|"]
+        lines += [f"| {markdown_code(name)} | {report.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
+                  for name, reason in report.failed.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_effect_report(out_dir: Path, report: EffectReport) -> tuple[Path, Path]:
+    """accuracy.json and accuracy.md of a task other than classification."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
+    write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
+    write_atomic(markdown_path, render_effect_markdown(report))
     return json_path, markdown_path

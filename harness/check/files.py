@@ -14,7 +14,7 @@ from harness.check.image import ImageTensors
 from harness.compare.result import ImageResult
 from harness.files import write_atomic
 from harness.names import bounded_filename, csv_text
-from harness.stage import TENSOR_STAGES, Stage
+from harness.stage import TENSOR_STAGES
 
 RESULTS_FILENAME = "images.jsonl"
 CSV_FILENAME = "per_image.csv"
@@ -25,24 +25,26 @@ TENSORS_DIRNAME = "tensors"
 CSV_STAGE_FIELDS = ("verdict", "max_abs", "mean_abs", "isolated_max_abs")
 
 
-def csv_header() -> list[str]:
+def csv_header(task=None) -> list[str]:
+    """The columns: the image, its outcome, each tensor stage's, then the task's result stage's
+    (:attr:`harness.task.Task.csv_fields`; default classification's ``topk`` columns)."""
     header = ["image", "status", "first_divergent_stage", "error"]
     for stage in TENSOR_STAGES:
         header += [f"{stage}_{f}" for f in CSV_STAGE_FIELDS]
-    return header + list(CSV_TOPK_FIELDS)
+    return header + list(_task(task).csv_fields)
 
 
-CSV_TOPK_FIELDS = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
-                   "reference_margin")
-"""``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k
-(5 by default); ``reference_margin`` is in the units of the scores compared: logits, or
-probability for a deployment answering probabilities (see harness.compare.ties)."""
+def _task(task):
+    from harness.task import get_task
+
+    return task or get_task(None)
 
 
-def csv_row(result: ImageResult) -> list:
+def csv_row(result: ImageResult, task=None) -> list:
     """``status`` is :attr:`ImageResult.outcome`: compared, failed, rejected by deployment/training,
     skipped. Text cells a spreadsheet could take for a formula start with ``'``
     (:func:`harness.names.csv_text`)."""
+    task = _task(task)
     row = [csv_text(result.image), result.outcome.value, result.first_divergent or "", csv_text(result.error or "")]
     for stage in TENSOR_STAGES:
         s = result.stage(stage)
@@ -52,10 +54,7 @@ def csv_row(result: ImageResult) -> list:
             row += [s.verdict.value, "shape", "shape", (s.isolated or {}).get("max_abs", "")]
         else:
             row += [s.verdict.value, s.metrics["max_abs"], s.metrics["mean_abs"], (s.isolated or {}).get("max_abs", "")]
-    top = result.stage(Stage.TOPK)
-    if top is None:
-        return row + [""] * len(CSV_TOPK_FIELDS)
-    return row + [top.verdict.value, *(top.metrics.get(f, "") for f in CSV_TOPK_FIELDS[1:])]
+    return row + task.csv_values(result.stage(task.result_stage))
 
 
 def tensors_path(directory: Path, image: str) -> Path:

@@ -51,9 +51,9 @@ class ImageChecker:
         self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
         self.isolate, self.top_k = isolate, top_k
         self.tie_margin = tie_margin
-        self.scores = side.deployment.scores_kind
-        """What the deployment answers: the reference's logits are compared as such scores
-        (their softmax, for a deployment answering probabilities)."""
+        self.task, self.scores = side.deployment.task, side.deployment.scores_kind
+        """The task compared after the model input, and what the deployed output holds (the
+        reference's output is made comparable to it: probabilities as the logits' softmax)."""
 
     # -- one image -----------------------------------------------------------------------
     def check(self, file: InputFile | Path) -> tuple[ImageResult, ImageTensors | None]:
@@ -86,8 +86,8 @@ class ImageChecker:
             problem = self._input_problem(tensors.reference[Stage.INPUT])
             if problem:
                 return ImageResult(name, error=problem), None
-            logits = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
-            tensors.reference[Stage.OUTPUT] = self.scores.from_logits(logits)
+            output = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
+            tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.scores)
         try:
             tensors.deployed = self.side.read(name, data)
         except InferenceError as exc:
@@ -100,8 +100,10 @@ class ImageChecker:
             return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by=Side.DEPLOYMENT), None
         if self.isolate:
             self._isolate(name, tensors)
-        return ImageResult(name, compare_stages(tensors.reference, tensors.deployed, self.tolerances,
-                                                tensors.isolated, self.top_k, self.tie_margin, self.scores)), tensors
+        stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
+                                self.tie_margin, self.scores, self.task.compare_result)
+        data = self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
+        return ImageResult(name, stages, task_data=data), tensors
 
     def _input_problem(self, model_input: np.ndarray) -> str | None:
         """Why the reference's model input cannot go into the model (a custom recipe's
@@ -109,7 +111,7 @@ class ImageChecker:
         expected = self.reference_model.input_shape
         if expected and tuple(model_input.shape) != tuple(expected):
             return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
-                    f"the classifier takes {list(expected)}")
+                    f"the {'classifier' if self.task.name == 'classification' else 'model'} takes {list(expected)}")
         return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:

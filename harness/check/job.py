@@ -152,12 +152,22 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
             if not run_dir.has_results():
                 raise UsageError(f"--resume: no earlier run in {path_text(options.report)}")
             _verify(run_dir, manifest)
-        # One thread per image, whatever --workers: a model's float sums depend on how its work is
-        # split (PyTorch's logits moved by 1e-5 between 1 and 2 threads), and a run must give the
-        # same numbers however it is run or resumed; the workers give the parallelism.
-        reference_model = session.reference_model(options.reference_model, threads=1)
-        if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
-            reference_model.check_input(spec.reference.preprocess.input_shape)
+        def load_reference_model(task: str):
+            # One thread per image, whatever --workers: a model's float sums depend on how its work is
+            # split (PyTorch's logits moved by 1e-5 between 1 and 2 threads), and a run must give the
+            # same numbers however it is run or resumed; the workers give the parallelism.
+            model = session.reference_model(options.reference_model, threads=1, task=task)
+            if Stage.CROP in recipe.stages:  # built-in recipes and Composes: their input size is known now
+                model.check_input(spec.reference.preprocess.input_shape)
+            return model
+
+        # The task is known now unless discovery finds it (a --model without --task): then the
+        # reference model is loaded once the deployment is found (the user's model file is the
+        # same whatever the task; discovery reads its answer on the probe as evidence).
+        target = options.target
+        known = target.task or ("classification" if target.model is None or _user_file(options.reference_model)
+                                else None)
+        reference_model = load_reference_model(known) if known else None
 
         with session.connect(log=log) as client:
             server_metadata = client.server_metadata()
@@ -168,10 +178,12 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
             if options.resume:
                 _verify(run_dir, manifest)
             run_dir.write_manifest(manifest)
-            tolerances = session.tolerances(deployment.scores_kind)
+            task = deployment.task
+            reference_model = reference_model or load_reference_model(task.name)
+            tolerances = session.tolerances(deployment.scores_kind, task)
             # In the units compared: probabilities when the deployment answers them (the reference's
             # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
-            tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind)
+            tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
             side = DeployedSide(deployment, session.client_factory(client), options.retries)
             checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
                                    tie_margin=tie_margin)
@@ -179,7 +191,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                 outcome = run_check(listing.inputs, checker, run_dir, options.resume, options.save_tensors,
                                     options.workers, on_result=lambda r: advance(r.image), skipped=listing.skipped,
                                     budget=MemoryBudget(options.memory_budget), stop=signals.event,
-                                    stop_reason=lambda: signals.reason, log=log)
+                                    stop_reason=lambda: signals.reason, log=log, task=task, tie_margin=tie_margin)
             server = session.server_info(client)
 
         stopped = outcome.stopped
@@ -231,13 +243,14 @@ def run_manifest(session, options: CheckOptions, recipe: str):
         "shard": str(options.shard) if options.shard else None,
         "deployment": {"pipeline": None if target.model else target.pipeline, "model": target.model,
                        "output": target.output, "stages": dict(target.stages), "client": target.client,
+                       "task": target.task,
                        "client_sha256": _file_digest(Path(target.client.rpartition(":")[0])) if target.client else None},
         "server": {"url": session.url or "embedded", "protocol": session.protocol,
                    "repository": path_text(Path(session.repository).resolve())},
         "spec": {"file": path_text(Path(session.spec_path).resolve()), "sha256": _digest(strict_json(
             session.spec.raw, sort_keys=True).encode())},
         "reference": {"recipe": options.reference or recipe, "model": options.reference_model,
-                      "model_sha256": _file_digest(reference_file or session.onnx_path),
+                      "model_sha256": _file_digest(reference_file or session.model_path(target.task or "classification")),
                       "labels": path_text(session.labels) if session.labels else None},
         "options": {"top_k": options.top_k, "isolate": options.isolate, "tie_margin": options.tie_margin,
                     "fail_on": options.fail_on, "allow_rejected": options.allow_rejected,
@@ -288,6 +301,8 @@ def resume_command(session, options: CheckOptions) -> str:
     if target.client:
         file, _, name = target.client.rpartition(":")
         args += ["--client", f"{_absolute(file)}:{name}"]
+    if target.task:
+        args += ["--task", target.task]
     if target.output:
         args += ["--output", target.output]
     for step, stage in target.stages.items():

@@ -63,20 +63,24 @@ def run_check(
     stop: threading.Event | None = None,
     stop_reason: Callable[[], str] = lambda: "interrupted",
     log: Callable[[str], None] = lambda line: None,
+    task=None,
+    tie_margin: float = 0.0,
 ) -> RunOutcome:
     """Check every image, streaming results to ``out_dir`` (a path: locked here for the run).
     ``skipped`` folder entries are recorded as rows first. With ``resume``, the records of an
     earlier run are read back (:meth:`ResultsLog.resume`: torn lines and duplicates dropped)
     and only what they lack is done; a record of an image no longer listed, or listed
     differently (skipped then, an input now), is dropped and redone. ``stop`` set (a signal)
-    ends the run after the images in flight."""
+    ends the run after the images in flight. ``task`` (default classification) folds the
+    images into its events with ``tie_margin`` and names the CSV's result columns."""
     if not isinstance(out_dir, RunDirectory):
         with RunDirectory(out_dir) as run_dir:
             return run_check(images, checker, run_dir, resume, save_tensors, workers, on_result, skipped, budget,
-                             stop, stop_reason, log)
+                             stop, stop_reason, log, task, tie_margin)
     inputs = [_input_file(i) for i in images]
     expected = {f.name: False for f in inputs} | {s.name: True for s in skipped}
-    summary, visuals = RunSummary(), VisualStore(out_dir.subdirectory(VISUALS_DIRNAME))
+    summary = RunSummary(events=task.events(tie_margin) if task is not None else None)
+    visuals = VisualStore(out_dir.subdirectory(VISUALS_DIRNAME))
     tensors_dir = out_dir.subdirectory(TENSORS_DIRNAME) if save_tensors else None
     done: set[str] = set()
     recovered = None
@@ -87,7 +91,7 @@ def run_check(
         done.add(result.image)
         on_result(result)
 
-    with ResultsLog(out_dir.path) as results:
+    with ResultsLog(out_dir.path, task) as results:
         if resume and out_dir.has_results():
             recovered = results.resume(lambda r: expected.get(r.image) == r.skipped, read_back)
             if recovered.describe():

@@ -179,15 +179,16 @@ class Recovered:
 class ResultsLog:
     """images.jsonl and per_image.csv of a run directory, appended one record at a time."""
 
-    def __init__(self, directory: Path):
-        self.directory = Path(directory)
+    def __init__(self, directory: Path, task=None):
+        """``task``: names the CSV's result columns (default classification's)."""
+        self.directory, self.task = Path(directory), task
         self.results_path, self.csv_path = self.directory / RESULTS_FILENAME, self.directory / CSV_FILENAME
         self._results_fd = self._csv_fd = -1
 
     def start(self) -> None:
         """A new run: both files written empty (the CSV with its header)."""
         write_atomic(self.results_path, b"")
-        write_atomic(self.csv_path, _csv_line(csv_header()))
+        write_atomic(self.csv_path, _csv_line(csv_header(self.task)))
         self._open()
 
     def resume(self, keep: Callable[[ImageResult], bool], on_record: Callable[[ImageResult], None]) -> Recovered:
@@ -202,7 +203,7 @@ class ResultsLog:
                 recovered.duplicates += 1
             last[result.image] = number
         with atomic_file(self.results_path) as results, atomic_file(self.csv_path) as table:
-            table.write(_csv_line(csv_header()))
+            table.write(_csv_line(csv_header(self.task)))
             for number, result in self._records(Recovered()):
                 if last.get(result.image) != number:
                     continue
@@ -210,7 +211,7 @@ class ResultsLog:
                     recovered.dropped += 1
                     continue
                 results.write(_record_line(result))
-                table.write(_csv_line(csv_row(result)))
+                table.write(_csv_line(csv_row(result, self.task)))
                 recovered.kept += 1
                 on_record(result)
         self._open()
@@ -236,7 +237,7 @@ class ResultsLog:
     def append(self, result: ImageResult) -> None:
         """One record, each file's line in one ``write`` (raises ``OSError``, e.g. ENOSPC)."""
         _write_all(self._results_fd, _record_line(result))
-        _write_all(self._csv_fd, _csv_line(csv_row(result)))
+        _write_all(self._csv_fd, _csv_line(csv_row(result, self.task)))
 
     def close(self) -> None:
         for fd in (self._results_fd, self._csv_fd):

@@ -41,7 +41,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "both sides does not. A top-1 change within the tie margin is a tie: listed and counted, it "
                     "fails the run only with --fail-on tie. Exit status: 0 no deployed path changes a top-1 class "
                     "beyond a tie and nothing is rejected by one side only, 1 otherwise, 2 usage/setup error, no "
-                    "image classifiable, or the server stopped answering.")
+                    "image classifiable, or the server stopped answering. With --task embedding the effect is "
+                    "retrieval by label instead (leave one out: recall@1 and @5, top-5 neighbour overlap, nearest-"
+                    "neighbour changes with ties, McNemar on the recall@1 hits; any labels, see docs/tasks.md).")
     accuracy.add_argument("dataset", type=Path, metavar="DATASET", help="ImageFolder directory, CSV file, or image directory")
     accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
@@ -75,12 +77,12 @@ def run_accuracy_command(args) -> int:
     options = AccuracyOptions(args.dataset, args.report, args.labels,
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
-                              args.allow_rejected, args.shard)
+                              args.allow_rejected, args.shard, args.task)
     result = run(session_of(args), options, log=say, progress=progress_bar)
     out(result.markdown_path.read_text())
     console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
-    failed, images = result.report.result.failed, len(result.report.result.dataset.samples)
+    failed, images = result.left_out()
     if failed:
-        console.print(f"[yellow]{len(failed)} of {images} images failed and were excluded from every "
+        console.print(f"[yellow]{failed} of {images} images failed and were excluded from every "
                       f"path[/] (reasons in {terminal_text(result.markdown_path.name)})", markup=True)
     return result.exit_status()

@@ -12,6 +12,7 @@ from harness.cli.common import (
     add_reference_args,
     add_repository_args,
     add_server_args,
+    add_task_arg,
     add_tie_and_rejection_args,
     console,
     out,
@@ -84,6 +85,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="which side of each run to compare (default: %(default)s)")
     compare.add_argument("--report", type=Path, default=None, help="default: <run_b>/compare")
     compare.add_argument("--fail-on", choices=FAIL_ON, default="diverged", help=FAIL_ON_HELP)
+    add_task_arg(compare)
     compare.set_defaults(run=run_compare_command)
 
 
@@ -139,7 +141,7 @@ def run_compare_command(args) -> int:
     from harness.compare_runs import compare_runs
 
     report_dir = args.report or args.run_b / "compare"
-    report = compare_runs(args.run_a, args.run_b, args.side, report_dir)
+    report = compare_runs(args.run_a, args.run_b, args.side, report_dir, args.task)
     out((report_dir / "report.md").read_text())
     console.print(f"report: {report_dir / 'report.md'}")
     if not report.summary.compared:

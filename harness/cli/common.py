@@ -81,8 +81,20 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
                             "the model's input tensor (or a dict of tensors by input name); it runs here as your "
                             "client runs it, its tensors are sent to the model and compared as stages")
     group.add_argument("--output", default=None, metavar="NAME",
-                       help="with --model: the output holding the class scores (default: the one FP32 [classes] "
-                            "output, logits preferred)")
+                       help="with --model: the output the task reads (default for classification: the one FP32 "
+                            "[classes] output, logits preferred; for embedding: the one named like an embedding)")
+    add_task_arg(group)
+
+
+def add_task_arg(group) -> None:
+    """``--task``: what is compared after the model input (:mod:`harness.task`)."""
+    from harness.task import TASKS
+
+    group.add_argument("--task", choices=TASKS, default=None,
+                       help="what the model is for, so what is compared after its input (default: classification "
+                            "for --pipeline, embed_PIPELINE's ensembles with --task embedding; for --model, what its "
+                            "outputs show: a label file or logits for classification, a name like embedding for "
+                            "embedding)")
 
 
 def add_tie_and_rejection_args(group) -> None:
@@ -92,7 +104,8 @@ def add_tie_and_rejection_args(group) -> None:
                             "of the deployed top-1 by at most this much, in the units of the scores compared: logits, "
                             "or probability for a deployment answering probabilities (default: the output "
                             "tolerance's atol, 0.5 logits or 0.05 probability unless the spec's "
-                            "[tolerances.output] sets it)")
+                            "[tolerances.output] sets it); for --task embedding, a nearest-neighbour change whose "
+                            "reference similarities differ by at most this (default 0.01)")
     group.add_argument("--allow-rejected", action="store_true",
                        help="an image rejected by one side only (the server cannot serve an image training "
                             "processes, or the reverse) does not fail the run (default: it does)")
@@ -122,7 +135,7 @@ def target_of(args: argparse.Namespace, model: str | None = None):
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages,
-                  getattr(args, "client", None))
+                  getattr(args, "task", None), getattr(args, "client", None))
 
 
 @contextlib.contextmanager

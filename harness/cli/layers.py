@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.cli.common import add_repository_args, add_server_args, console, say, session_of
+from harness.cli.common import add_repository_args, add_server_args, add_task_arg, console, say, session_of
 from harness.errors import UsageError
 
 
@@ -65,6 +65,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="threads sending single-image requests at once (default %(default)s)")
     r.add_argument("--limit", type=int, default=R.limit, help="images used (default %(default)s)")
     r.add_argument("--report", type=Path, default=R.report, help="writes repeat.json and repeat.md here")
+    add_task_arg(r)
     add_repository_args(r)
     add_server_args(r)
     r.set_defaults(run=run_repeat_command)
@@ -96,7 +97,7 @@ def run_repeat_command(args) -> int:
     except ValueError:
         raise UsageError(f"--batch-sizes: integers separated by commas, got {args.batch_sizes!r}") from None
     options = RepeatOptions(args.images, args.pipeline, args.model, args.repeats, sizes, args.concurrency, args.limit,
-                            args.report, args.client)
+                            args.report, args.client, args.task)
     job = run_repeat(session_of(args), options, log=say)
     for row in job.rows:
         console.print(f"{row['probe']} {row['stage']}: {row['answers']} answers of {row['images']} images, largest spread "

@@ -10,18 +10,20 @@ from pathlib import Path
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, connect, console, say, session_of
+from harness.cli.common import add_repository_args, add_server_args, add_task_arg, connect, console, say, session_of
 from harness.client import PIPELINES, TopK
 from harness.errors import ServerStopped, UsageError
 from harness.listing import InputFile, read_input
 from harness.names import identifier, terminal_text
+from harness.packing import pack_images
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     model = commands.add_parser("model", help="export or import the classifier ONNX")
     model_commands = model.add_subparsers(dest="model_command", required=True)
-    export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels")
+    export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels, and its "
+                                    "pooled features (the embedder)")
     add_repository_args(export)
     export.add_argument("--fp16", action="store_true",
                         help="also write model_fp16.onnx (fp16 inside, fp32 inputs and outputs): what FP16=1 builds "
@@ -69,11 +71,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     infer.add_argument("--model", action="append", default=None, metavar="NAME",
                        help="any model or ensemble on the server instead of --pipeline (repeatable): its image input "
                             "and scores output are read from its config")
-    infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output of class scores")
-    infer.add_argument("--top-k", type=int, default=5)
+    infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output the task reads")
+    infer.add_argument("--top-k", type=int, default=5,
+                       help="classes per image; for --task embedding, the nearest of the other images given")
     infer.add_argument("--labels", type=Path, default=None, metavar="FILE",
                        help="class names, one a line in output order, for a --model without a label file of its own "
                             "(default: the repository's labels.txt, when the class count matches)")
+    add_task_arg(infer)
     add_server_args(infer)
     add_repository_args(infer)
     infer.set_defaults(run=run_infer)
@@ -87,7 +91,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args) -> int:
-    from harness.model import export_default
+    from harness.model import EMBEDDER_DIR, export_default, export_embedder
 
     session = session_of(args)
     if (args.onnx or args.out or args.calibration) and not args.fp16:
@@ -97,6 +101,8 @@ def run_model_export(args) -> int:
     else:
         path = export_default(args.repository / "classifier", session.spec.preprocess.crop.size)
         console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
+        features = export_embedder(args.repository / EMBEDDER_DIR, session.spec.preprocess.crop.size)
+        console.print(f"exported its pooled features (the embedding task's model) to {features}")
     if args.fp16:
         _export_fp16(session, path, args.out, args.calibration)
     return 0
@@ -205,17 +211,27 @@ def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> l
     return cells
 
 
+def _claimed(client, models) -> str:
+    """The task discovery finds for the first ``--model``."""
+    from harness.deployment.discovery import read_model
+    from harness.task import claimed_by
+
+    return claimed_by(read_model(client, models[0]))[0].name
+
+
 def _classifiers(client, args) -> dict:
     """Column name -> ``classify(data, top_k)``: this repository's pipelines, or each ``--model``."""
     if not args.model:
         pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
         return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in pipelines}
     from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import classes_of, image_input, read_model, scores_output
+    from harness.deployment.discovery import classes_of, image_input, read_model, scores_output, task_output
 
     out = {}
     for name in dict.fromkeys(args.model):
         info = read_model(client, name)
+        if args.task is not None:  # a task named for a model serving another is refused, saying why
+            task_output(info, args.task, args.output)
         request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
         say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
         named = _class_names(args, classes_of(scores))
@@ -226,6 +242,74 @@ def _classifiers(client, args) -> dict:
 
         out[name] = classify
     return out
+
+
+def _embedders(client, args) -> dict:
+    """Column name -> ``embed(data)`` (the raw output row), for ``--task embedding``."""
+    from harness.client import REPOSITORY_TASKS
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import image_input, read_model, task_output
+
+    if not args.model:
+        models = REPOSITORY_TASKS["embedding"]
+        pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
+        return {models.ensemble(p): (lambda data, p=p: client.infer(
+            models.ensemble(p), {"IMAGE": pack_images([data])}, [models.ensemble_output])[models.ensemble_output][0])
+            for p in pipelines}
+    out = {}
+    for name in dict.fromkeys(args.model):
+        info = read_model(client, name)
+        _, tensor, _ = task_output(info, args.task, args.output)
+        request = ImageRequest(name, image_input(info), info.batched)
+        say(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
+        out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
+    return out
+
+
+def run_infer_embedding(args, client, files) -> int:
+    """Each image's embedding through each model, and its nearest among the other images given."""
+    import numpy as np
+
+    from harness.client import ServerUnavailable
+    from harness.compare.result import one_line
+    from harness.task.embedding import nearest, normalized, similarities
+
+    embedders = _embedders(client, args)
+    rows: dict[str, dict[str, object]] = {name: {} for name in embedders}
+    for path in track(files, description="embedding", console=console, transient=True):
+        try:
+            data = read_input(InputFile.of(path))
+        except OSError as exc:
+            for found in rows.values():
+                found[identifier(path)] = f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"
+            continue
+        for name, embed in embedders.items():
+            try:
+                vector = np.asarray(embed(data), np.float64)
+                unit = normalized(vector)
+                rows[name][identifier(path)] = (unit if unit is not None
+                                                else f"a zero or non-finite embedding ({vector.size} values)")
+            except ServerUnavailable as exc:
+                raise ServerStopped(client.url, identifier(path), str(exc)) from None
+            except Exception as exc:
+                rows[name][identifier(path)] = one_line(exc)
+    table = Table(title=f"nearest {args.top_k} of the other images (cosine similarity)")
+    table.add_column("image")
+    cells: dict[str, dict[str, str]] = {}
+    for name, found in rows.items():
+        table.add_column(name)
+        good = [n for n, v in found.items() if not isinstance(v, str)]
+        cells[name] = {n: f"[red]{terminal_text(v)}[/]" for n, v in found.items() if isinstance(v, str)}
+        if good:
+            sims = similarities(np.stack([found[n] for n in good]))
+            for i, top in enumerate(nearest(sims, args.top_k)):
+                cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {terminal_text(good[j])}" for j in top) or "-"
+    for path in files:
+        table.add_row(terminal_text(identifier(path)), *(cells[name].get(identifier(path), "") for name in rows))
+    from rich.console import Console
+
+    Console().print(table)
+    return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0
 
 
 def _class_names(args, classes: int) -> list[str] | None:
@@ -243,6 +327,8 @@ def _class_names(args, classes: int) -> list[str] | None:
 def run_infer(args) -> int:
     files = _expand(args.images)
     with connect(args) as client:
+        if args.task == "embedding" or (args.task is None and args.model and _claimed(client, args.model) == "embedding"):
+            return run_infer_embedding(args, client, files)
         classifiers = _classifiers(client, args)
         names = list(classifiers)
         table = Table(title=f"top-{args.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))

@@ -113,18 +113,39 @@ def severity(result: StageResult) -> float:
     return m.get("max_abs", 0.0) + m.get("mean_abs", 0.0)
 
 
-class RunSummary:
-    """Everything a report needs, folded one :class:`ImageResult` at a time; :meth:`result`
-    freezes it into the typed :class:`harness.results.CheckSummary` the writers read."""
+class TopKFlips:
+    """Classification's events (:meth:`harness.task.Task.events`): every image whose top-1
+    class changed, a tie or a divergence, with the reference's margin."""
+
+    task = "classification"
 
     def __init__(self):
+        self.flips: list[Flip] = []
+
+    def add(self, result: ImageResult) -> None:
+        top = result.stage(Stage.TOPK)
+        if top is not None and top.verdict in (Verdict.TIE, Verdict.DIVERGED):
+            m = top.metrics
+            self.flips.append(Flip(result.image, top.verdict, m["reference_top1"], m["deployed_top1"],
+                                   m["reference_margin"]))
+
+    def result(self) -> tuple[tuple, dict]:
+        return tuple(sorted(self.flips, key=lambda f: f.image)), {}
+
+
+class RunSummary:
+    """Everything a report needs, folded one :class:`ImageResult` at a time; :meth:`result`
+    freezes it into the typed :class:`harness.results.CheckSummary` the writers read.
+    ``events``: the task's fold of the images into its events (default: classification's
+    :class:`TopKFlips`; see :meth:`harness.task.Task.events`)."""
+
+    def __init__(self, events=None):
         self.stages = {name: StageSummary(name) for name in STAGES}
         self.compared = 0
         self.failed: list[ImageIssue] = []
         self.skipped: list[ImageIssue] = []
         self.rejected: dict[str, list[ImageIssue]] = {side: [] for side in SIDES}
-        self.flips: list[Flip] = []
-        """Every image whose top-1 class changed: a tie or a divergence, with the margin."""
+        self.events = events if events is not None else TopKFlips()
         self.first_divergent = Counter()
 
     def add(self, result: ImageResult) -> None:
@@ -141,18 +162,16 @@ class RunSummary:
         for stage in result.stages:
             self.stages[stage.stage].add(result.image, stage)
         self.first_divergent[result.first_divergent or "none"] += 1
-        top = result.stage(Stage.TOPK)
-        if top is not None and top.verdict in (Verdict.TIE, Verdict.DIVERGED):
-            m = top.metrics
-            self.flips.append(Flip(result.image, top.verdict, m["reference_top1"], m["deployed_top1"],
-                                   m["reference_margin"]))
+        self.events.add(result)
 
     def result(self) -> CheckSummary:
         """What was folded so far, frozen (images sorted by name: the order they completed in
         depends on the threads)."""
         by_image = lambda rows: tuple(sorted(rows, key=lambda r: r.image))  # noqa: E731
+        events, figures = self.events.result()
+        classification = self.events.task == "classification"
         return CheckSummary(
             self.compared, tuple(s.freeze() for s in self.stages.values() if s.verdicts), by_image(self.failed),
-            {side: by_image(rows) for side, rows in self.rejected.items()}, by_image(self.flips),
+            {side: by_image(rows) for side, rows in self.rejected.items()}, events if classification else (),
             {k: self.first_divergent[k] for k in [*STAGES, "none"] if k in self.first_divergent},
-            by_image(self.skipped))
+            by_image(self.skipped), self.events.task, events, figures)

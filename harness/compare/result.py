@@ -52,6 +52,9 @@ class ImageResult:
     error: str | None = None
     rejected_by: str | None = None
     skipped: bool = False
+    task_data: dict | None = None
+    """What the task keeps of this image for its run-level events (JSON-able; e.g. the two
+    normalized embeddings): :meth:`harness.task.Task.image_data`. None: nothing."""
 
     @property
     def failed(self) -> bool:
@@ -82,6 +85,8 @@ class ImageResult:
                    "isolated": s.isolated, "histogram": s.histogram} for s in self.stages]
         out = {"image": self.image, "outcome": self.outcome.value, "stages": stages, "error": self.error,
                "rejected_by": self.rejected_by}
+        if self.task_data is not None:
+            out["task_data"] = self.task_data
         return {**out, "skipped": True} if self.skipped else out
 
     @staticmethod
@@ -97,4 +102,5 @@ class ImageResult:
         image, error = d["image"], d.get("error")
         if not isinstance(image, str) or not (error is None or isinstance(error, str)):
             raise TypeError("image and error must be strings")
-        return ImageResult(image, stages, error, d.get("rejected_by"), bool(d.get("skipped", False)))
+        return ImageResult(image, stages, error, d.get("rejected_by"), bool(d.get("skipped", False)),
+                           d.get("task_data"))

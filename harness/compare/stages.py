@@ -25,8 +25,10 @@ def as_8bit(image: np.ndarray) -> np.ndarray:
 def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndarray],
                    tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
                    top_k: int = DEFAULT_TOP_K, tie_margin: float | None = None,
-                   scores: ScoreKind = LOGITS) -> tuple[StageResult, ...]:
-    """Each stage both sides have, in pipeline order, then ``topk`` from the outputs.
+                   scores: ScoreKind = LOGITS, result=None) -> tuple[StageResult, ...]:
+    """Each stage both sides have, in pipeline order, then the task's result stage from the
+    outputs: ``result(reference, deployed, isolated or None, tie_margin, top_k, scores)`` (a
+    task's :meth:`~harness.task.Task.compare_result`), by default classification's ``topk``.
 
     ``isolated`` holds the deployed stages run alone on the reference's previous stage;
     where present they are compared too (the error a stage adds by itself). ``scores``: what
@@ -50,8 +52,15 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
                                    verdict(alone, tol) if alone else None, alone, histogram))
     out = Stage.OUTPUT
     if out in reference and out in deployed:
-        top = topk_metrics(reference[out], deployed[out], top_k, scores)
-        alone = topk_metrics(reference[out], isolated[out], top_k, scores) if out in isolated else None
-        results.append(StageResult(Stage.TOPK, topk_verdict(top, tie_margin), top,
-                                   topk_verdict(alone, tie_margin) if alone else None, alone))
+        results.append((result or topk_result)(reference[out], deployed[out], isolated.get(out), tie_margin, top_k,
+                                               scores))
     return tuple(results)
+
+
+def topk_result(reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None, tie_margin: float,
+                top_k: int, scores: ScoreKind = LOGITS) -> StageResult:
+    """Classification's result stage, ``topk``, of one image's scores (and the isolated classifier's)."""
+    top = topk_metrics(reference, deployed, top_k, scores)
+    alone = topk_metrics(reference, isolated, top_k, scores) if isolated is not None else None
+    return StageResult(Stage.TOPK, topk_verdict(top, tie_margin), top,
+                       topk_verdict(alone, tie_margin) if alone else None, alone)

@@ -27,6 +27,7 @@ from harness.stage import Stage
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
+    from harness.task import Task
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,16 @@ class Deployment:
     request: ImageRequest
     scores_output: str
     scores_kind: ScoreKind = LOGITS
-    """What the deployed output holds (logits or probabilities), so what is compared."""
+    """What the deployed output holds (logits, probabilities; an embedding), so what is compared."""
+    _task: "Task | None" = None
+
+    @property
+    def task(self) -> "Task":
+        """The task the output serves (:mod:`harness.task`): what is compared after the model
+        input (default classification). Imported on use: the Locust image has no OpenCV."""
+        from harness.task import get_task
+
+        return self._task or get_task(None)
     stages: tuple[Stage, ...] = ()
     """The stages :meth:`read` returns, in pipeline order (``output`` always)."""
     isolates: dict[Stage, Stage] = {}
@@ -78,12 +88,14 @@ class Deployment:
 
     def describe(self) -> list[str]:
         """What was found, one line each, for people (printed before a run, kept in reports)."""
-        return [f"model {self.model}: image input {self.request.describe()}, scores {self.scores_output} "
+        words = "scores" if self.task.name == "classification" else "output"
+        return [f"model {self.model}: image input {self.request.describe()}, {words} {self.scores_output} "
                 f"({self.scores_kind.name})", f"stages exposed: {', '.join(self.stages)}"]
 
     def to_dict(self) -> dict:
         return {"kind": type(self).__name__, "model": self.model, "label": self.label,
-                "image_input": self.request.describe(), "scores": self.scores_output, "scores_kind": self.scores_kind.name,
+                "image_input": self.request.describe(), "task": self.task.name, "scores": self.scores_output,
+                "scores_kind": self.scores_kind.name,
                 "stages": [str(s) for s in self.stages], "isolates": [str(s) for s in self.isolates],
                 "found": self.describe()}
 

@@ -28,12 +28,11 @@ from harness.deployment.discovery import (
     TensorInfo,
     numpy_dtype,
     read_model,
-    scores_output,
+    task_output,
 )
 from harness.deployment.mapping import TensorMapping
 from harness.deployment.stepwise import decoded_size, expected_input, map_outputs
 from harness.scores import ScoreKind
-from harness.scores import detect as detect_scores
 from harness.stage import STAGES, Stage
 
 if TYPE_CHECKING:
@@ -138,10 +137,10 @@ class ClientDeployment(Deployment):
     """``--client FILE.py:NAME --model MODEL`` (see the module)."""
 
     def __init__(self, info: ModelInfo, request: ClientRequest, scores: TensorInfo, kind: ScoreKind,
-                 mappings: list[TensorMapping]):
+                 mappings: list[TensorMapping], task=None):
         self.info, self.model, self.request = info, info.name, request
         self.label = f"{info.name} fed by {request.name}"
-        self.scores_output, self.scores_kind, self.mappings = scores.name, kind, mappings
+        self.scores_output, self.scores_kind, self.mappings, self._task = scores.name, kind, mappings, task
         compared = [m for m in mappings if m.stage is not None and m.compared]
         self.stages = tuple(s for s in STAGES if s is Stage.OUTPUT or any(m.stage is s for m in compared))
         # The model alone: fed the reference's stage in place of the one client tensor that holds a stage.
@@ -150,7 +149,8 @@ class ClientDeployment(Deployment):
         self._local = threading.local()
 
     def describe(self) -> list[str]:
-        lines = [f"model {self.model}: inputs {self.request.describe()}, scores {self.scores_output} "
+        words = "scores" if self.task.name == "classification" else "output"
+        lines = [f"model {self.model}: inputs {self.request.describe()}, {words} {self.scores_output} "
                  f"({self.scores_kind.name})", f"stages exposed: {', '.join(self.stages)}"]
         lines += [f"  {m.describe()}" for m in self.mappings]
         if self._source:
@@ -186,17 +186,17 @@ class ClientDeployment(Deployment):
 def discover_client(client: "TritonClient", model: str, function_ref: str, probe: bytes, input_size: tuple[int, int],
                     scores: str | None = None, overrides: Mapping[str, str] | None = None,
                     reference: Mapping[str, np.ndarray] | None = None,
-                    sources: Mapping[str, str] | None = None) -> ClientDeployment:
+                    sources: Mapping[str, str] | None = None, task: str | None = None) -> ClientDeployment:
     """``model`` on ``client``'s server fed by the client function ``function_ref``, probed with
     ``probe``: the function's tensors checked against the model's inputs and matched to stages
-    (``overrides`` as ``NAME.TENSOR=STAGE``, ``NAME`` the function's name). Raises
-    :class:`DeploymentError`."""
+    (``overrides`` as ``NAME.TENSOR=STAGE``, ``NAME`` the function's name); ``task``: ``--task``
+    (None: the one the outputs show). Raises :class:`DeploymentError`."""
     info = read_model(client, model)
     if info.stateful:
         raise DeploymentError(f"model {model!r} uses the sequence batcher (its answer depends on earlier requests): "
                               "the harness checks models that answer each image alone")
     request = ClientRequest(model, function_ref, load_client(function_ref), info.inputs, info.batched)
-    out = scores_output(info, scores)
+    chosen, out, _ = task_output(info, task, scores)
     try:
         tensors = request.tensors_of(probe)
         probe_scores = client.infer(model, request.stack([tensors]), [out.name])[out.name]
@@ -208,7 +208,7 @@ def discover_client(client: "TritonClient", model: str, function_ref: str, probe
     outputs = [(step, name, name, array, True, False) for name, array in tensors.items()]
     mappings = map_outputs(f"client {function_ref}", outputs, decoded_size(probe), input_size, dict(overrides or {}),
                            reference, dict(sources or {}))
-    kind = detect_scores(out.name, probe_scores)
+    kind = chosen.output_kind(out.name, probe_scores)
     images = [i for i, m in enumerate(mappings) if m.stage is not None and m.stage.is_image]
     if reference is not None and len(images) == 1:
         tensor = info.inputs[images[0]]
@@ -219,4 +219,4 @@ def discover_client(client: "TritonClient", model: str, function_ref: str, probe
 
         mappings[images[0]] = expected_input(mappings[images[0]], numpy_dtype(tensor.data_type), answer, reference,
                                              kind, set(overrides or {}))
-    return ClientDeployment(info, request, out, kind, mappings)
+    return ClientDeployment(info, request, out, kind, mappings, chosen)

@@ -19,6 +19,7 @@ from harness.errors import UsageError
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
+    from harness.task import Task
 
 
 class DeploymentError(UsageError):
@@ -72,6 +73,8 @@ class ModelInfo:
     steps: tuple[Step, ...] = ()
     stateful: bool = False
     """The model uses the sequence batcher: its answers depend on earlier requests."""
+    labelled: tuple[str, ...] = ()
+    """The outputs with a label file (``label_filename``): class scores, for discovery's task."""
 
     @property
     def batched(self) -> bool:
@@ -122,7 +125,8 @@ def parse_config(config: dict) -> ModelInfo:
                   for s in config.get("ensemble_scheduling", {}).get("step", ()))
     platform = config.get("platform") or config.get("backend") or "unknown"
     return ModelInfo(config.get("name", "?"), platform, int(config.get("max_batch_size", 0) or 0),
-                     tensors("input"), tensors("output"), steps, "sequence_batching" in config)
+                     tensors("input"), tensors("output"), steps, "sequence_batching" in config,
+                     tuple(t["name"] for t in config.get("output", ()) if t.get("label_filename")))
 
 
 def image_input(model: ModelInfo) -> TensorInfo:
@@ -144,6 +148,31 @@ def image_input(model: ModelInfo) -> TensorInfo:
             f"model {model.name!r} takes {tensor.describe()}, not an encoded image: the harness sends a file as "
             "UINT8 [-1] (raw bytes, DALI's convention) or BYTES [1] (one object per image)")
     return tensor
+
+
+def task_output(model: ModelInfo, task: str | None = None, choice: str | None = None) -> tuple["Task", TensorInfo, str]:
+    """(the task, the output it reads, why that task) of ``model``: ``task`` as ``--task`` names
+    it, or (None) the one the model's outputs show signs of (:func:`harness.task.claimed_by`);
+    ``choice``: ``--output``. Refuses, in one line saying why, a model with no output the task
+    can read, and a task named for an output that is plainly another task's (unless ``--output``
+    names it)."""
+    from harness.task import TASKS, claimed_by, get_task
+
+    chosen, why = (get_task(task), f"--task {task}") if task is not None else claimed_by(model)
+    pick = chosen.choose_output(model, choice)
+    if pick.name is None:
+        others = [t.name for t in TASKS.values() if t is not chosen and t.claims(model)]
+        hint = f" (it looks like {others[0]}: --task {others[0]})" if others else ""
+        raise DeploymentError(pick.why + hint)
+    tensor = model.output(pick.name)
+    if task is not None and choice is None and not chosen.signs(tensor, tensor.name in model.labelled):
+        for other in TASKS.values():
+            sign = other.signs(tensor, tensor.name in model.labelled) if other is not chosen else None
+            if sign:
+                raise DeploymentError(
+                    f"--task {task}: {model.name} answers {other.noun}, not {chosen.noun}: {sign} ({tensor.describe()}); "
+                    f"use --task {other.name}, or --output NAME for an output that holds {chosen.noun}")
+    return chosen, tensor, why
 
 
 def scores_output(model: ModelInfo, choice: str | None = None, prefer: str = "logit") -> TensorInfo:

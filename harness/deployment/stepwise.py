@@ -30,11 +30,10 @@ from harness.deployment.discovery import (
     image_input,
     numpy_dtype,
     read_model,
-    scores_output,
+    task_output,
 )
 from harness.deployment.mapping import TensorMapping, map_tensor, overridden
 from harness.scores import ScoreKind
-from harness.scores import detect as detect_scores
 from harness.stage import STAGES, Stage
 
 REPLAY_RTOL = REPLAY_ATOL = 1e-4
@@ -89,16 +88,17 @@ class ModelDeployment(Deployment):
 
     stages = (Stage.OUTPUT,)
 
-    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind):
+    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind, task=None):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
-        self.scores_output, self.scores_kind = scores.name, kind
+        self.scores_output, self.scores_kind, self._task = scores.name, kind, task
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         return {Stage.OUTPUT: self.scores(client, [data])[0]}
 
     def describe(self) -> list[str]:
+        words = "scores" if self.task.name == "classification" else "output"
         return [*super().describe(), f"{self.model} is a single {self.info.platform} model: its internal stages "
-                                     "are hidden; only the scores are compared"]
+                                     f"are hidden; only the {words} {'are' if words == 'scores' else 'is'} compared"]
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,10 @@ class StepwiseDeployment(Deployment):
     """An ensemble replayed step by step (see the module)."""
 
     def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind,
-                 steps: list[tuple[Step, ModelInfo]], mappings: list[TensorMapping], isolations: dict[Stage, Isolation]):
+                 steps: list[tuple[Step, ModelInfo]], mappings: list[TensorMapping], isolations: dict[Stage, Isolation],
+                 task=None):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
-        self.scores_output, self.scores_kind = scores.name, kind
+        self.scores_output, self.scores_kind, self._task = scores.name, kind, task
         self.steps, self.mappings, self.isolations = steps, mappings, isolations
         self._compared = {(m.step, m.tensor): m for m in mappings if m.stage is not None and m.compared}
         self.stages = tuple(s for s in STAGES if s is Stage.OUTPUT or any(m.stage is s for m in self._compared.values()))
@@ -207,22 +208,23 @@ def ordered_steps(info: ModelInfo) -> list[Step]:
 
 def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[int, int],
              scores: str | None = None, overrides: Mapping[str, str] | None = None,
-             reference: Mapping[str, np.ndarray] | None = None, sources: Mapping[str, str] | None = None) -> Deployment:
+             reference: Mapping[str, np.ndarray] | None = None, sources: Mapping[str, str] | None = None,
+             task: str | None = None) -> Deployment:
     """The deployment ``model`` on ``client``'s server, read from its config, with one probe
     image run through it to match step outputs to stages. ``input_size``: the model input's
-    (height, width) where the classifier's config does not fix it; ``scores``: the output of
-    class scores (default: found, see :func:`~harness.deployment.discovery.scores_output`);
-    ``overrides``: ``{step or step.tensor: stage}``, set where ``sources`` says (default
-    ``--stage``); ``reference``: the reference's stages of the probe, the evidence each step
-    output's scale and stage are read against (:mod:`harness.deployment.mapping`). Raises
-    :class:`DeploymentError`."""
+    (height, width) where the model's config does not fix it; ``task``: ``--task`` (None: the
+    one the outputs show, :func:`~harness.deployment.discovery.task_output`); ``scores``: the
+    output the task reads (default: found); ``overrides``: ``{step or step.tensor: stage}``,
+    set where ``sources`` says (default ``--stage``); ``reference``: the reference's stages of
+    the probe, the evidence each step output's scale and stage are read against
+    (:mod:`harness.deployment.mapping`). Raises :class:`DeploymentError`."""
     info = read_model(client, model)
     request = ImageRequest(model, image_input(info), info.batched)
-    out = scores_output(info, scores)
+    chosen, out, _ = task_output(info, task, scores)
     probe_scores = _probe(lambda: client.infer(model, request.inputs([probe]), [out.name])[out.name], model)
-    kind = detect_scores(out.name, probe_scores)
+    kind = chosen.output_kind(out.name, probe_scores)
     if not info.is_ensemble:
-        return ModelDeployment(info, request, out, kind)
+        return ModelDeployment(info, request, out, kind, chosen)
     steps = []
     for step in ordered_steps(info):
         if not client.is_ready(step.model):
@@ -248,7 +250,7 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
         if fed is not None:
             mappings[fed] = expected_input(mappings[fed], numpy_dtype(step_info.input(name).data_type), answer, reference,
                                            kind, set(overrides or {}))
-    return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings))
+    return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings), chosen)
 
 
 def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str, np.ndarray], kind: ScoreKind,

@@ -14,12 +14,14 @@ import threading
 
 import numpy as np
 
-from harness.client import CLASSIFIER, IMAGE, LOGITS, PIPELINES, Pipeline, TritonClient
+from harness.client import IMAGE, PIPELINES, REPOSITORY_TASKS, Pipeline, TritonClient
 from harness.deployed import stage_runner
 from harness.deployment.base import Deployment, ImageRequest
 from harness.deployment.discovery import TensorInfo
+from harness.packing import pack_images
 from harness.spec import Preprocess
 from harness.stage import ISOLATED_INPUT, TENSOR_STAGES, Stage
+from harness.task import Task, get_task
 
 
 class TapsDeployment(Deployment):
@@ -28,26 +30,36 @@ class TapsDeployment(Deployment):
     stages = TENSOR_STAGES
     isolates = {**ISOLATED_INPUT, Stage.OUTPUT: Stage.INPUT}
 
-    def __init__(self, pipeline: str, preprocess: Preprocess | None = None):
+    def __init__(self, pipeline: str, preprocess: Preprocess | None = None, task: Task | None = None):
         """``preprocess``: the deployed spec, which the in-process isolation runners read
-        (None: only the classifier can run alone)."""
+        (None: only the model can run alone). ``task``: which of the repository's ensembles
+        of this pipeline (default classification's, ``classify_<pipeline>``)."""
         self.pipeline: Pipeline = PIPELINES[pipeline]
-        self.model, self.label, self.taps_model = self.pipeline.ensemble, pipeline, self.pipeline.taps_model
+        self._task = task or get_task(None)
+        self.models = REPOSITORY_TASKS[self.task.name]
+        self.model, self.label, self.taps_model = self.models.ensemble(pipeline), pipeline, self.pipeline.taps_model
         self.request = ImageRequest(self.model, TensorInfo(IMAGE, "TYPE_UINT8", (-1,)), batched=True)
-        self.scores_output = LOGITS
+        self.scores_output = self.models.ensemble_output
+        self.scores_kind = self.task.output_kind(self.scores_output, np.zeros(1, np.float32))
         self.preprocess = preprocess
         self._local = threading.local()
 
     def describe(self) -> list[str]:
         return [*super().describe(), f"stages read from the taps model {self.taps_model}; isolation in-process "
-                                     f"({self.pipeline.name}) and through {CLASSIFIER}"]
+                                     f"({self.pipeline.name}) and through {self.models.model}"]
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
-        return client.deployed(data, self.pipeline.name)
+        if self.task.name == "classification":
+            return client.deployed(data, self.pipeline.name)
+        out = client.stages(data, self.pipeline.name)
+        out[Stage.OUTPUT] = client.infer(self.model, {IMAGE: pack_images([data])}, [self.scores_output])[self.scores_output][0]
+        return out
 
     def isolate(self, client: TritonClient, stage: Stage, previous: np.ndarray) -> np.ndarray:
         if stage is Stage.OUTPUT:
-            return client.classifier_logits(previous[None])[0]
+            m = self.models
+            return client.infer(m.model, {"input": np.ascontiguousarray(previous[None], np.float32)}, [m.model_output])[
+                m.model_output][0]
         if self.preprocess is None:
             raise ValueError(f"{self.label}: no deployed spec given, so {stage} cannot run alone")
         if getattr(self._local, "runner", None) is None:  # DALI pipelines are not thread-safe: one per thread

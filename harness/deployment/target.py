@@ -31,16 +31,19 @@ class Target:
     """The output of class scores (None: found)."""
     stages: Mapping[str, str] = field(default_factory=dict)
     """``{step or step.tensor: stage}`` overriding the mapping found (``--stage``)."""
+    task: str | None = None
+    """``--task`` (None: classification for a pipeline; for a model, the task discovery finds)."""
     client: str | None = None
     """``file.py:name``: the client's own preprocessing, whose tensors ``model`` is fed (``--client``)."""
 
     @property
     def foreign(self) -> bool:
-        """A model that is not one of this repository's (its ensembles, its classifier): its
-        training side is the user's."""
-        from harness.client import CLASSIFIER, PIPELINES
+        """A model that is not one of this repository's (its ensembles, the models they end in):
+        its training side is the user's."""
+        from harness.client import PIPELINES, REPOSITORY_TASKS
 
-        return self.model is not None and self.model not in {CLASSIFIER, *(p.ensemble for p in PIPELINES.values())}
+        own = {name for models in REPOSITORY_TASKS.values() for name in (models.model, *map(models.ensemble, PIPELINES))}
+        return self.model is not None and self.model not in own
 
     def note(self) -> tuple[str, ...]:
         """What the report should add about this choice."""
@@ -75,7 +78,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
         if target.client:
             raise UsageError(f"--client {target.client} needs --model: the model on the server the client's tensors "
                              "are sent to")
-        return _repository_pipeline(session, client, target.pipeline)
+        return _repository_pipeline(session, client, target.pipeline, target.task)
     from harness.deployment.mapping import parse_overrides
 
     try:
@@ -94,7 +97,7 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
         try:
             deployment = session.deployment(client, model=target.model, probe=probe, output=target.output,
                                             stages=stages, reference=_reference_stages(reference, model, probe),
-                                            sources=sources, client_function=target.client)
+                                            sources=sources, client_function=target.client, task=target.task)
         except ProbeRejected as exc:
             problems.append(f"{path.name}: {exc}")
             continue
@@ -110,19 +113,21 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
     return found
 
 
-def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str) -> "Deployment":
-    """This repository's ``pipeline``, its ensemble and taps model ready on the server, else a
-    one-line refusal naming the models the server has (give ``--model`` for one of those)."""
-    from harness.client import PIPELINES
+def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str,
+                         task: str | None = None) -> "Deployment":
+    """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
+    model ready on the server, else a one-line refusal naming the models the server has (give
+    ``--model`` for one of those)."""
+    from harness.client import PIPELINES, REPOSITORY_TASKS
 
-    names = PIPELINES[pipeline]
-    missing = [m for m in (names.ensemble, names.taps_model) if not client.is_ready(m)]
+    ensemble = REPOSITORY_TASKS[task or "classification"].ensemble(pipeline)
+    missing = [m for m in (ensemble, PIPELINES[pipeline].taps_model) if not client.is_ready(m)]
     if missing:
         ready = client.ready_models()
         raise UsageError(f"no {missing[0]} on {client.url}: this is not a server of this repository's models; give "
                          "--model NAME for one of yours (models on the server: "
                          f"{', '.join(ready) if ready else 'none ready'})")
-    return session.deployment(client, pipeline)
+    return session.deployment(client, pipeline, task=task)
 
 
 def _reference_stages(reference: Callable[[bytes], dict] | None, model, probe: bytes) -> dict | None:

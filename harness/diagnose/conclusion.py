@@ -21,8 +21,7 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
     focus = baseline.first_divergent()
     if focus is None:
         ties = baseline.ties()
-        tied = (f" {_count(ties, 'top-1 change is a near tie', 'top-1 changes are near ties')} (the reference's "
-                "top-1 was ahead by at most the tie margin), not a divergence." if ties else "")
+        tied = f" {_count(ties, *baseline.task.tie_words)}, not a divergence." if ties else ""
         return ("No stage diverged: every stage is equal or close to the reference, so there is no divergence to "
                 "explain and no dominant cause." + tied)
     first = rounds[0]
@@ -81,7 +80,7 @@ def _count(n: int, one: str, many: str) -> str:
 def _cost(c: Cause) -> str:
     if c.flips is None:
         return "(cost not measurable)"
-    return f"({c.flips} top-1 flips, output error +{fmt(c.output_error)})"
+    return f"({c.flips} {c.without.task.flip_words}, output error +{fmt(c.output_error)})"
 
 
 def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str, causes: int) -> str:
@@ -93,7 +92,7 @@ def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: st
     agreement = final.top1_agreement()
     return (f"{applied}, a divergence remains: it first appears at `{stage}` on "
             f"{final.diverged(stage)} of {final.images} images"
-            + (f" (top-1 agreement {agreement:.1%})" if agreement is not None else "") + f"; {why}.")
+            + (f" ({final.task.agreement_words} {agreement:.1%})" if agreement is not None else "") + f"; {why}.")
 
 
 def combined_recommendation(causes: tuple[Cause, ...], final: Evaluation) -> str | None:

@@ -21,7 +21,6 @@ import numpy as np
 
 from harness.compare.metrics import quick_verdict
 from harness.compare.stages import as_8bit
-from harness.compare.ties import flip_verdict
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
@@ -33,6 +32,7 @@ from harness.results import ImageIssue
 from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
 from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, Stage
+from harness.task import get_task
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -63,7 +63,7 @@ class Diagnoser:
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS):
+                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS, task=None):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
         self.tie_margin = tie_margin
@@ -73,6 +73,9 @@ class Diagnoser:
         """What the deployed output holds: the reference model's logits are compared as such
         scores (their softmax for probabilities; :mod:`harness.scores`)."""
         self._fp16_model, self._fp16 = fp16_model, None
+        self.task = task or get_task(None)
+        """What is judged after the model input: classification's top-1 flips, or another task's events."""
+        self._gallery = self.task.diagnose_gallery([stages[Stage.OUTPUT] for stages in deployed.stages])
         for stages in deployed.stages:  # whole levels as uint8 once, not as float32 in every comparison
             for stage in IMAGE_STAGES:
                 if stage in stages:
@@ -154,7 +157,7 @@ class Diagnoser:
             name, culprit, changes = " + ".join(x.name for x in applied) or "as specified (baseline)", "-", ()
         else:
             name, culprit, changes = h.name, h.culprit, tuple(h.changes(self.reference))
-        made = Evaluation(name, culprit, {}, h, applied, "evaluated", changes, base)
+        made = Evaluation(name, culprit, {}, h, applied, "evaluated", changes, base, self.task.name)
         try:
             setting = self.setting((*applied, h) if h else applied)
             recipe = BUILT_IN[setting.recipe](setting.preprocess)  # a library that cannot honour the setting refuses it
@@ -248,14 +251,14 @@ class Diagnoser:
         self.counts["reference model (images)"] += new
         self.counts["reference model (cached)"] += len(todo) - new
         for i, out in zip(todo, logits):
-            out = self.scores.from_logits(out)
+            out = self.task.reference_output(out, self.scores)
             outcome, dep_out = prepared[i][0], self.deployed.stages[i][Stage.OUTPUT]
             verdicts, errors = dict(outcome.verdicts), dict(outcome.errors)
             verdicts[Stage.OUTPUT], errors[Stage.OUTPUT] = self._compare(Stage.OUTPUT, out, dep_out)
-            # A top-1 change within the tie margin is a near tie, not a divergence (issue 14).
-            flip = flip_verdict(out, int(np.argmax(dep_out)), self.tie_margin)
-            verdicts[Stage.TOPK] = Verdict.CLOSE.value if flip is None else flip.value
-            errors[Stage.TOPK] = float(flip is not None)
+            # The task's event (a top-1 change; a nearest-neighbour change) within the tie margin
+            # is a near tie, not a divergence (issue 14).
+            event, happened = self.task.diagnose_result(out, dep_out, self._gallery, i, self.tie_margin)
+            verdicts[self.task.result_stage], errors[self.task.result_stage] = event.value, happened
             cached[i] = ImageOutcome(verdicts, errors)
         for i, (outcome, _) in prepared.items():
             cached.setdefault(i, outcome)  # complete already, or the reference failed on it

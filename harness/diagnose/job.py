@@ -96,10 +96,18 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     target = options.target
     require_reference_model([target], options.reference_model)
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
-    # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
-    # spends more time waking up than working on one image's small tensors.
-    model = session.reference_model(options.reference_model, threads=1)
-    model.check_input(spec.reference.preprocess.input_shape)
+
+    def load_model(task: str):
+        # One intra-op thread: the search preprocesses one image per core, and torch's thread pool
+        # spends more time waking up than working on one image's small tensors.
+        loaded = session.reference_model(options.reference_model, threads=1, task=task)
+        loaded.check_input(spec.reference.preprocess.input_shape)
+        return loaded
+
+    # The user's model file is the same whatever the task; this repository's model is the task's.
+    known = target.task or ("classification" if target.model is None or options.reference_model not in CHOICES
+                            else None)
+    model = load_model(known) if known else None  # else once discovery found the task
     foreign = target.model is not None
 
     def fp16_model():
@@ -114,9 +122,11 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     with session.connect(log=log) as client:
         server = session.server_info(client)
         deployment = open_deployment(session, client, target, images, log, reference, model)
+        task = deployment.task
+        model = model or load_model(task.name)
         # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
-        tolerances = session.tolerances(deployment.scores_kind)
-        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind)
+        tolerances = session.tolerances(deployment.scores_kind, task)
+        tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
         side = DeployedSide(deployment, session.client_factory(client))
         with progress(len(images), "reading the deployed stages") as advance:
             try:
@@ -139,7 +149,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     elif options.reference:
         recipe = options.reference
     diagnoser = Diagnoser(deployed, recipe, reference_spec, spec.preprocess, model, tolerances, fp16_model,
-                          tie_margin=tie_margin, scores=deployment.scores_kind)
+                          tie_margin=tie_margin, scores=deployment.scores_kind, task=task)
     compared = None
     try:
         with status("diagnosing") as update:

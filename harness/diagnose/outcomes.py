@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.diagnose.catalogue import Hypothesis
 from harness.stage import STAGES, Stage
+from harness.task import Task, get_task
 from harness.verdict import Verdict
 
 MIN_ERROR_DROP = 0.3
@@ -90,6 +91,9 @@ class Evaluation:
     """(key, reference value, hypothesized value) of the hypothesis, against the original reference."""
     baseline: "Evaluation | None" = None
     """What it was compared with, on the same images (the first few, for a rejected hypothesis)."""
+    task_name: str = "classification"
+    """The task judged after the model input (:mod:`harness.task`): its result stage and words.
+    Named, not guessed from the stages the outcomes hold."""
 
     @property
     def evaluated(self) -> bool:
@@ -124,17 +128,29 @@ class Evaluation:
         first = min((o.first_divergent_index for o in self.outcomes.values()), default=len(STAGES))
         return STAGES[first] if first < len(STAGES) else None
 
+    @property
+    def task(self) -> Task:
+        """The task whose result these outcomes hold, for its result stage and its words."""
+        return get_task(self.task_name)
+
+    @property
+    def result_stage(self) -> Stage:
+        """The task's result stage (``topk`` for classification)."""
+        return self.task.result_stage
+
     def flips(self) -> int | None:
-        """Images whose top-1 class differs from the deployment's (near ties included)."""
-        values = self.errors(Stage.TOPK)
+        """Images with the task's event (a top-1 class differing from the deployment's; a
+        nearest-neighbour change), near ties included."""
+        values = self.errors(self.result_stage)
         return int(sum(values)) if values else None
 
     def ties(self) -> int:
-        """Top-1 changes within the tie margin: counted in :meth:`flips`, never divergences."""
-        return sum(o.verdicts.get(Stage.TOPK) == Verdict.TIE for o in self.outcomes.values())
+        """Events within the tie margin: counted in :meth:`flips`, never divergences."""
+        return sum(o.verdicts.get(self.result_stage) == Verdict.TIE for o in self.outcomes.values())
 
     def top1_agreement(self) -> float | None:
-        values = self.errors(Stage.TOPK)
+        """The share of images without the task's event (classification: top-1 agreement)."""
+        values = self.errors(self.result_stage)
         return 1.0 - float(np.mean(values)) if values else None
 
     def improvement(self, base: "Evaluation", stage: Stage) -> Improvement:
@@ -160,7 +176,7 @@ class Evaluation:
     def subset(self, indices: Sequence[int]) -> "Evaluation":
         """The same evaluation restricted to some images."""
         return Evaluation(self.name, self.culprit, {i: self.outcomes[i] for i in indices if i in self.outcomes},
-                          self.hypothesis, self.on_top_of, self.status, self.changes)
+                          self.hypothesis, self.on_top_of, self.status, self.changes, task_name=self.task_name)
 
     def with_outcomes(self, outcomes: Mapping[int, ImageOutcome]) -> "Evaluation":
         return dataclasses.replace(self, outcomes=outcomes)

@@ -92,6 +92,9 @@ class RepeatOptions:
     report: Path = Path("build/repeat")
     client: str | None = None
     """``file.py:name``: the client's preprocessing making what ``model`` is fed (``--client``)."""
+    task: str | None = None
+    """``--task``: with ``pipeline``, which of the repository's ensembles (classify_, embed_);
+    with ``model``, what discovery reads (None: what it finds)."""
 
 
 @dataclass(frozen=True)
@@ -144,11 +147,12 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     drift = tolerances_for(session.spec.preprocess, drift=True)
     with session.connect(log=log) as client:
         if options.model:
-            found = open_deployment(session, client, Target(model=options.model, client=options.client),
+            found = open_deployment(session, client, Target(model=options.model, client=options.client,
+                                                            task=options.task),
                                     list_images(options.images), log, recipe)
             probes = deployment_probes(found, recipe)
         else:
-            probes = repository_probes(options.pipeline, recipe)
+            probes = repository_probes(options.pipeline, recipe, options.task or "classification")
         result = check_repeatability(session.client_factory(client), probes, images,
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
                                      options.repeats, sizes, options.concurrency)

@@ -219,19 +219,21 @@ def deployment_probes(deployment, recipe: Callable[[bytes], dict]) -> list[Probe
     return probes
 
 
-def repository_probes(pipeline: str, recipe: Callable[[bytes], dict]) -> list[Probe]:
-    """This repository's deployment: the ``classify_<pipeline>`` ensemble's logits, its taps
-    model's stages (alone only: no dynamic batching there, and decoded images vary in size),
-    and the classifier alone on the reference's model input."""
-    from harness.client import CLASSIFIER, LOGITS, PIPELINES
+def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str = "classification") -> list[Probe]:
+    """This repository's deployment of ``task``: the ``classify_<pipeline>`` ensemble's logits
+    (``embed_<pipeline>``'s embedding), its taps model's stages (alone only: no dynamic
+    batching there, and decoded images vary in size), and the classifier (the embedder) alone
+    on the reference's model input."""
+    from harness.client import PIPELINES, REPOSITORY_TASKS
     from harness.packing import pack_images
     from harness.preprocessing import TAP_TENSORS
 
-    p = PIPELINES[pipeline]
+    p, models = PIPELINES[pipeline], REPOSITORY_TASKS[task]
     return [
-        Probe(p.ensemble, "IMAGE", {"output": LOGITS}, scores=("output",), pack=pack_images),
+        Probe(models.ensemble(pipeline), "IMAGE", {"output": models.ensemble_output}, scores=("output",),
+              pack=pack_images),
         Probe(p.taps_model, "IMAGE", {str(stage): name for stage, name in TAP_TENSORS.items()}, pack=pack_images,
               batching=False),
-        Probe(CLASSIFIER, "input", {"classifier": "logits"}, scores=("classifier",),
+        Probe(models.model, "input", {"classifier": models.model_output}, scores=("classifier",),
               prepare=lambda data: recipe(data)["input"]),
     ]

@@ -44,6 +44,8 @@ PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 """Row statuses; ``info`` is printed, never judged (what the container has)."""
 MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
           "classifier", "classify_dali", "classify_opencv")
+TASK_MODELS = {"classification": (), "embedding": ("embedder", "embed_dali", "embed_opencv")}
+"""Models a ``--task`` adds to the ready check (the preprocessing is the same for every task)."""
 
 
 @dataclass(frozen=True)
@@ -220,12 +222,13 @@ def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> lis
     return rows
 
 
-def server_rows(client: TritonClient, manifest: Manifest, profile: str) -> list[Row]:
+def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: str = "classification") -> list[Row]:
     expected = manifest.server.version if profile == "gpu" else manifest.embedded.version
     found = client.server_metadata().get("version")
     rows = [_version_row("server version", expected, found, "the server does not report its version")]
-    not_ready = [m for m in MODELS if not client.is_ready(m)]
-    rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(MODELS)} models",
+    models = (*MODELS, *TASK_MODELS[task])
+    not_ready = [m for m in models if not client.is_ready(m)]
+    rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(models)} models",
                     f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
     classifier = client.model_config(CLASSIFIER)
     platform = classifier.get("platform") or classifier.get("backend")
@@ -376,7 +379,7 @@ def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None
 def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: KnownAnswers | None,
                tolerances: dict[str, Tolerance] | None = None, repository: Path | None = None,
                in_server_env: bool = False, metrics_url: str | None = None,
-               own: KnownAnswers | None = None) -> list[Row]:
+               own: KnownAnswers | None = None, task: str = "classification") -> list[Row]:
     """Every check, in order: versions, schema, models, known answers, concurrent load.
 
     ``known`` is the cpu profile's record; ``own`` this host's own record (a GPU host's,
@@ -385,10 +388,11 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
     TensorRT, CUDA, Python and decode stack are the server's; otherwise those rows are
     skipped. ``tolerances`` default to the decoder rule for the repository's spec (the
     drift rule always comes from it too). ``metrics_url``: Triton's metrics, to see the
-    batches formed."""
+    batches formed. ``task``: an embedding deployment's models are checked ready too (the
+    known answers are the preprocessing's and the classifier's, whatever the task)."""
     profile = profile_of(client)
     rows = [Row("profile", PASS, "", profile)]
-    rows += server_rows(client, manifest, profile)
+    rows += server_rows(client, manifest, profile, task)
     if in_server_env:
         rows += environment_rows(manifest, profile, repository, known)
     else:

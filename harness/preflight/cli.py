@@ -47,11 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "for the same files")
     parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
+    parser.add_argument("--task", choices=("classification", "embedding"), default="classification",
+                        help="embedding: the embedder and its ensembles must be ready too (default: %(default)s)")
 
 
 def options_from_args(args: argparse.Namespace) -> PreflightOptions:
     return PreflightOptions(args.url, args.protocol, args.metrics_url, args.manifest, args.known_answers,
-                            args.repository, args.in_server_env, args.record, args.report, args.timeout, args.photos)
+                            args.repository, args.in_server_env, args.record, args.report, args.timeout, args.photos,
+                            args.task)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -51,6 +51,8 @@ class PreflightOptions:
     photos: Path | None = None
     """With ``record``: read the known-answer photos from this folder (``make setup``: data/photos);
     None: take the very bytes the cpu record in ``known_answers`` holds (every later record does)."""
+    task: str = "classification"
+    """``--task``: the deployment serves this task too (its models are checked ready)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
         own_dir = known_answers.record_dir(options.known_answers, profile)
         own = known_answers.load(own_dir) if profile != "cpu" and (own_dir / known_answers.META).is_file() else None
         rows = run_checks(client, client_factory, manifest, known, repository=options.repository,
-                          in_server_env=options.in_server_env, metrics_url=metrics_url, own=own)
+                          in_server_env=options.in_server_env, metrics_url=metrics_url, own=own, task=options.task)
     if options.report:
         options.report.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(options.report, strict_json([asdict(r) for r in rows], indent=2) + "\n")

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.model import DEFAULT_MODEL_TAG, LOGITS, model_tag, onnx_signature
+from harness.model import DEFAULT_EMBEDDER_TAG, DEFAULT_MODEL_TAG, LOGITS, model_tag, onnx_signature
 from harness.spec import SpecError
 
 
 class ReferenceModel:
-    """``logits(batch)`` on [batch, 3, H, W] float32."""
+    """``logits(batch)`` on [batch, 3, H, W] float32: the model's raw output (a classifier's
+    logits, an embedder's features: the task's ``output`` stage)."""
 
     name = "model"
     input_shape: tuple[int, ...] | None = None
@@ -28,25 +29,29 @@ class ReferenceModel:
 
 
 class TorchModel(ReferenceModel):
-    """EfficientNet-Lite0 in PyTorch eager; ``half=True`` runs it in fp16 (as TensorRT --fp16 would)."""
+    """EfficientNet-Lite0 in PyTorch eager; ``half=True`` runs it in fp16 (as TensorRT --fp16 would);
+    ``features=True`` gives its pooled features (the embedder) instead of its logits."""
 
-    def __init__(self, half: bool = False, threads: int | None = None):
+    def __init__(self, half: bool = False, threads: int | None = None, features: bool = False):
         import torch
 
         from harness.model import load_torch_model
 
         if threads:
             torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
-        self.half = half
+        self.half, self.features = half, features
         self.model = load_torch_model().half() if half else load_torch_model()
-        self.name = f"pytorch (EfficientNet-Lite0, eager{', fp16' if half else ''})"
+        self.name = f"pytorch (EfficientNet-Lite0{' features' if features else ''}, eager{', fp16' if half else ''})"
 
     def logits(self, batch):
         import torch
 
         x = torch.from_numpy(np.ascontiguousarray(batch, np.float32))
         with torch.inference_mode():
-            return self.model(x.half() if self.half else x).float().numpy()
+            x = x.half() if self.half else x
+            if self.features:  # what harness.model.export_embedder exports
+                return torch.flatten(self.model._avg_pooling(self.model.extract_features(x)), 1).float().numpy()
+            return self.model(x).float().numpy()
 
 
 class OnnxModel(ReferenceModel):
@@ -99,8 +104,10 @@ def load_reference_model(onnx_path: Path, choice: str = "auto", threads: int | N
     library's); with several images in flight, one each is faster than oversubscribing the cores."""
     if choice not in CHOICES:
         return load_model_file(Path(choice), threads)
-    model = TorchModel(threads=threads) if choice == "torch" or (
-        choice == "auto" and model_tag(onnx_path) == DEFAULT_MODEL_TAG) else OnnxModel(onnx_path, threads=threads)
+    tag = model_tag(onnx_path)
+    features = tag == DEFAULT_EMBEDDER_TAG
+    model = TorchModel(threads=threads, features=features) if choice == "torch" or (
+        choice == "auto" and tag in (DEFAULT_MODEL_TAG, DEFAULT_EMBEDDER_TAG)) else OnnxModel(onnx_path, threads=threads)
     model.input_shape = tuple(onnx_signature(onnx_path)[0][0].shape[1:])
     return model
 

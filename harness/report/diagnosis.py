@@ -48,9 +48,10 @@ def render_causes(report: DiagnosisReport) -> list[str]:
     d = report.diagnosis
     if not d.causes:
         return []
+    task = d.baseline.task
     lines = ["## Causes, by what each costs in predictions", "",
              "Cost: what comes back when that change alone is undone with every other one applied.", "",
-             "| # | cause | culprit | change (training -> as the deployment behaves) | round | top-1 flips | "
+             f"| # | cause | culprit | change (training -> as the deployment behaves) | round | {task.flip_words} | "
              "output error |", "|---|---|---|---|---|---|---|"]
     for k, c in enumerate(d.causes, 1):
         lines.append(f"| {k} | {c.hypothesis.name} | {c.hypothesis.culprit} | {_changes(c)} | {c.round} "
@@ -62,7 +63,7 @@ def render_causes(report: DiagnosisReport) -> list[str]:
               + (f"; {change.note}" if change.note else "") + "):", "", "```toml", change.toml.rstrip(), "```"]
     final, stage = d.final, d.final.first_divergent()
     lines += ["", f"With every change applied: first divergent stage {f'`{stage}`' if stage else 'none'}, "
-              f"top-1 agreement {_pct(final.top1_agreement())} on {final.images} images "
+              f"{task.agreement_words} {_pct(final.top1_agreement())} on {final.images} images "
               f"(as specified: {_pct(d.baseline.top1_agreement())}).", ""]
     return lines
 
@@ -71,14 +72,15 @@ def render_round(r: "Round", screen: int) -> list[str]:
     stage, chosen = r.focus, r.chosen.name if r.chosen else None
     applied = ", ".join(applied_before(r)) or "nothing"
     lines = [f"## Round {r.number}: first divergent stage `{stage}`", "",
-             f"Applied before this round: {applied}. Top-1 agreement {_pct(r.base.top1_agreement())}; kept: "
+             f"Applied before this round: {applied}. {r.base.task.agreement_words.capitalize()} "
+             f"{_pct(r.base.top1_agreement())}; kept: "
              + (f"**{chosen}** ({'explains' if r.explains else 'explains part of'} `{stage}`)"
                 if chosen else "nothing (no hypothesis improves it)") + ".", "",
              f"Hypotheses, ranked by images still diverged up to `{stage}`, then its error (mean RMSE per image; "
              f"inf = a different shape), then the output's; on every image, or on the first {screen} for those not "
              "evaluated on all (the output only where the model ran):", "",
              f"| # | hypothesis | culprit | diverged up to `{stage}` | error at `{stage}` | output error "
-             "| top-1 agreement | status |",
+             f"| {r.base.task.agreement_words} | status |",
              "|---|---|---|---|---|---|---|---|"]
     for i, h in enumerate((HypothesisRow.of(e, r.base, r.focus) for e in r.ranked), 1):
         kept = h.status.startswith("evaluated") and h.hypothesis == chosen
@@ -110,7 +112,7 @@ def render_markdown(report: DiagnosisReport) -> str:
         lines += [f"{what}: `{report.written_spec}` (`harness check --spec` it).", ""]
     if report.not_written:
         lines += [f"{report.not_written}.", ""]
-    if report.scores_kind != "logits":
+    if report.scores_kind == "probabilities":
         lines += [f"The deployment answers {report.scores_kind}: output errors and the tie margin "
                   f"({fmt(report.tie_margin)}) are in probability units.", ""]
     for outcome, what in FAILED_OUTCOMES.items():

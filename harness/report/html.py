@@ -16,7 +16,7 @@ import numpy as np
 from harness.compare.metrics import HISTOGRAM_EDGES
 from harness.files import write_atomic
 from harness.formatting import fmt
-from harness.report.markdown import COLUMNS, FLIPS_NOTE, headline, images_line, stage_rows, topk_line
+from harness.report.markdown import COLUMNS, headline, images_line, stage_rows, task_of, topk_line
 from harness.results import StageReport, StageStats
 from harness.stage import Stage
 
@@ -174,18 +174,17 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
         if stage.why:
             parts.append(f"<p class=note>{e(stage.why)}</p>")
         parts.append(_metrics_table(stage))
-        if stage.stage is not Stage.TOPK and stage.histogram:
+        if stage.stage is not task_of(report).result_stage and stage.histogram:
             parts.append(_histogram(stage))
         figures = _visuals(stage.stage, visuals) if verdict != "equal" else []
         if figures:
             parts.append("<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures))
-    if summary.flips:
-        parts.append(f"<h2>Images whose top-1 class changed</h2><p class=note>{_inline(FLIPS_NOTE)}</p><table><tr>"
-                     "<th>image</th><th>verdict</th><th>reference top-1</th><th>deployed top-1</th>"
-                     f"<th>reference margin ({e(report.scores_unit)})</th></tr>")
-        parts += [f"<tr><td>{e(f.image)}</td><td><span class={f.verdict.value}>{f.verdict.value}</span></td>"
-                  f"<td>{f.reference_top1}</td><td>{f.deployed_top1}</td><td>{fmt(f.margin)}</td></tr>"
-                  for f in summary.flips]
+    for section in task_of(report).sections(report):
+        parts.append(f"<h2>{e(section.title)}</h2><p class=note>{_inline(section.note)}</p><table><tr>"
+                     + "".join(f"<th>{e(c)}</th>" for c in section.columns) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td><span class={e(c)}>{e(c)}</span></td>" if i == section.verdict_column
+                                   else f"<td>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+                  for row in section.rows]
         parts.append("</table>")
     sections = [(f"Rejected by {side} only", rows) for side, rows in summary.rejected.items()]
     sections += [("Failed images", summary.failed), ("Skipped entries (not inputs)", summary.skipped)]

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from harness.compare.result import SIDES
 from harness.formatting import fmt
 from harness.names import markdown_code, markdown_text
-from harness.stage import Stage
+from harness.stage import RESULT_STAGES, Stage
+from harness.task import Section, Task, get_task
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -18,14 +19,27 @@ COLUMNS = ("stage", "verdict", "equal / close / diverged", "max abs err (worst)"
            "isolated max abs err", "PSNR dB / cosine (worst)")
 
 
+def _cell(text: str) -> str:
+    """Text safe in a Markdown table cell (one line, no column breaks)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def task_of(report: StageReport) -> Task:
+    """The task a report's run compared (:mod:`harness.task`)."""
+    return get_task(report.summary.task)
+
+
 def stage_rows(report: StageReport) -> list[list[str]]:
-    """One row of :data:`COLUMNS` per compared stage; ``topk``'s (it can fail a run too) has
-    its ties beside the counts, the largest change among the reference's top-k probabilities
-    as its errors and the top-1 agreement as its quality (:func:`topk_line` says more)."""
-    rows = []
+    """One row of :data:`COLUMNS` per compared stage, the task's result stage too (a stage
+    outside the table has the task's line instead: :func:`topk_line`); ``topk``'s (it can fail
+    a run too) has its ties beside the counts, the largest change among the reference's top-k
+    probabilities as its errors and the top-1 agreement as its quality."""
+    rows, task = [], task_of(report)
     for s in report.summary.stages:
         if s.stage is Stage.TOPK:
             rows.append(_topk_row(s))
+            continue
+        if s.stage in RESULT_STAGES and not task.result_in_table:
             continue
         counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
         shape = s.metrics.get("shape_mismatch")
@@ -48,20 +62,20 @@ def _topk_row(s) -> list[str]:
 
 
 def topk_line(report: StageReport) -> str | None:
-    top = report.summary.stage(Stage.TOPK)
-    if top is None:
-        return None
-    agree, n, k = top.metric("top1_agree", "mean"), report.summary.compared, report.top_k
-    ties, flips = report.summary.ties, len(report.summary.flips)
-    line = (f"Top-1 agreement: **{agree:.1%}** ({round(agree * n)} of {n} images"
-            + (f"; of the {flips} changed, {ties} {'is a tie' if ties == 1 else 'are ties'}" if flips else "")
-            + f"); mean top-{k} overlap {top.metric('topk_overlap', 'mean'):.3f}; change in the reference top-1's "
-            f"probability: mean {top.metric('top1_prob_change', 'mean'):+.4f}, furthest from zero "
-            f"{top.metric('top1_prob_change'):+.4f}.")
-    if top.isolated:
-        line += (" With the reference input, the deployed classifier alone agrees on "
-                 f"{top.metric('top1_agree', 'mean', isolated=True):.1%}.")
-    return line
+    """The task's paragraph under the stage table (classification: top-1 agreement and top-k overlap)."""
+    return task_of(report).summary_line(report)
+
+
+def section_markdown(section: Section) -> list[str]:
+    """A task's table (:meth:`harness.task.Task.sections`) in Markdown."""
+    def cell(i: int, text: str) -> str:
+        if i in section.name_columns:
+            return markdown_code(text)
+        return "**diverged**" if i == section.verdict_column and text == Verdict.DIVERGED.value else _cell(text)
+
+    return ["", f"## {section.title}", "", section.note, "",
+            "| " + " | ".join(section.columns) + " |", "|" + "---|" * len(section.columns),
+            *("| " + " | ".join(cell(i, c) for i, c in enumerate(row)) + " |" for row in section.rows)]
 
 
 def headline(report: StageReport) -> str:
@@ -84,11 +98,7 @@ def headline(report: StageReport) -> str:
         if n:
             line += (f" **{n} {'image' if n == 1 else 'images'} rejected by {side}** ({other} processes "
                      f"{'it' if n == 1 else 'them'}).")
-    if summary.ties:
-        ties = summary.ties
-        line += (f" {ties} top-1 {'change is a tie' if ties == 1 else 'changes are ties'} (within the tie margin "
-                 f"of {fmt(report.tie_margin)} {report.scores_unit}: not a divergence).")
-    return line
+    return line + task_of(report).headline(report)
 
 
 def images_line(report: StageReport) -> str:
@@ -120,12 +130,8 @@ def render_markdown(report: StageReport) -> str:
     if why:
         lines += ["", "## Where the error comes from", ""]
         lines += [f"- **{stage}**: {text}" for stage, text in why]
-    if summary.flips:
-        lines += ["", "## Images whose top-1 class changed", "", FLIPS_NOTE, "",
-                  f"| image | verdict | reference top-1 | deployed top-1 | reference margin ({report.scores_unit}) |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {markdown_code(f.image)} | {'**diverged**' if f.verdict is Verdict.DIVERGED else f.verdict.value} "
-                  f"| {f.reference_top1} | {f.deployed_top1} | {fmt(f.margin)} |" for f in summary.flips]
+    for section in task_of(report).sections(report):
+        lines += section_markdown(section)
     for side in SIDES:
         if summary.rejected_by(side):
             lines += ["", f"## Rejected by {side} only", "", "| image | reason |", "|---|---|"]
@@ -136,17 +142,10 @@ def render_markdown(report: StageReport) -> str:
         lines += ["", "## Skipped entries (not inputs)", "", "| entry | reason |", "|---|---|",
                   *issue_rows(summary.skipped)]
     lines += ["", "Metrics are per image, then the worst and the mean over images. Image stages are on the "
-              f"0-255 scale; `input` is the normalized model input; `output` the {report.scores_kind}"
-              + (" (every class within the output tolerance, and the total variation distance: the probability "
-                 "mass that moved)" if report.scores_kind == "probabilities" else "")
-              + "; `topk`'s errors are the largest change among the reference's top-k probabilities.", ""]
+              f"0-255 scale; `input` is the normalized model input; `output` {task_of(report).output_note(report)}", ""]
     return "\n".join(lines)
 
 
 def issue_rows(issues) -> list[str]:
     """Table rows of images not compared: the name as code, the reason as plain text."""
     return [f"| {markdown_code(f.image)} | {markdown_text(f.reason)} |" for f in issues]
-
-
-FLIPS_NOTE = ("A **tie** is a change within the tie margin: the reference's own top-1 was ahead of the deployed "
-              "top-1 by no more than the output's error explains. It is listed, not counted as a divergence.")

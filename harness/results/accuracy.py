@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from harness.client import PIPELINES
 from harness.outcome import Side
 from harness.results.sides import ReferenceInfo, ServerInfo, Versions
 
 if TYPE_CHECKING:
-    from harness.accuracy.dataset import Sample
+    from harness.accuracy.dataset import Dataset, Sample
     from harness.accuracy.scoring import AccuracyResult, PathScore
 
 
@@ -131,3 +131,56 @@ def _finite(value: float) -> float | None:
 
 def points(value: float | None, reference: float | None) -> float | None:
     return None if value is None or reference is None else round(100 * (value - reference), 6)
+
+
+@dataclass(frozen=True)
+class EffectReport:
+    """``harness accuracy`` for a task other than classification: the task's effect on the
+    labeled set (:meth:`harness.task.Task.effect`, e.g. embeddings' retrieval) and what produced it."""
+
+    task: str
+    effect: object
+    """The task's effect: ``to_dict(names)``, ``markdown(names)`` and ``any_changes(ties)``."""
+    dataset: "Dataset"
+    evaluated: tuple["Sample", ...]
+    """The images every path processed, in the effect's order."""
+    failed: Mapping[str, str]
+    outcomes: Mapping[str, str]
+    paths: tuple[str, ...]
+    """The deployed paths (their labels), in the effect's order after the reference."""
+    models: tuple[str, ...]
+    """The model serving each deployed path (``embed_dali``, or the ``--model`` named)."""
+    reference: ReferenceInfo
+    server: ServerInfo
+    spec: str
+    run: AccuracyRun | None = None
+    versions: Versions = field(default_factory=dict)
+
+    def any_rejected(self) -> bool:
+        return any(o == side_outcome for o in self.outcomes.values() for side_outcome in
+                   (f"rejected by {side}" for side in Side))
+
+    def to_dict(self) -> dict:
+        """accuracy.json: the task, its metrics per path, the images left out, the context."""
+        names = [s.name for s in self.evaluated]
+        out = {"task": self.task, "reference": self.reference.to_dict(),
+               "deployed": {"pipelines": list(self.paths), "models": list(self.models), "url": self.server.url,
+                            "protocol": self.server.protocol},
+               "spec": self.spec}
+        if self.run is not None:
+            out["run"] = {"seconds": self.run.seconds, "batch_size": self.run.batch_size, "fail_on": self.run.fail_on,
+                          "allow_rejected": self.run.allow_rejected}
+        if self.versions:
+            out["versions"] = dict(self.versions)
+        labels = [self.dataset.label_name(s) for s in self.evaluated]
+        return {**out,
+                "dataset": {"source": str(self.dataset.source), "layout": self.dataset.layout,
+                            "labeled": self.dataset.labeled, "images": len(self.dataset.samples),
+                            "evaluated": len(self.evaluated), "failed": len(self.failed),
+                            "rejected": {side: sum(o == f"rejected by {side}" for o in self.outcomes.values())
+                                         for side in Side},
+                            "labels": sorted({x for x in labels if x is not None})},
+                "effect": self.effect.to_dict(names),
+                "failed": [{"image": n, "reason": r, "outcome": self.outcomes.get(n, "failed")}
+                           for n, r in self.failed.items()],
+                "images": [{"image": n, "label": label} for n, label in zip(names, labels)]}

@@ -15,6 +15,9 @@ STAGE_HINTS = {
     Stage.INPUT: "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order "
                  "(input.channel_order)",
     Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",
+    Stage.POSTPROCESS: "the task's result follows from the output; where the postprocessing alone diverges, the "
+                       "deployment postprocesses differently (another normalization, thresholds, a different "
+                       "postprocessing step)",
     Stage.TOPK: "prediction changes follow from the earlier stages",
 }
 

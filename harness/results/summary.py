@@ -119,10 +119,18 @@ class CheckSummary:
     rejected: Mapping[str, tuple[ImageIssue, ...]] = field(default_factory=dict)
     """Side (deployment, training) -> the images only that side rejected."""
     flips: tuple[Flip, ...] = ()
+    """Classification's events (its old name, kept for one release: :attr:`events`)."""
     first_divergent_per_image: Mapping[str, int] = field(default_factory=dict)
     """First divergent stage (or ``none``) -> images."""
     skipped: tuple[ImageIssue, ...] = ()
     """Entries of the image folder that are not inputs, and why (:mod:`harness.listing`)."""
+    task: str = "classification"
+    """The task compared (:mod:`harness.task`)."""
+    events: tuple = ()
+    """The task's per-image events (a top-1 change, a nearest-neighbour change), each a tie or
+    a divergence, by image; each has ``image``, ``verdict`` and ``to_dict()``."""
+    figures: Mapping = field(default_factory=dict)
+    """The task's run-level figures (e.g. embeddings' neighbour overlap), JSON-able."""
 
     @property
     def images(self) -> int:
@@ -131,7 +139,7 @@ class CheckSummary:
 
     @property
     def ties(self) -> int:
-        return sum(f.verdict is Verdict.TIE for f in self.flips)
+        return sum(Verdict(e.verdict) is Verdict.TIE for e in self.events)
 
     @property
     def first_divergent_stage(self) -> Stage | None:
@@ -156,6 +164,8 @@ class CheckSummary:
         threshold = Verdict(fail_on).rank
         if any(s.verdict.rank >= threshold for s in self.stages):
             return True
+        if any(Verdict(e.verdict).rank >= threshold for e in self.events):  # e.g. a neighbour change
+            return True
         return any(self.rejected.values()) and not allow_rejected
 
     def to_dict(self) -> dict:
@@ -165,7 +175,10 @@ class CheckSummary:
             "failed": [f.to_dict() for f in self.failed],
             "rejected": {side: [r.to_dict() for r in rows] for side, rows in self.rejected.items()},
             "skipped": [s.to_dict() for s in self.skipped],
+            "task": self.task,
             "ties": self.ties,
+            "events": [e.to_dict() for e in self.events],
+            **({"task_figures": dict(self.figures)} if self.figures else {}),
             "flips": [f.to_dict() for f in self.flips],
             "first_divergent_stage": self.first_divergent_stage,
             "first_divergent_per_image": dict(self.first_divergent_per_image),

@@ -1,0 +1,199 @@
+"""What a task is: :class:`Task`, everything the harness does after the model input.
+
+A task says which deployed output it reads (and how discovery recognises it), how the raw
+``output`` becomes its result (the ``postprocess`` stage), how two results are compared
+(metrics, tolerances with documented defaults, verdicts, the near-threshold cases listed
+rather than failed), the per-image events users care about, the effect on a labeled set,
+its CSV columns and its report sections, and what ``diagnose`` minimises at the output.
+
+Everything else (decoding, the preprocessing stages, the raw output compared as a tensor,
+the request loop, the files, the exit statuses) is shared. A new task is one module with a
+:class:`Task` subclass, registered in :mod:`harness.task` (as torchvision v2 registers a
+kernel per type, and Polygraphy takes a comparator and a postprocess function).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from harness.stage import Stage
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
+
+if TYPE_CHECKING:
+    from harness.compare.result import ImageResult, StageResult
+    from harness.scores import ScoreKind
+
+
+@dataclass(frozen=True)
+class OutputChoice:
+    """The deployed output a task reads, or why none fits: what discovery asks a task."""
+
+    name: str | None
+    """The output (None: none fits)."""
+    kind: str = ""
+    """What it holds, in the task's words (``logits``, ``probabilities``, ``embedding``)."""
+    why: str = ""
+    """Why it was chosen, or why nothing fits (one line, for people)."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A table of a report, in the task's words: markdown and HTML render it alike."""
+
+    title: str
+    note: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    verdict_column: int | None = None
+    """The column holding a verdict (coloured in HTML, bold when diverged in Markdown)."""
+    name_columns: tuple[int, ...] = (0,)
+    """The columns holding image names (Markdown shows them as code spans, literally)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One image's event a user cares about (a top-1 change, a nearest-neighbour change):
+    ``tie`` (within what the output's error explains: listed, not a divergence) or ``diverged``."""
+
+    image: str
+    verdict: Verdict
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """The task's fields (JSON-able), in its report's order."""
+
+    def to_dict(self) -> dict:
+        return {"image": self.image, "verdict": self.verdict.value, **self.details}
+
+
+class Events:
+    """Folds the run's images into the task's events (:meth:`Task.events`): one image at a
+    time, memory bounded by what the task keeps per image."""
+
+    def add(self, result: "ImageResult") -> None:
+        raise NotImplementedError
+
+    def result(self) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
+        """(the events, sorted by image; the run-level figures the task reports, JSON-able)."""
+        raise NotImplementedError
+
+
+class Task:
+    """Base class of a task; a subclass sets the class attributes and implements the hooks."""
+
+    name: ClassVar[str]
+    """How ``--task`` names it."""
+    result_stage: ClassVar[Stage] = Stage.POSTPROCESS
+    """The stage holding the task's result, compared after ``output``."""
+    result_in_table: ClassVar[bool] = True
+    """The result stage is a row of the stage table (else the task's summary line tells it)."""
+    output_words: ClassVar[str] = "the raw model output"
+    """What ``output`` holds, in a sentence of the report."""
+    event_words: ClassVar[tuple[str, str]] = ("change", "changes")
+    """How one and several events are called."""
+    flip_words: ClassVar[str] = "changes"
+    """How diagnose counts the events a cause costs (``top-1 flips``)."""
+    agreement_words: ClassVar[str] = "agreement"
+    """How diagnose names the share of images without an event (``top-1 agreement``)."""
+    tie_words: ClassVar[tuple[str, str]] = ("change is a near tie", "changes are near ties")
+    """A near-threshold event, one and several, for diagnose's conclusion."""
+
+    # -- discovery ------------------------------------------------------------------------
+    noun: ClassVar[str] = "a result"
+    """What the output holds, with its article (``class scores``, ``an embedding``), for messages."""
+
+    def choose_output(self, model, choice: str | None) -> OutputChoice:
+        """The output this task reads of ``model`` (a :class:`harness.deployment.discovery.ModelInfo`:
+        ``name``, ``outputs``, ``labelled``), ``choice`` the user's ``--output``;
+        ``OutputChoice(None, why=...)`` (a sentence naming the model) when none fits."""
+        raise NotImplementedError
+
+    def signs(self, tensor, labelled: bool) -> str | None:
+        """Why one output (a ``TensorInfo``; ``labelled``: it has a label file) looks like this
+        task's (None: no sign of it)."""
+        return None
+
+    def claims(self, model) -> str | None:
+        """Why this task is what ``model`` serves (None: no sign of it): how discovery picks the
+        task when ``--task`` is not given."""
+        return next((why for t in model.outputs if (why := self.signs(t, t.name in model.labelled))), None)
+
+    def output_kind(self, name: str, probe: np.ndarray) -> "ScoreKind":
+        """What an output holds (:mod:`harness.scores`), read from one probe answer (the
+        reference is made comparable to it)."""
+        raise NotImplementedError
+
+    # -- the reference ----------------------------------------------------------------------
+    def reference_output(self, output: np.ndarray, kind: "ScoreKind") -> np.ndarray:
+        """The reference model's raw output made comparable to a deployed output of ``kind``."""
+        return output
+
+    # -- comparison ---------------------------------------------------------------------------
+    def output_tolerance(self, kind: "ScoreKind") -> Tolerance | None:
+        """The raw output's default tolerance for a deployed output of ``kind`` (None: the spec's rule)."""
+        return None
+
+    def default_margin(self, tolerances: Mapping[str, Tolerance], kind: "ScoreKind") -> float:
+        """The near-threshold margin (``--tie-margin``) by default, in the units of :attr:`margin_units`."""
+        raise NotImplementedError
+
+    def margin_units(self, kind: "ScoreKind") -> str:
+        return ""
+
+    def compare_result(self, reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None,
+                       margin: float, top_k: int, scores: "ScoreKind") -> "StageResult":
+        """The result stage of one image, from both raw outputs (and the isolated model's);
+        ``scores``: what the deployed output holds."""
+        raise NotImplementedError
+
+    def image_data(self, reference: np.ndarray, deployed: np.ndarray) -> Mapping[str, Any] | None:
+        """What :meth:`events` needs of one image beyond its stage results (JSON-able; kept in
+        images.jsonl so that ``--resume`` and ``harness merge`` have it). None: nothing."""
+        return None
+
+    def events(self, margin: float) -> Events:
+        """A fresh fold of the run's images into events."""
+        raise NotImplementedError
+
+    def event_fails(self, event, fail_on: str) -> bool:
+        """Whether an event fails a run: a divergence always, a tie with ``--fail-on tie``."""
+        return Verdict(event.verdict).rank >= Verdict(fail_on).rank
+
+    # -- files and reports ------------------------------------------------------------------------
+    csv_fields: ClassVar[tuple[str, ...]] = ()
+    """per_image.csv's columns of the result stage."""
+
+    def csv_values(self, stage: "StageResult | None") -> list:
+        if stage is None:
+            return [""] * len(self.csv_fields)
+        return [stage.verdict.value, *(stage.metrics.get(f, "") for f in self.csv_fields[1:])]
+
+    def output_note(self, report) -> str:
+        """What the report's note on its metrics says of ``output`` (and the result stage), a sentence's end."""
+        return f"{self.output_words}."
+
+    def summary_line(self, report) -> str | None:
+        """One paragraph under the stage table (a :class:`harness.results.StageReport`)."""
+        return None
+
+    def headline(self, report) -> str:
+        """What the headline adds about the events (empty: nothing)."""
+        return ""
+
+    def sections(self, report) -> list[Section]:
+        """The task's tables of a check's (or comparison's) report."""
+        return []
+
+    # -- diagnose -----------------------------------------------------------------------------------
+    def diagnose_result(self, reference: np.ndarray, deployed: np.ndarray, gallery: np.ndarray | None,
+                        index: int, margin: float) -> tuple[Verdict, float]:
+        """What ``diagnose`` counts at the result stage for one image under one setting:
+        (verdict: ``close``, or the event's ``tie``/``diverged``; 1.0 when the event happened
+        else 0.0). ``gallery``: :meth:`diagnose_gallery` of the deployed outputs."""
+        raise NotImplementedError
+
+    def diagnose_gallery(self, deployed: Sequence[np.ndarray]) -> np.ndarray | None:
+        """What :meth:`diagnose_result` compares each image with, from every deployed output."""
+        return None

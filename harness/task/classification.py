@@ -1,0 +1,157 @@
+"""Classification: class scores out, the top-k classes as the result, a top-1 change as the event.
+
+Exactly the harness's behaviour before tasks existed, now in one place: the scores output
+(the one FP32 ``[classes]`` output; of several the one named like logits), logits or
+probabilities (the reference's logits compared as their softmax), the ``topk`` result stage
+(top-1 agreement, top-k overlap, the reference top-1's probability change), a top-1 change
+within the tie margin (:mod:`harness.compare.ties`) a **tie**, and accuracy's top-1/top-k,
+per-class recall and precision, flip rate and McNemar's test (:mod:`harness.accuracy`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from harness.compare.aggregate import TopKFlips
+from harness.compare.stages import topk_result
+from harness.compare.ties import default_tie_margin, flip_verdict
+from harness.formatting import fmt
+from harness.scores import LOGITS, ScoreKind, detect
+from harness.stage import Stage
+from harness.task.base import OutputChoice, Section, Task
+from harness.verdict import Verdict
+
+FLOAT_TYPES = ("TYPE_FP32", "TYPE_FP16")
+SCORE_WORDS = ("logit", "prob", "score", "class", "softmax", "pred")
+"""Output names that say class scores."""
+FLIPS_NOTE = ("A **tie** is a change within the tie margin: the reference's own top-1 was ahead of the deployed "
+              "top-1 by no more than the output's error explains. It is listed, not counted as a divergence.")
+
+
+def vector_outputs(outputs: Sequence) -> list:
+    """FP32/FP16 outputs of one dimension of more than one value (``[n]``; ``[1, n]`` unbatched)."""
+    return [t for t in outputs if t.data_type in FLOAT_TYPES and len([d for d in t.dims if d != 1]) == 1
+            and max(t.dims) > 1]
+
+
+def describe(tensor) -> str:
+    return f"{tensor.name} {tensor.data_type.removeprefix('TYPE_')} {list(tensor.dims)}"
+
+
+class Classification(Task):
+    name = "classification"
+    noun = "class scores"
+    result_stage = Stage.TOPK
+    result_in_table = True
+    """``topk`` is a row of the stage table (it can fail a run), with the summary line under it."""
+    output_words = "the logits"
+    event_words = ("top-1 change", "top-1 changes")
+    flip_words = "top-1 flips"
+    agreement_words = "top-1 agreement"
+    tie_words = ("top-1 change is a near tie (the reference's top-1 was ahead by at most the tie margin)",
+                 "top-1 changes are near ties (the reference's top-1 was ahead by at most the tie margin)")
+    csv_fields = ("topk_verdict", "top1_agree", "reference_top1", "deployed_top1", "top1_prob_change", "topk_overlap",
+                  "reference_margin")
+    """``topk_verdict`` is equal, close, tie or diverged; ``topk_overlap`` is over the run's top-k
+    (5 by default); ``reference_margin`` is in the units of the scores compared: logits, or
+    probability for a deployment answering probabilities (see harness.compare.ties)."""
+
+    # -- discovery ----------------------------------------------------------------------------
+    def choose_output(self, model, choice):
+        candidates = vector_outputs(model.outputs)
+        if choice is not None:
+            named = [t for t in model.outputs if t.name == choice]
+            if not named:
+                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; "
+                                              f"outputs: {', '.join(map(describe, model.outputs))}")
+            if named[0] not in candidates:
+                return OutputChoice(None, why=f"output {describe(named[0])} of {model.name!r} is not class scores "
+                                              "(one FP32 dimension of classes)")
+            return OutputChoice(named[0].name, why="named by --output")
+        if not candidates:
+            return OutputChoice(None, why=f"model {model.name!r} has no output of class scores (one FP32 [classes] "
+                                          f"tensor); outputs: {', '.join(map(describe, model.outputs)) or 'none'}")
+        preferred = [t for t in candidates if "logit" in t.name.lower()]
+        return OutputChoice((preferred or candidates)[0].name, why="the output of class scores")
+
+    def signs(self, tensor, labelled):
+        if tensor not in vector_outputs([tensor]):
+            return None
+        if labelled:
+            return f"output {tensor.name} has a label file"
+        if any(word in tensor.name.lower() for word in SCORE_WORDS):
+            return f"output {tensor.name} is named as class scores"
+        return None
+
+    def output_kind(self, name: str, probe: np.ndarray) -> ScoreKind:
+        """``probabilities`` when named so or when every row is a distribution, else ``logits``
+        (:func:`harness.scores.detect`)."""
+        return detect(name, probe)
+
+    # -- comparison -------------------------------------------------------------------------------
+    def reference_output(self, output, kind):
+        return kind.from_logits(output)
+
+    def output_tolerance(self, kind):
+        return kind.default_tolerance()
+
+    def default_margin(self, tolerances, kind):
+        return default_tie_margin(tolerances)
+
+    def margin_units(self, kind):
+        return kind.unit
+
+    def compare_result(self, reference, deployed, isolated, margin, top_k, scores=LOGITS):
+        return topk_result(reference, deployed, isolated, margin, top_k, scores)
+
+    def events(self, margin):
+        return TopKFlips()
+
+    # -- reports ------------------------------------------------------------------------------------
+    def output_note(self, report):
+        return (f"the {report.scores_kind}"
+                + (" (every class within the output tolerance, and the total variation distance: the probability "
+                   "mass that moved)" if report.scores_kind == "probabilities" else "")
+                + "; `topk`'s errors are the largest change among the reference's top-k probabilities.")
+
+    def summary_line(self, report):
+        top = report.summary.stage(Stage.TOPK)
+        if top is None:
+            return None
+        agree, n, k = top.metric("top1_agree", "mean"), report.summary.compared, report.top_k
+        ties, flips = report.summary.ties, len(report.summary.events)
+        line = (f"Top-1 agreement: **{agree:.1%}** ({round(agree * n)} of {n} images"
+                + (f"; of the {flips} changed, {ties} {'is a tie' if ties == 1 else 'are ties'}" if flips else "")
+                + f"); mean top-{k} overlap {top.metric('topk_overlap', 'mean'):.3f}; change in the reference top-1's "
+                f"probability: mean {top.metric('top1_prob_change', 'mean'):+.4f}, furthest from zero "
+                f"{top.metric('top1_prob_change'):+.4f}.")
+        if top.isolated:
+            line += (" With the reference input, the deployed classifier alone agrees on "
+                     f"{top.metric('top1_agree', 'mean', isolated=True):.1%}.")
+        return line
+
+    def headline(self, report):
+        ties = report.summary.ties
+        if not ties:
+            return ""
+        return (f" {ties} top-1 {'change is a tie' if ties == 1 else 'changes are ties'} (within the tie margin "
+                f"of {fmt(report.tie_margin)} {report.scores_unit}: not a divergence).")
+
+    def sections(self, report):
+        flips = report.summary.events
+        if not flips:
+            return []
+        rows = tuple((f.image, f.verdict.value, str(f.reference_top1), str(f.deployed_top1), fmt(f.margin))
+                     for f in flips)
+        return [Section("Images whose top-1 class changed", FLIPS_NOTE,
+                        ("image", "verdict", "reference top-1", "deployed top-1",
+                         f"reference margin ({report.scores_unit})"), rows,
+                        verdict_column=1)]
+
+    # -- diagnose -------------------------------------------------------------------------------------
+    def diagnose_result(self, reference, deployed, gallery, index, margin):
+        flip = flip_verdict(reference, int(np.argmax(deployed)), margin)
+        return (Verdict.CLOSE if flip is None else flip), float(flip is not None)
+
