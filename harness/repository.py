@@ -27,7 +27,7 @@ from harness.model import (
     check_onnx,
     read_labels,
 )
-from harness.spec import SPEC_FILENAME, Spec, load_spec, to_table
+from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
 
 PROFILES = ("gpu", "cpu")
 CONFIG_FILENAME = "config.pbtxt"
@@ -155,18 +155,42 @@ def check_classifier(repo: Path, spec: Spec) -> None:
         check_embedder_onnx(repo / EMBEDDER_DIR / ONNX_FILENAME, spec.preprocess.crop.size)
 
 
-def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path: Path | None = None) -> Path:
+def spec_names(repo: Path) -> list[str]:
+    """The spec files a repository's models read: ``preprocessing.toml`` and every other one a
+    model's config names with a ``spec`` parameter (the detector's ``detection.toml``)."""
+    names = {SPEC_FILENAME}
+    for config in load_repository(repo).values():
+        if SPEC_PARAMETER in config.parameters:
+            names.add(config.parameters[SPEC_PARAMETER].string_value)
+    return sorted(names)
+
+
+def _overrides(specs) -> dict[str, Path]:
+    """``specs`` as spec file name -> the file served in its place (a bare path replaces
+    ``preprocessing.toml``, as it always has)."""
+    if specs is None:
+        return {}
+    return {SPEC_FILENAME: Path(specs)} if isinstance(specs, (str, Path)) else {k: Path(v) for k, v in specs.items()}
+
+
+def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None) -> Path:
     """Write a profile of the repository ``source`` into ``out`` (replaced if present).
 
     The gpu profile is a copy; the cpu profile swaps the GPU-only models (see the module
-    docstring). Either way the spec goes in resolved (``extends`` followed): a copied
-    ``extends`` path would no longer point anywhere. ``spec_path`` serves another spec
-    than the repository's own.
+    docstring). Either way each spec goes in resolved (``extends`` followed): a copied
+    ``extends`` path would no longer point anywhere. ``spec_path`` serves other specs than
+    the repository's own: a path in place of ``preprocessing.toml``, or a dict of spec file
+    name (``detection.toml``) -> path.
     """
     if profile not in PROFILES:
         raise RepositoryError(f"profile must be one of {PROFILES}, got {profile!r}")
-    spec = load_spec(spec_path or source / SPEC_FILENAME)
-    check_classifier(source, spec)
+    overrides = _overrides(spec_path)
+    names = spec_names(source)
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise RepositoryError(f"{source}: no model reads {', '.join(unknown)} (its specs: {', '.join(names)})")
+    specs = {name: load_spec(overrides.get(name, source / name)) for name in names}
+    check_classifier(source, specs[SPEC_FILENAME])
     if out.exists():
         shutil.rmtree(out)
     if profile == "gpu":
@@ -178,9 +202,9 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path: Path
         for name in ONNX_MODELS:
             if (source / name).is_dir():
                 (out / name / ONNX_FILENAME).symlink_to((source / name / ONNX_FILENAME).resolve())
-    (out / SPEC_FILENAME).write_text(
-        f"# Served by the {profile} profile; resolved from {spec.source}\n" + tomli_w.dumps(to_table(spec.preprocess))
-    )
+    for name, spec in specs.items():
+        (out / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
+                                + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess)))
     if profile == "cpu":
         for name, replacement in CPU_REPLACEMENTS.items():
             if (out / name).is_dir():  # a user's repository may have no embedder
@@ -200,7 +224,7 @@ def _queue_policies(repo: Path, policy: QueuePolicy) -> None:
         save_config(config, config_path, header)
 
 
-def build_cpu_profile(source: Path, out: Path, spec_path: Path | None = None) -> Path:
+def build_cpu_profile(source: Path, out: Path, spec_path=None) -> Path:
     """The cpu profile of ``source`` in ``out``: :func:`build_profile` with ``profile="cpu"``."""
     return build_profile(source, out, "cpu", spec_path)
 
@@ -209,7 +233,10 @@ def _to_python_backend(model_dir: Path, replacement: CpuReplacement, source_name
     config = load_config(model_dir / CONFIG_FILENAME)
     config.ClearField("platform")
     config.backend = "python"
+    spec = config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
     config.parameters.clear()
+    if spec:  # which spec the model reads is the model's, in every profile
+        config.parameters[SPEC_PARAMETER].string_value = spec
     for key, value in replacement.parameters.items():
         config.parameters[key].string_value = value
     for group in config.instance_group:

@@ -14,7 +14,7 @@ A spec file looks like this (every key has a default, see the dataclasses)::
     exif_orientation = true
     hw_decoder_load = 0         # GPU decode without the hardware JPEG engine (default: DALI's)
     [resize]
-    mode = "shorter_side"       # or "stretch"
+    mode = "shorter_side"       # or "stretch"; detectors: "letterbox" (YOLO), "limit_side" (PaddleOCR)
     size = 256
     interpolation = "linear"
     antialias = false
@@ -30,6 +30,21 @@ A spec file looks like this (every key has a default, see the dataclasses)::
     recipe = "opencv"
     [reference.resize]          # training differed from deployment here
     antialias = true
+
+A detector's spec resizes with ``letterbox`` (``size``, ``pad_value``, ``pad_position``,
+``pad_rounding``, ``stride``, ``auto``, ``scaleup``) or ``limit_side`` (``limit_side_len``,
+``limit_type``, ``multiple``, ``max_side``); it has no ``[crop]`` (the ``crop`` stage is the
+model-input canvas: the letterbox's padded image, or the resized image as it is) and a
+``[postprocess]`` table (``name = "db"`` or ``"yolo"`` and its parameters:
+:mod:`harness.detection.postprocess`), which ``[reference.postprocess]`` may override::
+
+    [resize]
+    mode = "limit_side"
+    limit_side_len = 736
+    limit_type = "min"
+    [postprocess]
+    name = "db"
+    box_thresh = 0.5
 
 ``extends = "other.toml"`` (relative to the file) starts from another spec and overrides
 only the keys given. For a deployment discovered on the server (``--model``), a
@@ -52,10 +67,26 @@ from typing import Any, Mapping
 from harness.errors import HarnessError
 
 SPEC_FILENAME = "preprocessing.toml"
-"""Name of the spec at the root of a model repository; every model there reads it."""
+"""Name of the spec at the root of a model repository; every model there reads it unless its
+config names another with a ``spec`` parameter (the detector's models: ``detection.toml``)."""
+SPEC_PARAMETER = "spec"
+"""The model-config parameter naming the spec file (at the repository root) a model reads."""
+
+
+def spec_name_of(config: Mapping[str, Any]) -> str:
+    """The spec file a model reads, from its config as the Python backend hands it over (JSON):
+    its ``spec`` parameter, else :data:`SPEC_FILENAME`."""
+    value = config.get("parameters", {}).get(SPEC_PARAMETER, {}).get("string_value")
+    return value or SPEC_FILENAME
 
 INTERPOLATIONS = ("nearest", "linear", "cubic", "area", "lanczos")
-RESIZE_MODES = ("shorter_side", "stretch")
+RESIZE_MODES = ("shorter_side", "stretch", "letterbox", "limit_side")
+DETECTOR_MODES = ("letterbox", "limit_side")
+"""The resizes detectors train with (:mod:`harness.detection.geometry`): they make the model
+input themselves (padding included), so the spec has no crop and inputs vary in size."""
+PAD_POSITIONS = ("center", "top_left")
+PAD_ROUNDINGS = ("yolo", "half_up")
+LIMIT_TYPES = ("min", "max")
 CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
@@ -101,9 +132,59 @@ class ResizeSpec:
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
     ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
     library's own."""
+    # letterbox (YOLO): scale to fit ``size`` keeping the aspect ratio, then pad
+    pad_value: int = 114
+    """The padding's grey level (YOLO trains with 114)."""
+    pad_position: str = "center"
+    """``center``: the padding split between both sides; ``top_left``: all of it at the bottom
+    and right (what DALI's ``fn.pad`` gives: the port bug of ultralytics #20573)."""
+    pad_rounding: str = "yolo"
+    """How an odd padding splits: ``yolo`` (``round(d/2 -+ 0.1)``: the odd pixel after) or
+    ``half_up`` (the odd pixel before)."""
+    stride: int = 32
+    auto: bool = False
+    """Pad only up to the next multiple of ``stride`` (a rectangle, not ``size``)."""
+    scaleup: bool = True
+    """False: never enlarge, only shrink (YOLO's validation)."""
+    # limit_side (PaddleOCR's detector): scale a side to ``limit_side_len``, sides to multiples
+    limit_side_len: int = 736
+    limit_type: str = "min"
+    """``min``: enlarge until the shorter side is ``limit_side_len``; ``max``: shrink until the
+    longer side is."""
+    multiple: int = 32
+    """Each resized side is rounded to a multiple of this (Python's round)."""
+    max_side: int = 2048
+    """The longest model-input side a ``limit_side`` deployment takes (its TensorRT engine's
+    optimization profile ends there); an image whose input would be longer is refused."""
+
+    @property
+    def for_detector(self) -> bool:
+        """A detector's resize (letterbox, limit_side): it makes the model input itself."""
+        return self.mode in DETECTOR_MODES
+
+    def detector(self):
+        """This resize as :mod:`harness.detection.geometry`'s record (``Letterbox`` or ``LimitSide``)."""
+        from harness.detection.geometry import Letterbox, LimitSide
+
+        if self.mode == "letterbox":
+            return Letterbox((self.size[0], self.size[-1]), self.pad_value, self.pad_position, self.pad_rounding,
+                             self.stride, self.auto, self.scaleup)
+        if self.mode == "limit_side":
+            return LimitSide(self.limit_side_len, self.limit_type, self.multiple)
+        raise SpecError(f"resize.mode {self.mode!r} is not a detector's resize ({', '.join(DETECTOR_MODES)})")
+
+    def geometry(self, height: int, width: int):
+        """What a detector resize does to an image of this size (:class:`harness.detection.geometry.Geometry`:
+        resized size, padding, model input size)."""
+        from harness.detection.geometry import geometry
+
+        return geometry(height, width, self.detector())
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """(height, width) after resizing an image of the given size (``auto`` rounds half up)."""
+        """(height, width) after resizing an image of the given size (``auto`` rounds half up;
+        a letterbox's before its padding)."""
+        if self.for_detector:
+            return self.geometry(height, width).resized
         if self.mode == "stretch":
             return (self.size[0], self.size[-1])
         scale = self.size[0] / min(height, width)
@@ -160,7 +241,13 @@ class Preprocess:
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
-        """(channels, height, width) of one model input."""
+        """(channels, height, width) of one model input; -1 for a side that varies by image
+        (a ``limit_side`` resize, an ``auto`` letterbox)."""
+        r = self.resize
+        if r.mode == "letterbox" and not r.auto:
+            return (3, r.size[0], r.size[-1])
+        if r.for_detector:
+            return (3, -1, -1)
         return (3, *self.crop.size)
 
 
@@ -170,6 +257,9 @@ class Reference:
 
     recipe: str = "opencv"
     preprocess: Preprocess = Preprocess()
+    postprocess: Mapping[str, Any] | None = None
+    """The ``[postprocess]`` table training evaluated with (``[reference.postprocess]`` over the
+    deployed one); None: none (a classifier, an embedder)."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +275,9 @@ class Spec:
     """The merged TOML table, as written to reports."""
     deployed_stages: Mapping[str, str] = field(default_factory=dict)
     """``[deployment.stages]``: step model (or ``step.tensor``) -> stage, for a discovered deployment."""
+    postprocess: Mapping[str, Any] | None = None
+    """The deployed ``[postprocess]`` table (a detector's: ``name`` and its parameters,
+    :func:`harness.detection.postprocess.from_table`); None: the spec has none."""
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -198,7 +291,8 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
     """Validate a spec table (as read from TOML) into a :class:`Spec`."""
     table = dict(table)
     table.pop("extends", None)
-    unknown = set(table) - {"decode", "resize", "crop", "normalize", "input", "reference", "tolerances", "deployment"}
+    unknown = set(table) - {"decode", "resize", "crop", "normalize", "input", "postprocess", "reference", "tolerances",
+                            "deployment"}
     if unknown:
         raise SpecError(f"{source}: unknown section(s) {sorted(unknown)}")
     try:
@@ -206,7 +300,10 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         ref_table = _table(f"{source}: [reference]", table.get("reference", {}))
         recipe = ref_table.pop("recipe", "opencv")
         _check_choice(f"{source}: reference.recipe", recipe, RECIPES + ("custom",))
-        reference = Reference(recipe, _preprocess(_merge(table, ref_table), f"{source} [reference]"))
+        merged = _merge(table, ref_table)
+        postprocess = _postprocess(f"{source}: [postprocess]", table.get("postprocess"))
+        reference = Reference(recipe, _preprocess(merged, f"{source} [reference]"),
+                              _postprocess(f"{source}: [reference.postprocess]", merged.get("postprocess")))
         tolerances = _tolerances(source, table.get("tolerances", {}))
         deployment = _table(f"{source}: [deployment]", table.get("deployment", {}))
         stages = _table(f"{source}: [deployment.stages]", deployment.pop("stages", {}))
@@ -218,7 +315,27 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         raise
     except (TypeError, KeyError, ValueError) as exc:
         raise SpecError(f"{source}: {exc}") from None
-    return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages)
+    for where, p, post in ((source, base, postprocess), (f"{source} [reference]", reference.preprocess,
+                                                         reference.postprocess)):
+        if post is not None and not p.resize.for_detector:
+            raise SpecError(f"{where}: [postprocess] makes boxes of a detector's output, but resize.mode is "
+                            f"{p.resize.mode!r}; a detector resizes with one of {', '.join(DETECTOR_MODES)}")
+    return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages, postprocess=postprocess)
+
+
+def _postprocess(where: str, table) -> dict[str, Any] | None:
+    """A ``[postprocess]`` table, checked by building its postprocessor (unknown names and
+    keys, values out of range refused in one line); None when absent."""
+    if table is None:
+        return None
+    table = _table(where, table)
+    from harness.detection.postprocess import from_table
+
+    try:
+        from_table(table)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{where}: {str(exc).removeprefix('[postprocess] ')}") from None
+    return table
 
 
 TOLERANCE_KEYS = ("atol", "rtol", "max_fraction", "mean_atol")
@@ -263,14 +380,34 @@ def with_overrides(preprocess: Preprocess, **sections: Mapping[str, Any]) -> Pre
     return out
 
 
-def to_table(preprocess: Preprocess) -> dict[str, dict[str, Any]]:
+def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """The preprocess sections as a plain TOML-shaped table (for reports and docs); a key
-    left to its library's default (None) is left out, as TOML has no null."""
-    return {
+    left to its library's default (None) is left out, as TOML has no null. A detector's
+    spec has no ``[crop]`` and shows only its own mode's resize keys; ``postprocess``: its
+    ``[postprocess]`` table, appended as given."""
+    out = {
         name: {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(getattr(preprocess, name)).items()
                if v is not None}
         for name in ("decode", "resize", "crop", "normalize", "input")
     }
+    mode = preprocess.resize.mode
+    out["resize"] = {k: v for k, v in out["resize"].items() if k not in _RESIZE_KEYS_OF_OTHER_MODES[mode]}
+    if preprocess.resize.for_detector:
+        del out["crop"]
+    if postprocess is not None:
+        out["postprocess"] = dict(postprocess)
+    return out
+
+
+_LETTERBOX_KEYS = frozenset({"pad_value", "pad_position", "pad_rounding", "stride", "auto", "scaleup"})
+_LIMIT_SIDE_KEYS = frozenset({"limit_side_len", "limit_type", "multiple", "max_side"})
+_RESIZE_KEYS_OF_OTHER_MODES = {
+    "shorter_side": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS,
+    "stretch": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS | {"size_rounding"},
+    "letterbox": _LIMIT_SIDE_KEYS | {"size_rounding"},
+    "limit_side": _LETTERBOX_KEYS | {"size_rounding", "size"},
+}
+"""Resize keys that mean nothing in a mode: left out of its table (and ignored when read)."""
 
 
 # -- internals ---------------------------------------------------------------------------
@@ -409,6 +546,9 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
+    if p.resize.for_detector:
+        _validate_detector(p, source)
+        return _validate_normalize(p, source)
     size = p.resize.size
     if p.resize.mode == "shorter_side" and len(size) != 1:
         raise SpecError(f"{source}: resize.size must be one number in shorter_side mode, got {list(size)}")
@@ -424,6 +564,36 @@ def _validate(p: Preprocess, source: str) -> None:
         raise SpecError(f"{source}: crop.size {list(p.crop.size)} is larger than resize.size {list(size)}")
     if p.resize.mode == "shorter_side" and smallest < max(p.crop.size):
         raise SpecError(f"{source}: crop.size {list(p.crop.size)} is larger than the resized shorter side {smallest}")
+    _validate_normalize(p, source)
+
+
+def _validate_detector(p: Preprocess, source: str) -> None:
+    """A letterbox or limit-side resize: its record builds (:mod:`harness.detection.geometry`
+    refuses what it cannot honour) and its sides stay within :data:`MAX_SIDE`."""
+    from harness.detection.geometry import GeometryError
+
+    r = p.resize
+    _check_choice(f"{source}: resize.pad_position", r.pad_position, PAD_POSITIONS)
+    _check_choice(f"{source}: resize.pad_rounding", r.pad_rounding, PAD_ROUNDINGS)
+    _check_choice(f"{source}: resize.limit_type", r.limit_type, LIMIT_TYPES)
+    if r.mode == "letterbox" and (not 1 <= len(r.size) <= 2 or any(not isinstance(s, int) or s <= 0 for s in r.size)):
+        raise SpecError(f"{source}: resize.size must be a positive int or [height, width], got {list(r.size)}")
+    sides = {"resize.size": max(r.size)} if r.mode == "letterbox" else {"resize.limit_side_len": r.limit_side_len,
+                                                                        "resize.max_side": r.max_side}
+    for what, side in sides.items():
+        if not 0 < side <= MAX_SIDE:
+            raise SpecError(f"{source}: {what} = {side}: expected 1 to {MAX_SIDE} pixels")
+    if r.mode == "limit_side" and r.max_side < r.limit_side_len:
+        raise SpecError(f"{source}: resize.max_side {r.max_side} is shorter than resize.limit_side_len {r.limit_side_len}")
+    if r.mode == "limit_side" and r.max_side % r.multiple:
+        raise SpecError(f"{source}: resize.max_side {r.max_side} is not a multiple of resize.multiple {r.multiple}")
+    try:
+        r.detector()
+    except GeometryError as exc:
+        raise SpecError(f"{source}: resize: {exc}") from None
+
+
+def _validate_normalize(p: Preprocess, source: str) -> None:
     n = p.normalize
     if len(n.mean) != 3 or len(n.std) != 3:
         raise SpecError(f"{source}: normalize.mean and normalize.std need 3 values each")

@@ -54,22 +54,21 @@ def limit_side_sizes(image, p: LimitSide):
     return tuple(_round_half_even(dmath.floor(side * ratio) / p.multiple) * p.multiple for side in (h, w))
 
 
-def limit_side(image, p: LimitSide):
-    """HWC image -> resized to :func:`~harness.detection.geometry.limit_side_geometry`'s size."""
-    height, width = limit_side_sizes(image, p)
-    return _resize(image, height, width)
-
-
-def letterbox(image, p: Letterbox):
-    """HWC image -> letterboxed as :func:`~harness.detection.geometry.letterbox_geometry` says."""
+def letterbox_sizes(image, p: Letterbox):
+    """(height, width) float64 nodes of the image scaled to fit the letterbox, before padding."""
     h, w = _sides(image)
     target_h, target_w = (float(s) for s in p.size)
     r = dmath.min(target_h / h, target_w / w)
     if not p.scaleup:
         r = dmath.min(r, 1.0)
-    new_h = dmath.max(_round_half_even(h * r), 1.0)
-    new_w = dmath.max(_round_half_even(w * r), 1.0)
-    dh, dw = target_h - new_h, target_w - new_w
+    return dmath.max(_round_half_even(h * r), 1.0), dmath.max(_round_half_even(w * r), 1.0)
+
+
+def letterbox_padding(resized, p: Letterbox):
+    """(top, bottom, left, right) float64 nodes of the padding around a resized image, as
+    :func:`harness.detection.geometry.letterbox_padding` computes it from its size."""
+    new_h, new_w = _sides(resized)
+    dh, dw = float(p.size[0]) - new_h, float(p.size[1]) - new_w
     if p.auto:
         dh, dw = dh - p.stride * dmath.floor(dh / p.stride), dw - p.stride * dmath.floor(dw / p.stride)
     if p.pad_position == "top_left":
@@ -78,8 +77,41 @@ def letterbox(image, p: Letterbox):
         top, left = dmath.floor((dh + 1.0) / 2.0), dmath.floor((dw + 1.0) / 2.0)
     else:  # YOLO's round(d/2 - 0.1) for whole-pixel d: the floor of the half
         top, left = dmath.floor(dh / 2.0), dmath.floor(dw / 2.0)
-    resized = _resize(image, new_h, new_w)
+    return top, dh - top, left, dw - left
+
+
+def pad(resized, padding, p: Letterbox):
+    """The letterbox canvas: ``resized`` placed at (top, left) of ``padding``, the rest ``p.pad_value``
+    (``fn.slice`` with a negative start, so the padding lands before the image as well as after)."""
+    new_h, new_w = _sides(resized)
+    top, bottom, left, right = padding
     start = fn.cast(fn.stack(-top, -left), dtype=types.FLOAT)
-    shape = fn.cast(fn.stack(new_h + dh, new_w + dw), dtype=types.FLOAT)
+    shape = fn.cast(fn.stack(new_h + top + bottom, new_w + left + right), dtype=types.FLOAT)
     return fn.slice(resized, start, shape, axes=[0, 1], normalized_anchor=False, normalized_shape=False,
                     out_of_bounds_policy="pad", fill_values=float(p.pad_value))
+
+
+def no_padding(resized):
+    """The padding of a resize that pads nothing (limit side), as nodes like :func:`letterbox_padding`'s."""
+    h, _ = _sides(resized)
+    zero = 0.0 * h
+    return zero, zero, zero, zero
+
+
+def geometry_tensor(decoded, resized, padding):
+    """The ``GEOMETRY`` output: INT32 [8] source height, width, resized height, width, padding
+    top, bottom, left, right (:meth:`harness.detection.geometry.Geometry.from_tensor`): what
+    the deployed preprocessing actually did, for the postprocessing to map boxes back with."""
+    return fn.cast(fn.stack(*_sides(decoded), *_sides(resized), *padding), dtype=types.INT32)
+
+
+def limit_side(image, p: LimitSide):
+    """HWC image -> resized to :func:`~harness.detection.geometry.limit_side_geometry`'s size."""
+    height, width = limit_side_sizes(image, p)
+    return _resize(image, height, width)
+
+
+def letterbox(image, p: Letterbox):
+    """HWC image -> letterboxed as :func:`~harness.detection.geometry.letterbox_geometry` says."""
+    resized = _resize(image, *letterbox_sizes(image, p))
+    return pad(resized, letterbox_padding(resized, p), p)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import cv2
 import numpy as np
 
 
@@ -129,6 +128,22 @@ class Geometry:
     def to_dict(self) -> dict:
         return {"source": list(self.source), "resized": list(self.resized), "pad": list(self.pad)}
 
+    def to_tensor(self) -> np.ndarray:
+        """INT32 [8]: source height, width, resized height, width, padding top, bottom, left,
+        right: the ``GEOMETRY`` tensor the deployed preprocessing models answer."""
+        return np.array([*self.source, *self.resized, *self.pad], np.int32)
+
+    @staticmethod
+    def from_tensor(values: np.ndarray) -> "Geometry":
+        """The inverse of :meth:`to_tensor` (a ``GEOMETRY`` tensor read from a server); refuses
+        one that does not describe a resize (wrong length, sides not positive, negative padding)."""
+        v = np.asarray(values).reshape(-1)
+        if v.size != 8 or not np.isfinite(v).all() or (v[:4] <= 0).any() or (v[4:] < 0).any():
+            raise GeometryError(f"a GEOMETRY tensor holds 8 values: source height, width, resized height, width "
+                                f"(positive), padding top, bottom, left, right (not negative); got {v.tolist()}")
+        v = [int(x) for x in v]
+        return Geometry((v[0], v[1]), (v[2], v[3]), (v[4], v[5], v[6], v[7]))
+
     @staticmethod
     def from_dict(d: dict) -> "Geometry":
         return Geometry(tuple(d["source"]), tuple(d["resized"]), tuple(d.get("pad", (0, 0, 0, 0))))
@@ -156,12 +171,17 @@ def letterbox_geometry(height: int, width: int, p: Letterbox) -> Geometry:
     if not p.scaleup:
         r = min(r, 1.0)
     resized = (max(1, int(round(height * r))), max(1, int(round(width * r))))
-    dh, dw = target_h - resized[0], target_w - resized[1]
+    return Geometry((height, width), resized, letterbox_padding(*resized, p))
+
+
+def letterbox_padding(height: int, width: int, p: Letterbox) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) padding around an image already resized to ``height`` x
+    ``width`` by the letterbox ``p``: what is left of ``p.size`` (with ``auto``, of the next
+    multiple of the stride), split as ``p`` says."""
+    dh, dw = p.size[0] - height, p.size[1] - width
     if p.auto:
         dh, dw = dh % p.stride, dw % p.stride
-    top, bottom = _split(dh, p)
-    left, right = _split(dw, p)
-    return Geometry((height, width), resized, (top, bottom, left, right))
+    return (*_split(dh, p), *_split(dw, p))
 
 
 def _split(total: int, p: Letterbox) -> tuple[int, int]:
@@ -185,9 +205,13 @@ def _check_source(height: int, width: int) -> None:
         raise GeometryError(f"cannot resize an empty image ({width}x{height})")
 
 
-def resize_opencv(image: np.ndarray, p: Resize, interpolation: int = cv2.INTER_LINEAR) -> tuple[np.ndarray, Geometry]:
+def resize_opencv(image: np.ndarray, p: Resize, interpolation: int | None = None) -> tuple[np.ndarray, Geometry]:
     """HWC image -> (model-input-sized HWC image, its geometry): ``cv2.resize`` (bilinear, no
-    antialias, as rapidocr and YOLO do), then ``cv2.copyMakeBorder`` with the pad value."""
+    antialias, as rapidocr and YOLO do, unless ``interpolation`` says), then
+    ``cv2.copyMakeBorder`` with the pad value."""
+    import cv2  # here, not above: the spec reads this module's records inside the Triton container
+
+    interpolation = cv2.INTER_LINEAR if interpolation is None else interpolation
     g = geometry(image.shape[0], image.shape[1], p)
     out = image
     if g.resized != tuple(image.shape[:2]):

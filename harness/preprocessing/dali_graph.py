@@ -78,8 +78,15 @@ def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", 
 
 
 def resize(image, spec: ResizeSpec):
-    """Resize to ``spec.output_size`` of each image."""
-    if spec.mode == "stretch":
+    """Resize to ``spec.output_size`` of each image (a detector's sizes computed per image in
+    the graph, :mod:`harness.detection.dali_resize`)."""
+    if spec.for_detector:
+        from harness.detection import dali_resize
+
+        sizes = dali_resize.letterbox_sizes if spec.mode == "letterbox" else dali_resize.limit_side_sizes
+        height, width = sizes(image, spec.detector())
+        extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
+    elif spec.mode == "stretch":
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
     else:
         extent = dict(resize_shorter=spec.size[0])
@@ -101,6 +108,28 @@ def crop(image, spec: CropSpec):
     return fn.crop(image, crop_h=spec.size[0], crop_w=spec.size[1], crop_pos_x=0.5, crop_pos_y=0.5)
 
 
+def canvas(image, p: Preprocess):
+    """The ``crop`` stage: the center crop, or a detector's model-input canvas (the letterbox's
+    padding around the resized image; a limit-side resize's image as it is)."""
+    if p.resize.mode == "letterbox":
+        from harness.detection import dali_resize
+
+        letterbox = p.resize.detector()
+        return dali_resize.pad(image, dali_resize.letterbox_padding(image, letterbox), letterbox)
+    if p.resize.for_detector:
+        return image
+    return crop(image, p.crop)
+
+
+def geometry(decoded, resized, p: Preprocess):
+    """A detector's ``GEOMETRY`` output (:func:`harness.detection.dali_resize.geometry_tensor`)."""
+    from harness.detection import dali_resize
+
+    padding = (dali_resize.letterbox_padding(resized, p.resize.detector()) if p.resize.mode == "letterbox"
+               else dali_resize.no_padding(resized))
+    return dali_resize.geometry_tensor(decoded, resized, padding)
+
+
 def normalize(image, p: Preprocess):
     """HWC RGB -> CHW float32 model input in the model's channel order."""
     mean, std = p.normalize.mean_std_in_pixels()
@@ -119,13 +148,14 @@ def steps(decoder_device: str) -> dict[Stage, Step]:
     return {
         Stage.DECODE: lambda encoded, p: decode(encoded, p.decode, decoder_device),
         Stage.RESIZE: lambda image, p: resize(image, p.resize),
-        Stage.CROP: lambda image, p: crop(image, p.crop),
+        Stage.CROP: canvas,
         Stage.INPUT: normalize,
     }
 
 
 def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False):
-    """The whole graph from the ``IMAGE`` input: the model input, or every stage if ``taps``.
+    """The whole graph from the ``IMAGE`` input: the model input, or every stage if ``taps``;
+    a detector's graph also answers its ``GEOMETRY`` last (:data:`harness.stage.GEOMETRY_TENSOR`).
 
     Tap order matches the taps model's outputs (:data:`harness.stage.TAP_TENSORS`). The
     image taps after the decode are sent as float32 whatever ``resize.dtype`` is (lossless),
@@ -134,10 +164,11 @@ def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = 
     check_supported(p)
     encoded = fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1)
     nodes = dict(run_steps(steps(decoder_device), encoded, p))
+    extra = (geometry(nodes[Stage.DECODE], nodes[Stage.RESIZE], p),) if p.resize.for_detector else ()
     if not taps:
-        return nodes[Stage.INPUT]
+        return (nodes[Stage.INPUT], *extra) if extra else nodes[Stage.INPUT]
     return tuple(fn.cast(node, dtype=types.FLOAT) if stage.is_image and stage is not Stage.DECODE else node
-                 for stage, node in nodes.items())
+                 for stage, node in nodes.items()) + extra
 
 
 @dataclass
@@ -236,21 +267,39 @@ def _dali_reason(exc: Exception) -> str:
 def production_pipeline(model_file: str, taps: bool):
     """The ``pipeline_def`` a model repository's ``dali.py`` hands to ``@autoserialize``.
 
-    Reads the spec at the repository root (two levels above ``<model>/1/dali.py``) and
-    decodes on the GPU. The DALI backend replaces batch size, thread count and device with
-    the model config's ``max_batch_size``, ``num_threads`` parameter and instance's GPU.
+    Reads the model's spec at the repository root (two levels above ``<model>/1/dali.py``:
+    the one its ``config.pbtxt`` names, :func:`model_spec_name`) and decodes on the GPU. The
+    DALI backend replaces batch size, thread count and device with the model config's
+    ``max_batch_size``, ``num_threads`` parameter and instance's GPU.
     """
     from pathlib import Path
 
-    from harness.spec import SPEC_FILENAME, load_spec
+    from harness.spec import load_spec
 
-    spec = load_spec(Path(model_file).resolve().parents[2] / SPEC_FILENAME).preprocess
+    model_dir = Path(model_file).resolve().parents[1]
+    spec = load_spec(model_dir.parent / model_spec_name(model_dir)).preprocess
 
     @pipeline_def(batch_size=1, num_threads=1, device_id=0)
     def preprocess():
         return preprocess_graph(spec, decoder_device="mixed", taps=taps)
 
     return preprocess
+
+
+def model_spec_name(model_dir) -> str:
+    """The spec file a model of the repository reads: its config's ``spec`` parameter (the
+    detector's models name ``detection.toml``), else the repository's ``preprocessing.toml``.
+    Parsed with Triton's own schema (tritonclient is in the serving image, see
+    docker/triton.Dockerfile); the DALI backend ignores parameters it does not know."""
+    from pathlib import Path
+
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    from harness.spec import SPEC_FILENAME
+
+    config = text_format.Parse((Path(model_dir) / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    return config.parameters["spec"].string_value if "spec" in config.parameters else SPEC_FILENAME
 
 
 class CpuStageRunner:

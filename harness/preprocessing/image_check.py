@@ -130,11 +130,31 @@ def check_resize(height: int, width: int, resize: ResizeSpec) -> None:
     pixels of a ``height`` x ``width`` image: a 1x65500 image passes every decoder's pixel
     limit, but its shorter side resized to 256 is 256x16.8M pixels (12 GiB), which no
     ``MemoryError`` announces: the process is killed."""
+    if resize.for_detector:
+        return _check_detector_resize(height, width, resize)
     out_height, out_width = resize.output_size(height, width)
     if out_height * out_width > MAX_PIXELS:
         raise ImageError(f"image too elongated: resizing its {width}x{height} pixels as the spec says makes "
                          f"{out_width}x{out_height} ({out_width * out_height / 1e6:.0f} megapixels; the limit "
                          f"is {MAX_PIXELS / 1e6:.0f})")
+
+
+def _check_detector_resize(height: int, width: int, resize: ResizeSpec) -> None:
+    """A detector's resize: an image too thin to keep a side, or whose model input would be
+    longer than the deployment takes (``resize.max_side``, its engine's profile), is refused."""
+    from harness.detection.geometry import GeometryError
+
+    try:
+        g = resize.geometry(height, width)
+    except GeometryError as exc:
+        raise ImageError(f"image too elongated for the detector's resize: {exc}") from None
+    longest = max(g.input)
+    if resize.mode == "limit_side" and longest > resize.max_side:
+        raise ImageError(f"image too elongated: the {resize.mode} resize makes its {width}x{height} pixels a "
+                         f"{g.input[1]}x{g.input[0]} model input, longer than the {resize.max_side} pixels the "
+                         "deployment takes (resize.max_side)")
+    if g.input[0] * g.input[1] > MAX_PIXELS:
+        raise ImageError(f"image too large: its model input would be {g.input[1]}x{g.input[0]}")
 
 
 _BITS_PER_PIXEL = {"1": 1, "L": 8, "P": 8, "RGB": 24, "RGBA": 32, "CMYK": 32}

@@ -50,7 +50,8 @@ def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
 
 
 def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
-    """HWC -> HWC of ``spec.output_size``; float32 input or ``dtype = "float32"`` keeps fractions."""
+    """HWC -> HWC of ``spec.output_size`` (a detector's: before any padding); float32 input or
+    ``dtype = "float32"`` keeps fractions."""
     height, width = spec.output_size(*image.shape[:2])
     if spec.dtype == "float32":
         image = image.astype(np.float32)
@@ -61,6 +62,30 @@ def crop(image: np.ndarray, spec: CropSpec) -> np.ndarray:
     """Center crop, offsets rounded half up."""
     top, left = spec.offsets(*image.shape[:2])
     return image[top:top + spec.size[0], left:left + spec.size[1]]
+
+
+def canvas(image: np.ndarray, p: Preprocess) -> np.ndarray:
+    """The ``crop`` stage: the center crop, or a detector's model-input canvas (the letterbox's
+    padding, ``cv2.copyMakeBorder`` in the pad value; a limit-side resize's image as it is)."""
+    if p.resize.mode == "letterbox":
+        from harness.detection.geometry import letterbox_padding
+
+        top, bottom, left, right = letterbox_padding(*image.shape[:2], p.resize.detector())
+        if not (top or bottom or left or right):
+            return image
+        value = (float(p.resize.pad_value),) * (image.shape[2] if image.ndim == 3 else 1)
+        return cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=value)
+    if p.resize.for_detector:
+        return image
+    return crop(image, p.crop)
+
+
+def geometry(decoded: np.ndarray, p: Preprocess) -> np.ndarray:
+    """A detector's ``GEOMETRY`` tensor for a decoded image (what :func:`resize` and
+    :func:`canvas` do to it: the spec's arithmetic, as they use it); :class:`ImageError` for
+    an image the resize refuses."""
+    check_resize(*decoded.shape[:2], p.resize)
+    return p.resize.geometry(*decoded.shape[:2]).to_tensor()
 
 
 def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
@@ -82,7 +107,7 @@ def _resize_checked(image: np.ndarray, p: Preprocess) -> np.ndarray:
 STEPS: dict[Stage, Step] = {
     Stage.DECODE: lambda data, p: decode(data, p.decode),
     Stage.RESIZE: _resize_checked,
-    Stage.CROP: lambda image, p: crop(image, p.crop),
+    Stage.CROP: canvas,
     Stage.INPUT: normalize,
 }
 """Stage -> its OpenCV step ``(previous stage, spec) -> stage``: the served model, the

@@ -16,7 +16,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from harness.preprocessing import TAP_TENSORS, ImageError
-from harness.spec import SPEC_FILENAME, Preprocess, load_spec
+from harness.spec import Preprocess, load_spec, spec_name_of
 
 STAGE_OF_TENSOR = {tensor: stage for stage, tensor in TAP_TENSORS.items()}
 
@@ -27,7 +27,7 @@ class PreprocessModel:
     def initialize(self, args):
         self.config = json.loads(args["model_config"])
         self.model_dir = Path(args["model_repository"])
-        self.spec = load_spec(self.model_dir.parent / SPEC_FILENAME).preprocess
+        self.spec = load_spec(self.model_dir.parent / spec_name_of(self.config)).preprocess
         self.output_dtypes = {
             o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in self.config["output"]
         }

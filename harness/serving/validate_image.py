@@ -16,7 +16,7 @@ import triton_python_backend_utils as pb_utils
 
 from harness.preprocessing.image_check import VALIDATIONS, ImageError, validate
 from harness.serving.preprocess import error_response
-from harness.spec import SPEC_FILENAME, load_spec
+from harness.spec import load_spec, spec_name_of
 
 
 class TritonPythonModel:
@@ -27,7 +27,7 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(f"parameter 'validation' must be one of {VALIDATIONS}, got {self.level!r}")
         self.output = config["output"][0]["name"]
         # The spec's resize: an image it would blow up beyond the pixel limit is refused too.
-        self.resize = load_spec(Path(args["model_repository"]).parent / SPEC_FILENAME).preprocess.resize
+        self.resize = load_spec(Path(args["model_repository"]).parent / spec_name_of(config)).preprocess.resize
 
     def execute(self, requests):
         return [self._check(pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()) for request in requests]
