@@ -42,20 +42,41 @@ CLASSIFIER = "classifier"
 @dataclass(frozen=True)
 class TaskModels:
     """This repository's models of one task (:mod:`harness.task`): the ensemble of each
-    pipeline (``<prefix>_<pipeline>``), the model they end in, and the outputs read."""
+    pipeline (``<prefix>_<pipeline>``), the model they end in, the outputs read, the spec
+    their preprocessing reads and the models that tap it."""
 
     prefix: str
     model: str
+    model_input: str
     model_output: str
     ensemble_output: str
+    """The ensemble output holding the raw ``output`` stage."""
+    spec: str = "preprocessing.toml"
+    """The spec file (at the repository root) this task's models read."""
+    preprocess_prefix: str = ""
+    """The preprocessing models' names start with this (``detect_``): ``<prefix>preprocess_dali_taps``."""
+    results: tuple[str, ...] = ()
+    """The ensemble outputs holding the task's result, when the server computes it (a
+    detector's ``BOXES`` and ``SCORES``: the ``postprocess`` stage)."""
+    postprocess_model: str | None = None
+    """The model computing :attr:`results` from the raw output (run alone on the reference's)."""
 
     def ensemble(self, pipeline: str) -> str:
         return f"{self.prefix}_{pipeline}"
 
+    def taps(self, pipeline: str) -> str:
+        """The model returning every preprocessing stage of ``pipeline``."""
+        return self.preprocess_prefix + PIPELINES[pipeline].taps_model
+
 
 REPOSITORY_TASKS = {
-    "classification": TaskModels("classify", CLASSIFIER, "logits", LOGITS),
-    "embedding": TaskModels("embed", "embedder", "embedding", "EMBEDDING"),
+    "classification": TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS),
+    "embedding": TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING"),
+    # PP-OCRv6's text detector (docs/detection.md): its own spec and preprocessing models, the
+    # probability map as the raw output, the boxes from the ensemble's DB postprocessing step.
+    "detection": TaskModels("detect", "detector", "x", "fetch_name_0", "PROBABILITY", spec="detection.toml",
+                            preprocess_prefix="detect_", results=("BOXES", "SCORES"),
+                            postprocess_model="detect_postprocess"),
 }
 """Task -> this repository's models serving it (``--pipeline`` with ``--task``)."""
 
@@ -215,11 +236,13 @@ class TritonClient:
         """[batch, classes] logits of the ``classify_<pipeline>`` ensemble."""
         return self.infer(PIPELINES[pipeline].ensemble, {IMAGE: pack_images(images)}, [LOGITS])[LOGITS]
 
-    def stages(self, image: bytes, pipeline: str = "dali", stages: Sequence[str] = tuple(TAP_TENSORS)) -> dict[str, np.ndarray]:
-        """The deployed preprocessing stages of one image, read from the taps model."""
+    def stages(self, image: bytes, pipeline: str = "dali", stages: Sequence[str] = tuple(TAP_TENSORS),
+               taps_model: str | None = None, extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
+        """The deployed preprocessing stages of one image, read from the taps model (default
+        the pipeline's; ``extra``: more of its outputs, kept under their tensor names)."""
         names = [TAP_TENSORS[s] for s in stages]
-        out = self.infer(PIPELINES[pipeline].taps_model, {IMAGE: pack_images([image])}, names)
-        return {stage: out[name][0] for stage, name in zip(stages, names)}
+        out = self.infer(taps_model or PIPELINES[pipeline].taps_model, {IMAGE: pack_images([image])}, [*names, *extra])
+        return {**{stage: out[name][0] for stage, name in zip(stages, names)}, **{name: out[name][0] for name in extra}}
 
     def deployed(self, image: bytes, pipeline: str = "dali") -> dict[str, np.ndarray]:
         """Everything the harness compares of one image: the preprocessing stages from the

@@ -37,7 +37,7 @@ class TapsDeployment(Deployment):
         self.pipeline: Pipeline = PIPELINES[pipeline]
         self._task = task or get_task(None)
         self.models = REPOSITORY_TASKS[self.task.name]
-        self.model, self.label, self.taps_model = self.models.ensemble(pipeline), pipeline, self.pipeline.taps_model
+        self.model, self.label, self.taps_model = self.models.ensemble(pipeline), pipeline, self.models.taps(pipeline)
         self.request = ImageRequest(self.model, TensorInfo(IMAGE, "TYPE_UINT8", (-1,)), batched=True)
         self.scores_output = self.models.ensemble_output
         self.scores_kind = self.task.output_kind(self.scores_output, np.zeros(1, np.float32))
@@ -58,8 +58,8 @@ class TapsDeployment(Deployment):
     def isolate(self, client: TritonClient, stage: Stage, previous: np.ndarray) -> np.ndarray:
         if stage is Stage.OUTPUT:
             m = self.models
-            return client.infer(m.model, {"input": np.ascontiguousarray(previous[None], np.float32)}, [m.model_output])[
-                m.model_output][0]
+            return client.infer(m.model, {m.model_input: np.ascontiguousarray(previous[None], np.float32)},
+                                [m.model_output])[m.model_output][0]
         if self.preprocess is None:
             raise ValueError(f"{self.label}: no deployed spec given, so {stage} cannot run alone")
         if getattr(self._local, "runner", None) is None:  # DALI pipelines are not thread-safe: one per thread

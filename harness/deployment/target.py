@@ -118,10 +118,10 @@ def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: s
     """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
     model ready on the server, else a one-line refusal naming the models the server has (give
     ``--model`` for one of those)."""
-    from harness.client import PIPELINES, REPOSITORY_TASKS
+    from harness.client import REPOSITORY_TASKS
 
-    ensemble = REPOSITORY_TASKS[task or "classification"].ensemble(pipeline)
-    missing = [m for m in (ensemble, PIPELINES[pipeline].taps_model) if not client.is_ready(m)]
+    models = REPOSITORY_TASKS[task or "classification"]
+    missing = [m for m in (models.ensemble(pipeline), models.taps(pipeline)) if not client.is_ready(m)]
     if missing:
         ready = client.ready_models()
         raise UsageError(f"no {missing[0]} on {client.url}: this is not a server of this repository's models; give "

@@ -224,16 +224,16 @@ def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str 
     (``embed_<pipeline>``'s embedding), its taps model's stages (alone only: no dynamic
     batching there, and decoded images vary in size), and the classifier (the embedder) alone
     on the reference's model input."""
-    from harness.client import PIPELINES, REPOSITORY_TASKS
+    from harness.client import REPOSITORY_TASKS
     from harness.packing import pack_images
     from harness.preprocessing import TAP_TENSORS
 
-    p, models = PIPELINES[pipeline], REPOSITORY_TASKS[task]
+    models = REPOSITORY_TASKS[task]
     return [
         Probe(models.ensemble(pipeline), "IMAGE", {"output": models.ensemble_output}, scores=("output",),
               pack=pack_images),
-        Probe(p.taps_model, "IMAGE", {str(stage): name for stage, name in TAP_TENSORS.items()}, pack=pack_images,
+        Probe(models.taps(pipeline), "IMAGE", {str(stage): name for stage, name in TAP_TENSORS.items()}, pack=pack_images,
               batching=False),
-        Probe(models.model, "input", {"classifier": models.model_output}, scores=("classifier",),
+        Probe(models.model, models.model_input, {"classifier": models.model_output}, scores=("classifier",),
               prepare=lambda data: recipe(data)["input"]),
     ]
