@@ -12,6 +12,13 @@ The embedder (:func:`export_embedder`, the embedding task's model) is the same n
 before its classification head: one input ``input`` as above, output ``embedding``
 float32 [batch, features] (EfficientNet-Lite0: the 1280 pooled features of its last
 convolution), exported from the same weights into ``embedder/model.onnx``.
+
+The detector (the detection task's model) is PP-OCRv6's text detector from the ``rapidocr``
+wheel, copied as it ships into ``detector/model.onnx`` with its licence notice
+(:func:`harness.detection.detector.install_model`, which ``harness model export`` runs);
+:func:`check_detector_onnx` holds it to its config: input ``x`` float32 [batch, 3, H, W],
+output ``fetch_name_0`` float32 [batch, 1, H, W] (H and W vary per image: the spec's
+limit-side resize).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ PROBABILITIES = "probabilities"
 EMBEDDING = "embedding"
 CLASSIFIER_DIR = "classifier"
 EMBEDDER_DIR = "embedder"
-"""The model repository's folders of the two models ``harness model export`` writes."""
+DETECTOR_DIR = "detector"
+"""The model repository's folders of the models ``harness model export`` writes."""
 ONNX_FILENAME = "model.onnx"
 LABELS_FILENAME = "labels.txt"
 OPSET = 13
@@ -117,6 +125,56 @@ def check_embedder_onnx(onnx_path: Path, input_size: tuple[int, int]) -> None:
     out = next((o for o in outputs if o.name == EMBEDDING), None)
     if out is None or out.dtype != "float32" or len(out.shape) != 2:
         raise ModelError(f"{onnx_path}: output '{EMBEDDING}' must be float32 [batch, features], found {out}")
+
+
+def _config_tensors(tensors) -> list[tuple[str, str, list[int]]]:
+    """(name, ONNX dtype name, dims) of a config's inputs or outputs (protobuf or JSON form)."""
+    from tritonclient.grpc import model_config_pb2
+
+    out = []
+    for t in tensors:
+        data_type = t.data_type if isinstance(t, dict) else model_config_pb2.DataType.Name(t.data_type)
+        dtype = {"TYPE_FP32": "float32", "TYPE_FP16": "float16"}.get(data_type, data_type)
+        out.append((t["name"] if isinstance(t, dict) else t.name, dtype,
+                    [int(d) for d in (t["dims"] if isinstance(t, dict) else t.dims)]))
+    return out
+
+
+def check_detector_onnx(onnx_path: Path, config, run: bool = False) -> None:
+    """Raise :class:`ModelError` naming the first way a detector ONNX breaks its contract (one
+    input float32 [batch, 3, H, W], one output float32 [batch, 1, H, W], batch, H and W
+    dynamic) or differs from the detector's ``config`` (a ``ModelConfig``): the same tensor
+    names and types, and each config dimension the ONNX's (``-1`` where the ONNX's is
+    symbolic). ``run``: also run it on one 32x32 input, which shows the output's symbolic
+    dimensions (rapidocr's ONNX names even the map's channel symbolically) are [1, 1, 32, 32]."""
+    if not onnx_path.exists():
+        raise ModelError(f"detector not found: {onnx_path} (run `harness model export`)")
+    inputs, outputs = onnx_signature(onnx_path)
+    names = ([i.name for i in inputs], [o.name for o in outputs])
+    expected = ([t.name for t in config.input], [t.name for t in config.output])
+    if names != expected or len(inputs) != 1 or len(outputs) != 1:
+        raise ModelError(f"{onnx_path}: inputs {names[0]} and outputs {names[1]}, expected one input and one output "
+                         f"as the detector's config has them: {expected[0]} and {expected[1]}")
+    for role, tensor, channels in (("input", inputs[0], 3), ("output", outputs[0], 1)):
+        dims = tensor.shape
+        fits = len(dims) == 4 and (dims[1] == channels or not isinstance(dims[1], int)) and not any(
+            isinstance(d, int) for d in (dims[0], *dims[2:]))
+        if tensor.dtype != "float32" or not fits:
+            raise ModelError(f"{onnx_path}: {role} '{tensor.name}' must be float32 [batch, {channels}, H, W] with the batch, "
+                             f"H and W dynamic, found {tensor.dtype} {list(dims)}")
+    for (name, dtype, dims), tensor in zip([*_config_tensors(config.input), *_config_tensors(config.output)],
+                                           [*inputs, *outputs]):
+        onnx_dims = [d if isinstance(d, int) else -1 for d in tensor.shape[1:]]
+        if dtype != tensor.dtype or len(dims) != len(onnx_dims) or any(o != -1 and c != o for c, o in zip(dims, onnx_dims)):
+            raise ModelError(f"{onnx_path}: '{name}' is {tensor.dtype} {list(tensor.shape)} in the ONNX but "
+                             f"{dtype} [batch, {', '.join(map(str, dims))}] in the detector's config")
+    if run:
+        import numpy as np
+
+        (out,) = onnx_session(onnx_path, threads=1).run(names[1], {names[0][0]: np.zeros((1, 3, 32, 32), np.float32)})
+        if out.shape != (1, 1, 32, 32):
+            raise ModelError(f"{onnx_path}: a [1, 3, 32, 32] input gives a {list(out.shape)} output, "
+                             "not the [1, 1, 32, 32] probability map")
 
 
 def export_module(net, model_dir: Path, labels: list[str], input_size: tuple[int, int] = (224, 224),

@@ -20,9 +20,11 @@ from tritonclient.grpc import model_config_pb2
 from harness.errors import HarnessError
 from harness.model import (
     CLASSIFIER_DIR,
+    DETECTOR_DIR,
     EMBEDDER_DIR,
     LABELS_FILENAME,
     ONNX_FILENAME,
+    check_detector_onnx,
     check_embedder_onnx,
     check_onnx,
     read_labels,
@@ -68,8 +70,14 @@ CPU_REPLACEMENTS = {
     "classifier": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
     # The embedding task's model: the same network, the same way (ONNX Runtime on its ONNX).
     "embedder": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
+    # The detection task's models (model_repository/detection.toml): the same DALI graph with
+    # the CPU decoder, and PP-OCRv6's detector ONNX in ONNX Runtime (about 0.5 s a 736x992
+    # image on one thread), as the classifier's.
+    "detect_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
+    "detect_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
+    "detector": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
 }
-ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR)
+ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR)
 """The models whose ONNX the cpu profile runs (linked, not copied) and the engine builder builds."""
 
 
@@ -147,12 +155,16 @@ def set_class_count(repo: Path, classes: int) -> list[str]:
 
 
 def check_classifier(repo: Path, spec: Spec) -> None:
-    """The classifier ONNX and labels exist, meet the contract, and fit the spec's crop."""
+    """The classifier ONNX and labels exist, meet the contract, and fit the spec's crop; so
+    do the embedder's and the detector's ONNX, where the repository has them (the detector's
+    against its config: tensor names, types and dimensions)."""
     model_dir = repo / CLASSIFIER_DIR
     labels = model_dir / LABELS_FILENAME
     check_onnx(model_dir / ONNX_FILENAME, spec.preprocess.crop.size, labels=read_labels(labels))
     if (repo / EMBEDDER_DIR).is_dir():
         check_embedder_onnx(repo / EMBEDDER_DIR / ONNX_FILENAME, spec.preprocess.crop.size)
+    if (repo / DETECTOR_DIR / CONFIG_FILENAME).is_file():
+        check_detector_onnx(repo / DETECTOR_DIR / ONNX_FILENAME, load_config(repo / DETECTOR_DIR / CONFIG_FILENAME))
 
 
 def spec_names(repo: Path) -> list[str]:

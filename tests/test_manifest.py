@@ -179,7 +179,8 @@ def test_a_missing_manifest_is_a_clear_error(tmp_path):
 
 def test_the_mixed_pipelines_use_only_arguments_the_production_dali_has(repository):
     pipes = production_pipelines(repository)
-    assert set(pipes) == {"preprocess_dali", "preprocess_dali_stages"}
+    assert set(pipes) == {"preprocess_dali", "preprocess_dali_stages", "detect_preprocess_dali",
+                          "detect_preprocess_dali_stages"}
     for pipe in pipes.values():
         serialized = pipe.serialize()  # an unknown argument would already raise here
         assert b"mixed" in serialized
@@ -194,6 +195,7 @@ def test_a_spec_that_turns_the_hardware_jpeg_engine_off_serializes_with_the_prod
     for model in ("preprocess_dali", "preprocess_dali_stages"):
         (tmp_path / model / "1").mkdir(parents=True)
         shutil.copy(repository / model / "1" / "dali.py", tmp_path / model / "1" / "dali.py")
+        shutil.copy(repository / model / "config.pbtxt", tmp_path / model / "config.pbtxt")  # names the spec it reads
     spec_text = (repository / "preprocessing.toml").read_text()
     (tmp_path / "preprocessing.toml").write_text(spec_text.replace("[decode]\n", "[decode]\nhw_decoder_load = 0\n"))
     for repo, named in ((tmp_path, True), (repository, False)):

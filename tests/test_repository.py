@@ -7,8 +7,12 @@ from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
 
+DETECTION_MODELS = {"detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
+                    "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
+                    "detect_dali", "detect_opencv"}
 EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
-                   "classifier", "classify_dali", "classify_opencv", "embedder", "embed_dali", "embed_opencv"}
+                   "classifier", "classify_dali", "classify_opencv", "embedder", "embed_dali", "embed_opencv",
+                   *DETECTION_MODELS}
 
 
 def dtype_name(value: int) -> str:
@@ -49,7 +53,8 @@ def test_gpu_profile_uses_the_gpu_backends(gpu):
 def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
     for name in EXPECTED_MODELS:
         assert signature(cpu[name]) == signature(gpu[name]), name
-    for name in ("preprocess_dali", "preprocess_dali_stages", "classifier", "embedder"):
+    for name in ("preprocess_dali", "preprocess_dali_stages", "classifier", "embedder", "detect_preprocess_dali",
+                 "detect_preprocess_dali_stages", "detector"):
         assert cpu[name].backend == "python" and not cpu[name].platform
         assert all(g.kind == g.KIND_CPU for g in cpu[name].instance_group)
 
@@ -75,17 +80,21 @@ def test_cpu_profile_differs_from_production_only_in_how_models_run(gpu, cpu):
 
 def test_every_dynamic_batcher_refuses_overload(gpu, cpu):
     """A bounded queue with a timeout, rejecting (docs/robustness.md): production's two full
-    batches and a second; the cpu profile's measured CPU_QUEUE_POLICY."""
+    batches (128 for the classifier's models, 16 for the detector's) and a second; the cpu
+    profile's measured CPU_QUEUE_POLICY."""
     from harness.repository import CPU_QUEUE_POLICY
 
-    for profile, (size, timeout) in ((gpu, (128, 1_000_000)),
+    for profile, (size, timeout) in ((gpu, (None, 1_000_000)),
                                      (cpu, (CPU_QUEUE_POLICY.max_queue_size, CPU_QUEUE_POLICY.timeout_us))):
         batchers = {name: c for name, c in profile.items() if c.HasField("dynamic_batching")}
-        assert set(batchers) >= {"validate_image", "preprocess_dali", "preprocess_opencv", "classifier"}
+        assert set(batchers) >= {"validate_image", "preprocess_dali", "preprocess_opencv", "classifier",
+                                 "detect_validate_image", "detect_preprocess_dali", "detect_preprocess_opencv", "detector",
+                                 "detect_postprocess"}
         for name, config in batchers.items():
             policy = config.dynamic_batching.default_queue_policy
-            assert (policy.max_queue_size, policy.default_timeout_microseconds) == (size, timeout), name
-            assert policy.timeout_action == policy.REJECT and size <= 2 * config.max_batch_size, name
+            expected = (size or 2 * config.max_batch_size, timeout)
+            assert (policy.max_queue_size, policy.default_timeout_microseconds) == expected, name
+            assert policy.timeout_action == policy.REJECT and expected[0] <= 2 * config.max_batch_size, name
 
 
 def test_ensembles_chain_preprocessing_into_the_classifier(gpu):
@@ -158,7 +167,7 @@ def test_configs_agree_with_the_spec(gpu, spec):
 def test_gpu_dali_pipelines_serialize_without_a_gpu(repository):
     import importlib.util
 
-    for name in ("preprocess_dali", "preprocess_dali_stages"):
+    for name in ("preprocess_dali", "preprocess_dali_stages", "detect_preprocess_dali", "detect_preprocess_dali_stages"):
         module_spec = importlib.util.spec_from_file_location(f"{name}_dali", repository / name / "1" / "dali.py")
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
@@ -198,3 +207,110 @@ def test_the_package_the_triton_image_installs_has_every_module_the_models_impor
     imported |= {"harness.preflight.__main__", "harness.preflight.cli", "harness.preflight.job", "loadtest.metrics"}
     assert imported and all(m.replace(".", "/") + ".py" in files for m in imported), sorted(imported)
     assert "harness/__init__.py" in files
+
+
+def test_no_ensemble_output_is_also_consumed_by_a_step(gpu):
+    """Triton's ensemble prunes, for a request that does not ask for an ensemble output, the
+    step making it once none of its outputs is asked for, even when a later step consumes it:
+    a request for BOXES alone then never finished (tritonserver 2.51: "unexpected deadlock").
+    So every ensemble output here is made by a step whose outputs no other step reads."""
+    for name, config in gpu.items():
+        if config.platform != "ensemble":
+            continue
+        consumed = {tensor for step in config.ensemble_scheduling.step for tensor in step.input_map.values()}
+        assert not consumed & {o.name for o in config.output}, name
+
+
+def test_detection_ensembles_feed_the_detector_and_its_postprocessing(gpu):
+    steps = {name: [s.model_name for s in gpu[name].ensemble_scheduling.step] for name in ("detect_dali", "detect_opencv")}
+    assert steps == {"detect_dali": ["detect_validate_image", "detect_preprocess_dali", "detector", "detect_postprocess"],
+                     "detect_opencv": ["detect_preprocess_opencv", "detector", "detect_postprocess"]}
+    results = [("BOXES", "TYPE_FP32", [-1, 4, 2]), ("SCORES", "TYPE_FP32", [-1]),
+               ("PROBABILITY", "TYPE_FP32", [1, -1, -1]), ("GEOMETRY", "TYPE_INT32", [8])]
+    for name in ("detect_dali", "detect_opencv", "detect_postprocess"):
+        assert [(o.name, dtype_name(o.data_type), list(o.dims)) for o in gpu[name].output] == results, name
+    assert [(i.name, list(i.dims)) for i in gpu["detect_postprocess"].input] == [("PROBABILITY", [1, -1, -1]),
+                                                                                ("GEOMETRY", [8])]
+    for name in ("detect_dali", "detect_opencv"):
+        preprocess, detector, postprocess = gpu[name].ensemble_scheduling.step[-3:]
+        # the model input and the geometry the preprocessing applied go where they belong
+        assert preprocess.output_map["INPUT"] == detector.input_map["x"]
+        assert preprocess.output_map["GEOMETRY"] == postprocess.input_map["GEOMETRY"]
+        assert detector.output_map["fetch_name_0"] == postprocess.input_map["PROBABILITY"]
+        assert {k: v for k, v in postprocess.output_map.items()} == {r[0]: r[0] for r in results}
+    steps = gpu["detect_preprocess_dali_taps"].ensemble_scheduling.step
+    assert [s.model_name for s in steps] == ["detect_validate_image", "detect_preprocess_dali_stages"]
+    assert steps[0].output_map["VALIDATED"] == steps[1].input_map["IMAGE"]
+    taps = [*TAP_TENSORS.values(), "GEOMETRY"]
+    for name in ("detect_preprocess_dali_stages", "detect_preprocess_dali_taps", "detect_preprocess_opencv"):
+        assert [o.name for o in gpu[name].output] == taps, name
+    assert [o.name for o in gpu["detect_preprocess_dali"].output] == ["INPUT", "GEOMETRY"]
+    assert gpu["detect_preprocess_dali"].backend == gpu["detect_preprocess_dali_stages"].backend == "dali"
+    assert gpu["detector"].platform == "tensorrt_plan"
+    assert {g.kind for g in gpu["detector"].instance_group} == {gpu["detector"].instance_group[0].KIND_GPU}
+
+
+def test_detection_models_read_the_detection_spec_in_both_profiles(gpu, cpu, repository):
+    from harness.client import REPOSITORY_TASKS
+    from harness.spec import load_spec
+
+    spec_file = REPOSITORY_TASKS["detection"].spec
+    readers = DETECTION_MODELS - {"detect_dali", "detect_opencv", "detect_preprocess_dali_taps"}
+    for profile in (gpu, cpu):
+        for name in readers:
+            assert profile[name].parameters["spec"].string_value == spec_file, name
+    spec = load_spec(repository / spec_file)
+    assert spec.preprocess.resize.mode == "limit_side" and spec.postprocess["name"] == "db"
+    c, h, w = spec.preprocess.input_shape
+    for name in ("detect_preprocess_dali", "detect_preprocess_dali_stages", "detect_preprocess_opencv"):
+        assert {o.name: list(o.dims) for o in gpu[name].output}["INPUT"] == [c, h, w]
+    assert list(gpu["detector"].input[0].dims) == [c, h, w]
+    # one batch limit along the chain: an ensemble takes no more than each of its steps
+    assert {gpu[name].max_batch_size for name in DETECTION_MODELS} == {8}
+
+
+def test_onnx_io_matches_the_detector_config(gpu, repository):
+    from harness.model import check_detector_onnx, onnx_signature
+
+    onnx = repository / "detector" / ONNX_FILENAME
+    inputs, outputs = onnx_signature(onnx)
+    assert [t.name for t in inputs] == [t.name for t in gpu["detector"].input] == ["x"]
+    assert [t.name for t in outputs] == [t.name for t in gpu["detector"].output] == ["fetch_name_0"]
+    check_detector_onnx(onnx, gpu["detector"], run=True)  # names, types, dims; [1, 3, 32, 32] -> [1, 1, 32, 32]
+    # its licence notice travels with it (rapidocr's MODEL_LICENSES.md, Apache-2.0 LICENSE)
+    assert {"MODEL_LICENSES.md", "LICENSE"} <= {p.name for p in (repository / "detector").iterdir()}
+    assert "PP-OCRv6_det_small.onnx" in (repository / "detector" / "MODEL_LICENSES.md").read_text()
+
+
+def test_a_detector_onnx_that_breaks_its_config_is_refused(gpu, repository, tmp_path):
+    from harness.model import ModelError, check_detector_onnx
+
+    config = type(gpu["detector"]).FromString(gpu["detector"].SerializeToString())
+    config.input[0].name = "image"
+    with pytest.raises(ModelError, match="has them: \\['image'\\]"):
+        check_detector_onnx(repository / "detector" / ONNX_FILENAME, config)
+    config = type(gpu["detector"]).FromString(gpu["detector"].SerializeToString())
+    config.input[0].dims[:] = [1, -1, -1]
+    with pytest.raises(ModelError, match="in the detector's config"):
+        check_detector_onnx(repository / "detector" / ONNX_FILENAME, config)
+    with pytest.raises(ModelError, match="run `harness model export`"):
+        check_detector_onnx(tmp_path / ONNX_FILENAME, gpu["detector"])
+
+
+def test_the_detection_dali_pipelines_use_only_arguments_the_production_dali_has(repository):
+    """The mixed-decoder pipelines of the detector's models, defined and serialized by the
+    DALI the production image runs (deploy/versions.toml; tests/test_manifest.py pins the
+    virtualenv's to it), pass only arguments its operator schema has."""
+    import nvidia.dali
+
+    from harness.manifest import load_manifest
+    from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments, production_pipelines
+
+    assert nvidia.dali.__version__ == load_manifest().dali.version
+    pipes = production_pipelines(repository)
+    for name in ("detect_preprocess_dali", "detect_preprocess_dali_stages"):
+        serialized = pipes[name].serialize()
+        assert b"mixed" in serialized
+        arguments = pipeline_arguments(pipes[name])
+        assert missing_arguments(arguments) == [], name
+        assert "Resize" in arguments and "adjust_orientation" in arguments["experimental__decoders__Image"]

@@ -3,8 +3,10 @@ decoder, run in the Python backend because the DALI backend needs a GPU here."""
 
 from __future__ import annotations
 
+from harness.preprocessing import TAP_TENSORS
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.serving.preprocess import PreprocessModel
+from harness.stage import Stage
 
 
 class TritonPythonModel(PreprocessModel):
@@ -13,9 +15,11 @@ class TritonPythonModel(PreprocessModel):
         threads = int(params.get("num_threads", {}).get("string_value", "1"))
         # Same output order as the DALI backend model: the graph yields one tensor per output.
         self.names = list(self.output_dtypes)
+        # The stages model answers the taps before the input; a detector's production model
+        # answers INPUT and GEOMETRY, without taps.
+        taps = any(name in self.names for name in TAP_TENSORS.values() if name != TAP_TENSORS[Stage.INPUT])
         # A decoding error fails the whole dynamic batch, as in the DALI backend.
-        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=len(self.names) > 1,
-                                        isolate_failures=False)
+        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=taps, isolate_failures=False)
 
     def preprocess(self, images, outputs):
         return [

@@ -1,0 +1,102 @@
+"""detect_postprocess: the last step of detect_dali and detect_opencv, in both profiles.
+
+A detector's raw output (``PROBABILITY``, the DB probability map [1, H, W] per image) and
+what the preprocessing did to the image (``GEOMETRY``, INT32 [8]:
+:meth:`harness.detection.geometry.Geometry.from_tensor`) -> the boxes in the source image's
+pixels: ``BOXES`` FP32 [N, 4, 2] (x, y corners clockwise from the top left) and ``SCORES``
+FP32 [N]. The postprocessor is the spec's ``[postprocess]`` table
+(:func:`harness.detection.postprocess.from_table`), the spec the config's ``spec`` parameter
+names (``detection.toml``), so the server and the harness's reference run the same code
+with the same parameters. The map reaches the postprocessor under the name the detector
+gives it (the ``model_output`` parameter: ``fetch_name_0``), the name a ``[postprocess]``
+``output`` key refers to.
+
+Each request is answered on its own (images hold different numbers of boxes); a request of
+several images answers them stacked when their box counts agree, and is refused otherwise
+(send one image per request, as the harness and the load tests do). A malformed GEOMETRY or
+map fails only its own request, with ``INVALID_ARGUMENT``.
+
+It also answers its two inputs unchanged, as outputs of the same names, when a request asks
+for them: the ensembles' ``PROBABILITY`` and ``GEOMETRY`` outputs come from this, their last
+step. Triton's ensemble scheduler prunes, for a request that does not ask for an ensemble
+output, the step making it once none of that step's outputs is asked for, without looking
+whether a later step consumes it: with the detector's map as an ensemble output of the
+detector's step, a request for ``BOXES`` alone pruned the detector and never finished
+("unexpected deadlock, at least one output is not set"; tritonserver 2.51). Only outputs asked
+for are made (an ensemble step is asked for all of its outputs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from harness.detection.geometry import Geometry, GeometryError
+from harness.detection.postprocess import from_table
+from harness.serving.preprocess import invalid_argument
+from harness.spec import load_spec, spec_name_of
+from harness.stage import GEOMETRY_TENSOR
+
+MAP_INPUT = "PROBABILITY"
+BOXES = "BOXES"
+SCORES = "SCORES"
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        spec_file = Path(args["model_repository"]).parent / spec_name_of(config)
+        spec = load_spec(spec_file)
+        if spec.postprocess is None:
+            raise pb_utils.TritonModelException(f"{spec_file} has no [postprocess] table: nothing says how to make "
+                                                "boxes of the detector's output")
+        self.postprocess = from_table(spec.postprocess)
+        params = config.get("parameters", {})
+        self.model_output = params.get("model_output", {}).get("string_value") or MAP_INPUT
+
+    def execute(self, requests):
+        return [self._answer(request) for request in requests]
+
+    def _answer(self, request):
+        maps = pb_utils.get_input_tensor_by_name(request, MAP_INPUT).as_numpy()
+        geometries = pb_utils.get_input_tensor_by_name(request, GEOMETRY_TENSOR).as_numpy()
+        if len(maps) != len(geometries):
+            return invalid_argument(f"{len(maps)} probability maps but {len(geometries)} geometries in one request")
+        found = []
+        for i, (prob, values) in enumerate(zip(maps, geometries)):
+            where = f"image {i} of the request: " if len(maps) > 1 else ""
+            try:
+                geometry = Geometry.from_tensor(values)
+                check_map(prob, geometry)
+                found.append(self.postprocess({self.model_output: prob}, geometry))
+            except (GeometryError, ValueError) as exc:
+                return invalid_argument(f"{where}{exc}")
+        counts = sorted({len(d) for d in found})
+        if len(counts) > 1:
+            return invalid_argument(f"the {len(found)} images of this request hold different numbers of boxes "
+                                    f"({', '.join(map(str, counts))}): send one image per request")
+        made = {
+            BOXES: lambda: np.stack([d.quads.astype(np.float32) for d in found]),
+            SCORES: lambda: np.stack([d.scores.astype(np.float32) for d in found]),
+            MAP_INPUT: lambda: maps,
+            GEOMETRY_TENSOR: lambda: geometries,
+        }
+        asked = request.requested_output_names() or made
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, make()) for name, make in made.items()
+                                                          if name in asked])
+
+
+def check_map(prob: np.ndarray, geometry: Geometry) -> None:
+    """ValueError unless ``prob`` is one [1, H, W] map that covers the model input
+    ``geometry`` describes: no larger than it, the same aspect ratio within one map pixel (a
+    map at a fraction of the input's resolution is scaled up by the postprocessor)."""
+    if prob.ndim != 3 or prob.shape[0] != 1 or 0 in prob.shape:
+        raise ValueError(f"{MAP_INPUT} must be one [1, H, W] probability map per image, got {list(prob.shape)}")
+    (map_h, map_w), (in_h, in_w) = prob.shape[1:], geometry.input
+    scale = in_h / map_h
+    if map_h > in_h or map_w > in_w or abs(map_w * scale - in_w) > scale:
+        raise ValueError(f"a {map_w}x{map_h} probability map does not cover the {in_w}x{in_h} model input "
+                         f"{GEOMETRY_TENSOR} describes (source {geometry.source[1]}x{geometry.source[0]})")

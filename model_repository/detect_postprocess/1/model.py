@@ -1,0 +1,3 @@
+"""detect_postprocess: Python-backend entry point; the model lives in the harness package."""
+
+from harness.serving.detect_postprocess import TritonPythonModel  # noqa: F401

@@ -1,0 +1,12 @@
+"""detect_preprocess_dali: the DALI pipeline of ../../detection.toml (taps=False), GPU decode.
+
+Triton's DALI backend serializes this file when it loads the model (autoserialization);
+the pipeline itself is defined once, in harness.preprocessing.dali_graph, which reads the
+spec this model's config names (its ``spec`` parameter).
+"""
+
+from nvidia.dali.plugin.triton import autoserialize
+
+from harness.preprocessing.dali_graph import production_pipeline
+
+preprocess = autoserialize(production_pipeline(__file__, taps=False))
