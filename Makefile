@@ -17,7 +17,8 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 
 KNOWN_ANSWERS := build/preflight/known_answers.json
 
-setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx model_repository/embedder/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
+setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx model_repository/embedder/model.onnx \
+		model_repository/detector/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
 
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
@@ -55,8 +56,10 @@ $(STUB): $(VENV)/.installed
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(TRITON_HOME) $(TRITON_WHEEL)
 	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
 
-# One export writes both: the classifier and its pooled features (the embedder).
-model_repository/classifier/model.onnx model_repository/embedder/model.onnx &: $(VENV)/.installed
+# One export writes all three: the classifier, its pooled features (the embedder), and the
+# text detector (rapidocr's ONNX copied with its licence notice).
+model_repository/classifier/model.onnx model_repository/embedder/model.onnx model_repository/detector/model.onnx &: \
+		$(VENV)/.installed
 	$(HARNESS) model export
 
 # The corpus writes its provenance beside the photos, last: that file marks it complete.
@@ -65,9 +68,11 @@ data/photos.sources.json: $(VENV)/.installed
 
 # What the cpu profile serves for the known-answer photos: `harness preflight` on a GPU
 # host compares the deployed server with it (docker compose run --rm preflight).
-$(KNOWN_ANSWERS): $(STUB) model_repository/classifier/model.onnx data/photos.sources.json \
-		model_repository/preprocessing.toml $(wildcard model_repository/*/config.pbtxt)
+$(KNOWN_ANSWERS): $(STUB) model_repository/classifier/model.onnx model_repository/detector/model.onnx \
+		data/photos.sources.json model_repository/preprocessing.toml model_repository/detection.toml \
+		$(wildcard model_repository/*/config.pbtxt)
 	$(HARNESS) preflight --record --photos data/photos
 
 clean:
-	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt model_repository/embedder/model.onnx
+	rm -rf build data model_repository/classifier/model.onnx model_repository/classifier/labels.txt model_repository/embedder/model.onnx \
+		model_repository/detector/model.onnx model_repository/detector/MODEL_LICENSES.md model_repository/detector/LICENSE

@@ -23,7 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     model = commands.add_parser("model", help="export or import the classifier ONNX")
     model_commands = model.add_subparsers(dest="model_command", required=True)
     export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels, and its "
-                                    "pooled features (the embedder)")
+                                    "pooled features (the embedder); install the text detector (rapidocr's PP-OCRv6 ONNX, "
+                                    "with its licence notice)")
     add_repository_args(export)
     export.add_argument("--fp16", action="store_true",
                         help="also write model_fp16.onnx (fp16 inside, fp32 inputs and outputs): what FP16=1 builds "
@@ -91,7 +92,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args) -> int:
-    from harness.model import EMBEDDER_DIR, export_default, export_embedder
+    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, export_default, export_embedder
 
     session = session_of(args)
     if (args.onnx or args.out or args.calibration) and not args.fp16:
@@ -103,9 +104,25 @@ def run_model_export(args) -> int:
         console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
         features = export_embedder(args.repository / EMBEDDER_DIR, session.spec.preprocess.crop.size)
         console.print(f"exported its pooled features (the embedding task's model) to {features}")
+        if (args.repository / DETECTOR_DIR).is_dir():  # a user's repository may have no detector
+            detector = _install_detector(args.repository / DETECTOR_DIR)
+            console.print(f"installed PP-OCRv6's text detector (the detection task's model) as {detector}, with its "
+                          "licence notice (MODEL_LICENSES.md, LICENSE)")
     if args.fp16:
         _export_fp16(session, path, args.out, args.calibration)
     return 0
+
+
+def _install_detector(model_dir: Path) -> Path:
+    """rapidocr's PP-OCRv6 detector into ``model_dir/model.onnx`` with its licence notice
+    (after checking it is the file the notice covers), held to the folder's config."""
+    from harness.detection.detector import install_model
+    from harness.model import ONNX_FILENAME, check_detector_onnx
+    from harness.repository import CONFIG_FILENAME, load_config
+
+    path = install_model(model_dir, ONNX_FILENAME)
+    check_detector_onnx(path, load_config(model_dir / CONFIG_FILENAME), run=True)
+    return path
 
 
 def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None) -> None:
