@@ -1,11 +1,19 @@
-"""Build the classifier's TensorRT engine (model.plan) from its ONNX, with trtexec.
+"""Build a model's TensorRT engine (model.plan) from its ONNX, with trtexec: the classifier's
+(``--model classifier``, the default) or the text detector's (``--model detector``).
 
 Runs in the TensorRT image of the release in ``deploy/versions.toml`` (an engine only
 loads in the TensorRT version that built it, on the GPU model it was built on); it
 refuses to build when the image's TensorRT is not the manifest's. The engine gets one
-dynamic-batch optimization profile, batch 1 to the classifier's ``max_batch_size``; the
-input name and dims come from ``classifier/config.pbtxt`` so the engine always matches
-what Triton will feed it.
+optimization profile, batch 1 to the model's ``max_batch_size``; the input name and dims
+come from ``<model>/config.pbtxt`` so the engine always matches what Triton will feed it.
+
+A config dimension of -1 (the detector's ``[3, -1, -1]``: each image has its own input size)
+takes its range from the spec the config names (its ``spec`` parameter, ``detection.toml``),
+whose ``limit_side`` resize makes every input: the smallest is ``multiple`` x ``multiple``
+(32x32), the largest ``max_side`` x ``max_side`` (what ``detect_validate_image`` lets through),
+and TensorRT tunes for the input of a 640x480 (4:3) photo, the commonest camera aspect
+(736x992 with ``limit_side_len`` 736, ``min``). Batch 1 to 8 (the detector's max_batch_size:
+Triton batches only equal shapes, so batches form among photos of one size).
 
 Precision: TensorRT 11 builds every network strongly typed and its trtexec has no
 ``--fp16`` (nor ``--int8``/``--best``): there, FP16=1 builds from ``model_fp16.onnx``, an
@@ -18,13 +26,15 @@ stamp names the precision; ``harness preflight`` prints it.
 
 Environment (docker-compose.yml sets them):
     FP16       1 for an fp16 engine (faster; logits move slightly); default 0
-    OPT_BATCH  the batch size TensorRT tunes for; default 8
+    OPT_BATCH  the batch size TensorRT tunes for (at most the model's max_batch_size); default 8
+               (docker-compose.yml: 8 for the classifier, 1 for the detector)
     TRTEXEC    the trtexec binary; default trtexec on PATH, else /usr/src/tensorrt/bin/trtexec
                (a clean error, exit 2, when none of them is an executable file)
 
 The build is skipped when ``<out>/model.plan`` was built from the same ONNX with the same
 settings by the same TensorRT on the same GPU (a stamp file beside it records them).
-``--dry-run`` prints the trtexec command and builds nothing. Standard library only (the
+``--dry-run`` prints the trtexec command and builds nothing (tests/test_compose.py checks its
+flags against TensorRT 11's trtexec). Standard library only (the
 TensorRT image has no project packages: it imports harness.manifest from the checkout).
 """
 
@@ -54,7 +64,7 @@ NO_TF32 = "--noTF32"
 
 
 def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
-    """(max_batch_size, input name, input dims) from the classifier's config.pbtxt.
+    """(max_batch_size, input name, input dims) from a model's config.pbtxt (the classifier's, the detector's).
 
     A small reader for the one shape this config has (``input [ { name: ... dims: [...] } ]``);
     the project's tests check it against Triton's own protobuf parser."""
@@ -69,18 +79,63 @@ def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
     return int(max_batch.group(1)), name.group(1), [int(d) for d in dims.group(1).split(",")]
 
 
+def spec_parameter(config_text: str) -> str | None:
+    """The spec file a config names with its ``spec`` parameter (``detection.toml``), if any."""
+    found = re.search(r'key:\s*"spec"\s*value:\s*\{\s*string_value:\s*"([^"]+)"', config_text)
+    return found.group(1) if found else None
+
+
+PROFILE_PHOTO = (480, 640)
+"""(height, width) of the photo a dynamic-size profile is tuned for: 4:3 landscape, VGA."""
+
+
+def limit_side_profile(spec_path: Path) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(height, width) of the smallest, the optimal and the largest model input of a
+    ``limit_side`` detector, from its spec's ``[resize]``: ``multiple`` square, the input of a
+    :data:`PROFILE_PHOTO` (rapidocr's arithmetic: the ratio in float64, sides truncated, then
+    rounded to the multiple; tests hold it to harness.detection.geometry), ``max_side`` square.
+
+    Read with harness.spec's own reader and defaults (standard library only): ``load_spec``
+    also builds the postprocessor, which imports numpy, OpenCV and pyclipper, and the TensorRT
+    image has none of them."""
+    from harness.spec import ResizeSpec, SpecError, _read_with_extends
+
+    keys = ("mode", "limit_side_len", "limit_type", "multiple", "max_side")
+    try:
+        table = _read_with_extends(spec_path, ())
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+    r = ResizeSpec(**{k: v for k, v in table.get("resize", {}).items() if k in keys})
+    if r.mode != "limit_side":
+        raise ValueError(f"{spec_path}: resize.mode is {r.mode!r}: only a limit_side resize makes inputs of -1 x -1")
+    height, width = PROFILE_PHOTO
+    if r.limit_type == "max":
+        ratio = r.limit_side_len / max(height, width) if max(height, width) > r.limit_side_len else 1.0
+    else:
+        ratio = r.limit_side_len / min(height, width) if min(height, width) < r.limit_side_len else 1.0
+    optimal = tuple(int(round(int(side * ratio) / r.multiple) * r.multiple) for side in (height, width))
+    return (r.multiple, r.multiple), optimal, (r.max_side, r.max_side)
+
+
 def trtexec_command(trtexec: str, onnx: Path, engine: Path, input_name: str, dims: list[int],
-                    max_batch: int, opt_batch: int, fp16: bool, tensorrt_major: int) -> list[str]:
+                    max_batch: int, opt_batch: int, fp16: bool, tensorrt_major: int,
+                    sides: tuple[tuple[int, int], ...] | None = None) -> list[str]:
     """The trtexec call: one profile with batch 1 .. max_batch, tuned for opt_batch.
 
+    ``sides``: for an input whose height and width are -1 (a detector's), the (height, width)
+    of the profile's smallest, optimal and largest shapes (:func:`limit_side_profile`).
     With ``fp16`` under TensorRT 11+, ``onnx`` must be the fp16 model: precision comes
     from the network, and the flag no longer exists."""
-    def shape(batch: int) -> str:
-        return f"{input_name}:" + "x".join(str(d) for d in [batch, *dims])
+    if (-1 in dims) != (sides is not None) or dims.count(-1) not in (0, 2):
+        raise ValueError(f"input dims {dims}: a -1 height and width need the profile's sides, and only they")
+
+    def shape(batch: int, which: int) -> str:
+        size = iter(sides[which]) if sides else iter(())
+        return f"{input_name}:" + "x".join(str(d) for d in [batch, *(next(size) if d == -1 else d for d in dims)])
 
     cmd = [trtexec, f"--onnx={onnx}", f"--saveEngine={engine}",
-           f"--minShapes={shape(1)}", f"--optShapes={shape(min(opt_batch, max_batch))}",
-           f"--maxShapes={shape(max_batch)}",
+           f"--minShapes={shape(1, 0)}", f"--optShapes={shape(min(opt_batch, max_batch), 1)}",
+           f"--maxShapes={shape(max_batch, 2)}",
            "--skipInference"]  # build and save only; Triton serves it
     if fp16 and tensorrt_major < 11:
         cmd.append("--fp16")
@@ -126,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repository", type=Path, default=Path("/models"),
                         help="the model repository (default: %(default)s)")
+    parser.add_argument("--model", default="classifier",
+                        help="the model folder whose engine to build: classifier or detector (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("/engine"),
                         help="directory for model.plan (default: %(default)s)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH,
@@ -136,20 +193,30 @@ def main(argv: list[str] | None = None) -> int:
     manifest = load_manifest(args.manifest)
     tensorrt, major = manifest.tensorrt.version, manifest.tensorrt_major
     fp16 = os.environ.get("FP16", "0").strip().lower() in ("1", "true", "yes", "on")
-    classifier = args.repository / "classifier"
-    onnx = classifier / (FP16_ONNX if fp16 and major >= 11 else "model.onnx")
+    model_dir = args.repository / args.model
+    onnx = model_dir / (FP16_ONNX if fp16 and major >= 11 else "model.onnx")
     if not onnx.is_file():
         how = "harness model export --fp16" if onnx.name == FP16_ONNX else "`make setup` or `harness model export`"
+        if onnx.name == FP16_ONNX and args.model != "classifier":
+            how += f" writes the classifier's only: build the {args.model} with FP16=0"
         print(f"error: {onnx} not found: export it first ({how})", file=sys.stderr)
         return 2
-    max_batch, input_name, dims = classifier_input((classifier / "config.pbtxt").read_text())
+    config_text = (model_dir / "config.pbtxt").read_text()
+    max_batch, input_name, dims = classifier_input(config_text)
+    sides = None
+    if -1 in dims:
+        try:
+            sides = limit_side_profile(args.repository / (spec_parameter(config_text) or "preprocessing.toml"))
+        except ValueError as exc:
+            print(f"error: the {args.model}'s input is {dims}: {exc}", file=sys.stderr)
+            return 2
     opt_batch = int(os.environ.get("OPT_BATCH", "8"))
     looked_for, trtexec = find_trtexec()
 
     engine = args.out / ENGINE
     partial = args.out / (ENGINE + ".partial")  # trtexec writes here; renamed only when complete
     cmd = trtexec_command(trtexec or os.environ.get("TRTEXEC") or "trtexec", onnx, partial, input_name, dims,
-                          max_batch, opt_batch, fp16, major)
+                          max_batch, opt_batch, fp16, major, sides)
     if args.dry_run:
         print(" ".join(cmd))
         return 0

@@ -26,7 +26,11 @@ ENV PYTHONPATH=${SITE_PACKAGES}:${IMAGE_PYTHONPATH}
 
 # numpy stays < 2 (the Python backend's tensors and the harness are tested with 1.26);
 # opencv-python-headless 4.11 is the last release built for numpy 1. Pillow and simplejpeg
-# check images in validate_image; tritonclient is for `harness preflight` inside this image.
+# check images in validate_image; pyclipper and shapely grow and measure the text detector's
+# boxes in detect_postprocess (and detection.toml's [postprocess] is checked with them wherever
+# the spec is read: the DALI autoserialization of detect_preprocess_dali* too); the versions
+# are pyproject.toml's (tests/test_compose.py checks). tritonclient is for `harness preflight`
+# inside this image.
 # The image already sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04
 # marks its Python as externally managed, and this image's Python *is* the backends' environment).
 ARG NUMPY_VERSION=1.26.4
@@ -35,6 +39,8 @@ RUN pip install --no-cache-dir --break-system-packages \
         opencv-python-headless==4.11.0.86 \
         pillow==13.0.0 \
         simplejpeg==1.9.0 \
+        pyclipper==1.4.0 \
+        shapely==2.2.0 \
         "tritonclient[http,grpc]==2.73.0"
 
 # The models (preprocess_dali*/1/dali.py, preprocess_opencv/1/model.py) import the
@@ -48,12 +54,12 @@ COPY harness /src/harness-project/harness
 COPY loadtest /src/harness-project/loadtest
 RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
     && rm -rf /src/harness-project \
-    && python3 -c "import numpy, nvidia.dali, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics; \
+    && python3 -c "import numpy, nvidia.dali, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics, harness.detection.postprocess, harness.detection.compare; \
 assert numpy.__version__ == '${NUMPY_VERSION}' and numpy.__file__.startswith('${SITE_PACKAGES}/'), (numpy.__version__, numpy.__file__); \
 assert nvidia.dali.__file__.startswith('${IMAGE_PYTHONPATH}/'), nvidia.dali.__file__"
 # (That import check fails the build early if the DALI package autoserialization uses,
-# OpenCV, or what preflight needs, is not importable by the image's python3, or if numpy
-# is not the site-packages' 1.26.4: the PYTHONPATH order above decides it.)
+# OpenCV, what detect_postprocess or preflight needs, is not importable by the image's python3,
+# or if numpy is not the site-packages' 1.26.4: the PYTHONPATH order above decides it.)
 
 # The repository is mounted read-only: do not try to write __pycache__ into it.
 ENV PYTHONDONTWRITEBYTECODE=1

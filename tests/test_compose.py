@@ -63,8 +63,8 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "triton", "preflight", "locust-master", "locust-worker", "sweep",
-                                       "layers"}
+    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "triton", "preflight", "locust-master",
+                                       "locust-worker", "sweep", "layers"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
@@ -79,6 +79,7 @@ def test_pinned_images_of_one_release(config):
     services = config["services"]
     assert dockerfile_base(services["triton"]) == f"nvcr.io/nvidia/tritonserver:{RELEASE}"
     assert services["engine-builder"]["image"] == f"nvcr.io/nvidia/tensorrt:{RELEASE}"
+    assert services["detector-engine-builder"]["image"] == services["engine-builder"]["image"]
     assert dockerfile_base(services["layers"]) == services["engine-builder"]["image"]  # trt layers in the engine's TensorRT
     assert dockerfile_base(services["locust-master"]) == "locustio/locust:2.47.0"
     assert services["preflight"]["image"] == services["triton"]["image"]  # so it reports the server's DALI
@@ -134,6 +135,9 @@ def test_triton_serves_on_the_gpu_with_a_healthcheck_after_the_engine_build(conf
     assert sorted(p["target"] for p in triton["ports"]) == [8000, 8001, 8002]
     assert "http://localhost:8000/v2/health/ready" in triton["healthcheck"]["test"]
     assert triton["depends_on"]["engine-builder"]["condition"] == "service_completed_successfully"
+    assert triton["depends_on"]["detector-engine-builder"]["condition"] == "service_completed_successfully"
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"]
+               for d in gpu_devices(config["services"]["detector-engine-builder"]))
     for name in ("locust-master", "sweep"):
         assert config["services"][name]["depends_on"]["triton"]["condition"] == "service_healthy"
 
@@ -150,7 +154,7 @@ def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
     for name in loaded:
         assert name in models and load_config(source / name / "config.pbtxt").name == name
     # Everything the ensembles run is loaded with them.
-    for ensemble in ("classify_dali", "classify_opencv"):
+    for ensemble in ("classify_dali", "classify_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps"):
         assert ensemble in loaded
         assert {s.model_name for s in models[ensemble].ensemble_scheduling.step} <= set(loaded)
 
@@ -158,7 +162,7 @@ def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
 def test_the_engine_lands_where_triton_loads_the_classifier(config):
     builder, triton = config["services"]["engine-builder"], config["services"]["triton"]
     [built] = [v for v in builder["volumes"] if v["type"] == "volume"]
-    [served] = [v for v in triton["volumes"] if v["type"] == "volume"]
+    [served] = [v for v in triton["volumes"] if v["type"] == "volume" and v["target"] == "/models/classifier/1"]
     assert built["source"] == served["source"] and served.get("read_only") is True
     assert builder["command"][builder["command"].index("--out") + 1] == built["target"]
     assert served["target"] == "/models/classifier/1"
@@ -316,3 +320,98 @@ def test_preflight_runs_in_the_server_image_against_the_running_server(config):
     assert Path(mounts["/preflight"]["source"]) == ROOT / "build" / "preflight"  # make setup records it there
     # The engine the builder made, whose stamp names the TensorRT that built it.
     assert mounts["/models/classifier/1"]["source"] == "classifier-engine"
+
+
+def test_the_detectors_engine_lands_where_triton_and_preflight_load_the_detector(config):
+    builder, triton = config["services"]["detector-engine-builder"], config["services"]["triton"]
+    command = builder["command"]
+    assert command[:2] == config["services"]["engine-builder"]["command"][:2]  # the same script, the same image
+    assert command[command.index("--model") + 1] == "detector"
+    [built] = [v for v in builder["volumes"] if v["type"] == "volume"]
+    assert command[command.index("--out") + 1] == built["target"]
+    for service in (triton, config["services"]["preflight"]):
+        [served] = [v for v in service["volumes"] if v["type"] == "volume" and v["target"] == "/models/detector/1"]
+        assert served["source"] == built["source"] == "detector-engine" and served.get("read_only") is True
+    assert (ROOT / "model_repository" / "detector" / "1").is_dir()
+    assert load_config(ROOT / "model_repository" / "detector" / "config.pbtxt").platform == "tensorrt_plan"
+    # fp32 (no fp16 ONNX of the detector), tuned for single images; after the classifier's build
+    assert builder["environment"] == {"OPT_BATCH": "1"}
+    assert builder["depends_on"]["engine-builder"]["condition"] == "service_completed_successfully"
+    mounts = {v["target"]: v["source"] for v in builder["volumes"] if v["type"] == "bind"}
+    assert Path(mounts["/models"]) == ROOT / "model_repository" and Path(mounts["/opt/project/harness"]) == ROOT / "harness"
+    # preflight checks what compose serves: the detector's models, engine and boxes too
+    entrypoint = config["services"]["preflight"]["entrypoint"]
+    assert entrypoint[entrypoint.index("--task") + 1] == "detection"
+
+
+def detector_shapes(repository: Path, opt_batch: int) -> set[str]:
+    """The profile the detector's engine must have, from harness.spec and the detector's config:
+    the smallest input, a 640x480 photo's, the longest the deployment takes."""
+    from harness.spec import load_spec
+
+    resize = load_spec(repository / "detection.toml").preprocess.resize
+    max_batch = load_config(repository / "detector" / "config.pbtxt").max_batch_size
+    opt_h, opt_w = resize.geometry(480, 640).input
+    return {f"--minShapes=x:1x3x{resize.multiple}x{resize.multiple}", f"--optShapes=x:{opt_batch}x3x{opt_h}x{opt_w}",
+            f"--maxShapes=x:{max_batch}x3x{resize.max_side}x{resize.max_side}"}
+
+
+def test_engine_builder_gives_the_detector_a_profile_over_the_input_sizes_of_its_spec(tmp_path):
+    run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--model", "detector", "--out", tmp_path,
+                       env={"FP16": "0", "OPT_BATCH": "1", "TRTEXEC": "trtexec"})
+    assert run.returncode == 0, run.stderr
+    command = run.stdout.split()
+    assert command[0] == "trtexec" and {arg.split("=")[0] for arg in command[1:]} <= TRTEXEC_11_FLAGS
+    assert f"--onnx={ROOT / 'model_repository' / 'detector' / 'model.onnx'}" in command and "--noTF32" in command
+    shapes = detector_shapes(ROOT / "model_repository", 1)
+    assert shapes == {"--minShapes=x:1x3x32x32", "--optShapes=x:1x3x736x992", "--maxShapes=x:8x3x2048x2048"}
+    assert shapes <= set(command)
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_detector_profile_follows_the_spec_it_names(tmp_path):
+    # another limit-side setting (shrink the longer side to 960, inputs up to 1280): the builder
+    # reads it from the spec the detector's config names, and its arithmetic is the spec's
+    repo = tmp_path / "model_repository"
+    shutil.copytree(ROOT / "model_repository", repo, ignore=shutil.ignore_patterns("*.onnx", "__pycache__"))
+    (repo / "detector" / "model.onnx").write_bytes(b"not built in a dry run")
+    spec = (repo / "detection.toml").read_text()
+    (repo / "detection.toml").write_text(spec.replace('limit_side_len = 736', 'limit_side_len = 960')
+                                         .replace('limit_type = "min"', 'limit_type = "max"')
+                                         .replace('max_side = 2048', 'max_side = 1280'))
+    run = build_engine("--dry-run", "--repository", repo, "--model", "detector", "--out", tmp_path / "engine",
+                       env={"OPT_BATCH": "4", "TRTEXEC": "trtexec"})
+    assert run.returncode == 0, run.stderr
+    assert detector_shapes(repo, 4) == {"--minShapes=x:1x3x32x32", "--optShapes=x:4x3x480x640",
+                                        "--maxShapes=x:8x3x1280x1280"}
+    assert detector_shapes(repo, 4) <= set(run.stdout.split())
+    # a resize that makes no -1 x -1 inputs cannot size such a profile: one line, exit 2
+    (repo / "detection.toml").write_text(spec.replace('mode = "limit_side"', 'mode = "letterbox"'))
+    refused = build_engine("--dry-run", "--repository", repo, "--model", "detector", "--out", tmp_path / "engine")
+    assert refused.returncode == 2 and "only a limit_side resize" in refused.stderr
+
+
+def test_engine_builder_refuses_an_fp16_detector_in_one_line(tmp_path):
+    run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--model", "detector", "--out", tmp_path,
+                       env={"FP16": "1"})
+    assert run.returncode == 2 and "build the detector with FP16=0" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_the_triton_image_pins_what_the_detector_postprocessing_needs_at_the_projects_versions():
+    """detect_postprocess (and reading detection.toml, whose [postprocess] is checked by building
+    it) imports pyclipper and shapely: the image installs pyproject.toml's versions of them, as
+    of everything else both pin, and its build's import check reaches them."""
+    import tomllib
+
+    dockerfile = (ROOT / "docker" / "triton.Dockerfile").read_text()
+    pinned = dict(re.findall(r'^\s+"?([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^\s"\\]+)"?\s*\\?$', dockerfile, re.M))
+    project = dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(\S+)", dep).groups()
+                   for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+                   if "==" in dep)
+    assert {"pyclipper", "shapely"} <= set(pinned)
+    for name, version in pinned.items():
+        if name in project and not version.startswith("$"):
+            assert project[name] == version, name
+    [check] = [m for m in re.findall(r'python3 -c "import ([^;]+);', dockerfile) if "nvidia.dali" in m]
+    assert {"harness.detection.postprocess", "harness.detection.compare"} <= {m.strip() for m in check.split(",")}
