@@ -191,6 +191,26 @@ def test_the_engine_is_built_where_triton_waits_for_it_on_the_same_gpus(producti
     assert {e["name"]: e["value"] for e in builder["env"]} == defaults
 
 
+def test_the_detectors_engine_is_built_before_the_classifiers_and_triton_waits_for_both(production):
+    job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
+    build, detector = container(job, "build"), container(job, "build-detector")
+    assert [c["name"] for c in pod(job)["initContainers"]] == ["copy-repository", "build-detector"]
+    assert detector["image"] == build["image"] == MANIFEST.tensorrt.image
+    assert detector["command"][:2] == build["command"][:2]  # the same script
+    assert detector["command"][detector["command"].index("--model") + 1] == "detector"
+    repository = Path(detector["command"][detector["command"].index("--repository") + 1])
+    assert Path(detector["command"][detector["command"].index("--out") + 1]) == repository / "detector" / "1"
+    assert detector["resources"]["limits"]["nvidia.com/gpu"] == 1  # one GPU: init containers run one at a time
+    defaults = {k: re.fullmatch(r"\$\{\w+:-(.*)\}", v).group(1)
+                for k, v in compose_triton()["detector-engine-builder"]["environment"].items()}
+    assert {e["name"]: e["value"] for e in detector["env"]} == defaults
+    # the build reads detection.toml with harness/spec.py (and harness/files.py), copied beside the script
+    copy = container(job, "copy-repository")["command"][-1]
+    assert "/opt/project/harness/spec.py" in copy and "/opt/project/harness/files.py" in copy
+    wait = container(triton, "wait-for-engine")["command"][-1]
+    assert "/models/detector/1/model.plan.stamp.json" in wait and "/models/classifier/1/model.plan.stamp.json" in wait
+
+
 def copied_paths(command: str) -> list[str]:
     """The /opt/project/... paths a `cp` in an init container reads from the harness image."""
     return re.findall(r"/opt/project/(\S+?)(?:/\.)?(?=\s|$)", command)
