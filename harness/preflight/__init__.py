@@ -44,8 +44,13 @@ PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 """Row statuses; ``info`` is printed, never judged (what the container has)."""
 MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
           "classifier", "classify_dali", "classify_opencv")
-TASK_MODELS = {"classification": (), "embedding": ("embedder", "embed_dali", "embed_opencv")}
-"""Models a ``--task`` adds to the ready check (the preprocessing is the same for every task)."""
+TASK_MODELS = {"classification": (), "embedding": ("embedder", "embed_dali", "embed_opencv"),
+               "detection": ("detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
+                             "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
+                             "detect_dali", "detect_opencv")}
+"""Models a ``--task`` adds to the ready check (the embedder shares the classifier's
+preprocessing; the detector has its own, reading detection.toml)."""
+DETECTOR = "detector"
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,11 @@ def _dali_version() -> str | None:
     return nvidia.dali.__version__
 
 
-def environment_rows(manifest: Manifest, profile: str, repository: Path | None, known: KnownAnswers | None) -> list[Row]:
+def environment_rows(manifest: Manifest, profile: str, repository: Path | None, known: KnownAnswers | None,
+                     task: str = "classification") -> list[Row]:
     """Versions and the DALI schema of *this* process's environment: the server's own when
-    preflight runs in the Triton image (or, for the cpu profile, the embedded server's virtualenv)."""
+    preflight runs in the Triton image (or, for the cpu profile, the embedded server's virtualenv);
+    for ``task`` detection, the detector's engine stamp too."""
     gpu = profile == "gpu"
     python = ".".join(map(str, sys.version_info[:3]))
     rows = [
@@ -98,6 +105,9 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
         rows.extend(engine_rows(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
+        if task == "detection":
+            rows.extend(Row(f"{DETECTOR} {r.check}", r.status, r.expected, r.found, r.detail, r.record)
+                        for r in engine_rows(repository / DETECTOR / "1" / "model.plan.stamp.json", manifest))
     rows.extend(decode_stack_rows(manifest))
     rows.extend(dali_schema_rows(repository, known))
     if gpu and repository is not None and known is not None:
@@ -230,10 +240,11 @@ def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: st
     not_ready = [m for m in models if not client.is_ready(m)]
     rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(models)} models",
                     f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
-    classifier = client.model_config(CLASSIFIER)
-    platform = classifier.get("platform") or classifier.get("backend")
     want = "tensorrt_plan" if profile == "gpu" else "python"
-    rows.append(Row("classifier platform", PASS if platform == want else FAIL, want, platform or "?"))
+    for model in (CLASSIFIER, DETECTOR) if task == "detection" else (CLASSIFIER,):
+        config = client.model_config(model)
+        platform = config.get("platform") or config.get("backend")
+        rows.append(Row(f"{model} platform", PASS if platform == want else FAIL, want, platform or "?"))
     return rows
 
 
@@ -310,6 +321,73 @@ def compared_rows(found: dict, expected: dict, tolerances: dict[str, Tolerance],
 def _verdict_row(check: str, verdict: Verdict, detail: str, rule_name: str, record: str) -> Row:
     return Row(check, FAIL if verdict == Verdict.DIVERGED else PASS, f"equal or close ({rule_name})", verdict.value,
                detail, record)
+
+
+def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
+                   own: KnownAnswers | None = None) -> list[Row]:
+    """Both detection ensembles' boxes of the recorded photos against a record, by
+    :func:`harness.detection.compare.compare_detections` (its documented tolerance: matched
+    one to one at IoU 0.5, corners within 4 px or IoU 0.9, scores within 0.05; a box only one
+    side has near the score threshold is a tie, listed), and the geometry each applied, which
+    is arithmetic on the image's size: equal. With ``own`` (this host's own record) the server
+    is held to it and it to ``known``, as :func:`known_answer_rows` does."""
+    from harness.client import REPOSITORY_TASKS
+    from harness.detection.boxes import Detections
+    from harness.detection.compare import compare_detections
+    from harness.detection.postprocess import from_table
+    from harness.preflight.known_answers import detect
+    from harness.spec import load_spec
+
+    target = own or known
+    if not target.detections:
+        return [Row("detection known answers", FAIL, record=target.profile,
+                    detail=f"none in the {target.profile} record: record them again from a server with the detector "
+                           "(make setup: harness preflight --record --photos data/photos)")]
+    spec = load_spec(Path(repository) / REPOSITORY_TASKS["detection"].spec)
+    threshold = from_table(spec.postprocess).params.score_threshold
+
+    def compared(found: dict, expected: dict, record: str, prefix: str = "", failed: dict | None = None) -> list[Row]:
+        rows = []
+        for pipeline in PIPELINES:
+            worst, geometry_moved = None, []
+            for photo, recorded in expected.items():
+                if pipeline not in found.get(photo, {}):
+                    continue
+                got, want = found[photo][pipeline], recorded[pipeline]
+                if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
+                    geometry_moved.append(f"{photo}: {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
+                result = compare_detections(Detections(want["BOXES"], want["SCORES"]),
+                                            Detections(got["BOXES"], got["SCORES"]), threshold,
+                                            image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
+                events = "; ".join(result.events()) or "the same boxes"
+                if worst is None or result.verdict.rank > worst[0].rank:
+                    worst = (result.verdict, f"worst {photo} ({result.reference_boxes} boxes): {events}")
+            name = f"{prefix}detection {pipeline}"
+            if failed and pipeline in failed:
+                rows.append(Row(f"{name}: request", FAIL, "answered", "refused", failed[pipeline], record))
+            if worst is not None:
+                rows.append(Row(f"{name}: boxes", FAIL if worst[0] == Verdict.DIVERGED else PASS,
+                                "equal, close or tie (compare_detections)", worst[0].value, worst[1], record))
+                rows.append(Row(f"{name}: geometry", FAIL if geometry_moved else PASS, "equal",
+                                "moved" if geometry_moved else "equal", "; ".join(geometry_moved), record))
+        return rows
+
+    served: dict[str, dict[str, dict[str, np.ndarray]]] = {photo: {} for photo in target.detection_images}
+    failed: dict[str, str] = {}
+    for photo, data in target.detection_images.items():
+        for pipeline in PIPELINES:
+            try:
+                served[photo][pipeline] = detect(client, data, pipeline)
+            except InferenceError as exc:
+                failed.setdefault(pipeline, f"{photo}: {exc}")
+    rows = compared(served, target.detections, target.profile, failed=failed)
+    if own is not None:
+        if known.detections:
+            rows += compared(own.detections, known.detections, f"{own.profile} vs {known.profile}", prefix="record ")
+        else:
+            rows.append(Row("record detection known answers", FAIL, record=known.profile,
+                            detail=f"none in the {known.profile} record to hold this host's to: record it again"))
+    return rows
 
 
 def isolation_row(client_factory, photos: list[bytes], clients: int = 8, rounds: int = 6) -> Row:
@@ -389,12 +467,14 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
     skipped. ``tolerances`` default to the decoder rule for the repository's spec (the
     drift rule always comes from it too). ``metrics_url``: Triton's metrics, to see the
     batches formed. ``task``: an embedding deployment's models are checked ready too (the
-    known answers are the preprocessing's and the classifier's, whatever the task)."""
+    known answers are the preprocessing's and the classifier's, whatever the task); a
+    detection deployment's models, its engine and its boxes on the recorded photos with
+    text (:func:`detection_rows`)."""
     profile = profile_of(client)
     rows = [Row("profile", PASS, "", profile)]
     rows += server_rows(client, manifest, profile, task)
     if in_server_env:
-        rows += environment_rows(manifest, profile, repository, known)
+        rows += environment_rows(manifest, profile, repository, known, task)
     else:
         rows.append(Row("versions inside the server's image", SKIP,
                         detail="run it there: docker compose run --rm preflight"))
@@ -408,6 +488,8 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
         drift = tolerances_for(spec.preprocess, drift=True)
         rows += known_answer_rows(client, known, tolerances, drift, profile, own)
+        if task == "detection":
+            rows += detection_rows(client, known, Path(repository or "model_repository"), own)
         rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows
 

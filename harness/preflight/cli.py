@@ -47,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "for the same files")
     parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
-    parser.add_argument("--task", choices=("classification", "embedding"), default="classification",
-                        help="embedding: the embedder and its ensembles must be ready too (default: %(default)s)")
+    parser.add_argument("--task", choices=("classification", "embedding", "detection"), default="classification",
+                        help="embedding: the embedder and its ensembles must be ready too; detection: the text "
+                             "detector's models, its engine and its known answers (boxes) too (default: %(default)s)")
 
 
 def options_from_args(args: argparse.Namespace) -> PreflightOptions:

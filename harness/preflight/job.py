@@ -52,7 +52,8 @@ class PreflightOptions:
     """With ``record``: read the known-answer photos from this folder (``make setup``: data/photos);
     None: take the very bytes the cpu record in ``known_answers`` holds (every later record does)."""
     task: str = "classification"
-    """``--task``: the deployment serves this task too (its models are checked ready)."""
+    """``--task``: the deployment serves this task too (its models are checked ready; for
+    ``detection``, its engine and its known answers too)."""
 
 
 @dataclass(frozen=True)
@@ -133,34 +134,41 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
 
 
 def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
-            images: dict[str, bytes] | None = None) -> PreflightResult:
-    """Record ``images`` (default: :func:`photos_to_record`) from the server into the record
-    of its ``profile``."""
+            images: tuple[dict[str, bytes], dict[str, bytes]] | None = None) -> PreflightResult:
+    """Record ``images`` (default: :func:`photos_to_record`: the classification photos and
+    the detection photos) from the server into the record of its ``profile``; the detection
+    answers only where the server serves the detector."""
     from harness.manifest import decode_stack_versions
-    from harness.preflight.known_answers import record, record_dir
+    from harness.preflight.known_answers import record, record_dir, serves_detection
     from harness.preprocessing.dali_graph import production_arguments
 
-    images = photos_to_record(options) if images is None else images
+    images, detection_images = photos_to_record(options) if images is None else images
     out = record_dir(options.known_answers, profile)
     versions = decode_stack_versions() if options.in_server_env or profile == "cpu" else {}
+    if not serves_detection(client):
+        detection_images = {}
     try:
-        path = record(client, images, out, production_arguments(options.repository), profile, versions)
+        path = record(client, images, out, production_arguments(options.repository), profile, versions,
+                      detection_images)
     except OSError as exc:
         raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
                          "(in compose, build/preflight must be mounted writable to record)") from None
     return PreflightResult(manifest, profile, recorded=path, photos=len(images))
 
 
-def photos_to_record(options: PreflightOptions) -> dict[str, bytes]:
-    """Name -> file bytes of the photos ``--record`` sends: from ``options.photos``, else the
-    very bytes of the cpu record in ``options.known_answers`` (so a GPU host's record and the
-    cpu one answer for the same files; the Triton image has no data/photos)."""
+def photos_to_record(options: PreflightOptions) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Name -> file bytes of the photos ``--record`` sends, the classification photos and the
+    detection photos: from ``options.photos``, else the very bytes of the cpu record in
+    ``options.known_answers`` (so a GPU host's record and the cpu one answer for the same
+    files; the Triton image has no data/photos)."""
     from harness.preflight import known_answers
 
     try:
         if options.photos is not None:
-            return known_answers.read_photos(options.photos)
-        return known_answers.load(options.known_answers).images
+            return (known_answers.read_photos(options.photos),
+                    known_answers.read_photos(options.photos, known_answers.DETECTION_PHOTOS))
+        cpu = known_answers.load(options.known_answers)
+        return cpu.images, cpu.detection_images
     except FileNotFoundError as exc:
         if options.photos is not None:
             raise UsageError(str(exc)) from None

@@ -10,6 +10,11 @@ bytes the cpu record holds, so that both records answer for the same files (the 
 image has no ``data/photos``). ``harness preflight`` compares a server with its own
 profile's record by the drift rule, and a GPU host's answers with the cpu record by the
 decoder rule (:mod:`harness.compare.tolerance`).
+
+Where the server serves the text detector (``detect_dali``, ``detect_opencv``), the record
+also keeps, for each photo of :data:`DETECTION_PHOTOS`, the boxes, scores and geometry both
+detection ensembles answer; ``harness preflight --task detection`` compares a server's with
+them by :func:`harness.detection.compare.compare_detections`.
 """
 
 from __future__ import annotations
@@ -20,13 +25,22 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.client import PIPELINES, TritonClient
+from harness.client import IMAGE, PIPELINES, REPOSITORY_TASKS, TritonClient
 from harness.files import strict_json, write_atomic
+from harness.packing import pack_images
 
 ARRAYS = "known_answers.npz"
 META = "known_answers.json"
 PHOTOS = ("squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "grace_hopper.jpg")
 """Known-answer photos of the corpus (data/photos): animals, food, a person; varied sizes."""
+DETECTION_PHOTOS = ("grace_hopper.jpg", "LinuxLogo.jpg")
+"""Known-answer photos with text (data/photos): the badge and ribbons of the portrait, the
+logo's lettering. The reference detector finds 4 and 3 words in them, every score at least
+0.15 above the threshold (0.5), so no box is a near-threshold one that may come and go."""
+DETECTION_OUTPUTS = ("BOXES", "SCORES", "GEOMETRY")
+"""What the record keeps of a detection ensemble's answer (the map is megabytes a photo)."""
+_DETECT = "detect:"
+"""Prefix of the detection answers' keys in the record's arrays."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,11 @@ class KnownAnswers:
     versions: dict[str, str] = field(default_factory=dict)
     """What recorded them: the server, and the DALI, nvImageCodec and nvJPEG of the recording
     process (the server's own when recorded in its image or, for the cpu profile, its virtualenv)."""
+    detection_images: dict[str, bytes] = field(default_factory=dict)
+    """The photos of the detection answers, by name (:data:`DETECTION_PHOTOS`)."""
+    detections: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
+    """``detections[photo][pipeline][output]`` (:data:`DETECTION_OUTPUTS`) of ``detect_<pipeline>``;
+    empty in a record of a server without the detector (or made before it was served)."""
 
     @property
     def source(self) -> str:
@@ -58,21 +77,34 @@ def record_dir(directory: Path, profile: str) -> Path:
     return Path(directory) if profile == "cpu" else Path(directory) / profile
 
 
-def read_photos(directory: Path) -> dict[str, bytes]:
-    """The bytes of the known-answer :data:`PHOTOS` in ``directory`` (``data/photos``);
-    FileNotFoundError names the missing ones."""
-    paths = [Path(directory) / name for name in PHOTOS]
+def read_photos(directory: Path, names: tuple[str, ...] = PHOTOS) -> dict[str, bytes]:
+    """The bytes of the known-answer :data:`PHOTOS` (or ``names``) in ``directory``
+    (``data/photos``); FileNotFoundError names the missing ones."""
+    paths = [Path(directory) / name for name in names]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"known-answer photos missing: {', '.join(missing)} (make setup gathers them)")
     return {p.name: p.read_bytes() for p in paths}
 
 
+def detect(client: TritonClient, data: bytes, pipeline: str) -> dict[str, np.ndarray]:
+    """One photo's :data:`DETECTION_OUTPUTS` from ``detect_<pipeline>``, batch axis removed."""
+    ensemble = REPOSITORY_TASKS["detection"].ensemble(pipeline)
+    out = client.infer(ensemble, {IMAGE: pack_images([data])}, list(DETECTION_OUTPUTS))
+    return {name: value[0] for name, value in out.items()}
+
+
+def serves_detection(client: TritonClient) -> bool:
+    """Whether the server has both detection ensembles ready."""
+    return all(client.is_ready(REPOSITORY_TASKS["detection"].ensemble(p)) for p in PIPELINES)
+
+
 def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_arguments: dict[str, list[str]],
-           profile: str = "cpu", versions: dict[str, str | None] | None = None) -> Path:
+           profile: str = "cpu", versions: dict[str, str | None] | None = None,
+           detection_images: dict[str, bytes] | None = None) -> Path:
     """Read the known answers of ``images`` (name -> file bytes) from a running server of
     ``profile`` into ``out``; ``versions`` (e.g. the decode stack this process loaded) are
-    kept with them."""
+    kept with them; ``detection_images``: photos whose boxes both detection ensembles answer."""
     arrays, names = {}, []
     for name, data in images.items():
         names.append(name)
@@ -80,11 +112,17 @@ def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_a
         for pipeline in PIPELINES:
             for stage, tensor in client.deployed(data, pipeline).items():
                 arrays[f"{name}/{pipeline}/{stage}"] = tensor
+    for name, data in (detection_images or {}).items():
+        arrays[f"{_DETECT}{name}/image"] = np.frombuffer(data, np.uint8)
+        for pipeline in PIPELINES:
+            for output, tensor in detect(client, data, pipeline).items():
+                arrays[f"{_DETECT}{name}/{pipeline}/{output}"] = tensor
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / ARRAYS, **arrays)
     server = client.server_metadata().get("version", "")
     meta = {"photos": names, "server": server, "pipeline_arguments": pipeline_arguments, "profile": profile,
-            "versions": {"server": server, **{k: v for k, v in (versions or {}).items() if v}}}
+            "versions": {"server": server, **{k: v for k, v in (versions or {}).items() if v}},
+            "detection_photos": list(detection_images or {})}
     write_atomic(out / META, strict_json(meta, indent=2) + "\n")  # written last: marks the record complete
     return out / META
 
@@ -102,5 +140,10 @@ def load(directory: Path) -> KnownAnswers:
         images[photo] = arrays[f"{photo}/image"].tobytes()
         stages[photo] = {pipeline: {key.split("/")[2]: value for key, value in arrays.items()
                                     if key.startswith(f"{photo}/{pipeline}/")} for pipeline in PIPELINES}
+    detection_images, detections = {}, {}
+    for photo in meta.get("detection_photos", []):
+        detection_images[photo] = arrays[f"{_DETECT}{photo}/image"].tobytes()
+        detections[photo] = {pipeline: {name: arrays[f"{_DETECT}{photo}/{pipeline}/{name}"] for name in DETECTION_OUTPUTS}
+                             for pipeline in PIPELINES}
     return KnownAnswers(images, stages, meta.get("server", ""), meta.get("pipeline_arguments", {}),
-                        meta.get("profile", "cpu"), meta.get("versions", {}))
+                        meta.get("profile", "cpu"), meta.get("versions", {}), detection_images, detections)
