@@ -19,7 +19,9 @@ Options (each also an environment variable; defaults in brackets):
 - ``--protocol`` grpc|http [grpc] (``LOCUST_PROTOCOL``);
 - ``--ensemble`` any model with an encoded-image input [classify_dali] (``LOCUST_ENSEMBLE``):
   its input (UINT8 ``[-1]`` or BYTES ``[1]``, batched or not) and its scores output
-  (probabilities preferred) are read from its config when the user starts;
+  (probabilities preferred) are read from its config when the user starts; a detector's
+  (``detect_dali``, ``detect_opencv``: outputs ``BOXES`` and ``SCORES``) is asked for its boxes
+  and scores, as a client of the detector would;
 - ``--client`` ``FILE.py:NAME``: the client's own preprocessing (file bytes -> the model's input
   tensor, or a dict by input name), run in the user on every photo before the request, for a
   model fed tensors rather than files (``LOCUST_CLIENT``; the file must be on every worker);
@@ -66,6 +68,11 @@ DEFAULT_IMAGES = Path(__file__).resolve().parents[1] / "data" / "photos"
 TOP_K = 5
 """Each request asks for the top-5 classes (Triton's classification extension), as a
 client of the classifier would; the answer is checked to hold them."""
+DETECTION_RESULTS = ("BOXES", "SCORES")
+"""A detector's answer (this repository's ``detect_*`` ensembles: ``REPOSITORY_TASKS["detection"].results``
+of :mod:`harness.client`, which the Locust image cannot import): a model with both outputs is
+asked for them, without ``class_count``, and the answer is checked to hold one [4, 2] quad per
+score (their number varies with the image, zero included)."""
 
 logger = logging.getLogger("loadtest")
 
@@ -76,7 +83,8 @@ def add_arguments(parser) -> None:
     group.add_argument("--protocol", choices=["grpc", "http"], default="grpc", env_var="LOCUST_PROTOCOL",
                        help="tritonclient protocol when --host has no grpc:// or http:// scheme (default: grpc)")
     group.add_argument("--ensemble", default="classify_dali", env_var="LOCUST_ENSEMBLE",
-                       help="model to call: classify_dali (GPU decode) or classify_opencv (CPU decode)")
+                       help="model to call: classify_dali (GPU decode) or classify_opencv (CPU decode); the text "
+                            "detector's detect_dali or detect_opencv; any model with an image input")
     group.add_argument("--client", default="", env_var="LOCUST_CLIENT",
                        help="FILE.py:NAME: your client's preprocessing, run on each photo; its tensors are sent")
     group.add_argument("--images", default=str(DEFAULT_IMAGES), env_var="LOCUST_IMAGES",
@@ -118,9 +126,10 @@ class TritonInferClient:
     """One tritonclient connection sending photos to one model; returns response sizes.
 
     How a photo goes in and which output holds the scores come from the model's config
-    (:mod:`harness.deployment.discovery`), so any classification model can be loaded; with
-    ``client`` (``file.py:name``) the photo goes through the client's own preprocessing and its
-    tensors are sent (:mod:`harness.deployment.client_side`)."""
+    (:mod:`harness.deployment.discovery`), so any classification model can be loaded, and a
+    detector (:data:`DETECTION_RESULTS`); with ``client`` (``file.py:name``) the photo goes
+    through the client's own preprocessing and its tensors are sent
+    (:mod:`harness.deployment.client_side`)."""
 
     def __init__(self, protocol: str, url: str, timeout: float, model: str, client: str = ""):
         from harness.deployment.base import ImageRequest
@@ -143,8 +152,12 @@ class TritonInferClient:
             self.request = ClientRequest(model, client, load_client(client), info.inputs, info.batched)
         else:
             self.request = ImageRequest(model, image_input(info), info.batched)
-        self.output = scores_output(info, prefer="prob").name
-        self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
+        self.detector = set(DETECTION_RESULTS) <= {t.name for t in info.outputs}
+        if self.detector:
+            self.outputs = [module.InferRequestedOutput(name, **options) for name in DETECTION_RESULTS]
+        else:
+            self.output = scores_output(info, prefer="prob").name
+            self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
 
     def infer(self, data: bytes) -> int:
         """Send one file; returns the response's size in bytes, raises on any failure."""
@@ -164,6 +177,9 @@ class TritonInferClient:
             # The body: Triton's compact JSON header, then the binary output data.
             size = len(json.dumps(response, separators=(",", ":"))) + sum(
                 o.get("parameters", {}).get("binary_data_size", 0) for o in response.get("outputs", []))
+        if self.detector:
+            check_detections(result.as_numpy(DETECTION_RESULTS[0]), result.as_numpy(DETECTION_RESULTS[1]))
+            return size
         top = result.as_numpy(self.output)
         if top is None or top.size != TOP_K:
             raise RequestFailed("bad response", f"{self.output} has shape {None if top is None else top.shape}, "
@@ -172,6 +188,15 @@ class TritonInferClient:
 
     def close(self) -> None:
         self.client.close()
+
+
+def check_detections(boxes, scores) -> None:
+    """:class:`RequestFailed` unless a detector's answer for one image holds one [4, 2] quad per
+    score (batched or not)."""
+    shapes = (None if boxes is None else boxes.shape, None if scores is None else scores.shape)
+    if boxes is None or scores is None or boxes.shape[-2:] != (4, 2) or boxes.shape[:-2] != scores.shape:
+        raise RequestFailed("bad response", f"{DETECTION_RESULTS[0]} and {DETECTION_RESULTS[1]} have shapes "
+                                            f"{shapes[0]} and {shapes[1]}, expected [N, 4, 2] and [N]")
 
 
 def as_request_failure(exc: Exception) -> RequestFailed:

@@ -8,6 +8,7 @@ breakdown per model, and PNG plots, all in ``--out``.
     python -m loadtest.sweep                          # embedded server (cpu profile), local Locust
     python -m loadtest.sweep --url 127.0.0.1:8000     # a running server (gRPC 8001, metrics 8002)
     python -m loadtest.sweep --url triton:8000 --locust http://locust-master:8089   # docker compose
+    python -m loadtest.sweep --model detect_dali --model detect_opencv   # the text detector, GPU vs CPU decode
 
 Exit status (the harness's one policy, :mod:`harness.errors`): 0 every point was measured
 and every good photo served; 1 a point had no successful request or a good photo failed
@@ -146,8 +147,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep.add_argument("--ensembles", nargs="+", default=list(ENSEMBLES), help="default: %(default)s")
     sweep.add_argument("--model", action="append", dest="models", default=None, metavar="NAME",
                        help="any model on the server with an image input, instead of --ensembles (repeat: "
-                            "--model A --model B compares A with B); how to send an image and which output "
-                            "holds the scores are read from its config")
+                            "--model A --model B compares A with B, e.g. the text detector's GPU and CPU decode: "
+                            "--model detect_dali --model detect_opencv); how to send an image and which output "
+                            "holds the scores (a detector's: BOXES and SCORES) are read from its config")
     sweep.add_argument("--client", default=None, metavar="FILE.py:NAME",
                        help="with --model: your client's own preprocessing (file bytes -> the model's input tensor, or "
                             "a dict by input name), run by each Locust user on each photo before its request")
