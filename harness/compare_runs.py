@@ -69,7 +69,7 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str |
             a: ImageTensors = load_image_tensors(files_a[image])
             b: ImageTensors = load_image_tensors(files_b[image])
             ref, dep = getattr(a, side), getattr(b, side)
-            stages = compare_stages(ref, dep, tolerances, tie_margin=margin, scores=scores, result=chosen.compare_result)
+            stages = compare_stages(ref, dep, tolerances, tie_margin=margin, scores=scores, result=chosen.result_of)
             both = Stage.OUTPUT in ref and Stage.OUTPUT in dep
             data = chosen.image_data(ref[Stage.OUTPUT], dep[Stage.OUTPUT]) if both else None
             summary.add(ImageResult(image, stages, task_data=data))

@@ -82,7 +82,10 @@ PROBABILITIES = ScoreKind("probabilities", "probability", distribution=True)
 EMBEDDING = ScoreKind("embedding", "cosine similarity", distribution=False)
 """Not class scores: the embedding task's features (:mod:`harness.task.embedding`), compared as
 they are; its margin is in cosine similarity and its output rule is the task's."""
-SCORE_KINDS = {kind.name: kind for kind in (LOGITS, PROBABILITIES, EMBEDDING)}
+DETECTION = ScoreKind("detection", "score", distribution=False)
+"""Not class scores: a detector's raw output (a text probability map, a raw head), compared as
+it is (:mod:`harness.task.detection`); its margin is in the boxes' score units."""
+SCORE_KINDS = {kind.name: kind for kind in (LOGITS, PROBABILITIES, EMBEDDING, DETECTION)}
 
 
 def score_kind(name: str | ScoreKind) -> ScoreKind:

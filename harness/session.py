@@ -62,9 +62,10 @@ def _stderr(message: str) -> None:
 
 
 @contextlib.contextmanager
-def embedded_server(repository: Path, spec: Path | None = None,
+def embedded_server(repository: Path, spec=None,
                     log: Callable[[str], None] = _stderr) -> Iterator["TritonServer"]:
-    """Build the cpu profile of ``repository`` (with ``spec``, default the repository's own)
+    """Build the cpu profile of ``repository`` (with ``spec``, default the repository's own; a
+    dict of spec file name -> path for others than ``preprocessing.toml``)
     in a temporary directory under ``build/`` and serve it on free loopback ports; ``log``
     gets one line when starting and one when ready (default: stderr)."""
     from harness.repository import build_cpu_profile
@@ -84,7 +85,7 @@ def embedded_server(repository: Path, spec: Path | None = None,
 
 
 @contextlib.contextmanager
-def connect(url: str | None, protocol: str, timeout: float, repository: Path, spec: Path | None = None,
+def connect(url: str | None, protocol: str, timeout: float, repository: Path, spec=None,
             log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:
     """A ready client to ``url``, or (``url`` None) to an embedded server of ``repository``
     started for the block. Raises :class:`UsageError` if the server is not ready."""
@@ -130,6 +131,10 @@ class Session:
     """Seconds per request."""
     labels: Path | None = None
     """The class names of the user's model, one per line (None: the repository classifier's)."""
+    task: str | None = None
+    """``--task``: which of the repository's specs is the default one (detection's
+    ``detection.toml``, else ``preprocessing.toml``), and which one ``spec_file`` replaces in
+    an embedded server."""
 
     def __post_init__(self):
         """Refuses (:class:`UsageError`, before any work) a ``url`` that is not ``host:port``,
@@ -144,10 +149,15 @@ class Session:
         require_number("--timeout", self.timeout, maximum=MAX_TIMEOUT, above=0)
 
     @property
-    def spec_path(self) -> Path:
-        from harness.spec import SPEC_FILENAME
+    def spec_name(self) -> str:
+        """The repository's spec file of this session's task (:data:`harness.client.REPOSITORY_TASKS`)."""
+        from harness.client import REPOSITORY_TASKS
 
-        return self.spec_file or self.repository / SPEC_FILENAME
+        return REPOSITORY_TASKS[self.task or "classification"].spec
+
+    @property
+    def spec_path(self) -> Path:
+        return self.spec_file or self.repository / self.spec_name
 
     @functools.cached_property
     def spec(self) -> "Spec":
@@ -256,7 +266,8 @@ class Session:
     @contextlib.contextmanager
     def connect(self, log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:
         """A ready client to ``url``, or to an embedded server started for the block."""
-        with connect(self.url, self.protocol, self.timeout, self.repository, self.spec_file, log) as client:
+        specs = {self.spec_name: self.spec_file} if self.spec_file else None
+        with connect(self.url, self.protocol, self.timeout, self.repository, specs, log) as client:
             yield client
 
     def client_factory(self, client: TritonClient) -> Callable[[], TritonClient]:

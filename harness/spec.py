@@ -157,6 +157,21 @@ class ResizeSpec:
     """The longest model-input side a ``limit_side`` deployment takes (its TensorRT engine's
     optimization profile ends there); an image whose input would be longer is refused."""
 
+    def extent(self) -> str:
+        """The resize's own parameters in words (``shorter_side [256]``, ``limit_side 736 (min, x32)``,
+        ``letterbox [640, 640] (pad 114 center)``), for the recipes' descriptions."""
+        if self.mode == "limit_side":
+            return f"limit_side {self.limit_side_len} ({self.limit_type}, x{self.multiple})"
+        if self.mode == "letterbox":
+            return (f"letterbox {[self.size[0], self.size[-1]]} (pad {self.pad_value} {self.pad_position}"
+                    + (f", auto x{self.stride}" if self.auto else "") + ("" if self.scaleup else ", no scaleup") + ")")
+        return f"{self.mode} {list(self.size)}"
+
+    @property
+    def cropped(self) -> str:
+        """What the ``crop`` stage does, in words: a center crop, a letterbox's padding, or nothing."""
+        return {"letterbox": "pad", "limit_side": "no crop"}.get(self.mode, "center crop")
+
     @property
     def for_detector(self) -> bool:
         """A detector's resize (letterbox, limit_side): it makes the model input itself."""
@@ -175,9 +190,12 @@ class ResizeSpec:
 
     def geometry(self, height: int, width: int):
         """What a detector resize does to an image of this size (:class:`harness.detection.geometry.Geometry`:
-        resized size, padding, model input size)."""
-        from harness.detection.geometry import geometry
+        resized size, padding, model input size); a ``stretch`` too (a detector fed a stretched
+        image: its crop takes the whole of it)."""
+        from harness.detection.geometry import Geometry, geometry
 
+        if self.mode == "stretch":
+            return Geometry((height, width), (self.size[0], self.size[-1]))
         return geometry(height, width, self.detector())
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:

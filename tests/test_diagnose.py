@@ -195,7 +195,7 @@ def test_a_reference_crop_the_classifier_cannot_take_is_a_clear_error(tmp_path, 
     odd = tmp_path / "odd.toml"
     odd.write_text(f'extends = "{repository / "preprocessing.toml"}"\n[reference.crop]\nsize = [216, 216]\n')
     reference_model = load_reference_model(repository / "classifier" / "model.onnx", "onnx")
-    with pytest.raises(SpecError, match=r"\[3, 216, 216\] model inputs but the classifier takes \[3, 224, 224\]"):
+    with pytest.raises(SpecError, match=r"\[3, 216, 216\] model inputs but the model takes \[3, 224, 224\]"):
         reference_model.check_input(load_spec(odd).reference.preprocess.input_shape)
 
 

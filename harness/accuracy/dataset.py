@@ -35,7 +35,7 @@ class Sample:
 class Dataset:
     source: Path
     layout: str
-    """"imagefolder", "csv" or "unlabeled"."""
+    """"imagefolder", "csv", "coco" (a detection set: labeled boxes) or "unlabeled"."""
     samples: tuple[Sample, ...]
     label_names: tuple[str, ...] = ()
     """Label index -> name (the model's classes, or a retrieval set's own labels)."""
@@ -46,6 +46,23 @@ class Dataset:
 
     def label_name(self, sample: Sample) -> str | None:
         return None if sample.label is None else self.label_names[sample.label]
+
+
+def read_coco(labels: Path, images: Path) -> Dataset:
+    """A COCO detection set (``labels``: its JSON; a detector's labeled boxes, scored by
+    :mod:`harness.detection.effect`): its images, by ``file_name``, in ``images``. Every image
+    the file lists must be there."""
+    from harness.detection.effect import LabelsError, load_labels
+
+    try:
+        found = load_labels(labels)
+    except LabelsError as exc:
+        raise DatasetError(str(exc)) from None
+    samples = tuple(Sample(name, images / name, None) for name in found.boxes)
+    missing = [s.name for s in samples if not s.path.is_file()]
+    if missing:
+        raise DatasetError(f"{len(missing)} image(s) {labels} lists are not in {images}: {abbreviated(missing)}")
+    return Dataset(labels, "coco", samples)
 
 
 def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path | None = None) -> Dataset:
@@ -59,6 +76,10 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
     Raises :class:`DatasetError` naming every unknown label, or an image without one."""
     if not dataset.exists():
         raise DatasetError(f"dataset not found: {dataset}")
+    coco = dataset if dataset.suffix.lower() == ".json" else labels_csv if labels_csv and labels_csv.suffix.lower() == ".json" \
+        else None
+    if coco is not None:
+        return read_coco(coco, dataset.parent if dataset.is_file() else dataset)
     if dataset.is_file():
         if labels_csv is not None:
             raise DatasetError(f"{dataset} is a file: give a CSV dataset either as DATASET or with --labels, not both")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from harness.accuracy.predict import TOP_K
 from harness.check.job import Progress, no_progress
 from harness.client import PIPELINES
@@ -42,7 +44,10 @@ class AccuracyOptions:
     """Classify only this shard's images (``harness merge`` pools the shards)."""
     task: str | None = None
     """``--task`` (None: classification for the pipelines, what discovery finds for models):
-    its effect is what is measured (classification: accuracy; embedding: retrieval)."""
+    its effect is what is measured (classification: accuracy; embedding: retrieval; detection:
+    precision, recall, F1 and mAP on COCO labels)."""
+    postprocess: str | None = None
+    """``FILE.py:NAME``: the user's postprocessing of a detector's raw output (None: the spec's)."""
 
 
 @dataclass(frozen=True)
@@ -116,8 +121,13 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         "classification" if not options.models else None)
 
     def load(task: str):
-        """The dataset (labels: the model's classes, or a retrieval set's own) and the reference model."""
+        """The dataset (labels: the model's classes, a retrieval set's own, a detection set's
+        boxes) and the reference model."""
         full = load_dataset(options.dataset, session.classes() if task == "classification" else None, options.labels)
+        if (full.layout == "coco") != (task == "detection"):
+            raise UsageError(f"{options.dataset}: a {'COCO detection' if full.layout == 'coco' else full.layout} "
+                             f"dataset, but the task is {task}: a detector is scored on COCO JSON labels (--task "
+                             "detection), other tasks on labeled images")
         return full, session.reference_model(options.reference_model, task=task)
 
     full, reference_model = load(known) if known else (None, None)  # a DatasetError exits 2 (harness.errors)
@@ -144,6 +154,13 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         dataset = shard_dataset(full, options.shard) if options.shard else full
         samples = dataset.samples
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
+        if task.name == "detection":
+            task = deployments[0].configure_task(session.spec, options.postprocess)
+            for d in deployments[1:]:
+                d.configure_task(session.spec, options.postprocess)
+            tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
+            return _detection(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
+                              server_metadata, start, progress)
         if task.name != "classification":
             tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
             return _effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
@@ -221,5 +238,98 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
     if effect is None:
         raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be processed on every "
                               f"path ({next(iter(failed.items()), ('', ''))[1]})")
+    json_path, markdown_path = write_effect_report(options.report, report)
+    return EffectResult(report, json_path, markdown_path, options)
+
+
+DETECT_WORKERS = 4
+"""Images in flight while detecting: the server works on some while the reference runs others."""
+
+
+def _detection(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides, tie_margin: float,
+               server, server_metadata, start: float, progress) -> EffectResult:
+    """A detector's effect on a COCO labeled set: every path's boxes of every image (the
+    reference's by its postprocessing, each deployment's as it answers them), scored against
+    the labels (:func:`harness.detection.effect.evaluate_detection`), and each path's box
+    changes against the reference's (near-threshold ones within ``tie_margin`` of the score)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.accuracy.report import write_effect_report
+    from harness.accuracy.scoring import outcome_of
+    from harness.compare.result import one_line
+    from harness.detection.boxes import Detections
+    from harness.detection.effect import evaluate_detection, load_labels
+    from harness.listing import InputFile, read_input
+    from harness.report import versions
+    from harness.results import ReferenceInfo
+    from harness.stage import Stage
+
+    if options.shard is not None:
+        raise UsageError("--shard: a detector's effect is scored over the whole labeled set (COCO mAP ranks every "
+                         "image's boxes together); score it in one run")
+    samples, labels = dataset.samples, load_labels(dataset.source)
+
+    def reference_boxes(sample):
+        stages = recipe(read_input(InputFile.of(sample.path)))
+        stages[Stage.OUTPUT] = reference_model.logits(stages[Stage.INPUT][None])[0]
+        stages.update(task.derive_reference(stages))
+        return stages
+
+    def deployed_boxes(side, sample, reference):
+        stages = side.read(sample.name, read_input(InputFile.of(sample.path)))
+        stages.update(side.deployment.task.derive_deployed(stages, reference or {}))
+        return stages[Stage.POSTPROCESS]
+
+    def attempt(fn, *args):
+        try:
+            return fn(*args), None
+        except Exception as exc:  # noqa: BLE001 - one image's failure on one path is that image's row
+            return None, one_line(exc)
+
+    paths = ["reference", *(side.deployment.label for side in sides)]
+    found: dict[str, dict] = {p: {} for p in paths}
+    failed: dict[str, dict] = {p: {} for p in paths}
+    references: dict[str, dict] = {}
+    with progress(len(samples) * len(paths), "detecting") as advance, ThreadPoolExecutor(DETECT_WORKERS) as pool:
+        for sample, (stages, error) in zip(samples, pool.map(lambda s: attempt(reference_boxes, s), samples)):
+            advance(f"reference {sample.name}")
+            if error:
+                failed["reference"][sample.name] = error
+            else:
+                references[sample.name] = stages
+                found["reference"][sample.name] = Detections.from_array(stages[Stage.POSTPROCESS])
+        for side, path in zip(sides, paths[1:]):
+            answers = pool.map(lambda s, side=side: attempt(deployed_boxes, side, s, references.get(s.name)), samples)
+            for sample, (boxes, error) in zip(samples, answers):
+                advance(f"{path} {sample.name}")
+                if error:
+                    failed[path][sample.name] = error
+                else:
+                    found[path][sample.name] = Detections.from_array(boxes)
+    changes = []
+    for path in paths[1:]:
+        verdicts = {}
+        for name, boxes in found[path].items():
+            if name in references:
+                size = tuple(np.asarray(references[name][Stage.DECODE]).shape[:2])
+                verdict, _ = task.compare_boxes(references[name][Stage.POSTPROCESS], boxes.to_array(), tie_margin, size)
+                if verdict.value in ("tie", "diverged"):
+                    verdicts[name] = verdict.value
+        changes.append(verdicts)
+    effect = evaluate_detection(labels, [(p, found[p]) for p in paths], changes=changes)
+    reasons = {s.name: "; ".join(f"{p}: {failed[p][s.name]}" for p in paths if s.name in failed[p]) for s in samples}
+    failures = {name: why for name, why in reasons.items() if why}
+    outcomes = {name: str(outcome_of(name in failed["reference"], [name in failed[p] for p in paths[1:]]))
+                for name in failures}
+    evaluated = tuple(s for s in samples if s.name in effect.evaluated)
+    if not evaluated:
+        raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be detected on every "
+                              f"path ({next(iter(failures.values()), '')})")
+    report = EffectReport(
+        task.name, effect, dataset, evaluated, failures, outcomes, tuple(side.deployment.label for side in sides),
+        tuple(side.deployment.model for side in sides),
+        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name), server, session.spec.source,
+        AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
+        versions(server_metadata))
     json_path, markdown_path = write_effect_report(options.report, report)
     return EffectResult(report, json_path, markdown_path, options)

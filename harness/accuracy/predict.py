@@ -14,7 +14,7 @@ from harness.compare.result import one_line
 from harness.deployment import DeployedSide
 from harness.listing import InputFile, read_input
 from harness.reference import Recipe
-from harness.reference.model import ReferenceModel
+from harness.reference.model import ReferenceModel, shape_fits
 from harness.stage import DEFAULT_TOP_K, Stage
 
 REFERENCE = "reference"
@@ -65,7 +65,7 @@ def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: Referenc
         for sample in batch:
             try:
                 model_input = recipe(_read(sample))[Stage.INPUT]
-                if model.input_shape and tuple(model_input.shape) != tuple(model.input_shape):
+                if model.input_shape and not shape_fits(tuple(model_input.shape), model.input_shape):
                     raise ValueError(f"reference {recipe.name} made a {list(model_input.shape)} model input; "
                                      f"the classifier takes {list(model.input_shape)}")
                 inputs.append(model_input)

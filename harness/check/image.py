@@ -88,9 +88,14 @@ class ImageChecker:
                 return ImageResult(name, error=problem), None
             output = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
             tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.scores)
+            try:
+                tensors.reference.update(self.task.derive_reference(tensors.reference))
+            except Exception as exc:  # the reference's postprocessing could not process it
+                reference_error = one_line(exc)
         try:
             tensors.deployed = self.side.read(name, data)
-        except InferenceError as exc:
+            tensors.deployed.update(self.task.derive_deployed(tensors.deployed, tensors.reference))
+        except (InferenceError, ValueError) as exc:  # ValueError: an answer that is not what its outputs promise
             deployed_error = one_line(exc)
         if reference_error and deployed_error:
             return ImageResult(name, error=f"reference: {reference_error}; deployed: {deployed_error}"), None
@@ -101,21 +106,27 @@ class ImageChecker:
         if self.isolate:
             self._isolate(name, tensors)
         stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
-                                self.tie_margin, self.scores, self.task.compare_result)
+                                self.tie_margin, self.scores, self.task.result_of)
         data = self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
         return ImageResult(name, stages, task_data=data), tensors
 
     def _input_problem(self, model_input: np.ndarray) -> str | None:
         """Why the reference's model input cannot go into the model (a custom recipe's
         wrong shape), or None."""
+        from harness.reference.model import shape_fits
+
         expected = self.reference_model.input_shape
-        if expected and tuple(model_input.shape) != tuple(expected):
+        if expected and not shape_fits(tuple(model_input.shape), expected):
             return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
                     f"the {'classifier' if self.task.name == 'classification' else 'model'} takes {list(expected)}")
         return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:
         for stage, previous in self.side.deployment.isolates.items():
-            if stage in t.reference and previous in t.reference:
+            # A stage run on several of the reference's (a detector's postprocessing: its output
+            # and geometry) is given them by name.
+            needed = previous if isinstance(previous, tuple) else (previous,)
+            if stage in t.reference and all(k in t.reference for k in needed):
+                given = {k: t.reference[k] for k in needed} if isinstance(previous, tuple) else t.reference[previous]
                 # The step that produces the scores answers the deployment's kind of scores: as they are.
-                t.isolated[stage] = self.side.isolate(name, stage, t.reference[previous])
+                t.isolated[stage] = self.side.isolate(name, stage, given)

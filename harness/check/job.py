@@ -178,7 +178,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
             if options.resume:
                 _verify(run_dir, manifest)
             run_dir.write_manifest(manifest)
-            task = deployment.task
+            task = deployment.configure_task(spec, options.target.postprocess)
             reference_model = reference_model or load_reference_model(task.name)
             tolerances = session.tolerances(deployment.scores_kind, task)
             # In the units compared: probabilities when the deployment answers them (the reference's
@@ -243,7 +243,7 @@ def run_manifest(session, options: CheckOptions, recipe: str):
         "shard": str(options.shard) if options.shard else None,
         "deployment": {"pipeline": None if target.model else target.pipeline, "model": target.model,
                        "output": target.output, "stages": dict(target.stages), "client": target.client,
-                       "task": target.task,
+                       "task": target.task, "postprocess": target.postprocess,
                        "client_sha256": _file_digest(Path(target.client.rpartition(":")[0])) if target.client else None},
         "server": {"url": session.url or "embedded", "protocol": session.protocol,
                    "repository": path_text(Path(session.repository).resolve())},
@@ -305,6 +305,9 @@ def resume_command(session, options: CheckOptions) -> str:
         args += ["--task", target.task]
     if target.output:
         args += ["--output", target.output]
+    if target.postprocess:
+        file, _, name = target.postprocess.rpartition(":")
+        args += ["--postprocess", f"{_absolute(file)}:{name}"]
     for step, stage in target.stages.items():
         args += ["--stage", f"{step}={stage}"]
     if session.url:

@@ -19,11 +19,34 @@ from harness.verdict import Verdict
 VISUAL_SIDE = 256
 """Heat maps are downsampled to at most this many pixels a side: the report needs the
 pattern of the difference (edges, borders, blocks), not every pixel."""
+BOXES_SIDE = 720
+"""A photo with boxes drawn on it is shrunk to at most this many pixels a side (a word's box
+stays visible)."""
+
+
+def boxes_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
+    """A detector's result: both sides' boxes drawn on the decoded photo, reference blue, deployed orange."""
+    import cv2
+
+    from harness.detection.boxes import Detections
+    from harness.detection.draw import draw_comparison
+
+    ref, dep, photo = t.reference.get(Stage.POSTPROCESS), t.deployed.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)
+    if ref is None or dep is None or photo is None:
+        return None
+    drawn = draw_comparison(np.asarray(photo, np.uint8), Detections.from_array(ref), Detections.from_array(dep))
+    scale = BOXES_SIDE / max(drawn.shape[:2])
+    if scale < 1:
+        drawn = cv2.resize(drawn, (round(drawn.shape[1] * scale), round(drawn.shape[0] * scale)),
+                           interpolation=cv2.INTER_AREA)
+    return {"boxes": drawn}
 
 
 def visual_arrays(stage: Stage, t: ImageTensors) -> dict[str, np.ndarray] | None:
-    """Small arrays to draw for one stage: a |difference| heat map, and for the crop
-    stage the two crops side by side."""
+    """Small arrays to draw for one stage: a |difference| heat map, for the crop stage the
+    two crops side by side, for a detector's result the boxes drawn on the photo."""
+    if stage is Stage.POSTPROCESS:  # in the tensors only where the task makes boxes
+        return boxes_visual(t)
     ref, dep = t.reference.get(stage), t.deployed.get(stage)
     if ref is None or dep is None or ref.shape != dep.shape or stage not in (*IMAGE_STAGES, Stage.INPUT):
         return None

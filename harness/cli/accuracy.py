@@ -43,11 +43,17 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "beyond a tie and nothing is rejected by one side only, 1 otherwise, 2 usage/setup error, no "
                     "image classifiable, or the server stopped answering. With --task embedding the effect is "
                     "retrieval by label instead (leave one out: recall@1 and @5, top-5 neighbour overlap, nearest-"
-                    "neighbour changes with ties, McNemar on the recall@1 hits; any labels, see docs/tasks.md).")
-    accuracy.add_argument("dataset", type=Path, metavar="DATASET", help="ImageFolder directory, CSV file, or image directory")
-    accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV",
+                    "neighbour changes with ties, McNemar on the recall@1 hits; any labels, see docs/tasks.md). With "
+                    "--task detection DATASET is a COCO detection JSON (images beside it, or in the directory given "
+                    "with the JSON as --labels): precision, recall and F1 at IoU 0.5 (ICDAR), COCO mAP (pycocotools), "
+                    "McNemar on the images every box of which is found, and the images whose boxes changed against "
+                    "the reference (docs/detection.md).")
+    accuracy.add_argument("dataset", type=Path, metavar="DATASET",
+                          help="ImageFolder directory, CSV file, image directory, or COCO JSON (--task detection)")
+    accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV|JSON",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
-                               "(file paths relative to the CSV; every image of DATASET needs a row)")
+                               "(file paths relative to the CSV; every image of DATASET needs a row), or a COCO "
+                               "detection JSON naming them")
     add_reference_args(accuracy, class_names_option="--class-names")
     accuracy.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=None,
                           help="this repository's deployed paths to score (default: both, unless --model is given)")
@@ -77,7 +83,7 @@ def run_accuracy_command(args) -> int:
     options = AccuracyOptions(args.dataset, args.report, args.labels,
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
-                              args.allow_rejected, args.shard, args.task)
+                              args.allow_rejected, args.shard, args.task, args.postprocess)
     result = run(session_of(args), options, log=say, progress=progress_bar)
     out(result.markdown_path.read_text())
     console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")

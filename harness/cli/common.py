@@ -82,7 +82,12 @@ def add_deployment_args(parser: argparse.ArgumentParser, several: bool = False) 
                             "client runs it, its tensors are sent to the model and compared as stages")
     group.add_argument("--output", default=None, metavar="NAME",
                        help="with --model: the output the task reads (default for classification: the one FP32 "
-                            "[classes] output, logits preferred; for embedding: the one named like an embedding)")
+                            "[classes] output, logits preferred; for embedding: the one named like an embedding; "
+                            "for detection: the raw output beside the boxes, or the one float output)")
+    group.add_argument("--postprocess", default=None, metavar="FILE.py:NAME",
+                       help="--task detection: your postprocessing of the detector's raw output, a callable of "
+                            "(outputs by name, geometry) returning harness.detection.boxes.Detections, run on both "
+                            "sides (default: the spec's [postprocess] table)")
     add_task_arg(group)
 
 
@@ -92,9 +97,9 @@ def add_task_arg(group) -> None:
 
     group.add_argument("--task", choices=TASKS, default=None,
                        help="what the model is for, so what is compared after its input (default: classification "
-                            "for --pipeline, embed_PIPELINE's ensembles with --task embedding; for --model, what its "
-                            "outputs show: a label file or logits for classification, a name like embedding for "
-                            "embedding)")
+                            "for --pipeline; --task embedding reads embed_PIPELINE, --task detection detect_PIPELINE "
+                            "with the repository's detection.toml; for --model, what its outputs show: a label file "
+                            "or logits for classification, a name like embedding for embedding, boxes for detection)")
 
 
 def add_tie_and_rejection_args(group) -> None:
@@ -135,7 +140,7 @@ def target_of(args: argparse.Namespace, model: str | None = None):
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return Target(getattr(args, "pipeline", "dali"), model, getattr(args, "output", None), stages,
-                  getattr(args, "task", None), getattr(args, "client", None))
+                  getattr(args, "task", None), getattr(args, "client", None), getattr(args, "postprocess", None))
 
 
 @contextlib.contextmanager
@@ -152,7 +157,8 @@ def progress_bar(total: int, description: str):
 def session_of(args: argparse.Namespace) -> Session:
     """The :class:`~harness.session.Session` the repository, spec and server arguments describe."""
     return Session(args.repository, args.spec, getattr(args, "url", None), getattr(args, "protocol", "grpc"),
-                   getattr(args, "timeout", DEFAULT_TIMEOUT), getattr(args, "class_names", None))
+                   getattr(args, "timeout", DEFAULT_TIMEOUT), getattr(args, "class_names", None),
+                   getattr(args, "task", None))
 
 
 @contextlib.contextmanager

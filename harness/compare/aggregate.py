@@ -18,12 +18,13 @@ from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, Stage
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict
 
-HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order"}
-SIGNED = {"top1_prob_change"}
+HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order", "min_iou", "mean_iou"}
+SIGNED = {"top1_prob_change", "max_score_delta"}
 """Signed metrics: the worst is the one furthest from zero, either way."""
-NOT_AGGREGATED = {"reference_shape", "deployed_shape", "reference_top1", "deployed_top1", "k", "reference_margin"}
+NOT_AGGREGATED = {"reference_shape", "deployed_shape", "reference_top1", "deployed_top1", "k", "reference_margin",
+                  "severity"}
 """Per-image facts, not measures (the reference margin matters only on flipped images: see
-:attr:`RunSummary.flips`)."""
+:attr:`RunSummary.flips`; a task's ``severity`` ranks its worst images)."""
 WORST_KEPT = 5
 
 
@@ -108,6 +109,8 @@ def severity(result: StageResult) -> float:
     m = result.metrics
     if m.get("shape_mismatch"):
         return math.inf
+    if "severity" in m:  # a task's own ranking (a detector's: boxes missed or extra, then how far they moved)
+        return float(m["severity"])
     if result.stage is Stage.TOPK:
         return (1 - m["top1_agree"]) * 10 + abs(m["top1_prob_change"])
     return m.get("max_abs", 0.0) + m.get("mean_abs", 0.0)

@@ -26,9 +26,9 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
                    tolerances: dict[str, Tolerance], isolated: dict[str, np.ndarray] | None = None,
                    top_k: int = DEFAULT_TOP_K, tie_margin: float | None = None,
                    scores: ScoreKind = LOGITS, result=None) -> tuple[StageResult, ...]:
-    """Each stage both sides have, in pipeline order, then the task's result stage from the
-    outputs: ``result(reference, deployed, isolated or None, tie_margin, top_k, scores)`` (a
-    task's :meth:`~harness.task.Task.compare_result`), by default classification's ``topk``.
+    """Each stage both sides have, in pipeline order, then the task's result stage:
+    ``result(reference, deployed, isolated, tie_margin, top_k, scores)`` on the stage dicts (a
+    task's :meth:`~harness.task.Task.result_of`), by default classification's ``topk`` of the outputs.
 
     ``isolated`` holds the deployed stages run alone on the reference's previous stage;
     where present they are compared too (the error a stage adds by itself). ``scores``: what
@@ -50,11 +50,12 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
         alone = compare_arrays(ref, convert(isolated[stage]), tol, image, distribution)[0] if stage in isolated else None
         results.append(StageResult(stage, verdict(metrics, tol), metrics,
                                    verdict(alone, tol) if alone else None, alone, histogram))
-    out = Stage.OUTPUT
-    if out in reference and out in deployed:
-        results.append((result or topk_result)(reference[out], deployed[out], isolated.get(out), tie_margin, top_k,
-                                               scores))
-    return tuple(results)
+    if result is None:
+        from harness.task import get_task
+
+        result = get_task("classification").result_of
+    last = result(reference, deployed, isolated, tie_margin, top_k, scores)
+    return (*results, last) if last is not None else tuple(results)
 
 
 def topk_result(reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None, tie_margin: float,

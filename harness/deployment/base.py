@@ -81,6 +81,13 @@ class Deployment:
         from harness.task import get_task
 
         return self._task or get_task(None)
+
+    def configure_task(self, spec, postprocess: str | None = None) -> "Task":
+        """Bind the task to the job's spec (:meth:`harness.task.Task.configure`: a detector's
+        postprocessing) and return it."""
+        self._task = self.task.configure(spec, postprocess)
+        return self._task
+
     stages: tuple[Stage, ...] = ()
     """The stages :meth:`read` returns, in pipeline order (``output`` always)."""
     isolates: dict[Stage, Stage] = {}

@@ -20,7 +20,7 @@ from harness.deployment.base import Deployment, ImageRequest
 from harness.deployment.discovery import TensorInfo
 from harness.packing import pack_images
 from harness.spec import Preprocess
-from harness.stage import ISOLATED_INPUT, TENSOR_STAGES, Stage
+from harness.stage import GEOMETRY_TENSOR, ISOLATED_INPUT, TENSOR_STAGES, Stage
 from harness.task import Task, get_task
 
 
@@ -43,6 +43,13 @@ class TapsDeployment(Deployment):
         self.scores_kind = self.task.output_kind(self.scores_output, np.zeros(1, np.float32))
         self.preprocess = preprocess
         self._local = threading.local()
+        self.box_outputs = None
+        if self.models.results:  # the server postprocesses (a detector's boxes): read them, run it alone too
+            from harness.detection.outputs import BoxOutputs
+
+            self.box_outputs = BoxOutputs(*self.models.results[:2], "auto")
+            self.stages = (*TENSOR_STAGES, Stage.POSTPROCESS)
+            self.isolates = {**self.isolates, Stage.POSTPROCESS: (Stage.OUTPUT, GEOMETRY_TENSOR)}
 
     def describe(self) -> list[str]:
         return [*super().describe(), f"stages read from the taps model {self.taps_model}; isolation in-process "
@@ -51,11 +58,21 @@ class TapsDeployment(Deployment):
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         if self.task.name == "classification":
             return client.deployed(data, self.pipeline.name)
-        out = client.stages(data, self.pipeline.name)
-        out[Stage.OUTPUT] = client.infer(self.model, {IMAGE: pack_images([data])}, [self.scores_output])[self.scores_output][0]
+        out = client.stages(data, self.pipeline.name, taps_model=self.taps_model)
+        names = [self.scores_output, *((*self.box_outputs.names, GEOMETRY_TENSOR) if self.box_outputs else ())]
+        answer = {k: v[0] for k, v in client.infer(self.model, {IMAGE: pack_images([data])}, names).items()}
+        out[Stage.OUTPUT] = answer[self.scores_output]
+        if self.box_outputs:
+            out.update(self.task.read_answer(answer, self.box_outputs))
         return out
 
-    def isolate(self, client: TritonClient, stage: Stage, previous: np.ndarray) -> np.ndarray:
+    def isolate(self, client: TritonClient, stage: Stage, previous) -> np.ndarray:
+        if stage is Stage.POSTPROCESS:  # the server's postprocessing step on the reference's output and geometry
+            m, boxes = self.models, self.box_outputs
+            inputs = {m.ensemble_output: np.ascontiguousarray(previous[Stage.OUTPUT][None], np.float32),
+                      GEOMETRY_TENSOR: np.ascontiguousarray(previous[GEOMETRY_TENSOR][None], np.int32)}
+            answer = {k: v[0] for k, v in client.infer(m.postprocess_model, inputs, list(boxes.names)).items()}
+            return self.task.read_answer(answer, boxes)[Stage.POSTPROCESS]
         if stage is Stage.OUTPUT:
             m = self.models
             return client.infer(m.model, {m.model_input: np.ascontiguousarray(previous[None], np.float32)},

@@ -35,6 +35,9 @@ class Target:
     """``--task`` (None: classification for a pipeline; for a model, the task discovery finds)."""
     client: str | None = None
     """``file.py:name``: the client's own preprocessing, whose tensors ``model`` is fed (``--client``)."""
+    postprocess: str | None = None
+    """``file.py:name``: the user's postprocessing of a detector's raw output, run on both sides
+    (``--postprocess``; None: the spec's ``[postprocess]``)."""
 
     @property
     def foreign(self) -> bool:

@@ -68,6 +68,22 @@ class Detections:
         return {"quads": self.quads.tolist(), "scores": self.scores.tolist(),
                 "classes": None if self.classes is None else self.classes.tolist()}
 
+    def to_array(self) -> np.ndarray:
+        """float64 [N, 10]: the 8 corner coordinates, the score, the class (NaN without
+        classes): how the ``postprocess`` stage travels in stage dicts, saved tensors and
+        ``harness compare`` (arrays everywhere, like every other stage)."""
+        classes = np.full(len(self), np.nan) if self.classes is None else self.classes.astype(np.float64)
+        return np.concatenate([self.quads.reshape(-1, 8), self.scores[:, None], classes[:, None]], axis=1)
+
+    @staticmethod
+    def from_array(array: np.ndarray) -> "Detections":
+        """The inverse of :meth:`to_array`."""
+        a = np.asarray(array, np.float64).reshape(-1, 10)
+        classes = a[:, 9]
+        with_classes = len(a) and not np.isnan(classes).all()
+        return Detections(a[:, :8].reshape(-1, 4, 2), a[:, 8],
+                          np.nan_to_num(classes, nan=-1).astype(np.int64) if with_classes else None)
+
     @staticmethod
     def from_dict(d: dict) -> "Detections":
         quads = np.asarray(d["quads"], np.float64).reshape(-1, 4, 2)

@@ -104,12 +104,19 @@ class PathEffect:
     mcnemar: McNemar | None = None
     """Against the reference on :attr:`ImageOutcome.right` (None for the reference itself)."""
     outcomes: tuple[ImageOutcome, ...] = ()
+    changes: Mapping[str, str] | None = None
+    """Image -> ``diverged`` or ``tie`` where this path's boxes differ from the reference's
+    (:func:`harness.detection.compare.compare_detections`; None for the reference itself)."""
+
+    def changed(self, ties: bool = True) -> int:
+        return sum(ties or v != "tie" for v in (self.changes or {}).values())
 
     def to_dict(self) -> dict:
         return {"path": self.path, "precision": self.precision, "recall": self.recall, "f1": self.f1,
                 "matched": self.matched, "detected": self.detected, "labeled": self.labeled, "coco_map": self.coco_map,
                 "coco_map50": self.coco_map50, "images_right": self.images_right,
                 "mcnemar": self.mcnemar.to_dict() if self.mcnemar else None,
+                "box_changes": None if self.changes is None else dict(sorted(self.changes.items())),
                 "images": {o.image: [o.labeled, o.detected, o.matched] for o in self.outcomes}}
 
 
@@ -123,9 +130,51 @@ class DetectionEffect:
     """Labeled images some path has no detections for (failed there): named, never dropped silently."""
     iou_threshold: float = IOU_THRESHOLD
 
-    def to_dict(self) -> dict:
-        return {"iou_threshold": self.iou_threshold, "evaluated": len(self.evaluated), "left_out": list(self.left_out),
-                "paths": [p.to_dict() for p in self.paths]}
+    def to_dict(self, names: Sequence[str] | None = None) -> dict:
+        return {"task": "detection", "iou_threshold": self.iou_threshold, "evaluated": len(self.evaluated),
+                "left_out": list(self.left_out), "paths": [p.to_dict() for p in self.paths]}
+
+    def any_changes(self, ties: bool = True) -> bool:
+        """A deployed path whose boxes differ from the reference's on some image (near-threshold
+        changes counted only with ``ties``)."""
+        return any(p.changed(ties) for p in self.paths[1:])
+
+    def markdown(self, names: Sequence[str] | None = None, shown: int = 50) -> list[str]:
+        from harness.formatting import fmt
+        from harness.names import markdown_code
+
+        def pct(v):
+            return "-" if v is None else f"{v:.1%}"
+
+        ref = self.paths[0]
+        lines = [f"Detection at IoU {self.iou_threshold} (one to one, best score first; the ICDAR 2015 protocol), "
+                 f"over the {len(self.evaluated)} labeled images every path detected on; COCO mAP by pycocotools on "
+                 "the boxes' enclosing rectangles. An image is *right* when every labeled box is found and nothing "
+                 "else.", "",
+                 "| path | precision | recall | F1 | F1 diff | COCO mAP | mAP@0.5 | images right | McNemar b/c, p "
+                 "| images whose boxes changed (near threshold) |", "|---|" + "---:|" * 9]
+        for p in self.paths:
+            diff = "" if p is ref or p.f1 is None or ref.f1 is None else f"{100 * (p.f1 - ref.f1):+.1f} pts"
+            test = f"{p.mcnemar.b}/{p.mcnemar.c}, {p.mcnemar.p_value:.3g}" if p.mcnemar else ""
+            changed = "" if p.changes is None else f"{p.changed()} ({p.changed() - p.changed(ties=False)})"
+            lines.append(f"| {p.path} | {pct(p.precision)} | {pct(p.recall)} | {pct(p.f1)} | {diff} | "
+                         f"{fmt(p.coco_map)} | {fmt(p.coco_map50)} | {p.images_right} / {len(p.outcomes)} | {test} | "
+                         f"{changed} |")
+        if self.left_out:
+            lines += ["", f"Left out ({len(self.left_out)}: some path detected nothing there, it failed): "
+                      + ", ".join(markdown_code(n) for n in self.left_out[:shown])]
+        for p in self.paths[1:]:
+            if p.changes:
+                rows = sorted(p.changes.items())
+                lines += ["", f"## `{p.path}`: images whose boxes changed"
+                          + (f" (first {shown} of {len(rows)})" if len(rows) > shown else ""), "",
+                          "| image | verdict | labeled | reference found | deployed found |", "|---|---|---:|---:|---:|"]
+                ref_rows = {o.image: o for o in ref.outcomes}
+                own = {o.image: o for o in p.outcomes}
+                lines += [f"| {markdown_code(n)} | {'**diverged**' if v == 'diverged' else v} | {own[n].labeled} | "
+                          f"{ref_rows[n].matched} of {ref_rows[n].detected} | {own[n].matched} of {own[n].detected} |"
+                          for n, v in rows[:shown]]
+        return lines
 
 
 def image_outcome(image: str, labeled: Detections, detected: Detections, iou_threshold: float = IOU_THRESHOLD) -> ImageOutcome:
@@ -138,9 +187,11 @@ def image_outcome(image: str, labeled: Detections, detected: Detections, iou_thr
 
 
 def evaluate_detection(labels: Labels, predictions: Sequence[tuple[str, Mapping[str, Detections]]],
-                       iou_threshold: float = IOU_THRESHOLD) -> DetectionEffect:
+                       iou_threshold: float = IOU_THRESHOLD,
+                       changes: Sequence[Mapping[str, str]] | None = None) -> DetectionEffect:
     """Score each path (``(name, file name -> detections)``, the reference first) on the
-    labeled images that every path has detections for."""
+    labeled images that every path has detections for; ``changes``: per deployed path, the
+    images whose boxes differ from the reference's (:attr:`PathEffect.changes`)."""
     names = list(labels.boxes)
     evaluated = tuple(n for n in names if all(n in found for _, found in predictions))
     left_out = tuple(n for n in names if n not in evaluated)
@@ -157,7 +208,9 @@ def evaluate_detection(labels: Labels, predictions: Sequence[tuple[str, Mapping[
         right = np.array([o.right for o in rows], bool)
         coco_map, coco_map50 = coco_mean_ap(labels, {n: found[n] for n in evaluated})
         paths.append(PathEffect(path, precision, recall, f1, matched, detected, labeled, coco_map, coco_map50,
-                                int(right.sum()), mcnemar_exact(reference_right, right) if k else None, rows))
+                                int(right.sum()), mcnemar_exact(reference_right, right) if k else None, rows,
+                                ({n: v for n, v in changes[k - 1].items() if n in evaluated} if changes else {}) if k
+                                else None))
     return DetectionEffect(tuple(paths), evaluated, left_out, iou_threshold)
 
 

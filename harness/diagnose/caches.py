@@ -54,16 +54,20 @@ class LogitsCache:
     """The model's logits per (fp16, input tensor), keyed by a hash of the tensor's bytes."""
 
     def __init__(self):
-        self._logits: dict[tuple[bool, bytes], np.ndarray] = {}
+        self._logits: dict[tuple[bool, tuple, bytes], np.ndarray] = {}
 
     def logits(self, fp16: bool, model: ReferenceModel, inputs: list[np.ndarray],
                map_: Callable[[Callable, Iterable], Iterator] = map) -> tuple[list[np.ndarray], int]:
         """(the logits of each input, how many inputs were new), running the model only on
         inputs not seen before, :data:`MODEL_BATCH` at a time, the batches through ``map_``
-        (a thread pool's ``map`` runs them in parallel)."""
-        keys = [(fp16, hashlib.blake2b(x.tobytes(), digest_size=16).digest()) for x in inputs]
+        (a thread pool's ``map`` runs them in parallel). Inputs of different sizes (a detector's)
+        are batched with their own size only."""
+        keys = [(fp16, x.shape, hashlib.blake2b(x.tobytes(), digest_size=16).digest()) for x in inputs]
         new = list({k: x for k, x in zip(keys, inputs) if k not in self._logits}.items())
-        chunks = [new[s:s + MODEL_BATCH] for s in range(0, len(new), MODEL_BATCH)]
+        by_shape: dict[tuple, list] = {}
+        for item in new:
+            by_shape.setdefault(item[1].shape, []).append(item)
+        chunks = [group[s:s + MODEL_BATCH] for group in by_shape.values() for s in range(0, len(group), MODEL_BATCH)]
         for chunk, outs in zip(chunks, map_(lambda c: model.logits(np.stack([x for _, x in c])), chunks)):
             for (k, _), out in zip(chunk, outs):
                 self._logits[k] = out

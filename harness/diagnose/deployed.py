@@ -48,7 +48,10 @@ def fetch_deployed(side: DeployedSide, images: list[Path], reference: Callable[[
             return name, None, None, ImageIssue(name, f"unreadable: {getattr(exc, 'reason', None) or exc}",
                                                 Outcome.FAILED)
         try:
-            return name, data, side.read(name, data), None
+            stages = side.read(name, data)
+            # what the task derives from the deployment's answer (a detector's boxes from its raw output)
+            stages.update(side.deployment.task.derive_deployed(stages, {}))
+            return name, data, stages, None
         except ServerStopped:
             raise
         except Exception as exc:  # noqa: BLE001 - anything else the deployment does with one image is that image's

@@ -84,7 +84,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.report.data import versions
     from harness.report.diagnosis import write_diagnosis
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
-    from harness.spec import SPEC_FILENAME, SpecError
+    from harness.spec import SpecError
 
     started = time.perf_counter()
     spec = session.spec
@@ -122,7 +122,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     with session.connect(log=log) as client:
         server = session.server_info(client)
         deployment = open_deployment(session, client, target, images, log, reference, model)
-        task = deployment.task
+        task = deployment.configure_task(spec, target.postprocess)
         model = model or load_model(task.name)
         # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
         tolerances = session.tolerances(deployment.scores_kind, task)
@@ -153,7 +153,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     compared = None
     try:
         with status("diagnosing") as update:
-            result = diagnose(diagnoser, None if foreign else str(session.repository / SPEC_FILENAME),
+            result = diagnose(diagnoser, None if foreign else str(session.repository / session.spec_name),
                               deployment.label if foreign else DEPLOYED_LIBRARY[target.pipeline], progress=update)
             if training is not None:  # the callable itself against the deployment, as it is
                 compared = diagnoser.evaluate_recipe(training, options.reference)

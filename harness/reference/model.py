@@ -16,16 +16,26 @@ class ReferenceModel:
 
     name = "model"
     input_shape: tuple[int, ...] | None = None
-    """(3, H, W) the model takes, when known."""
+    """(3, H, W) the model takes, when known; -1 for a side it takes in any size (a detector's)."""
 
     def logits(self, batch: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def check_input(self, shape: tuple[int, ...]) -> None:
         """Raise :class:`SpecError` if inputs of this (C, H, W) shape cannot go into the model."""
-        if self.input_shape and tuple(shape) != tuple(self.input_shape):
-            raise SpecError(f"the reference recipe makes {list(shape)} model inputs but the classifier takes "
-                            f"{list(self.input_shape)}: check crop.size in the spec's [reference]")
+        if self.input_shape and not shape_fits(shape, self.input_shape):
+            raise SpecError(f"the reference recipe makes {list(shape)} model inputs but the model takes "
+                            f"{list(self.input_shape)}: check crop.size (or the resize) in the spec's [reference]")
+
+
+def shape_fits(shape, expected) -> bool:
+    """A (C, H, W) input fits a model's (C, H, W), where -1 on either side is any size."""
+    return len(shape) == len(expected) and all(a == b or a == -1 or b == -1 for a, b in zip(shape, expected))
+
+
+def _static(dims) -> tuple[int, ...]:
+    """ONNX dims with every symbolic one as -1."""
+    return tuple(d if isinstance(d, int) and d > 0 else -1 for d in dims)
 
 
 class TorchModel(ReferenceModel):
@@ -108,7 +118,7 @@ def load_reference_model(onnx_path: Path, choice: str = "auto", threads: int | N
     features = tag == DEFAULT_EMBEDDER_TAG
     model = TorchModel(threads=threads, features=features) if choice == "torch" or (
         choice == "auto" and tag in (DEFAULT_MODEL_TAG, DEFAULT_EMBEDDER_TAG)) else OnnxModel(onnx_path, threads=threads)
-    model.input_shape = tuple(onnx_signature(onnx_path)[0][0].shape[1:])
+    model.input_shape = _static(onnx_signature(onnx_path)[0][0].shape[1:])
     return model
 
 
@@ -127,6 +137,5 @@ def load_model_file(path: Path, threads: int | None = None) -> ReferenceModel:
         raise
     except Exception as exc:  # noqa: BLE001 - onnx/onnxruntime raise their own types for a bad file
         raise SpecError(f"{path} is not an ONNX model ONNX Runtime can load: {str(exc).strip().splitlines()[0]}") from None
-    shape = tuple(inputs[0].shape[1:])
-    model.input_shape = shape if all(isinstance(d, int) for d in shape) else None
+    model.input_shape = _static(inputs[0].shape[1:])
     return model

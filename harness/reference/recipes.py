@@ -46,7 +46,7 @@ class OpenCVRecipe(Recipe):
 
     def describe(self):
         r = self.p.resize
-        return f"opencv: cv2.imdecode, cv2.resize({r.mode} {list(r.size)}, {r.interpolation}), center crop, normalize"
+        return f"opencv: cv2.imdecode, cv2.resize({r.extent()}, {r.interpolation}), {r.cropped}, normalize"
 
 
 @register
@@ -82,6 +82,7 @@ class TorchvisionRecipe(Recipe):
         self._interpolation = modes[p.resize.interpolation]
         size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
         self._resize = T.Resize(size, interpolation=self._interpolation, antialias=p.resize.antialias)
+        # a detector's resize: the sizes of its geometry (harness.detection.geometry), then its padding
         self._crop = T.CenterCrop(p.crop.size)
         mean, std = p.normalize.mean_std_in_pixels()
         if p.input.channel_order == "BGR":  # normalize in RGB, flip afterwards
@@ -97,6 +98,8 @@ class TorchvisionRecipe(Recipe):
         return open_rgb(data, self.p.decode.exif_orientation)
 
     def resize(self, image):
+        if self.p.resize.for_detector:
+            return self._detector_resize(self._as_tensor(image) if self.on_tensor else image)
         if self.on_tensor:
             import torch
             from torchvision.transforms.functional import pil_to_tensor
@@ -112,7 +115,33 @@ class TorchvisionRecipe(Recipe):
                             interpolation=self._interpolation, antialias=self.p.resize.antialias)
         return self._resize(image)
 
+    def _as_tensor(self, image):
+        import torch
+        from torchvision.transforms.functional import pil_to_tensor
+
+        image = pil_to_tensor(image)
+        return image.to(torch.float32) if self.p.resize.dtype == "float32" else image
+
+    def _detector_resize(self, image):
+        from torchvision.transforms import functional as F
+
+        width, height = F.get_image_size(image)
+        g = self.p.resize.geometry(height, width)
+        if g.resized == (height, width):
+            return image
+        return F.resize(image, list(g.resized), interpolation=self._interpolation, antialias=self.p.resize.antialias)
+
     def crop(self, image):
+        if self.p.resize.mode == "letterbox":
+            from torchvision.transforms import functional as F
+
+            from harness.detection.geometry import letterbox_padding
+
+            width, height = F.get_image_size(image)
+            top, bottom, left, right = letterbox_padding(height, width, self.p.resize.detector())
+            return F.pad(image, [left, top, right, bottom], fill=self.p.resize.pad_value)
+        if self.p.resize.for_detector:
+            return image
         if self.p.crop.offset_rounding in ("half_up", "floor"):  # the spec's offsets; torchvision's own round half to even
             from torchvision.transforms import functional as F
 
@@ -141,8 +170,10 @@ class TorchvisionRecipe(Recipe):
     def describe(self):
         r = self.p.resize
         path = "uint8 tensor" if self.on_tensor else "PIL"
-        return (f"torchvision: PIL decode, Resize({list(r.size)}, {r.interpolation}, antialias={r.antialias}) on {path}, "
-                "CenterCrop, ToTensor, Normalize")
+        size = list(r.size) if not r.for_detector else r.extent()
+        crop = {"letterbox": "Pad", "limit_side": "no crop"}.get(r.mode, "CenterCrop")
+        return (f"torchvision: PIL decode, Resize({size}, {r.interpolation}, antialias={r.antialias}) on {path}, "
+                f"{crop}, ToTensor, Normalize")
 
     @classmethod
     def model_inputs(cls, p):
@@ -187,5 +218,5 @@ class DaliRecipe(Recipe):
 
     def describe(self):
         r = self.p.resize
-        return (f"dali (CPU): decoders.image, resize({r.mode} {list(r.size)}, {r.interpolation}, "
-                f"antialias={r.antialias}), crop, normalize")
+        return (f"dali (CPU): decoders.image, resize({r.extent()}, {r.interpolation}, "
+                f"antialias={r.antialias}), {'crop' if r.cropped == 'center crop' else r.cropped}, normalize")

@@ -92,6 +92,18 @@ def _side_by_side(reference: np.ndarray, deployed: np.ndarray, title: str) -> st
     return _png(fig, "crops", title)
 
 
+def _boxes(drawn: np.ndarray, title: str) -> str:
+    """A photo with both sides' boxes drawn on it (:func:`harness.detection.draw.draw_comparison`)."""
+    import matplotlib.pyplot as plt
+
+    height, width = drawn.shape[:2]
+    fig, ax = plt.subplots(figsize=(5.2, 5.2 * height / max(width, 1)))
+    ax.imshow(drawn)
+    ax.set_title(textwrap.fill(title, 60), fontsize=8, parse_math=False)
+    ax.axis("off")
+    return _png(fig, "boxes", title)
+
+
 def _visuals(stage: Stage, visuals) -> list[str]:
     if visuals is None:
         return []  # (heat maps of an `equal` stage would be one flat colour: the caller skips them)
@@ -104,6 +116,8 @@ def _visuals(stage: Stage, visuals) -> list[str]:
             continue
         if stage is Stage.CROP and "reference" in arrays:
             figures.append(_side_by_side(arrays["reference"], arrays["deployed"], image))
+        elif "boxes" in arrays:
+            figures.append(_boxes(arrays["boxes"], f"{image}: reference (blue) and deployed (orange) boxes"))
         elif "diff" in arrays:
             figures.append(_heatmap(arrays["diff"], f"{image}: |difference|"))
     return figures

@@ -10,14 +10,17 @@ STAGE_HINTS = {
     Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
                   "EXIF orientation (decode.exif_orientation), or a different decoder library",
     Stage.RESIZE: "resize: interpolation, antialias, output-size rounding (resize.size_rounding), resize on uint8 "
-                  "vs float, or shorter-side vs stretch (resize.*)",
-    Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), or a different resize mode upstream",
+                  "vs float, shorter-side vs stretch, or a detector's limit type and length (resize.limit_type, "
+                  "limit_side_len) or letterbox size and scaleup (resize.*)",
+    Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), a letterbox's padding (where it "
+                "goes, its grey, its rounding, auto: resize.pad_position, pad_value, pad_rounding, auto), or a "
+                "different resize mode upstream",
     Stage.INPUT: "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order "
                  "(input.channel_order)",
     Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",
     Stage.POSTPROCESS: "the task's result follows from the output; where the postprocessing alone diverges, the "
-                       "deployment postprocesses differently (another normalization, thresholds, a different "
-                       "postprocessing step)",
+                       "deployment postprocesses differently (another normalization, thresholds, NMS, boxes mapped "
+                       "back with the wrong scale or padding, a different postprocessing step)",
     Stage.TOPK: "prediction changes follow from the earlier stages",
 }
 

@@ -45,9 +45,11 @@ def claimed_by(model) -> tuple[Task, str]:
 
 
 from harness.task.classification import Classification  # noqa: E402
+from harness.task.detection import Detection  # noqa: E402
 from harness.task.embedding import Embedding  # noqa: E402
 
 register(Classification())
 register(Embedding())
+register(Detection())
 
 __all__ = ["TASKS", "Event", "Events", "OutputChoice", "Section", "Task", "claimed_by", "get_task", "register"]

@@ -100,6 +100,17 @@ class Task:
     tie_words: ClassVar[tuple[str, str]] = ("change is a near tie", "changes are near ties")
     """A near-threshold event, one and several, for diagnose's conclusion."""
 
+    # -- set-up ---------------------------------------------------------------------------
+    def configure(self, spec, postprocess: str | None = None) -> "Task":
+        """This task bound to what a job's spec says beyond the stages (a detector's
+        postprocessing: the ``[postprocess]`` table, or ``postprocess``, the user's
+        ``FILE.py:NAME``); tasks that need nothing more return themselves."""
+        if postprocess is not None:
+            from harness.errors import UsageError
+
+            raise UsageError(f"--postprocess makes boxes of a detector's output; the {self.name} task has none")
+        return self
+
     # -- discovery ------------------------------------------------------------------------
     noun: ClassVar[str] = "a result"
     """What the output holds, with its article (``class scores``, ``an embedding``), for messages."""
@@ -130,7 +141,27 @@ class Task:
         """The reference model's raw output made comparable to a deployed output of ``kind``."""
         return output
 
+    # -- the stages after the model --------------------------------------------------------
+    def derive_reference(self, stages: dict) -> dict:
+        """Stages the task derives on the reference side once ``output`` is there (a detector's
+        geometry and boxes); default none: the result is computed from the outputs when compared."""
+        return {}
+
+    def derive_deployed(self, deployed: dict, reference: dict) -> dict:
+        """Stages the task derives on the deployed side from what the deployment answered
+        (a detector's boxes from a raw output); default none."""
+        return {}
+
     # -- comparison ---------------------------------------------------------------------------
+    def result_of(self, reference: dict, deployed: dict, isolated: dict, margin: float, top_k: int,
+                  scores: "ScoreKind") -> "StageResult | None":
+        """The result stage of one image from both sides' stage dicts (and the isolated runs'):
+        by default :meth:`compare_result` on the two ``output`` tensors; None when a side has none."""
+        out = Stage.OUTPUT
+        if out not in reference or out not in deployed:
+            return None
+        return self.compare_result(reference[out], deployed[out], isolated.get(out), margin, top_k, scores)
+
     def output_tolerance(self, kind: "ScoreKind") -> Tolerance | None:
         """The raw output's default tolerance for a deployed output of ``kind`` (None: the spec's rule)."""
         return None

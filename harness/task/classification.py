@@ -151,7 +151,7 @@ class Classification(Task):
                         verdict_column=1)]
 
     # -- diagnose -------------------------------------------------------------------------------------
-    def diagnose_result(self, reference, deployed, gallery, index, margin):
+    def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         flip = flip_verdict(reference, int(np.argmax(deployed)), margin)
         return (Verdict.CLOSE if flip is None else flip), float(flip is not None)
 

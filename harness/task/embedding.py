@@ -302,7 +302,7 @@ class Embedding(Task):
         width = next((r.size for r in rows if r is not None), 0)
         return np.stack([r if r is not None else np.zeros(width) for r in rows]) if rows else None
 
-    def diagnose_result(self, reference, deployed, gallery, index, margin):
+    def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         query = normalized(reference)
         if query is None or gallery is None or len(gallery) < 2 or query.shape[0] != gallery.shape[1]:
             return Verdict.DIVERGED, 1.0

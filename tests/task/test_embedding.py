@@ -34,11 +34,11 @@ def features(repository, spec, photo):
     return embed(spec.preprocess), embed(stretched)
 
 
-def test_the_registry_names_both_tasks_and_refuses_others():
-    assert list(TASKS) == ["classification", "embedding"] and get_task(None) is TASKS["classification"]
+def test_the_registry_names_every_task_and_refuses_others():
+    assert list(TASKS) == ["classification", "embedding", "detection"] and get_task(None) is TASKS["classification"]
     from harness.errors import UsageError
 
-    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding"):
+    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding, detection"):
         get_task("segmentation")
 
 

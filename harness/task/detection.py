@@ -1,0 +1,381 @@
+"""Detection: boxes out. The raw ``output`` (a text probability map, a raw head) is compared
+as a tensor, the boxes after postprocessing are the result, and an image whose boxes change
+is the event.
+
+- **Output**: the detector's raw output, compared as a tensor by :data:`OUTPUT_TOLERANCE`, so
+  a user sees whether the model or the postprocessing adds the error. Its shape follows the
+  model input's: a different resize (a limit length, a letterbox size) is a shape mismatch.
+- **Geometry**: what the resize did to the image (:class:`harness.detection.geometry.Geometry`):
+  the reference's is its spec's arithmetic on the decoded image, the deployment's the
+  ``GEOMETRY`` tensor its preprocessing answers (what it actually applied), else its spec's.
+  Kept in the stage dicts under :data:`harness.stage.GEOMETRY_TENSOR`.
+- **Result** (``postprocess``): boxes in the source image's pixels, from the server when the
+  deployment postprocesses (``BOXES``/``SCORES``, EfficientNMS, quads: :mod:`harness.detection.outputs`),
+  else from the deployment's raw output by the postprocessor; the reference's always by the
+  postprocessor (the spec's ``[postprocess]`` table, ``[reference.postprocess]``, or
+  ``--postprocess FILE.py:NAME`` for both sides). Compared one to one
+  (:func:`harness.detection.compare.compare_detections`: matched, missed, extra, IoU,
+  corner error, score changes; its documented rules and defaults).
+- **Events**: the images whose boxes changed; a box that appears or disappears with a score
+  within the margin (default :data:`NEAR_THRESHOLD`) of the score threshold is a
+  near-threshold change, a **tie**: listed, not failed.
+- **Effect** (``harness accuracy --task detection``, a COCO labeled set): precision, recall and
+  F1 at IoU 0.5, COCO mAP where boxes have classes, McNemar on the per-image outcomes
+  (:mod:`harness.detection.effect`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from harness.compare.result import StageResult
+from harness.detection.boxes import Detections
+from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
+from harness.detection.geometry import Geometry
+from harness.errors import UsageError
+from harness.formatting import fmt
+from harness.scores import DETECTION
+from harness.stage import GEOMETRY_TENSOR, Stage
+from harness.task.base import Event, Events, OutputChoice, Section, Task
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
+
+OUTPUT_TOLERANCE = Tolerance(atol=0.1, max_fraction=0.01, mean_atol=0.01)
+"""The raw output (for the text detector, a probability per pixel): at most 1% of the values
+beyond 0.1 and a mean error within 0.01 (docs/detection.md measures what an aligned
+deployment shows)."""
+NEAR_THRESHOLD = DetectionTolerance().near_threshold
+"""A box that appears or disappears with a score within this of the score threshold is a
+near-threshold change (the detection analogue of a near tie)."""
+
+
+@dataclass(frozen=True)
+class DetectionSetup:
+    """What a detection comparison needs beyond the tensors: each side's postprocessor and resize."""
+
+    reference_postprocess: Any
+    """A :class:`harness.detection.postprocess.Postprocessor` (the reference's boxes)."""
+    deployed_postprocess: Any | None
+    """Run on the deployment's raw output when it answers no boxes of its own."""
+    reference_resize: Any
+    """The reference's :class:`harness.spec.ResizeSpec` (its geometry)."""
+    deployed_resize: Any
+    """The deployment's, for a deployment that does not answer its ``GEOMETRY``."""
+    tolerance: DetectionTolerance = DetectionTolerance()
+    describe: str = ""
+    """The postprocessing in words, for reports."""
+
+    @property
+    def score_threshold(self) -> float:
+        """The score a box needs to be kept (a user's postprocessor may say it as ``score_threshold``)."""
+        post = self.reference_postprocess
+        for owner in (getattr(post, "params", None), post):
+            value = getattr(owner, "score_threshold", None)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                return float(value)
+        return math.nan  # unknown: no box change counts as near the threshold
+
+
+def load_postprocessor(ref: str):
+    """``FILE.py:NAME``: the user's postprocessor, a callable ``(outputs, geometry) -> Detections``."""
+    from harness.reference.custom import load_object
+
+    obj = load_object(ref)
+    if not callable(obj):
+        raise UsageError(f"--postprocess {ref}: {type(obj).__name__} is not callable; a postprocessor takes "
+                         "(outputs by name, geometry) and returns harness.detection.boxes.Detections")
+    return obj
+
+
+def _postprocessor(table: Mapping | None):
+    from harness.detection.postprocess import from_table
+
+    return None if table is None else from_table(table)
+
+
+def _describe(table: Mapping | None, user: str | None) -> str:
+    if user:
+        return f"{user} (--postprocess)"
+    if table is None:
+        return "none"
+    params = ", ".join(f"{k} {v}" for k, v in table.items() if k != "name")
+    return f"{table['name']} ({params})" if params else str(table["name"])
+
+
+def comparison_metrics(c: DetectionComparison) -> dict:
+    """One image's comparison as a stage's metrics: counts and measures aggregate over images
+    (worst and mean), the lists are this image's details (in images.jsonl)."""
+    return {
+        "reference_boxes": c.reference_boxes, "deployed_boxes": c.deployed_boxes, "matched": len(c.matches),
+        "missed": len(c.missed), "extra": len(c.extra), "near_threshold": len(c.near_threshold),
+        "min_iou": c.worst_iou, "mean_iou": c.mean_iou, "worst_corner_px": c.worst_corner_px,
+        "max_score_delta": _finite(c.max_score_delta), "problems": len(c.problems),
+        # the ranking of the worst images: a box missed or extra first, then how far boxes moved
+        "severity": 1000.0 * (len(c.missed) + len(c.extra) + len(c.problems)) + (c.worst_corner_px or 0.0),
+        "missed_scores": [_finite(b.score) for b in c.missed], "extra_scores": [_finite(b.score) for b in c.extra],
+        "problem_lines": list(c.problems),
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+class DetectionEvents(Events):
+    """The run's images whose boxes changed, and the run's box totals."""
+
+    task = "detection"
+
+    def __init__(self, margin: float):
+        self.margin = margin
+        self.events: list[Event] = []
+        self.totals = dict.fromkeys(("reference_boxes", "deployed_boxes", "matched", "missed", "extra",
+                                     "near_threshold"), 0)
+        self.iou_sum = 0.0
+        self.images = 0
+
+    def add(self, result) -> None:
+        post = result.stage(Stage.POSTPROCESS)
+        if post is None:
+            return
+        m = post.metrics
+        self.images += 1
+        for key in self.totals:
+            self.totals[key] += int(m.get(key) or 0)
+        self.iou_sum += (m.get("mean_iou") or 0.0) * (m.get("matched") or 0)
+        if post.verdict in (Verdict.TIE, Verdict.DIVERGED):
+            self.events.append(Event(result.image, post.verdict, {
+                k: m.get(k) for k in ("reference_boxes", "deployed_boxes", "matched", "missed", "extra",
+                                      "near_threshold", "min_iou", "worst_corner_px", "max_score_delta")}
+                | {"problems": m.get("problem_lines") or []}))
+
+    def result(self):
+        matched = self.totals["matched"]
+        figures = {"images": self.images, **self.totals, "mean_iou": self.iou_sum / matched if matched else None,
+                   "near_threshold_margin": self.margin}
+        return tuple(sorted(self.events, key=lambda e: e.image)), figures
+
+
+class Detection(Task):
+    """The detection task; :meth:`configure` binds it to a spec's postprocessing (a bare
+    ``Detection()`` only discovers and names)."""
+
+    name = "detection"
+    noun = "boxes"
+    result_stage = Stage.POSTPROCESS
+    result_in_table = True
+    output_words = "the detector's raw output (a probability map, a raw head)"
+    event_words = ("box change", "box changes")
+    flip_words = "images with box changes"
+    agreement_words = "box agreement"
+    tie_words = ("box change is near the score threshold", "box changes are near the score threshold")
+    csv_fields = ("postprocess_verdict", "reference_boxes", "deployed_boxes", "matched", "missed", "extra",
+                  "near_threshold", "min_iou", "worst_corner_px", "max_score_delta")
+
+    def __init__(self, setup: DetectionSetup | None = None):
+        self.setup = setup
+
+    # -- set-up -------------------------------------------------------------------------------
+    def configure(self, spec, postprocess: str | None = None) -> "Detection":
+        user = load_postprocessor(postprocess) if postprocess else None
+        reference = user or _postprocessor(spec.reference.postprocess)
+        if reference is None:
+            raise UsageError("--task detection: the reference's boxes need a postprocessing: a [postprocess] table in "
+                             f"the spec ({spec.source}: name = \"db\" or \"yolo\" and its parameters), or "
+                             "--postprocess FILE.py:NAME")
+        return Detection(DetectionSetup(
+            reference, user or _postprocessor(spec.postprocess), spec.reference.preprocess.resize,
+            spec.preprocess.resize, describe=_describe(spec.reference.postprocess, postprocess)))
+
+    def _setup(self) -> DetectionSetup:
+        if self.setup is None:
+            raise RuntimeError("the detection task was not configured with a spec (Task.configure)")
+        return self.setup
+
+    # -- discovery ------------------------------------------------------------------------------
+    def choose_output(self, model, choice):
+        from harness.detection.outputs import find_box_outputs
+
+        if choice is not None:
+            named = [t for t in model.outputs if t.name == choice]
+            if not named:
+                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; outputs: "
+                                              f"{', '.join(t.describe() for t in model.outputs)}")
+            return OutputChoice(choice, "raw output", why="named by --output")
+        boxes = find_box_outputs(model.outputs)
+        raw = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
+               and (boxes is None or t.name not in boxes.names)]
+        if boxes is not None:
+            return OutputChoice(raw[0].name if len(raw) == 1 else None, "boxes", why=f"answers {boxes.describe()}")
+        if len(raw) == 1:
+            return OutputChoice(raw[0].name, "raw output", why="the one float output (postprocessed here)")
+        return OutputChoice(None, why=f"model {model.name!r} answers no boxes (boxes [-1, 4] or [-1, 4, 2] with scores "
+                                      "[-1], or EfficientNMS's num_dets/det_boxes/det_scores) and no single raw output; "
+                                      f"outputs: {', '.join(t.describe() for t in model.outputs) or 'none'}: name "
+                                      "the raw output with --output")
+
+    def signs(self, tensor, labelled):
+        return None
+
+    def claims(self, model):
+        from harness.detection.outputs import find_box_outputs
+
+        boxes = find_box_outputs(model.outputs)
+        return f"it answers boxes ({boxes.describe()})" if boxes else None
+
+    def output_kind(self, name, probe):
+        return DETECTION
+
+    # -- the stages a detector adds -------------------------------------------------------------
+    def derive_reference(self, stages: dict) -> dict:
+        """The reference's geometry (its spec's on its decoded image) and boxes (its postprocessor
+        on its raw output)."""
+        s = self._setup()
+        decoded = stages.get(Stage.DECODE)
+        if decoded is None:
+            raise ValueError("a detector's reference needs the decoded image's size (a decode stage) to map "
+                             "boxes back to its pixels")
+        geometry = s.reference_resize.geometry(*np.asarray(decoded).shape[:2])
+        boxes = s.reference_postprocess(_outputs(stages[Stage.OUTPUT]), geometry)
+        return {GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: _as_detections(boxes).to_array()}
+
+    def derive_deployed(self, deployed: dict, reference: dict) -> dict:
+        """The deployment's boxes when it answers only its raw output: the postprocessor on it,
+        with the geometry it answered (else its spec's, on its decoded image or the reference's)."""
+        if Stage.POSTPROCESS in deployed or Stage.OUTPUT not in deployed:
+            return {}
+        s = self._setup()
+        if s.deployed_postprocess is None:
+            raise ValueError("the deployment answers its raw output only, and the spec has no [postprocess] to make "
+                             "its boxes: add one, or give --postprocess FILE.py:NAME")
+        geometry = self.geometry_of(deployed, reference)
+        boxes = s.deployed_postprocess(_outputs(deployed[Stage.OUTPUT]), geometry)
+        return {GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: _as_detections(boxes).to_array()}
+
+    def geometry_of(self, deployed: dict, reference: dict) -> Geometry:
+        if GEOMETRY_TENSOR in deployed:
+            return Geometry.from_tensor(deployed[GEOMETRY_TENSOR])
+        decoded = deployed.get(Stage.DECODE, reference.get(Stage.DECODE))
+        return self._setup().deployed_resize.geometry(*np.asarray(decoded).shape[:2])
+
+    def read_answer(self, answer: Mapping[str, np.ndarray], boxes) -> dict:
+        """The stages a deployment's own answer holds (one image, outputs by name): its boxes
+        (``boxes``: :class:`harness.detection.outputs.BoxOutputs`) as ``postprocess``, and its
+        ``GEOMETRY`` when it answers one."""
+        out = {Stage.POSTPROCESS: boxes.read(answer).to_array()}
+        if GEOMETRY_TENSOR in answer:
+            out[GEOMETRY_TENSOR] = np.asarray(answer[GEOMETRY_TENSOR]).reshape(-1)
+        return out
+
+    def isolated_postprocess(self, run, reference: dict) -> np.ndarray:
+        """``postprocess`` run alone on the reference's output and geometry, by ``run(output, geometry)``."""
+        return _as_detections(run(reference[Stage.OUTPUT], Geometry.from_tensor(reference[GEOMETRY_TENSOR]))).to_array()
+
+    # -- comparison -----------------------------------------------------------------------------
+    def output_tolerance(self, kind):
+        return OUTPUT_TOLERANCE
+
+    def default_margin(self, tolerances, kind):
+        return NEAR_THRESHOLD
+
+    def margin_units(self, kind):
+        return "score"
+
+    def compare_boxes(self, reference: np.ndarray, deployed: np.ndarray, margin: float,
+                      image_size: tuple[int, int] | None) -> tuple[Verdict, dict]:
+        s = self._setup()
+        c = compare_detections(Detections.from_array(reference), Detections.from_array(deployed), s.score_threshold,
+                               replace(s.tolerance, near_threshold=margin), image_size)
+        return c.verdict, comparison_metrics(c)
+
+    def result_of(self, reference, deployed, isolated, margin, top_k, scores=DETECTION):
+        post = Stage.POSTPROCESS
+        if post not in reference or post not in deployed:
+            return None
+        size = tuple(Geometry.from_tensor(reference[GEOMETRY_TENSOR]).source) if GEOMETRY_TENSOR in reference else None
+        verdict, metrics = self.compare_boxes(reference[post], deployed[post], margin, size)
+        alone = self.compare_boxes(reference[post], isolated[post], margin, size) if post in isolated else None
+        return StageResult(post, verdict, metrics, alone[0] if alone else None, alone[1] if alone else None)
+
+    def events(self, margin):
+        return DetectionEvents(margin)
+
+    def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
+        """The image's boxes under the setting (the reference's postprocessor on its output, with
+        the setting's geometry) against the deployment's: a box change is the event."""
+        try:
+            geometry = context["preprocess"].resize.geometry(*context["source"])
+            boxes = _as_detections(self._setup().reference_postprocess(_outputs(reference), geometry))
+            verdict, _ = self.compare_boxes(boxes.to_array(), context["deployed"][Stage.POSTPROCESS], margin,
+                                            tuple(context["source"]))
+        except Exception:  # noqa: BLE001 - a setting whose boxes cannot be made is as far as it gets
+            return Verdict.DIVERGED, 1.0
+        return (Verdict.CLOSE, 0.0) if verdict in (Verdict.EQUAL, Verdict.CLOSE) else (verdict, 1.0)
+
+    def csv_values(self, stage):
+        if stage is None:
+            return [""] * len(self.csv_fields)
+        m = stage.metrics
+        return [stage.verdict.value, *("" if m.get(f) is None else m.get(f) for f in self.csv_fields[1:])]
+
+    # -- reports --------------------------------------------------------------------------------
+    def output_note(self, report):
+        return (f"{self.output_words}; `postprocess` compares the boxes one to one (IoU above 0.5, best score "
+                "first): matched, missed, extra, the worst IoU and corner error in source pixels, score changes.")
+
+    def summary_line(self, report):
+        f = report.summary.figures
+        if not f.get("images"):
+            return None
+        changed, ties = len(report.summary.events), report.summary.ties
+        line = (f"Boxes: reference {f['reference_boxes']}, deployed {f['deployed_boxes']} over {f['images']} images; "
+                f"**{f['matched']} matched**, {f['missed']} missed, {f['extra']} extra"
+                + (f" ({f['near_threshold']} near the score threshold)" if f["near_threshold"] else "")
+                + (f"; mean IoU of the matches {f['mean_iou']:.3f}" if f.get("mean_iou") is not None else "")
+                + f". Images whose boxes changed: **{changed}**"
+                + (f" ({ties} only near the threshold)" if ties else "") + ".")
+        post = report.summary.stage(Stage.POSTPROCESS)
+        if post is not None and post.isolated:
+            line += (" With the reference's raw output, the deployed postprocessing alone: worst corner error "
+                     f"{fmt(post.metric('worst_corner_px', isolated=True))} px, up to "
+                     f"{fmt(post.metric('missed', isolated=True))} missed and "
+                     f"{fmt(post.metric('extra', isolated=True))} extra boxes an image.")
+        return line
+
+    def headline(self, report):
+        ties = report.summary.ties
+        if not ties:
+            return ""
+        return (f" {ties} {'image changes' if ties == 1 else 'images change'} only by boxes near the score threshold "
+                f"(within {fmt(report.tie_margin)}): not a divergence.")
+
+    def sections(self, report):
+        events = report.summary.events
+        if not events:
+            return []
+        rows = tuple((e.image, Verdict(e.verdict).value, str(e.details["reference_boxes"]),
+                      str(e.details["deployed_boxes"]), str(e.details["matched"]), str(e.details["missed"]),
+                      str(e.details["extra"]), str(e.details["near_threshold"]), fmt(e.details["min_iou"]),
+                      fmt(e.details["worst_corner_px"]), "; ".join(e.details.get("problems") or ()))
+                     for e in events)
+        note = ("Matched one to one by IoU above 0.5, the reference's boxes by descending score. A box that appears or "
+                "disappears with a score within the margin of the score threshold is a **tie** (a near-threshold "
+                "change): listed, not counted as a divergence. Corner errors are in the source image's pixels.")
+        return [Section("Images whose boxes changed", note,
+                        ("image", "verdict", "reference boxes", "deployed boxes", "matched", "missed", "extra",
+                         "near threshold", "worst IoU", "worst corner (px)", "problems"), rows, verdict_column=1)]
+
+
+def _outputs(output: np.ndarray) -> dict[str, np.ndarray]:
+    """The raw output as a postprocessor takes it: outputs by name (one output: its name does not matter)."""
+    return {"output": np.asarray(output)}
+
+
+def _as_detections(boxes) -> Detections:
+    if not isinstance(boxes, Detections):
+        raise TypeError(f"the postprocessor returned {type(boxes).__name__}, not harness.detection.boxes.Detections")
+    return boxes
