@@ -93,7 +93,7 @@ def limit_side_profile(spec_path: Path) -> tuple[tuple[int, int], tuple[int, int
     """(height, width) of the smallest, the optimal and the largest model input of a
     ``limit_side`` detector, from its spec's ``[resize]``: ``multiple`` square, the input of a
     :data:`PROFILE_PHOTO` (rapidocr's arithmetic: the ratio in float64, sides truncated, then
-    rounded to the multiple; tests hold it to harness.detection.geometry), ``max_side`` square.
+    rounded to the multiple; tests hold it to harness.geometry), ``max_side`` square.
 
     Read with harness.spec's own reader and defaults (standard library only): ``load_spec``
     also builds the postprocessor, which imports numpy, OpenCV and pyclipper, and the TensorRT

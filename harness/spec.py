@@ -82,7 +82,7 @@ def spec_name_of(config: Mapping[str, Any]) -> str:
 INTERPOLATIONS = ("nearest", "linear", "cubic", "area", "lanczos")
 RESIZE_MODES = ("shorter_side", "stretch", "letterbox", "limit_side")
 DETECTOR_MODES = ("letterbox", "limit_side")
-"""The resizes detectors train with (:mod:`harness.detection.geometry`): they make the model
+"""The resizes detectors train with (:mod:`harness.geometry`): they make the model
 input themselves (padding included), so the spec has no crop and inputs vary in size."""
 PAD_POSITIONS = ("center", "top_left")
 PAD_ROUNDINGS = ("yolo", "half_up")
@@ -178,8 +178,8 @@ class ResizeSpec:
         return self.mode in DETECTOR_MODES
 
     def detector(self):
-        """This resize as :mod:`harness.detection.geometry`'s record (``Letterbox`` or ``LimitSide``)."""
-        from harness.detection.geometry import Letterbox, LimitSide
+        """This resize as :mod:`harness.geometry`'s record (``Letterbox`` or ``LimitSide``)."""
+        from harness.geometry import Letterbox, LimitSide
 
         if self.mode == "letterbox":
             return Letterbox((self.size[0], self.size[-1]), self.pad_value, self.pad_position, self.pad_rounding,
@@ -189,10 +189,10 @@ class ResizeSpec:
         raise SpecError(f"resize.mode {self.mode!r} is not a detector's resize ({', '.join(DETECTOR_MODES)})")
 
     def geometry(self, height: int, width: int):
-        """What a detector resize does to an image of this size (:class:`harness.detection.geometry.Geometry`:
+        """What a detector resize does to an image of this size (:class:`harness.geometry.Geometry`:
         resized size, padding, model input size); a ``stretch`` too (a detector fed a stretched
         image: its crop takes the whole of it)."""
-        from harness.detection.geometry import Geometry, geometry
+        from harness.geometry import Geometry, geometry
 
         if self.mode == "stretch":
             return Geometry((height, width), (self.size[0], self.size[-1]))
@@ -295,7 +295,7 @@ class Spec:
     """``[deployment.stages]``: step model (or ``step.tensor``) -> stage, for a discovered deployment."""
     postprocess: Mapping[str, Any] | None = None
     """The deployed ``[postprocess]`` table (a detector's: ``name`` and its parameters,
-    :func:`harness.detection.postprocess.from_table`); None: the spec has none."""
+    :mod:`harness.postprocessing`); None: the spec has none."""
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -342,15 +342,15 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
 
 
 def _postprocess(where: str, table) -> dict[str, Any] | None:
-    """A ``[postprocess]`` table, checked by building its postprocessor (unknown names and
+    """A ``[postprocess]`` table, checked by building its parameter record (unknown names and
     keys, values out of range refused in one line); None when absent."""
     if table is None:
         return None
     table = _table(where, table)
-    from harness.detection.postprocess import from_table
+    from harness.postprocessing import parameters
 
     try:
-        from_table(table)
+        parameters(table)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{where}: {str(exc).removeprefix('[postprocess] ')}") from None
     return table
@@ -586,9 +586,9 @@ def _validate(p: Preprocess, source: str) -> None:
 
 
 def _validate_detector(p: Preprocess, source: str) -> None:
-    """A letterbox or limit-side resize: its record builds (:mod:`harness.detection.geometry`
+    """A letterbox or limit-side resize: its record builds (:mod:`harness.geometry`
     refuses what it cannot honour) and its sides stay within :data:`MAX_SIDE`."""
-    from harness.detection.geometry import GeometryError
+    from harness.geometry import GeometryError
 
     r = p.resize
     _check_choice(f"{source}: resize.pad_position", r.pad_position, PAD_POSITIONS)

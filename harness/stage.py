@@ -62,5 +62,5 @@ TAP_TENSORS: dict[Stage, str] = {Stage.DECODE: "DECODED", Stage.RESIZE: "RESIZED
 list them in this order). Here, beside the order, so that a new stage is declared in one place."""
 GEOMETRY_TENSOR = "GEOMETRY"
 """A detector's preprocessing models also answer this INT32 [8] tensor: what the resize did
-(:meth:`harness.detection.geometry.Geometry.from_tensor`), so boxes map back to the source
+(:meth:`harness.geometry.Geometry.from_tensor`), so boxes map back to the source
 image's pixels by what was actually applied. Stage dicts keep it under this name too."""

@@ -21,8 +21,8 @@ LAYERS = (
                     "names", "files", "validation", "scores"}),
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
     # them), the model repository and its server, the user's own code.
-    ("inputs", {"spec", "model", "precision", "manifest", "corpus", "listing", "shard", "repository", "server",
-                "user_code"}),
+    ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",
+                "repository", "server", "user_code"}),
     # How each side computes, how they are compared, what a run found and how it is written.
     ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
                     "report", "run_identity", "detection", "task"}),

@@ -50,12 +50,18 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
         alone = compare_arrays(ref, convert(isolated[stage]), tol, image, distribution)[0] if stage in isolated else None
         results.append(StageResult(stage, verdict(metrics, tol), metrics,
                                    verdict(alone, tol) if alone else None, alone, histogram))
-    if result is None:
-        from harness.task import get_task
-
-        result = get_task("classification").result_of
-    last = result(reference, deployed, isolated, tie_margin, top_k, scores)
+    last = (result or topk_of_outputs)(reference, deployed, isolated, tie_margin, top_k, scores)
     return (*results, last) if last is not None else tuple(results)
+
+
+def topk_of_outputs(reference: dict, deployed: dict, isolated: dict, tie_margin: float, top_k: int,
+                    scores: ScoreKind = LOGITS) -> StageResult | None:
+    """Classification's result stage from two stage dicts (what :meth:`harness.task.Task.result_of`
+    does by default): ``topk`` of their outputs, None when a side has none."""
+    out = Stage.OUTPUT
+    if out not in reference or out not in deployed:
+        return None
+    return topk_result(reference[out], deployed[out], isolated.get(out), tie_margin, top_k, scores)
 
 
 def topk_result(reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None, tie_margin: float,

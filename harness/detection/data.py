@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{path}: {args.count} photos")
         return 0
     from harness.detection.detector import TextDetector
-    from harness.detection.geometry import LimitSide
+    from harness.geometry import LimitSide
 
     detector = TextDetector(LimitSide(args.limit_side, args.limit_type))
     found = find_text(photos, detector, args.min_score, progress=lambda s: print(s, file=sys.stderr))

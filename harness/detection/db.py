@@ -11,8 +11,7 @@ image, as PaddleOCR does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Mapping
 
 import cv2
 import numpy as np
@@ -20,43 +19,8 @@ import pyclipper
 from shapely.geometry import Polygon
 
 from harness.detection.boxes import Detections, order_clockwise
-from harness.detection.geometry import Geometry
-
-
-@dataclass(frozen=True)
-class DbParams:
-    """Defaults: rapidocr 3.10.0's detector config (``config.yaml`` ``Det``), the settings the
-    reference detector ships with."""
-
-    thresh: float = 0.3
-    """Binarization threshold of the probability map."""
-    box_thresh: float = 0.5
-    """A box is kept when the mean probability inside it reaches this (its score)."""
-    unclip_ratio: float = 1.6
-    """How far a kept box grows: offset distance = area * ratio / perimeter."""
-    max_candidates: int = 1000
-    """Contours considered, in OpenCV's order."""
-    min_size: int = 3
-    """Shorter side (map pixels) below which a candidate is dropped (``min_size + 2`` after unclip)."""
-    use_dilation: bool = True
-    """Dilate the binary map with a 2x2 kernel first (rapidocr's config: true)."""
-    score_mode: Literal["fast", "slow"] = "fast"
-    """``fast``: mean inside the rectangle; ``slow``: inside the contour itself."""
-    output: str | None = None
-    """The probability map's output name; None: the model's only output."""
-
-    def __post_init__(self):
-        if not 0 <= self.thresh <= 1 or not 0 <= self.box_thresh <= 1:
-            raise ValueError(f"db thresh and box_thresh are probabilities (got {self.thresh}, {self.box_thresh})")
-        if self.unclip_ratio <= 0 or self.max_candidates <= 0 or self.min_size < 0:
-            raise ValueError("db unclip_ratio and max_candidates must be positive, min_size not negative")
-        if self.score_mode not in ("fast", "slow"):
-            raise ValueError(f"db score_mode must be 'fast' or 'slow', not {self.score_mode!r}")
-
-    @property
-    def score_threshold(self) -> float:
-        """The score a box needs to be kept (what a near-threshold change is measured from)."""
-        return self.box_thresh
+from harness.geometry import Geometry
+from harness.postprocessing import DbParams
 
 
 class DbPostprocess:
@@ -119,7 +83,8 @@ def db_boxes(prob: np.ndarray, geometry: Geometry, p: DbParams = DbParams()) -> 
         scores.append(score)
     if not quads:
         return Detections.empty()
-    return Detections(np.array(quads), np.array(scores))
+    found = Detections(np.array(quads), np.array(scores))
+    return Detections.from_xyxy(found.xyxy, found.scores) if p.box_type == "rect" else found
 
 
 def _min_area_rect(points: np.ndarray) -> tuple[np.ndarray, float]:

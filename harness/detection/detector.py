@@ -24,7 +24,7 @@ import numpy as np
 
 from harness.detection.boxes import Detections
 from harness.detection.db import DbParams, DbPostprocess
-from harness.detection.geometry import Geometry, LimitSide, resize_opencv
+from harness.geometry import Geometry, LimitSide, resize_opencv
 
 MODEL_NAME = "PP-OCRv6_det_small.onnx"
 MODEL_SHA256 = "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f"

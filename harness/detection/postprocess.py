@@ -1,5 +1,5 @@
 """What every postprocessor is: a callable from one image's named model outputs and the
-preprocessing's :class:`~harness.detection.geometry.Geometry` to :class:`Detections` in the
+preprocessing's :class:`~harness.geometry.Geometry` to :class:`Detections` in the
 source image's pixels.
 
 Built-ins (:data:`BUILTIN`) take their parameters as a frozen dataclass, the future spec's
@@ -10,15 +10,15 @@ the same signature, named ``FILE.py:NAME`` (loaded like a custom reference recip
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Mapping, Protocol
 
 import numpy as np
 
 from harness.detection.boxes import Detections
-from harness.detection.db import DbParams, DbPostprocess
-from harness.detection.geometry import Geometry
-from harness.detection.yolo import YoloParams, YoloPostprocess
+from harness.detection.db import DbPostprocess
+from harness.detection.yolo import YoloPostprocess
+from harness.geometry import Geometry
+from harness.postprocessing import parameters
 
 
 class Postprocessor(Protocol):
@@ -29,20 +29,12 @@ class Postprocessor(Protocol):
     def __call__(self, outputs: Mapping[str, np.ndarray], geometry: Geometry) -> Detections: ...
 
 
-BUILTIN = {"db": (DbParams, DbPostprocess), "yolo": (YoloParams, YoloPostprocess)}
-"""Name -> (parameter record, postprocessor class taking it)."""
+BUILTIN = {"db": DbPostprocess, "yolo": YoloPostprocess}
+"""Name -> the postprocessor class taking that name's parameters (:data:`harness.postprocessing.PARAMETERS`)."""
 
 
 def from_table(table: Mapping) -> Postprocessor:
     """A built-in postprocessor from a ``[postprocess]`` table: ``name`` and its parameters
-    (unknown keys refused by name, so a typo is not silently a default)."""
-    table = dict(table)
-    name = table.pop("name", None)
-    if name not in BUILTIN:
-        raise ValueError(f"[postprocess] name must be one of {', '.join(BUILTIN)} (or FILE.py:NAME), not {name!r}")
-    params_type, postprocess = BUILTIN[name]
-    known = {f.name for f in fields(params_type)}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ValueError(f"[postprocess] {name} has no parameter {', '.join(unknown)}; it has {', '.join(sorted(known))}")
-    return postprocess(params_type(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}))
+    (:func:`harness.postprocessing.parameters` refuses unknown names and keys by name)."""
+    params = parameters(table)  # first: it names what is wrong with the table
+    return BUILTIN[table["name"]](params)

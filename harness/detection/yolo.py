@@ -16,44 +16,14 @@ sits at the threshold can be kept by one and suppressed by the other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from harness.detection.boxes import Detections
-from harness.detection.geometry import Geometry
+from harness.geometry import Geometry
 from harness.manifest import load_dalis_nvjpeg
-
-
-@dataclass(frozen=True)
-class YoloParams:
-    """Defaults: ultralytics' documented prediction defaults (conf 0.25, max 300 boxes), with
-    YOLOv5's NMS IoU 0.45."""
-
-    layout: Literal["v5", "v8"] = "v8"
-    conf_threshold: float = 0.25
-    """A box is a candidate when its score exceeds this."""
-    iou_threshold: float = 0.45
-    """NMS suppresses a box whose IoU with a better one of its class exceeds this."""
-    nms: Literal["torchvision", "opencv"] = "torchvision"
-    class_agnostic: bool = False
-    """True: one NMS over every class (default: per class)."""
-    max_det: int = 300
-    output: str | None = None
-    """The head's output name; None: the model's only output."""
-
-    def __post_init__(self):
-        if self.layout not in ("v5", "v8"):
-            raise ValueError(f"yolo layout must be 'v5' or 'v8', not {self.layout!r}")
-        if self.nms not in ("torchvision", "opencv"):
-            raise ValueError(f"yolo nms must be 'torchvision' or 'opencv', not {self.nms!r}")
-        if not 0 <= self.conf_threshold <= 1 or not 0 <= self.iou_threshold <= 1 or self.max_det <= 0:
-            raise ValueError("yolo conf_threshold and iou_threshold must be in [0, 1], max_det positive")
-
-    @property
-    def score_threshold(self) -> float:
-        return self.conf_threshold
+from harness.postprocessing import YoloParams
 
 
 class YoloPostprocess:

@@ -79,9 +79,9 @@ def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", 
 
 def resize(image, spec: ResizeSpec):
     """Resize to ``spec.output_size`` of each image (a detector's sizes computed per image in
-    the graph, :mod:`harness.detection.dali_resize`)."""
+    the graph, :mod:`harness.preprocessing.dali_resize`)."""
     if spec.for_detector:
-        from harness.detection import dali_resize
+        from harness.preprocessing import dali_resize
 
         sizes = dali_resize.letterbox_sizes if spec.mode == "letterbox" else dali_resize.limit_side_sizes
         height, width = sizes(image, spec.detector())
@@ -112,7 +112,7 @@ def canvas(image, p: Preprocess):
     """The ``crop`` stage: the center crop, or a detector's model-input canvas (the letterbox's
     padding around the resized image; a limit-side resize's image as it is)."""
     if p.resize.mode == "letterbox":
-        from harness.detection import dali_resize
+        from harness.preprocessing import dali_resize
 
         letterbox = p.resize.detector()
         return dali_resize.pad(image, dali_resize.letterbox_padding(image, letterbox), letterbox)
@@ -122,8 +122,8 @@ def canvas(image, p: Preprocess):
 
 
 def geometry(decoded, resized, p: Preprocess):
-    """A detector's ``GEOMETRY`` output (:func:`harness.detection.dali_resize.geometry_tensor`)."""
-    from harness.detection import dali_resize
+    """A detector's ``GEOMETRY`` output (:func:`harness.preprocessing.dali_resize.geometry_tensor`)."""
+    from harness.preprocessing import dali_resize
 
     padding = (dali_resize.letterbox_padding(resized, p.resize.detector()) if p.resize.mode == "letterbox"
                else dali_resize.no_padding(resized))

@@ -142,7 +142,7 @@ def check_resize(height: int, width: int, resize: ResizeSpec) -> None:
 def _check_detector_resize(height: int, width: int, resize: ResizeSpec) -> None:
     """A detector's resize: an image too thin to keep a side, or whose model input would be
     longer than the deployment takes (``resize.max_side``, its engine's profile), is refused."""
-    from harness.detection.geometry import GeometryError
+    from harness.geometry import GeometryError
 
     try:
         g = resize.geometry(height, width)

@@ -68,7 +68,7 @@ def canvas(image: np.ndarray, p: Preprocess) -> np.ndarray:
     """The ``crop`` stage: the center crop, or a detector's model-input canvas (the letterbox's
     padding, ``cv2.copyMakeBorder`` in the pad value; a limit-side resize's image as it is)."""
     if p.resize.mode == "letterbox":
-        from harness.detection.geometry import letterbox_padding
+        from harness.geometry import letterbox_padding
 
         top, bottom, left, right = letterbox_padding(*image.shape[:2], p.resize.detector())
         if not (top or bottom or left or right):

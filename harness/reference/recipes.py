@@ -82,7 +82,7 @@ class TorchvisionRecipe(Recipe):
         self._interpolation = modes[p.resize.interpolation]
         size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
         self._resize = T.Resize(size, interpolation=self._interpolation, antialias=p.resize.antialias)
-        # a detector's resize: the sizes of its geometry (harness.detection.geometry), then its padding
+        # a detector's resize: the sizes of its geometry (harness.geometry), then its padding
         self._crop = T.CenterCrop(p.crop.size)
         mean, std = p.normalize.mean_std_in_pixels()
         if p.input.channel_order == "BGR":  # normalize in RGB, flip afterwards
@@ -135,7 +135,7 @@ class TorchvisionRecipe(Recipe):
         if self.p.resize.mode == "letterbox":
             from torchvision.transforms import functional as F
 
-            from harness.detection.geometry import letterbox_padding
+            from harness.geometry import letterbox_padding
 
             width, height = F.get_image_size(image)
             top, bottom, left, right = letterbox_padding(height, width, self.p.resize.detector())

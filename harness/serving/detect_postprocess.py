@@ -2,7 +2,7 @@
 
 A detector's raw output (``PROBABILITY``, the DB probability map [1, H, W] per image) and
 what the preprocessing did to the image (``GEOMETRY``, INT32 [8]:
-:meth:`harness.detection.geometry.Geometry.from_tensor`) -> the boxes in the source image's
+:meth:`harness.geometry.Geometry.from_tensor`) -> the boxes in the source image's
 pixels: ``BOXES`` FP32 [N, 4, 2] (x, y corners clockwise from the top left) and ``SCORES``
 FP32 [N]. The postprocessor is the spec's ``[postprocess]`` table
 (:func:`harness.detection.postprocess.from_table`), the spec the config's ``spec`` parameter
@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from harness.detection.geometry import Geometry, GeometryError
 from harness.detection.postprocess import from_table
+from harness.geometry import Geometry, GeometryError
 from harness.serving.preprocess import invalid_argument
 from harness.spec import load_spec, spec_name_of
 from harness.stage import GEOMETRY_TENSOR

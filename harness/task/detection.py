@@ -5,7 +5,7 @@ is the event.
 - **Output**: the detector's raw output, compared as a tensor by :data:`OUTPUT_TOLERANCE`, so
   a user sees whether the model or the postprocessing adds the error. Its shape follows the
   model input's: a different resize (a limit length, a letterbox size) is a shape mismatch.
-- **Geometry**: what the resize did to the image (:class:`harness.detection.geometry.Geometry`):
+- **Geometry**: what the resize did to the image (:class:`harness.geometry.Geometry`):
   the reference's is its spec's arithmetic on the decoded image, the deployment's the
   ``GEOMETRY`` tensor its preprocessing answers (what it actually applied), else its spec's.
   Kept in the stage dicts under :data:`harness.stage.GEOMETRY_TENSOR`.
@@ -35,7 +35,7 @@ import numpy as np
 from harness.compare.result import StageResult
 from harness.detection.boxes import Detections
 from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
-from harness.detection.geometry import Geometry
+from harness.geometry import Geometry
 from harness.errors import UsageError
 from harness.formatting import fmt
 from harness.scores import DETECTION

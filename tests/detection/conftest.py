@@ -9,7 +9,7 @@ import pytest
 
 from harness.detection.data import generate
 from harness.detection.detector import TextDetector
-from harness.detection.geometry import LimitSide
+from harness.geometry import LimitSide
 from harness.paths import PROJECT_ROOT
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"

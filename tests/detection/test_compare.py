@@ -12,7 +12,7 @@ import pytest
 from harness.detection.boxes import Detections
 from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections, corner_distance
 from harness.detection.detector import TextDetector
-from harness.detection.geometry import LimitSide
+from harness.geometry import LimitSide
 from harness.paths import DEFAULT_PHOTOS
 from harness.verdict import Verdict
 

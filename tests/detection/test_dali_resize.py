@@ -1,5 +1,5 @@
-"""harness/detection/dali_resize.py in DALI's CPU pipeline (the production DALI, 2.1.1): the
-sizes of harness.detection.geometry, the pixels of its OpenCV resize within one level, the
+"""harness/preprocessing/dali_resize.py in DALI's CPU pipeline (the production DALI, 2.1.1): the
+sizes of harness.geometry, the pixels of its OpenCV resize within one level, the
 padding where the spec puts it, and only arguments the production DALI has."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import nvidia.dali.types as types
 import pytest
 from nvidia.dali import pipeline_def
 
-from harness.detection import dali_resize
-from harness.detection.geometry import Letterbox, LimitSide, geometry, resize_opencv
+from harness.geometry import Letterbox, LimitSide, geometry, resize_opencv
+from harness.preprocessing import dali_resize
 from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments
 from tests.detection.conftest import CLEAN_PHOTOS
 

@@ -12,7 +12,7 @@ from rapidocr.ch_ppocr_det.utils import DBPostProcess
 from harness.detection.db import DbParams, DbPostprocess, db_boxes
 from harness.detection.detector import OUTPUT_NAME, TextDetector
 from harness.detection.effect import image_outcome, load_labels
-from harness.detection.geometry import Geometry, Letterbox, LimitSide
+from harness.geometry import Geometry, Letterbox, LimitSide
 from harness.paths import DEFAULT_PHOTOS
 
 TEXT_PHOTOS = ("board.jpg", "LinuxLogo.jpg", "licenseplate_motion.jpg", "text_motion.jpg")

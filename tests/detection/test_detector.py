@@ -8,7 +8,7 @@ import numpy as np
 from rapidocr.ch_ppocr_det.utils import DetPreProcess
 
 from harness.detection.detector import MODEL_SHA256, TextDetector, install_model, sha256, to_input
-from harness.detection.geometry import LimitSide
+from harness.geometry import LimitSide
 from harness.paths import DEFAULT_PHOTOS
 
 

@@ -12,7 +12,7 @@ import pytest
 from harness.detection.boxes import Detections
 from harness.detection.detector import TextDetector
 from harness.detection.effect import LabelsError, evaluate_detection, load_labels
-from harness.detection.geometry import LimitSide
+from harness.geometry import LimitSide
 from tests.detection.conftest import SMALL_SIDE
 
 

@@ -1,4 +1,4 @@
-"""harness/detection/geometry.py: the limit-side resize against rapidocr's own, the letterbox
+"""harness/geometry.py: the limit-side resize against rapidocr's own, the letterbox
 against YOLO's documented rule, and the back-mapping of points, on real photos."""
 
 from __future__ import annotations
@@ -10,15 +10,7 @@ import numpy as np
 import pytest
 from rapidocr.ch_ppocr_det.utils import DetPreProcess
 
-from harness.detection.geometry import (
-    Geometry,
-    GeometryError,
-    Letterbox,
-    LimitSide,
-    letterbox_geometry,
-    limit_side_geometry,
-    resize_opencv,
-)
+from harness.geometry import Geometry, GeometryError, Letterbox, LimitSide, letterbox_geometry, limit_side_geometry, resize_opencv
 from tests.detection.conftest import CLEAN_PHOTOS
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from harness.detection.boxes import Detections, iou_matrix
 from harness.detection.effect import load_labels
-from harness.detection.geometry import Letterbox, letterbox_geometry
 from harness.detection.postprocess import from_table
 from harness.detection.yolo import YoloParams, YoloPostprocess, nms, yolo_boxes
+from harness.geometry import Letterbox, letterbox_geometry
 
 CLASSES = 3
 

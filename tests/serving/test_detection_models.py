@@ -21,8 +21,8 @@ from harness.client import REPOSITORY_TASKS, InferenceError, TritonClient
 from harness.detection.boxes import Detections
 from harness.detection.compare import compare_detections
 from harness.detection.detector import TextDetector
-from harness.detection.geometry import Geometry
 from harness.detection.postprocess import from_table
+from harness.geometry import Geometry
 from harness.packing import pack_images
 from harness.paths import PROJECT_ROOT
 from harness.spec import load_spec

@@ -1,6 +1,6 @@
 """The two detector resizes as DALI graph nodes, computed per sample from the decoded shape
 inside the pipeline (as the Triton DALI backend needs: no Python in the served graph), with
-the arithmetic of :mod:`harness.detection.geometry`:
+the arithmetic of :mod:`harness.geometry`:
 
 - :func:`limit_side`: the ratio in float64 as Python computes it (``int(h * ratio)`` sits on
   an integer for some sizes, where a float32 product could fall either side), ``floor``,
@@ -20,7 +20,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
-from harness.detection.geometry import Letterbox, LimitSide
+from harness.geometry import Letterbox, LimitSide
 
 
 def _sides(image):
@@ -66,7 +66,7 @@ def letterbox_sizes(image, p: Letterbox):
 
 def letterbox_padding(resized, p: Letterbox):
     """(top, bottom, left, right) float64 nodes of the padding around a resized image, as
-    :func:`harness.detection.geometry.letterbox_padding` computes it from its size."""
+    :func:`harness.geometry.letterbox_padding` computes it from its size."""
     new_h, new_w = _sides(resized)
     dh, dw = float(p.size[0]) - new_h, float(p.size[1]) - new_w
     if p.auto:
@@ -100,18 +100,18 @@ def no_padding(resized):
 
 def geometry_tensor(decoded, resized, padding):
     """The ``GEOMETRY`` output: INT32 [8] source height, width, resized height, width, padding
-    top, bottom, left, right (:meth:`harness.detection.geometry.Geometry.from_tensor`): what
+    top, bottom, left, right (:meth:`harness.geometry.Geometry.from_tensor`): what
     the deployed preprocessing actually did, for the postprocessing to map boxes back with."""
     return fn.cast(fn.stack(*_sides(decoded), *_sides(resized), *padding), dtype=types.INT32)
 
 
 def limit_side(image, p: LimitSide):
-    """HWC image -> resized to :func:`~harness.detection.geometry.limit_side_geometry`'s size."""
+    """HWC image -> resized to :func:`~harness.geometry.limit_side_geometry`'s size."""
     height, width = limit_side_sizes(image, p)
     return _resize(image, height, width)
 
 
 def letterbox(image, p: Letterbox):
-    """HWC image -> letterboxed as :func:`~harness.detection.geometry.letterbox_geometry` says."""
+    """HWC image -> letterboxed as :func:`~harness.geometry.letterbox_geometry` says."""
     resized = _resize(image, *letterbox_sizes(image, p))
     return pad(resized, letterbox_padding(resized, p), p)

@@ -1,0 +1,101 @@
+"""The detector postprocessings' parameters: what a spec's ``[postprocess]`` table holds.
+
+The spec reads them (:mod:`harness.spec` validates a table when it loads one); the
+postprocessors themselves (:mod:`harness.detection.db`, :mod:`harness.detection.yolo`) take
+them. Standard library only: the spec and the serving models import this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Mapping
+
+
+@dataclass(frozen=True)
+class DbParams:
+    """Defaults: rapidocr 3.10.0's detector config (``config.yaml`` ``Det``), the settings the
+    reference detector ships with."""
+
+    thresh: float = 0.3
+    """Binarization threshold of the probability map."""
+    box_thresh: float = 0.5
+    """A box is kept when the mean probability inside it reaches this (its score)."""
+    unclip_ratio: float = 1.6
+    """How far a kept box grows: offset distance = area * ratio / perimeter."""
+    max_candidates: int = 1000
+    """Contours considered, in OpenCV's order."""
+    min_size: int = 3
+    """Shorter side (map pixels) below which a candidate is dropped (``min_size + 2`` after unclip)."""
+    use_dilation: bool = True
+    """Dilate the binary map with a 2x2 kernel first (rapidocr's config: true)."""
+    score_mode: Literal["fast", "slow"] = "fast"
+    """``fast``: mean inside the rectangle; ``slow``: inside the contour itself."""
+    output: str | None = None
+    """The probability map's output name; None: the model's only output."""
+    box_type: Literal["quad", "rect"] = "quad"
+    """``quad``: each word's rotated rectangle (PaddleOCR's); ``rect``: the axis-aligned box
+    enclosing it, as a deployment answering boxes [N, 4] (x1, y1, x2, y2) keeps them: a rotated
+    quad compared with an axis-aligned box differs by the rotation alone."""
+
+    def __post_init__(self):
+        if not 0 <= self.thresh <= 1 or not 0 <= self.box_thresh <= 1:
+            raise ValueError(f"db thresh and box_thresh are probabilities (got {self.thresh}, {self.box_thresh})")
+        if self.unclip_ratio <= 0 or self.max_candidates <= 0 or self.min_size < 0:
+            raise ValueError("db unclip_ratio and max_candidates must be positive, min_size not negative")
+        if self.score_mode not in ("fast", "slow"):
+            raise ValueError(f"db score_mode must be 'fast' or 'slow', not {self.score_mode!r}")
+        if self.box_type not in ("quad", "rect"):
+            raise ValueError(f"db box_type must be 'quad' or 'rect', not {self.box_type!r}")
+
+    @property
+    def score_threshold(self) -> float:
+        """The score a box needs to be kept (what a near-threshold change is measured from)."""
+        return self.box_thresh
+
+@dataclass(frozen=True)
+class YoloParams:
+    """Defaults: ultralytics' documented prediction defaults (conf 0.25, max 300 boxes), with
+    YOLOv5's NMS IoU 0.45."""
+
+    layout: Literal["v5", "v8"] = "v8"
+    conf_threshold: float = 0.25
+    """A box is a candidate when its score exceeds this."""
+    iou_threshold: float = 0.45
+    """NMS suppresses a box whose IoU with a better one of its class exceeds this."""
+    nms: Literal["torchvision", "opencv"] = "torchvision"
+    class_agnostic: bool = False
+    """True: one NMS over every class (default: per class)."""
+    max_det: int = 300
+    output: str | None = None
+    """The head's output name; None: the model's only output."""
+
+    def __post_init__(self):
+        if self.layout not in ("v5", "v8"):
+            raise ValueError(f"yolo layout must be 'v5' or 'v8', not {self.layout!r}")
+        if self.nms not in ("torchvision", "opencv"):
+            raise ValueError(f"yolo nms must be 'torchvision' or 'opencv', not {self.nms!r}")
+        if not 0 <= self.conf_threshold <= 1 or not 0 <= self.iou_threshold <= 1 or self.max_det <= 0:
+            raise ValueError("yolo conf_threshold and iou_threshold must be in [0, 1], max_det positive")
+
+    @property
+    def score_threshold(self) -> float:
+        return self.conf_threshold
+
+
+PARAMETERS = {"db": DbParams, "yolo": YoloParams}
+"""A built-in postprocessing's name -> its parameter record."""
+
+
+def parameters(table: Mapping[str, Any]):
+    """The parameter record a ``[postprocess]`` table describes (``name`` and its parameters;
+    unknown names and keys refused by name, so a typo is not silently a default)."""
+    table = dict(table)
+    name = table.pop("name", None)
+    if name not in PARAMETERS:
+        raise ValueError(f"[postprocess] name must be one of {', '.join(PARAMETERS)} (or FILE.py:NAME), not {name!r}")
+    record = PARAMETERS[name]
+    known = {f.name for f in fields(record)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ValueError(f"[postprocess] {name} has no parameter {', '.join(unknown)}; it has {', '.join(sorted(known))}")
+    return record(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
