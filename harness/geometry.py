@@ -39,12 +39,19 @@ class LimitSide:
     ``max``: scale down until the longer side is ``limit_side_len`` (never up)."""
     multiple: int = 32
     """Each side is rounded to a multiple of this (Python's ``round``: ties to even)."""
+    max_side_limit: int | None = None
+    """PaddleOCR's ``max_side_limit`` (its ``DetResizeForTest``; default there 4000): a resized
+    image whose longer side exceeds it is scaled down to it (again truncated) before the
+    rounding. None: no limit, as rapidocr's ``DetPreProcess`` (which shrinks photos to 2000
+    before detecting instead)."""
 
     def __post_init__(self):
         if self.limit_type not in ("min", "max"):
             raise GeometryError(f"limit_type must be 'min' or 'max', not {self.limit_type!r}")
         if self.limit_side_len <= 0 or self.multiple <= 0:
             raise GeometryError(f"limit_side_len and multiple must be positive (got {self.limit_side_len}, {self.multiple})")
+        if self.max_side_limit is not None and self.max_side_limit <= 0:
+            raise GeometryError(f"max_side_limit must be positive (got {self.max_side_limit})")
 
 
 @dataclass(frozen=True)
@@ -150,14 +157,20 @@ class Geometry:
 
 
 def limit_side_geometry(height: int, width: int, p: LimitSide) -> Geometry:
-    """rapidocr's ``DetPreProcess.resize`` as arithmetic: the ratio in float64, sides
-    truncated (``int(h * ratio)``), then ``round(side / multiple) * multiple``."""
+    """rapidocr's ``DetPreProcess.resize`` (PaddleOCR's ``DetResizeForTest`` with its
+    ``max_side_limit``) as arithmetic: the ratio in float64, sides truncated (``int(h *
+    ratio)``), capped (the longer side to ``max_side_limit``, truncated again), then
+    ``round(side / multiple) * multiple``."""
     _check_source(height, width)
     if p.limit_type == "max":
         ratio = p.limit_side_len / max(height, width) if max(height, width) > p.limit_side_len else 1.0
     else:
         ratio = p.limit_side_len / min(height, width) if min(height, width) < p.limit_side_len else 1.0
-    sides = tuple(int(round(int(side * ratio) / p.multiple) * p.multiple) for side in (height, width))
+    scaled = [int(side * ratio) for side in (height, width)]
+    if p.max_side_limit is not None and max(scaled) > p.max_side_limit:
+        cap = float(p.max_side_limit) / max(scaled)
+        scaled = [int(side * cap) for side in scaled]
+    sides = tuple(int(round(side / p.multiple) * p.multiple) for side in scaled)
     if min(sides) <= 0:
         raise GeometryError(f"a {width}x{height} image resizes to {sides[1]}x{sides[0]} with {p}: too thin for the detector")
     return Geometry((height, width), sides)

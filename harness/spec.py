@@ -153,6 +153,9 @@ class ResizeSpec:
     longer side is."""
     multiple: int = 32
     """Each resized side is rounded to a multiple of this (Python's round)."""
+    max_side_limit: int | None = None
+    """PaddleOCR's cap: a resized image longer than this is scaled down to it before the
+    rounding (None, the key absent: no cap, as rapidocr)."""
     max_side: int = 2048
     """The longest model-input side a ``limit_side`` deployment takes (its TensorRT engine's
     optimization profile ends there); an image whose input would be longer is refused."""
@@ -185,7 +188,7 @@ class ResizeSpec:
             return Letterbox((self.size[0], self.size[-1]), self.pad_value, self.pad_position, self.pad_rounding,
                              self.stride, self.auto, self.scaleup)
         if self.mode == "limit_side":
-            return LimitSide(self.limit_side_len, self.limit_type, self.multiple)
+            return LimitSide(self.limit_side_len, self.limit_type, self.multiple, self.max_side_limit)
         raise SpecError(f"resize.mode {self.mode!r} is not a detector's resize ({', '.join(DETECTOR_MODES)})")
 
     def geometry(self, height: int, width: int):
@@ -418,7 +421,7 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
 
 
 _LETTERBOX_KEYS = frozenset({"pad_value", "pad_position", "pad_rounding", "stride", "auto", "scaleup"})
-_LIMIT_SIDE_KEYS = frozenset({"limit_side_len", "limit_type", "multiple", "max_side"})
+_LIMIT_SIDE_KEYS = frozenset({"limit_side_len", "limit_type", "multiple", "max_side_limit", "max_side"})
 _RESIZE_KEYS_OF_OTHER_MODES = {
     "shorter_side": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS,
     "stretch": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS | {"size_rounding"},
@@ -514,6 +517,9 @@ def _check_types(where: str, cls, values: Mapping[str, Any]) -> None:
     hints = typing.get_type_hints(cls)
     for key, value in values.items():
         hint = hints[key]
+        optional = [a for a in typing.get_args(hint) if a is not type(None)] if type(None) in typing.get_args(hint) else []
+        if len(optional) == 1:  # ``int | None``: a key given holds the int (None is the key left out)
+            hint = optional[0]
         if hint is bool and not isinstance(value, bool):
             raise SpecError(f"{where} {key} must be true or false, got {value!r}")
         if hint is str and not isinstance(value, str):
@@ -605,6 +611,9 @@ def _validate_detector(p: Preprocess, source: str) -> None:
         raise SpecError(f"{source}: resize.max_side {r.max_side} is shorter than resize.limit_side_len {r.limit_side_len}")
     if r.mode == "limit_side" and r.max_side % r.multiple:
         raise SpecError(f"{source}: resize.max_side {r.max_side} is not a multiple of resize.multiple {r.multiple}")
+    if r.mode == "limit_side" and r.max_side_limit is not None and not 0 < r.max_side_limit <= r.max_side:
+        raise SpecError(f"{source}: resize.max_side_limit {r.max_side_limit}: expected 1 to resize.max_side "
+                        f"({r.max_side}), the longest input the deployment takes")
     try:
         r.detector()
     except GeometryError as exc:

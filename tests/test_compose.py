@@ -378,7 +378,8 @@ def test_the_detector_profile_follows_the_spec_it_names(tmp_path):
     spec = (repo / "detection.toml").read_text()
     (repo / "detection.toml").write_text(spec.replace('limit_side_len = 736', 'limit_side_len = 960')
                                          .replace('limit_type = "min"', 'limit_type = "max"')
-                                         .replace('max_side = 2048', 'max_side = 1280'))
+                                         .replace('max_side = 2048', 'max_side = 1280')
+                                         .replace('max_side_limit = 2048', 'max_side_limit = 1280'))
     run = build_engine("--dry-run", "--repository", repo, "--model", "detector", "--out", tmp_path / "engine",
                        env={"OPT_BATCH": "4", "TRTEXEC": "trtexec"})
     assert run.returncode == 0, run.stderr

@@ -51,7 +51,12 @@ def limit_side_sizes(image, p: LimitSide):
     else:
         shorter = dmath.min(h, w)
         ratio = 1.0 + (shorter < p.limit_side_len) * (p.limit_side_len / shorter - 1.0)
-    return tuple(_round_half_even(dmath.floor(side * ratio) / p.multiple) * p.multiple for side in (h, w))
+    scaled = [dmath.floor(side * ratio) for side in (h, w)]
+    if p.max_side_limit is not None:  # PaddleOCR's cap on the longer side, truncated again
+        longest = dmath.max(*scaled)
+        cap = 1.0 + (longest > p.max_side_limit) * (float(p.max_side_limit) / longest - 1.0)
+        scaled = [dmath.floor(side * cap) for side in scaled]
+    return tuple(_round_half_even(side / p.multiple) * p.multiple for side in scaled)
 
 
 def letterbox_sizes(image, p: Letterbox):

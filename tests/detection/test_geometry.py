@@ -64,6 +64,36 @@ def test_limit_side_pixels_are_rapidocrs_on_real_photos(sample):
             assert np.array_equal(ours, DetPreProcess(limit.limit_side_len, limit.limit_type).resize(bgr))
 
 
+def paddleocr_det_resize(h: int, w: int, limit_side_len: int, limit_type: str, max_side_limit: int) -> tuple[int, int]:
+    """PaddleOCR 3.x ``DetResizeForTest.resize_image_type0`` as it is written there (the cap on
+    the longer side, truncated again, then rounded to 32 with a floor of 32), the oracle of the
+    spec's ``max_side_limit``."""
+    if limit_type == "max":
+        ratio = float(limit_side_len) / max(h, w) if max(h, w) > limit_side_len else 1.0
+    else:
+        ratio = float(limit_side_len) / min(h, w) if min(h, w) < limit_side_len else 1.0
+    resize_h, resize_w = int(h * ratio), int(w * ratio)
+    if max(resize_h, resize_w) > max_side_limit:
+        ratio = float(max_side_limit) / max(resize_h, resize_w)
+        resize_h, resize_w = int(resize_h * ratio), int(resize_w * ratio)
+    return max(int(round(resize_h / 32) * 32), 32), max(int(round(resize_w / 32) * 32), 32)
+
+
+def test_the_max_side_limit_is_paddleocrs_cap():
+    limit = LimitSide(736, "min", max_side_limit=2048)
+    checked = 0
+    for h, w in sizes(300) + [(3000, 4000), (120, 411), (4032, 3024)]:
+        expected = paddleocr_det_resize(h, w, 736, "min", 2048)
+        try:
+            g = limit_side_geometry(h, w, limit)
+        except GeometryError:  # PaddleOCR floors a side at 32 where the spec (rapidocr) refuses it: thin strips only
+            assert min(expected) == 32, (h, w)
+            continue
+        assert g.resized == expected and max(g.input) <= 2048, (h, w)
+        checked += 1
+    assert checked > 250 and limit_side_geometry(3000, 4000, limit).resized == (1536, 2048)
+
+
 @pytest.mark.parametrize("box", [
     Letterbox(),
     Letterbox((640, 640), auto=True),

@@ -178,10 +178,11 @@ INVALID = {"http": "400", "grpc": "StatusCode.INVALID_ARGUMENT"}
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_a_bad_image_is_invalid_argument_and_the_server_goes_on(server, protocol, photos):
     good = photos[TEXT_CORPUS_PHOTOS[0]]
-    thin = cv2.imencode(".png", np.full((40, 400, 3), 200, np.uint8))[1].tobytes()  # a 2048+ wide model input
+    # a strip the limit-side resize (its longer side capped at max_side_limit) leaves no row of
+    thin = cv2.imencode(".png", np.full((2, 3000, 3), 200, np.uint8))[1].tobytes()
     for model in ("detect_dali", "detect_opencv"):
         for bad, says in ((good[: len(good) // 2], "truncated JPEG"), (b"this is not an image", "not an image"),
-                          (thin, "max_side")):
+                          (thin, "too thin")):
             status, message = status_of(server, protocol, model, {"IMAGE": np.frombuffer(bad, np.uint8)[None]})
             assert status == INVALID[protocol] and says in message, (model, message)
     with TritonClient(server.url(protocol), protocol) as client:

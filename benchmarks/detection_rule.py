@@ -1,0 +1,103 @@
+"""Where the detection comparison's defaults come from (harness.detection.compare.DetectionTolerance):
+how far an aligned deployment's boxes move from training's, against how far a planted cause
+moves them, on the same real photos.
+
+The deployment is the repository's DALI graph with the CPU decoder (the graph the served
+``detect_dali`` runs), training the OpenCV recipe, both through PP-OCRv6's detector in ONNX
+Runtime and the DB postprocessing of the spec; the photos are the ImageNet sample's photos
+with text (``docs/detection-imagenet-text.json``). For each setting: per matched box, the
+score change, the worst corner error and the IoU (max and 99th percentile), the boxes only
+one side found (and how far their scores are from the threshold), and the images each
+default rule calls diverged.
+
+    .venv/bin/python benchmarks/detection_rule.py [--photos 172] [--spec model_repository/detection.toml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from harness.detection.boxes import Detections  # noqa: E402
+from harness.detection.compare import DetectionTolerance, compare_detections  # noqa: E402
+from harness.detection.detector import TextDetector  # noqa: E402
+from harness.detection.postprocess import from_table  # noqa: E402
+from harness.geometry import Geometry  # noqa: E402
+from harness.paths import PROJECT_ROOT  # noqa: E402
+from harness.preprocessing import opencv  # noqa: E402
+from harness.preprocessing.dali_graph import CpuPipelineRunner  # noqa: E402
+from harness.spec import load_spec, with_overrides  # noqa: E402
+
+SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
+PLANTED = {
+    "aligned": {},
+    "channel order RGB": {"input": {"channel_order": "RGB"}},
+    "antialias (area)": {"resize": {"interpolation": "area"}},
+    "limit type max": {"resize": {"limit_type": "max"}},
+}
+"""What training did, per setting (the deployment stays the spec's)."""
+
+
+def boxes_of(model: TextDetector, post, x: np.ndarray, geometry: Geometry) -> Detections:
+    return post({"output": model.probability(x[None])[0]}, geometry)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--photos", type=int, default=172)
+    parser.add_argument("--spec", type=Path, default=PROJECT_ROOT / "model_repository" / "detection.toml")
+    args = parser.parse_args()
+    spec = load_spec(args.spec)
+    found = json.loads((PROJECT_ROOT / "docs" / "detection-imagenet-text.json").read_text())["photos"]
+    names = [name for name, seen in found.items() if seen["text"]][:args.photos]
+    post, deployed = from_table(spec.postprocess), spec.preprocess
+    threshold = post.params.score_threshold
+    model = TextDetector(threads=2)
+    runner = CpuPipelineRunner(deployed, 1)
+    served, refused = [], []
+    for name in names:
+        data = (SAMPLE / name).read_bytes()
+        result = runner.run([np.frombuffer(data, np.uint8)])[0]
+        if result.error:  # refused by the deployment (e.g. longer than resize.max_side): not compared
+            refused.append(f"{name}: {result.error}")
+            continue
+        x, geometry = result.outputs
+        served.append((name, data, boxes_of(model, post, x, Geometry.from_tensor(geometry))))
+    print(f"{len(served)} photos with text, spec {args.spec.name} ({deployed.resize.extent()}), score threshold "
+          f"{threshold}; deployment: the DALI graph (CPU decoder)")
+    for line in refused:
+        print(f"  refused by the deployment, not compared: {line}")
+    for setting, overrides in PLANTED.items():
+        p = with_overrides(spec.reference.preprocess, **overrides) if overrides else spec.reference.preprocess
+        deltas, corners, ious, far, near, verdicts = [], [], [], [], [], {}
+        for name, data, dep in served:
+            stages = opencv.run(data, p)
+            ref = boxes_of(model, post, stages["input"], p.resize.geometry(*stages["decode"].shape[:2]))
+            c = compare_detections(ref, dep, threshold, DetectionTolerance(), stages["decode"].shape[:2])
+            deltas += [abs(m.score_delta) for m in c.matches]
+            corners += [m.corner_px for m in c.matches]
+            ious += [m.iou for m in c.matches]
+            for change in c.missed + c.extra:
+                (near if change.near_threshold else far).append(abs(change.score - threshold))
+            verdicts[c.verdict.value] = verdicts.get(c.verdict.value, 0) + 1
+        q = lambda values, f: f(values) if values else float("nan")  # noqa: E731
+        print(f"\n{setting}: {len(ious)} matched boxes, {len(far)} missed/extra beyond the margin, {len(near)} near "
+              f"the threshold; verdicts {dict(sorted(verdicts.items()))}")
+        print(f"  |score change|: max {q(deltas, max):.4f}, p99 {q(deltas, lambda v: np.percentile(v, 99)):.4f}")
+        print(f"  worst corner (px): max {q(corners, max):.2f}, p99 {q(corners, lambda v: np.percentile(v, 99)):.2f}")
+        print(f"  IoU: min {q(ious, min):.4f}, p1 {q(ious, lambda v: np.percentile(v, 1)):.4f}")
+        if far:
+            print(f"  missed/extra boxes' distance from the threshold: min {min(far):.3f}")
+        both = [(d, c) for d, c in zip(deltas, corners)]
+        for atol in (0.05, 0.1, 0.15):
+            print(f"  matches beyond score_atol {atol}: {sum(d > atol for d, _ in both)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
