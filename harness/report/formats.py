@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import enum
 import html
 import io
 import re
@@ -51,11 +52,18 @@ CSV_FIELDS = ("classname", "name", "status", "reason", "details")
 
 # -- the registry's writers: any job's result, through the interface -----------------------------
 
+def verdict_text(result: JobResult) -> str:
+    """The result's verdict as its plain word (a :class:`~harness.verdict.Verdict` is a ``str``
+    enum: its value, not its name)."""
+    verdict = result.verdict
+    return str(verdict.value if isinstance(verdict, enum.Enum) else verdict)
+
+
 def render_markdown(result: JobResult) -> str:
     """A job's result as Markdown: title, verdict, one table row per case."""
     cases = list(result.cases())
     lines = [f"# {markdown_text(result.title)}", "",
-             f"Verdict: **{markdown_text(result.verdict)}** ({'passed' if result.passed else 'failed'}); "
+             f"Verdict: **{markdown_text(verdict_text(result))}** ({'passed' if result.passed else 'failed'}); "
              f"{count_line(cases)}.", ""]
     if cases:
         lines += ["| class | case | status | reason |", "|---|---|---|---|"]
@@ -81,7 +89,7 @@ def render_html(result: JobResult) -> str:
     verdict = "passed" if result.passed else "failed"
     parts = [f"<!doctype html><meta charset=utf-8><title>{e(result.title)}</title><style>{HTML_STYLE}</style>",
              f"<h1>{e(result.title)}</h1>",
-             f"<p>Verdict: <b class={verdict}>{e(result.verdict)}</b> ({verdict}); {e(count_line(cases))}.</p>"]
+             f"<p>Verdict: <b class={verdict}>{e(verdict_text(result))}</b> ({verdict}); {e(count_line(cases))}.</p>"]
     if cases:
         parts.append("<table><tr><th>class</th><th>case</th><th>status</th><th>reason</th></tr>")
         for c in cases:
@@ -137,7 +145,7 @@ def junit_element(results: Sequence[JobResult], timestamp: datetime | None = Non
                               **{k: str(v) for k, v in figures.items()}, time=f"{seconds:.3f}",
                               timestamp=stamp, hostname=xml_text(host))
         properties = ET.SubElement(suite, "properties")
-        for name, value in (("job", result.job), ("verdict", result.verdict),
+        for name, value in (("job", result.job), ("verdict", verdict_text(result)),
                             ("passed", "true" if result.passed else "false")):
             ET.SubElement(properties, "property", name=name, value=xml_text(value))
         for case in cases:

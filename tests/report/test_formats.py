@@ -179,3 +179,30 @@ def test_an_unknown_format_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit:
         build_parser().parse_args(["check", "IMAGES", "--format", "junit,xml"])
     assert exit.value.code == 2 and "unknown format 'xml'" in capsys.readouterr().err
+
+
+def test_a_load_test_point_that_failed_and_a_repeat_that_moved_carry_their_reason():
+    import dataclasses
+
+    from harness.layers.repeatability import RepeatResult, Spread
+    from harness.verdict import Verdict
+    from loadtest.sweep import SweepResult
+    from tests.loadtest.test_report import result as point
+
+    served = point("grpc", "classify_dali", 1, 90.0)
+    broken = point("grpc", "classify_opencv", 1, 70.0, {"truncated JPEG": 3})
+    broken = dataclasses.replace(broken, stats=dataclasses.replace(broken.stats, failed_photos=3))
+    sweep = SweepResult([served, broken], [], {"date": "2026-11-26"})
+    found = {c.name: outcome(c) for c in suite_of(read_junit(render_junit(sweep)))}
+    assert found["classify_dali x1"] == ("passed", None)
+    assert found["classify_opencv x1"] == ("failed", "3 good photos failed (errors: truncated JPEG 3)")
+    assert sweep.verdict == "failed" and not sweep.passed and sweep.exit_status() == 1
+
+    spreads = (Spread("classify_dali", "output", "a.jpg", 5, 0.0, 0, "-", Verdict.EQUAL),
+               Spread("noisy", "output", "a.jpg", 5, 2.5, 1, "concurrent", Verdict.DIVERGED))
+    repeat = RepeatResult(1, (2,), 2, spreads)
+    found = {(c.classname, c.name): outcome(c) for c in suite_of(read_junit(render_junit(repeat)))}
+    assert found[("repeat.classify_dali", "output")] == ("passed", None)
+    assert found[("repeat.noisy", "output")] == (
+        "failed", "diverged: 5 answers of 1 images, largest spread 2.5 (a.jpg, sent concurrent), top-1 changes 1")
+    assert repeat.title == "Repeatability of classify_dali, noisy: 1 images, 1 rounds, batch sizes [2], 2 concurrent"
