@@ -206,3 +206,13 @@ def test_a_load_test_point_that_failed_and_a_repeat_that_moved_carry_their_reaso
     assert found[("repeat.noisy", "output")] == (
         "failed", "diverged: 5 answers of 1 images, largest spread 2.5 (a.jpg, sent concurrent), top-1 changes 1")
     assert repeat.title == "Repeatability of classify_dali, noisy: 1 images, 1 rounds, batch sizes [2], 2 concurrent"
+
+
+def test_preflight_format_needs_a_report_file_and_refuses_before_any_server():
+    from harness.errors import UsageError
+    from harness.preflight.job import PreflightOptions, run
+
+    with pytest.raises(UsageError, match="--format: give --report FILE too"):
+        run(PreflightOptions(formats=("junit",)))
+    with pytest.raises(UsageError, match="unknown format 'xml'"):
+        run(PreflightOptions(formats=("xml",), report=None))
