@@ -36,12 +36,14 @@ def _saved(directory: Path) -> dict[str, Path]:
     return out
 
 
-def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str | None = None) -> RunComparison:
+def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str | None = None,
+                 fail_on: str = "diverged", write: bool = True) -> RunComparison:
     """Every image both runs saved, compared stage by stage with run A's tolerances and by
     its task (``task``: ``--task``, which must be the runs'; None: run A's); an image only
     one run has, or whose tensors cannot be read, is a failed row. Writes the reports to
-    ``out_dir``. Raises FileNotFoundError when a run saved no tensors, UsageError when the
-    runs checked different tasks."""
+    ``out_dir`` (unless not ``write``: the caller writes the formats it chose,
+    :func:`harness.report.write_reports`); ``fail_on``: the verdict its cases fail at. Raises
+    FileNotFoundError when a run saved no tensors, UsageError when the runs checked different tasks."""
     from harness.errors import UsageError
     from harness.task import get_task
 
@@ -78,6 +80,7 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str |
     report = RunComparison(
         summary=summary.result(), spec=SpecInfo(meta[0]["spec"]["source"], tolerances), versions=versions(),
         run_a=str(run_a), run_b=str(run_b), side=side, model=meta[0]["reference"]["model"],
-        deployed_b=meta[1]["deployed"], run_tie_margin=margin)
-    write_reports(out_dir, report)
+        deployed_b=meta[1]["deployed"], run_tie_margin=margin, compared_fail_on=fail_on)
+    if write:
+        write_reports(out_dir, report)
     return report

@@ -95,8 +95,9 @@ def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
     return shards
 
 
-def merge(directories: Sequence[Path], out: Path) -> MergeResult:
-    """Merge the check shards in ``directories`` into ``out`` (see the module)."""
+def merge(directories: Sequence[Path], out: Path, formats: Sequence[str] | None = None) -> MergeResult:
+    """Merge the check shards in ``directories`` into ``out`` (see the module); ``formats``:
+    ``--format`` (None: a check's files; its records always, :data:`harness.report.CHECK_REPORTS`)."""
     from harness.report import write_reports
 
     shards = read_shards(directories)
@@ -108,7 +109,7 @@ def merge(directories: Sequence[Path], out: Path) -> MergeResult:
     staging.mkdir(parents=True)
     try:
         report, visuals = fold(shards, staging)
-        paths = write_reports(staging, report, visuals)
+        paths = write_reports(staging, report, visuals, formats, check_run=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -201,12 +202,13 @@ def merged_replay(first: dict, shards: Sequence[dict]) -> dict:
     return {**first, "deployment": {**first["deployment"], "replay": replay, "found": found}}
 
 
-def merge_accuracy(directories: Sequence[Path], out: Path) -> "AccuracyJobResult":
+def merge_accuracy(directories: Sequence[Path], out: Path, formats: Sequence[str] | None = None) -> "AccuracyJobResult":
     """Pool the ``harness accuracy --shard`` shards in ``directories`` and write the one run's
-    accuracy.json and accuracy.md to ``out`` (see :mod:`harness.accuracy.shards`)."""
-    from harness.accuracy import Dataset, Predictions, Sample, evaluate, write_report
+    accuracy.json and accuracy.md (or ``formats``) to ``out`` (see :mod:`harness.accuracy.shards`)."""
+    from harness.accuracy import Dataset, Predictions, Sample, evaluate
     from harness.accuracy.job import AccuracyOptions
     from harness.accuracy.job import AccuracyResult as AccuracyJobResult
+    from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.shards import read_shards
     from harness.results import AccuracyReport, AccuracyRun, ReferenceInfo, ServerInfo
 
@@ -238,7 +240,7 @@ def merge_accuracy(directories: Sequence[Path], out: Path) -> "AccuracyJobResult
         AccuracyRun(max(s.report["run"]["seconds"] for s in shards), run["batch_size"], run["fail_on"],
                     run["allow_rejected"]) if run else None,
         first.get("versions", {}))
-    json_path, markdown_path = write_report(out, report)
+    files = write_accuracy_files(out, report, formats)
     options = AccuracyOptions(source, out, fail_on=run["fail_on"] if run else "diverged",
-                              allow_rejected=run["allow_rejected"] if run else False)
-    return AccuracyJobResult(report, json_path, markdown_path, options)
+                              allow_rejected=run["allow_rejected"] if run else False, formats=formats)
+    return AccuracyJobResult(report, files.get("json"), files.get("markdown"), options, files)

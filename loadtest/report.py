@@ -13,7 +13,9 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
+from harness.report.formats import JobReports
 from loadtest.stats import RunStats
 
 BASELINE = "classify_opencv"
@@ -198,17 +200,43 @@ REPORT_FILES = ("results.json", "comparison.md", "comparison.csv", "breakdown.md
                 "throughput.png", "latency.png")
 
 
-def write_report(results, out: Path, meta: dict) -> list[Path]:
-    """Every report of a sweep into ``out``; returns their paths (named as in REPORT_FILES)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in REPORT_FILES]
-    results_json, comparison_md, comparison_csv, breakdown_md, breakdown_csv, throughput, latency = paths
-    results_json.write_text(json.dumps({**meta, "points": [r.to_dict() for r in results]}, indent=2) + "\n")
-    comparison_md.write_text(comparison_markdown(results) + "\n")
-    write_comparison_csv(results, comparison_csv)
-    breakdown_md.write_text(breakdown_markdown(results) + "\n")
-    write_breakdown_csv(results, breakdown_csv)
-    plot_throughput(results, throughput)
-    plot_latency(results, latency)
-    return paths
+def _json_file(sweep, out: Path) -> dict[str, Path]:
+    path = out / "results.json"
+    path.write_text(json.dumps({**sweep.meta, "points": [r.to_dict() for r in sweep.results]}, indent=2) + "\n")
+    return {path.name: path}
+
+
+def _markdown_files(sweep, out: Path) -> dict[str, Path]:
+    (out / "comparison.md").write_text(comparison_markdown(sweep.results) + "\n")
+    (out / "breakdown.md").write_text(breakdown_markdown(sweep.results) + "\n")
+    return {name: out / name for name in ("comparison.md", "breakdown.md")}
+
+
+def _csv_files(sweep, out: Path) -> dict[str, Path]:
+    write_comparison_csv(sweep.results, out / "comparison.csv")
+    write_breakdown_csv(sweep.results, out / "breakdown.csv")
+    return {name: out / name for name in ("comparison.csv", "breakdown.csv")}
+
+
+def _plots(sweep, out: Path) -> dict[str, Path]:
+    plot_throughput(sweep.results, out / "throughput.png")
+    plot_latency(sweep.results, out / "latency.png")
+    return {name: out / name for name in ("throughput.png", "latency.png")}
+
+
+LOADTEST_REPORTS = JobReports("loadtest", "loadtest", ("json", "md", "csv"),
+                              {"json": _json_file, "md": _markdown_files, "csv": _csv_files}, extra=_plots,
+                              note="The plots (throughput.png, latency.png) are written with every format")
+"""What a sweep writes (:class:`~harness.report.formats.JobReports`): results.json, the comparison
+and breakdown tables as Markdown and CSV, and the plots; ``--format`` html and junit add
+loadtest.html and loadtest.junit.xml (one test case per point)."""
+
+
+def write_report(results, out: Path, meta: dict, formats: Sequence[str] | None = None) -> list[Path]:
+    """Every report of a sweep into ``out`` (or those of ``formats``, and the plots); returns
+    their paths (those of today's files named and ordered as in REPORT_FILES, then the others)."""
+    from loadtest.sweep import SweepResult
+
+    files = LOADTEST_REPORTS.write(SweepResult(list(results), [], meta), Path(out), formats)
+    return [files[name] for name in REPORT_FILES if name in files] + [
+        path for name, path in files.items() if name not in REPORT_FILES]

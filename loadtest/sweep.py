@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError, run_command
+from harness.results.interface import Case, Status
 from loadtest.locust_control import LocalLocust, LocustControl
 from loadtest.metrics import ModelBreakdown, breakdown, scrape
 from loadtest.payloads import list_photos
@@ -171,6 +172,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--workers", type=int, default=0,
                       help="start Locust in distributed mode here: a master and N worker processes "
                            "(default: 0, one process)")
+    from harness.report.formats import add_format_arg
+    from loadtest.report import LOADTEST_REPORTS
+
+    add_format_arg(parser, LOADTEST_REPORTS)
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,8 @@ class SweepOptions:
     """Locust workers started here (0: one process)."""
     images: Path = DEFAULT_IMAGES
     out: Path = DEFAULT_OUT
+    formats: tuple[str, ...] | None = None
+    """``--format`` (None: results.json, the Markdown and CSV tables; the plots always)."""
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
@@ -208,7 +215,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
 def options_from_args(args: argparse.Namespace) -> SweepOptions:
     """The :class:`SweepOptions` :func:`add_arguments`' options parse into."""
     return SweepOptions(config_from_args(args), args.url, args.grpc_url, args.metrics_url, args.locust, args.workers,
-                        args.images, args.out)
+                        args.images, args.out, getattr(args, "formats", None))
 
 
 @dataclass(frozen=True)
@@ -232,6 +239,54 @@ class SweepResult:
                 found.append(f"[bold red]{r.stats.failed_photos} good photos failed[/] in {where} "
                              f"(errors: {r.stats.errors})")
         return found
+
+    # -- the report interface (harness.results.interface) --
+
+    job = "loadtest"
+
+    @property
+    def title(self) -> str:
+        from loadtest.report import compared_pair
+
+        candidate, baseline = compared_pair(self.results)
+        return f"Load test: {candidate} vs {baseline}" if baseline else f"Load test: {candidate}"
+
+    @property
+    def verdict(self) -> str:
+        """``served`` (every point measured, every good photo served), ``failed`` (a point
+        with no successful request or a good photo failing) or ``nothing measured``."""
+        if not any(r.stats.requests for r in self.results):
+            return "nothing measured"
+        return "failed" if self.findings() else "served"
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "served"
+
+    def cases(self) -> list[Case]:
+        """One case per point: failed with no successful request, or when good photos failed
+        (bad payloads of ``--bad-fraction`` failing are expected); passed with its QPS and
+        latency; an error when no point measured anything."""
+        cases = []
+        for r in self.results:
+            s, errors = r.stats, ", ".join(f"{kind} {n}" for kind, n in r.stats.errors.items()) or "none"
+            if s.requests == 0:
+                status, reason = Status.FAILED, f"no successful request (errors: {errors})"
+            elif s.failed_photos:
+                status, reason = Status.FAILED, f"{s.failed_photos} good photos failed (errors: {errors})"
+            else:
+                status, reason = Status.PASSED, (f"{s.qps:.1f} QPS, TP50 {s.p50_ms:.1f} ms, TP99 {s.p99_ms:.1f} ms, "
+                                                 f"{s.requests} requests, errors: {errors}")
+            cases.append(Case(f"{r.point.ensemble} x{r.point.clients}", f"loadtest.{r.point.protocol}", status, reason,
+                              seconds=s.seconds))
+        if self.results and not any(r.stats.requests for r in self.results):
+            cases.append(Case("sweep", "loadtest", Status.ERROR, f"no successful request in any of the "
+                                                                 f"{len(self.results)} points: nothing was measured"))
+        return cases
+
+    def to_dict(self) -> dict:
+        """What results.json holds: the sweep's context and every point."""
+        return {**self.meta, "points": [r.to_dict() for r in self.results]}
 
     def exit_status(self) -> int:
         """0 nothing found, 1 :meth:`findings`; raises :class:`~harness.errors.NothingCompared`
@@ -315,7 +370,7 @@ def run(options: SweepOptions, start_server: Callable[[], ContextManager] | None
         "config": {**config.__dict__, "ensembles": list(config.ensembles), "clients": list(config.clients),
                    "protocols": list(config.protocols)},
     }
-    return SweepResult(results, write_report(results, options.out, meta), meta)
+    return SweepResult(results, write_report(results, options.out, meta, options.formats), meta)
 
 
 def print_result(result: SweepResult, console) -> None:

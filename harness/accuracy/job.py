@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -46,6 +46,8 @@ class AccuracyOptions:
     """``--task`` (None: classification for the pipelines, what discovery finds for models):
     its effect is what is measured (classification: accuracy; embedding: retrieval; detection:
     precision, recall, F1 and mAP on COCO labels)."""
+    formats: tuple[str, ...] | None = None
+    """``--format`` (None: accuracy.json and accuracy.md; accuracy.json always)."""
     postprocess: str | None = None
     """``FILE.py:NAME``: the user's postprocessing of a detector's raw output (None: the spec's)."""
 
@@ -54,8 +56,11 @@ class AccuracyOptions:
 class AccuracyResult:
     report: AccuracyReport
     json_path: Path
-    markdown_path: Path
+    markdown_path: Path | None
+    """None when ``--format`` left Markdown out."""
     options: AccuracyOptions
+    files: Mapping[str, Path] = field(default_factory=dict)
+    """Every file written, by name (``json``, ``markdown``, or the format: ``junit``)."""
 
     def left_out(self) -> tuple[int, int]:
         """(images left out of every path, images in the dataset)."""
@@ -82,8 +87,9 @@ class EffectResult:
 
     report: EffectReport
     json_path: Path
-    markdown_path: Path
+    markdown_path: Path | None
     options: AccuracyOptions
+    files: Mapping[str, Path] = field(default_factory=dict)
 
     def left_out(self) -> tuple[int, int]:
         return len(self.report.failed), len(self.report.dataset.samples)
@@ -103,13 +109,16 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         progress: Progress = no_progress) -> AccuracyResult:
     """Classify every image of ``options.dataset`` on the reference and on every deployed path,
     score them, write accuracy.json and accuracy.md to ``options.report``."""
-    from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference, write_report
+    from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference
+    from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.shards import shard_dataset, write_shard
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions
+    from harness.report.formats import require_formats
     from harness.results import ReferenceInfo
 
+    require_formats(options.formats)
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}")
     if options.top_k < 1:
@@ -180,10 +189,10 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         server, session.spec.source,
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
-    json_path, markdown_path = write_report(options.report, report)
+    files = write_accuracy_files(options.report, report, options.formats)
     if options.shard is not None:
         write_shard(options.report, options.shard, full, dataset, predictions, classes)
-    return AccuracyResult(report, json_path, markdown_path, options)
+    return AccuracyResult(report, files["json"], files.get("markdown"), options, files)
 
 
 def _probe_images(dataset: Path) -> list[Path]:
@@ -202,7 +211,7 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
     import numpy as np
 
     from harness.accuracy import predict_deployed, predict_reference
-    from harness.accuracy.report import write_effect_report
+    from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.scoring import outcome_of
     from harness.report import versions
     from harness.results import ReferenceInfo
@@ -238,8 +247,8 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
     if effect is None:
         raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be processed on every "
                               f"path ({next(iter(failed.items()), ('', ''))[1]})")
-    json_path, markdown_path = write_effect_report(options.report, report)
-    return EffectResult(report, json_path, markdown_path, options)
+    files = write_accuracy_files(options.report, report, options.formats)
+    return EffectResult(report, files["json"], files.get("markdown"), options, files)
 
 
 DETECT_WORKERS = 4
@@ -254,7 +263,7 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
     changes against the reference's (near-threshold ones within ``tie_margin`` of the score)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness.accuracy.report import write_effect_report
+    from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.scoring import outcome_of
     from harness.compare.result import one_line
     from harness.detection.boxes import Detections
@@ -331,5 +340,5 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
         ReferenceInfo(recipe.describe(), reference_model.name, recipe.name), server, session.spec.source,
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
-    json_path, markdown_path = write_effect_report(options.report, report)
-    return EffectResult(report, json_path, markdown_path, options)
+    files = write_accuracy_files(options.report, report, options.formats)
+    return EffectResult(report, files["json"], files.get("markdown"), options, files)

@@ -11,6 +11,7 @@ from harness.accuracy.scoring import AccuracyResult, PathScore
 from harness.compare.result import SIDES
 from harness.files import strict_json, write_atomic
 from harness.names import markdown_code, markdown_text
+from harness.report.formats import JobReports
 from harness.results.accuracy import AccuracyReport, EffectReport, compared_scores, ensemble, points, rate
 
 JSON_FILENAME = "accuracy.json"
@@ -132,13 +133,40 @@ def _signed(points: float | None) -> str:
     return "-" if points is None else f"{points:+.2f}"
 
 
+def _own(render) -> dict:
+    """accuracy.json and accuracy.md written by ``render`` (a report's Markdown)."""
+
+    def json_file(report, out_dir: Path) -> dict[str, Path]:
+        write_atomic(out_dir / JSON_FILENAME, strict_json(report.to_dict(), indent=1) + "\n")
+        return {"json": out_dir / JSON_FILENAME}
+
+    def markdown_file(report, out_dir: Path) -> dict[str, Path]:
+        write_atomic(out_dir / MARKDOWN_FILENAME, render(report))
+        return {"markdown": out_dir / MARKDOWN_FILENAME}
+
+    return {"json": json_file, "md": markdown_file}
+
+
+RECORD_NOTE = "Always written: accuracy.json, the run's record (merge reads a shard's)"
+ACCURACY_REPORTS = JobReports("accuracy", "accuracy", ("json", "md"), _own(lambda r: render_markdown(r)),
+                              records=("json",), note=RECORD_NOTE)
+"""What ``harness accuracy`` writes (:class:`~harness.report.formats.JobReports`)."""
+EFFECT_REPORTS = JobReports("accuracy", "accuracy", ("json", "md"), _own(lambda r: render_effect_markdown(r)),
+                            records=("json",), note=RECORD_NOTE)
+"""What ``harness accuracy`` writes for a task other than classification."""
+
+
+def write_accuracy_files(out_dir: Path, report: AccuracyReport | EffectReport, formats=None) -> dict[str, Path]:
+    """``report`` in ``formats`` (None: accuracy.json and accuracy.md; accuracy.json always) in
+    ``out_dir`` (created); the files by name (``json``, ``markdown``, or the format)."""
+    reports = EFFECT_REPORTS if isinstance(report, EffectReport) else ACCURACY_REPORTS
+    return reports.write(report, out_dir, formats)
+
+
 def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
-    """Write accuracy.json and accuracy.md into ``out_dir``; returns their paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
-    write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
-    write_atomic(markdown_path, render_markdown(report))
-    return json_path, markdown_path
+    """accuracy.json and accuracy.md in ``out_dir`` (created)."""
+    files = write_accuracy_files(out_dir, report)
+    return files["json"], files["markdown"]
 
 
 def render_effect_markdown(report: EffectReport) -> str:
@@ -168,8 +196,5 @@ def render_effect_markdown(report: EffectReport) -> str:
 
 def write_effect_report(out_dir: Path, report: EffectReport) -> tuple[Path, Path]:
     """accuracy.json and accuracy.md of a task other than classification."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, markdown_path = out_dir / JSON_FILENAME, out_dir / MARKDOWN_FILENAME
-    write_atomic(json_path, strict_json(report.to_dict(), indent=1) + "\n")
-    write_atomic(markdown_path, render_effect_markdown(report))
-    return json_path, markdown_path
+    files = write_accuracy_files(out_dir, report)
+    return files["json"], files["markdown"]

@@ -70,6 +70,9 @@ class CheckOptions:
     """Bytes the images in flight may hold, by their estimated decoded size (harness.check.run)."""
     shard: Shard | None = None
     """Check only this shard's images (``harness merge`` joins the shards' reports)."""
+    formats: tuple[str, ...] | None = None
+    """``--format``: the report formats written (None: today's files; the run's records always,
+    :data:`harness.report.CHECK_REPORTS`)."""
 
     def validate(self) -> None:
         """:class:`UsageError` naming the first value out of its type or range."""
@@ -81,6 +84,9 @@ class CheckOptions:
             require_number("--tie-margin", self.tie_margin, 0)
         if self.fail_on not in FAIL_ON:
             raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
+        from harness.report.formats import require_formats
+
+        require_formats(self.formats)
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,8 @@ class CheckResult:
 
     report: "CheckReport"
     paths: dict[str, Path]
-    """The files written: ``markdown``, ``html``, ``json`` (and per_image.csv beside them)."""
+    """The files written: ``markdown``, ``html``, ``json``, ``csv`` (per_image.csv), and any
+    other ``--format`` by its name (``junit``)."""
     options: CheckOptions
     stopped: RunStopped | None = None
     """Why the run ended before every image (None: it did not)."""
@@ -205,7 +212,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         if stopped is None and missing:  # every entry in is a row reported: a bug if not
             raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")
         try:
-            paths = write_reports(options.report, report, outcome.visuals)
+            paths = write_reports(options.report, report, outcome.visuals, options.formats, check_run=True)
             if options.shard is not None:
                 ShardRecord.of(options.shard, [e.name for e in (*listed.inputs, *listed.skipped)]).write(options.report)
         except OSError as exc:
@@ -337,6 +344,8 @@ def resume_command(session, options: CheckOptions) -> str:
             args += [flag, str(value // 2 ** 20) if name == "memory_budget" else repr(value)]
     if options.retries != DEFAULT_RETRIES:
         args += ["--retries", str(options.retries)]
+    if options.formats is not None:
+        args += ["--format", ",".join(options.formats)]
     for flag, name, when in (("--allow-rejected", "allow_rejected", True), ("--save-tensors", "save_tensors", True),
                              ("--no-isolate", "isolate", False), ("--follow-links", "follow_links", True)):
         if getattr(options, name) is when:

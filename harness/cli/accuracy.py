@@ -13,7 +13,7 @@ from harness.cli.common import (
     add_server_args,
     add_tie_and_rejection_args,
     console,
-    out,
+    print_accuracy,
     progress_bar,
     say,
     session_of,
@@ -22,6 +22,7 @@ from harness.cli.common import (
 from harness.client import PIPELINES
 from harness.names import terminal_text
 from harness.paths import REPORTS_DIR
+from harness.report.formats import add_format_arg
 from harness.stage import DEFAULT_TOP_K
 
 DEFAULT_REPORT = REPORTS_DIR / "accuracy"
@@ -73,6 +74,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                                "`harness merge` pools the N shards into one run's report")
     add_server_args(accuracy)
     add_repository_args(accuracy)
+    from harness.accuracy.report import ACCURACY_REPORTS
+
+    add_format_arg(accuracy, ACCURACY_REPORTS)
     accuracy.set_defaults(run=run_accuracy_command)
 
 
@@ -83,12 +87,14 @@ def run_accuracy_command(args) -> int:
     options = AccuracyOptions(args.dataset, args.report, args.labels,
                               tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
                               args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
-                              args.allow_rejected, args.shard, args.task, args.postprocess)
+                              args.allow_rejected, args.shard, args.task, args.formats, args.postprocess)
     result = run(session_of(args), options, log=say, progress=progress_bar)
-    out(result.markdown_path.read_text())
-    console.print(f"report: {result.markdown_path}  (also {result.json_path.name})")
+    print_accuracy(result, args.formats,
+                   lambda r: console.print(f"report: {r.markdown_path}  (also {r.json_path.name})"))
     failed, images = result.left_out()
     if failed:
         console.print(f"[yellow]{failed} of {images} images failed and were excluded from every "
-                      f"path[/] (reasons in {terminal_text(result.markdown_path.name)})", markup=True)
+                      f"path[/] (reasons in {terminal_text((result.markdown_path or result.json_path).name)})",
+                      markup=True)
     return result.exit_status()
+

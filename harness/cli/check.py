@@ -16,6 +16,8 @@ from harness.cli.common import (
     add_tie_and_rejection_args,
     console,
     out,
+    print_accuracy,
+    print_stage_report,
     progress_bar,
     say,
     session_of,
@@ -24,6 +26,7 @@ from harness.cli.common import (
 from harness.deployment.side import RETRIES
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.paths import REPORTS_DIR
+from harness.report.formats import add_format_arg
 from harness.shard import Shard
 from harness.stage import DEFAULT_TOP_K
 
@@ -63,6 +66,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "is a skipped row, never read)")
     add_server_args(check)
     add_repository_args(check)
+    add_format_arg(check, _reports("check"))
     check.set_defaults(run=run_check_command)
 
     merge = commands.add_parser(
@@ -76,6 +80,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "one side only, 1 otherwise, 2 refused or no image could be compared.")
     merge.add_argument("shards", type=Path, nargs="+", metavar="DIR", help="the shards' --report directories")
     merge.add_argument("--report", type=Path, required=True, help="directory of the merged report")
+    add_format_arg(merge, _reports("check"), _reports("accuracy"))
     merge.set_defaults(run=run_merge_command)
 
     compare = commands.add_parser("compare", help="compare the stage tensors saved by two `check --save-tensors` runs")
@@ -86,7 +91,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--report", type=Path, default=None, help="default: <run_b>/compare")
     compare.add_argument("--fail-on", choices=FAIL_ON, default="diverged", help=FAIL_ON_HELP)
     add_task_arg(compare)
+    add_format_arg(compare, _reports("compare"))
     compare.set_defaults(run=run_compare_command)
+
+
+def _reports(job: str):
+    """The :class:`~harness.report.formats.JobReports` of ``job``, for ``--format``'s help."""
+    if job == "accuracy":
+        from harness.accuracy.report import ACCURACY_REPORTS
+
+        return ACCURACY_REPORTS
+    from harness.report import CHECK_REPORTS, COMPARE_REPORTS
+
+    return CHECK_REPORTS if job == "check" else COMPARE_REPORTS
 
 
 def shard_arg(text: str) -> Shard:
@@ -112,11 +129,11 @@ def run_check_command(args) -> int:
     options = CheckOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
                            args.fail_on, args.tie_margin, args.allow_rejected, args.top_k, args.save_tensors,
                            args.resume, args.isolate, args.workers, args.retries, args.follow_links,
-                           args.memory_budget * 2 ** 20, args.shard)
+                           args.memory_budget * 2 ** 20, args.shard, args.formats)
     result = run(session_of(args), options, log=say, progress=progress_bar)
-    paths = result.paths
-    out(paths["markdown"].read_text())
-    say(f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, per_image.csv)")
+    print_stage_report(result.report, result.paths, args.formats,
+                       lambda paths: f"report: {paths['markdown']}  (also {paths['html'].name}, {paths['json'].name}, "
+                                     "per_image.csv)")
     return result.exit_status()
 
 
@@ -125,25 +142,29 @@ def run_merge_command(args) -> int:
     from harness.merge import merge, merge_accuracy
 
     if (args.shards[0] / ACCURACY_JSON).is_file():  # shards of `harness accuracy --shard`
-        accuracy = merge_accuracy(args.shards, args.report)
-        out(accuracy.markdown_path.read_text())
-        say(f"merged {len(args.shards)} accuracy shards: {accuracy.markdown_path}  (also "
-                      f"{accuracy.json_path.name})")
+        accuracy = merge_accuracy(args.shards, args.report, args.formats)
+        print_accuracy(accuracy, args.formats, lambda result: say(f"merged {len(args.shards)} accuracy shards: "
+                                                                  f"{result.markdown_path}  (also {result.json_path.name})"))
         return accuracy.exit_status()
-    result = merge(args.shards, args.report)
-    out(result.paths["markdown"].read_text())
-    say(f"merged {len(result.shards)} shards: {result.paths['markdown']}  (also "
-                  f"{result.paths['html'].name}, {result.paths['json'].name}, per_image.csv, images.jsonl)")
+    result = merge(args.shards, args.report, args.formats)
+    print_stage_report(result.report, result.paths, args.formats,
+                       lambda paths: f"merged {len(result.shards)} shards: {paths['markdown']}  (also "
+                                     f"{paths['html'].name}, {paths['json'].name}, per_image.csv, images.jsonl)")
     return result.exit_status()
 
 
 def run_compare_command(args) -> int:
     from harness.compare_runs import compare_runs
+    from harness.report import write_reports
 
     report_dir = args.report or args.run_b / "compare"
-    report = compare_runs(args.run_a, args.run_b, args.side, report_dir, args.task)
-    out((report_dir / "report.md").read_text())
-    console.print(f"report: {report_dir / 'report.md'}")
+    report = compare_runs(args.run_a, args.run_b, args.side, report_dir, args.task, args.fail_on, write=False)
+    paths = write_reports(report_dir, report, formats=args.formats)
+    if args.formats is None:
+        out((report_dir / "report.md").read_text())
+        console.print(f"report: {report_dir / 'report.md'}")
+    else:
+        print_stage_report(report, paths, args.formats, None)
     if not report.summary.compared:
         raise NothingCompared("no image is in both runs: nothing was compared")
     return EXIT_FOUND if report.fails(args.fail_on) else EXIT_OK

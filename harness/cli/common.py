@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.client import PIPELINES, PROTOCOLS, TritonClient
 from harness.names import printable, terminal_text
 from harness.paths import DEFAULT_REPOSITORY
+from harness.report.formats import formats_line
 from harness.session import DEFAULT_TIMEOUT, Session
 from harness.spec import SPEC_FILENAME
 
@@ -170,3 +171,28 @@ def connect(args: argparse.Namespace) -> Iterator[TritonClient]:
 
 def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
+
+
+def print_stage_report(report, paths: dict, formats, today) -> None:
+    """report.md on stdout (rendered when --format left it out), and on stderr which files were
+    written: ``today(paths)`` as always without --format, else every file."""
+    from harness.report import render_markdown
+
+    out(paths["markdown"].read_text() if "markdown" in paths else render_markdown(report))
+    say(today(paths) if formats is None else formats_line(paths.values()))
+
+
+def print_accuracy(result, formats, today) -> None:
+    """accuracy.md on stdout (rendered when --format left it out), and on stderr which files
+    were written: ``today(result)`` prints it as always without --format, else every file is named."""
+    from harness.accuracy.report import render_effect_markdown, render_markdown
+    from harness.results import EffectReport
+
+    if result.markdown_path is not None:
+        out(result.markdown_path.read_text())
+    else:
+        out((render_effect_markdown if isinstance(result.report, EffectReport) else render_markdown)(result.report))
+    if formats is None:
+        today(result)
+    else:
+        say(formats_line(result.files.values()))

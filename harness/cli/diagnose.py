@@ -20,6 +20,8 @@ from harness.cli.common import (
     target_of,
 )
 from harness.paths import REPORTS_DIR
+from harness.report.diagnosis import DIAGNOSIS_REPORTS
+from harness.report.formats import add_format_arg, formats_line
 
 DEFAULT_REPORT = REPORTS_DIR / "diagnose"
 
@@ -47,6 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_tie_and_rejection_args(p.add_argument_group("verdicts"))
     add_server_args(p)
     add_repository_args(p)
+    add_format_arg(p, DIAGNOSIS_REPORTS)
     p.set_defaults(run=run_diagnose_command)
 
 
@@ -54,7 +57,7 @@ def run_diagnose_command(args) -> int:
     from harness.diagnose.job import DiagnoseOptions, run
 
     options = DiagnoseOptions(args.images, args.report, target_of(args), args.reference, args.reference_model,
-                              args.write_spec, args.tie_margin, args.allow_rejected)
+                              args.write_spec, args.tie_margin, args.allow_rejected, args.formats)
 
     @contextlib.contextmanager
     def status(text):
@@ -62,9 +65,18 @@ def run_diagnose_command(args) -> int:
             yield shown.update
 
     result = run(session_of(args), options, log=say, progress=progress_bar, status=status)
-    out(result.paths["markdown"].read_text())
-    console.print(f"diagnosis: {result.paths['markdown']} (also {result.paths['json'].name})"
-                  + (f"; corrected spec: {result.written_spec}" if result.written_spec else ""))
+    paths = result.paths
+    if "markdown" in paths:
+        out(paths["markdown"].read_text())
+    else:
+        from harness.report.diagnosis import render_markdown
+
+        out(render_markdown(result.report))
+    spec = f"; corrected spec: {result.written_spec}" if result.written_spec else ""
+    if args.formats is None:
+        console.print(f"diagnosis: {paths['markdown']} (also {paths['json'].name})" + spec)
+    else:
+        say(formats_line(paths.values()) + spec)
     if result.report.not_written:
         console.print(result.report.not_written)
     return result.exit_status()

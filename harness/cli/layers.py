@@ -9,12 +9,15 @@ from pathlib import Path
 
 from harness.cli.common import add_repository_args, add_server_args, add_task_arg, console, say, session_of
 from harness.errors import UsageError
+from harness.report.formats import add_format_arg
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     from harness.layers.executions import EXECUTIONS
     from harness.layers.job import LayersOptions as L
     from harness.layers.job import RepeatOptions as R
+    from harness.layers.job import repeat_reports
+    from harness.layers.report import LAYERS_REPORTS
 
     p = commands.add_parser("layers", help="compare the classifier layer by layer between runtimes and precisions "
                                            "and name the first divergent layer",
@@ -43,6 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="use at most this many images (default all)")
     p.add_argument("--report", type=Path, default=L.report, help="report directory (default %(default)s)")
     add_repository_args(p)
+    add_format_arg(p, LAYERS_REPORTS)
     p.set_defaults(run=run_layers_command)
 
     r = commands.add_parser("repeat", help="does the deployment answer the same twice? the same images sent alone, "
@@ -68,6 +72,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_task_arg(r)
     add_repository_args(r)
     add_server_args(r)
+    add_format_arg(r, repeat_reports([], 0, []))
     r.set_defaults(run=run_repeat_command)
 
 
@@ -79,12 +84,13 @@ def run_layers_command(args) -> int:
                             args.fp16_onnx, args.torch_model, args.torch_prefix,
                             tuple(n.strip() for n in args.layers.split(",")) if args.layers else None,
                             args.rel_rms, args.batch, args.limit, args.report,
-                            "harness layers " + shlex.join(sys.argv[2:]))
+                            "harness layers " + shlex.join(sys.argv[2:]), args.formats)
     job = run(session_of(args), options,
               progress=lambda n: console.print(f"{n} images", end="\r") if sys.stdout.isatty() else None)
     for pair in job.result.pairs:
         console.print(pair_line(pair), highlight=False, soft_wrap=True)
-    console.print(f"first divergent layer: {job.result.first_divergent_layer or 'none'}; report: {job.paths['html']}",
+    report = job.paths["html"] if args.formats is None else ", ".join(map(str, job.paths.values()))
+    console.print(f"first divergent layer: {job.result.first_divergent_layer or 'none'}; report: {report}",
                   highlight=False, soft_wrap=True)
     return job.exit_status()
 
@@ -97,7 +103,7 @@ def run_repeat_command(args) -> int:
     except ValueError:
         raise UsageError(f"--batch-sizes: integers separated by commas, got {args.batch_sizes!r}") from None
     options = RepeatOptions(args.images, args.pipeline, args.model, args.repeats, sizes, args.concurrency, args.limit,
-                            args.report, args.client, args.task)
+                            args.report, args.client, args.task, args.formats)
     job = run_repeat(session_of(args), options, log=say)
     for row in job.rows:
         console.print(f"{row['probe']} {row['stage']}: {row['answers']} answers of {row['images']} images, largest spread "
@@ -105,5 +111,6 @@ def run_repeat_command(args) -> int:
     if job.alone:
         console.print(f"sent one image at a time only (unbatched or no dynamic batching: no batch size tried): "
                       f"{', '.join(job.alone)}")
-    console.print(f"verdict {job.result.verdict.value}; report: {job.paths['markdown']}")
+    report = job.paths["markdown"] if args.formats is None else ", ".join(map(str, job.paths.values()))
+    console.print(f"verdict {job.result.verdict.value}; report: {report}")
     return job.exit_status()

@@ -139,6 +139,22 @@ class DetectionEffect:
         changes counted only with ``ties``)."""
         return any(p.changed(ties) for p in self.paths[1:])
 
+    def cases(self, models: Sequence[str], ties_fail: bool, group: str) -> list:
+        """One test case per deployed path (:class:`harness.results.interface.Case`): failed when
+        its boxes changed on an image beyond the near-threshold margin (any change with ``ties_fail``)."""
+        from harness.results.interface import Case, Status
+
+        ref, out = self.paths[0], []
+        for path, model in zip(self.paths[1:], models):
+            changed = sorted(n for n, v in (path.changes or {}).items() if ties_fail or v != "tie")
+            f1 = "" if path.f1 is None or ref.f1 is None else f"; F1 {path.f1:.3f} against the reference's {ref.f1:.3f}"
+            reason = (f"boxes changed on {len(changed)} of {len(self.evaluated)} images"
+                      + ("" if ties_fail else " beyond the near-threshold margin") + f"{f1}: " + ", ".join(changed[:10])
+                      if changed else "no box change" + ("" if ties_fail else " beyond the near-threshold margin") + f1)
+            out.append(Case(str(model), group, Status.FAILED if changed else Status.PASSED, reason,
+                            "\n".join(f"{n}: {v}" for n, v in sorted((path.changes or {}).items()))))
+        return out
+
     def markdown(self, names: Sequence[str] | None = None, shown: int = 50) -> list[str]:
         from harness.formatting import fmt
         from harness.names import markdown_code

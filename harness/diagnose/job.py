@@ -35,13 +35,15 @@ class DiagnoseOptions:
     """Where to write the corrected reference spec (None: not written)."""
     tie_margin: float | None = None
     allow_rejected: bool = False
+    formats: tuple[str, ...] | None = None
+    """``--format`` (None: diagnosis.json and diagnosis.md)."""
 
 
 @dataclass(frozen=True)
 class DiagnoseResult:
     report: "DiagnosisReport"
     paths: dict[str, Path]
-    """``markdown`` and ``json``."""
+    """``markdown`` and ``json`` (those ``--format`` chose, and any other by its format: ``junit``)."""
     written_spec: Path | None
     options: DiagnoseOptions
 
@@ -83,9 +85,11 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.reference.model import CHOICES, TorchModel
     from harness.report.data import versions
     from harness.report.diagnosis import write_diagnosis
+    from harness.report.formats import require_formats
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
     from harness.spec import SpecError
 
+    require_formats(options.formats)
     started = time.perf_counter()
     spec = session.spec
     choice = options.reference or spec.reference.recipe
@@ -181,8 +185,8 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
         fingerprint(final_recipe, final_preprocess) if result.causes else None,
         tuple(DeployedInfo.of(deployment, server).found) if foreign else (),
-        deployment.scores_kind.name, not_written, fingerprinted, compared)
-    return DiagnoseResult(report, write_diagnosis(options.report, report), written, options)
+        deployment.scores_kind.name, not_written, fingerprinted, compared, options.allow_rejected)
+    return DiagnoseResult(report, write_diagnosis(options.report, report, options.formats), written, options)
 
 
 def _write_spec(out: Path | None, spec, spec_path: Path, result, fingerprinted, final: tuple, note: str):

@@ -25,6 +25,7 @@ import numpy as np
 
 from harness.layers.executions import Execution, LayerGraph
 from harness.model import LOGITS
+from harness.results.interface import Case, Status
 from harness.verdict import Verdict
 
 
@@ -121,12 +122,57 @@ class LayersResult:
     def verdict(self) -> Verdict:
         return Verdict.worst(p.verdict for p in self.pairs)
 
+    # -- the report interface (harness.results.interface); verdict above: the worst layer's --
+
+    job = "layers"
+
+    @property
+    def title(self) -> str:
+        return f"Layers of {self.model}: {', '.join(self.executions)}"
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0: no layer diverged."""
+        return self.first_divergent_layer is None
+
+    def cases(self) -> list[Case]:
+        """Each execution against the reference (failed at a divergent layer, the reason
+        naming it), and each file that could not be preprocessed (skipped)."""
+        cases = []
+        for pair in self.pairs:
+            diverged = [r for r in pair.rows if r.verdict is Verdict.DIVERGED]
+            details = "\n".join(f"{r.node} ({r.op_type}, depth {r.depth}): relative RMS error {fmt(r.rel_rms)}, worst "
+                                 f"image {r.worst_image}" for r in diverged[:20])
+            cases.append(Case(f"{pair.other} vs {pair.reference}", f"layers.{self.model}",
+                              Status.FAILED if pair.first_divergent_layer else Status.PASSED, pair_line(pair), details))
+        cases += [Case(image, f"layers.{self.model}.unreadable", Status.SKIPPED, reason) for image, reason in self.failed]
+        return cases
+
     def to_dict(self) -> dict:
         return {"model": self.model, "executions": list(self.executions), "images": self.images,
                 "failed": [{"image": i, "reason": r} for i, r in self.failed],
                 "tolerance": self.tolerance.__dict__, "verdict": self.verdict.value,
                 "first_divergent_layer": self.first_divergent_layer,
                 "unmatched_modules": list(self.unmatched_modules), "pairs": [p.to_dict() for p in self.pairs]}
+
+
+def fmt(v: float) -> str:
+    if isinstance(v, str) or not math.isfinite(v):
+        return str(v)
+    return "0" if v == 0 else f"{v:.3g}"
+
+
+def pair_line(pair: PairResult) -> str:
+    """One sentence on a pair: equal/close/diverged, where it first diverges, what the error then does."""
+    rows = len(pair.rows)
+    top1 = "" if math.isnan(pair.top1_agreement) else f"; top-1 agreement {pair.top1_agreement:.1%}"
+    if pair.first_divergent_layer is None:
+        worst = max(pair.rows, key=lambda r: r.rel_rms)
+        return (f"{pair.other} vs {pair.reference}: {pair.verdict.value} on all {rows} layers; worst relative RMS error "
+                f"{fmt(worst.rel_rms)} at {worst.node}; the output's error is {fmt(pair.growth)}x the first erring "
+                f"layer's{top1}")
+    return (f"{pair.other} vs {pair.reference}: first divergent layer {pair.first_divergent_layer}; after it the error "
+            f"{pair.trend}{top1}")
 
 
 class _Running:

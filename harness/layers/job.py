@@ -47,6 +47,8 @@ class LayersOptions:
     report: Path = Path("build/layers")
     command: str = ""
     """The command line as the report quotes it."""
+    formats: tuple[str, ...] | None = None
+    """``--format`` (None: layers.json, .csv, .md, .html; the plot always)."""
 
 
 @dataclass(frozen=True)
@@ -67,14 +69,16 @@ def run(session, options: LayersOptions, progress: Callable[[int], None] | None 
     layer or images it cannot use; ``progress`` gets the images done so far."""
     from harness.layers.report import write_layers_report
     from harness.layers.run import run_layers
+    from harness.report.formats import require_formats
 
+    require_formats(options.formats)
     if options.batch < 1 or options.rel_rms <= 0:
         raise UsageError("--batch must be at least 1 and --rel-rms above 0")
     result = run_layers(options.images, options.onnx or session.onnx_path, list(options.executions), session.recipe(),
                         LayerTolerance(options.rel_rms), list(options.layers) if options.layers else None,
                         options.fp16_onnx, options.batch, options.limit, progress=progress or (lambda n: None),
                         torch_model=options.torch_model, torch_prefix=options.torch_prefix)
-    return LayersJobResult(result, write_layers_report(options.report, result, options.command))
+    return LayersJobResult(result, write_layers_report(options.report, result, options.command, options.formats))
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class RepeatOptions:
     task: str | None = None
     """``--task``: with ``pipeline``, which of the repository's ensembles (classify_, embed_);
     with ``model``, what discovery reads (None: what it finds)."""
+    formats: tuple[str, ...] | None = None
+    """``--format`` (None: repeat.json and repeat.md)."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +131,10 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     from harness.corpus import list_images
     from harness.deployment.target import Target, open_deployment
     from harness.layers.repeatability import check_repeatability, deployment_probes, repository_probes, summary_rows
+    from harness.report.formats import require_formats
     from harness.stage import Stage
 
+    require_formats(options.formats)
     sizes = list(options.batch_sizes)
     if options.repeats < 1 or options.concurrency < 1 or any(b < 2 for b in sizes):
         raise UsageError("--repeats and --concurrency must be at least 1, every batch size at least 2")
@@ -157,13 +165,25 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
                                      options.repeats, sizes, options.concurrency)
     rows = summary_rows(result)
-    report = options.report
-    report.mkdir(parents=True, exist_ok=True)
-    paths = {"json": report / "repeat.json", "markdown": report / "repeat.md"}
-    write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
     alone = tuple(p.model for p in probes if not p.batching)
-    paths["markdown"].write_text(repeat_markdown(result, rows, len(images), sizes, alone))
+    paths = repeat_reports(rows, len(images), sizes, alone).write(result, options.report, options.formats)
     return RepeatJobResult(result, len(images), rows, paths, alone)
+
+
+def repeat_reports(rows: list[dict], images: int, sizes: list[int], alone: Sequence[str] = ()):
+    """What ``harness repeat`` writes (:class:`~harness.report.formats.JobReports`): repeat.json
+    and repeat.md by default."""
+    from harness.report.formats import JobReports
+
+    def json_file(result: "RepeatResult", directory: Path) -> dict[str, Path]:
+        write_atomic(directory / "repeat.json", strict_json(result.to_dict(), indent=1) + "\n")
+        return {"json": directory / "repeat.json"}
+
+    def markdown_file(result: "RepeatResult", directory: Path) -> dict[str, Path]:
+        (directory / "repeat.md").write_text(repeat_markdown(result, rows, images, sizes, alone))
+        return {"markdown": directory / "repeat.md"}
+
+    return JobReports("repeat", "repeat", ("json", "md"), {"json": json_file, "md": markdown_file})
 
 
 def repeat_markdown(result: "RepeatResult", rows: list[dict], images: int, sizes: list[int],

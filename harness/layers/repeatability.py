@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.client import TritonClient
+from harness.results.interface import Case, Status
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -85,6 +86,39 @@ class RepeatResult:
     @property
     def verdict(self) -> Verdict:
         return Verdict.worst(s.verdict for s in self.spreads)
+
+    # -- the report interface (harness.results.interface); verdict above: the worst spread's --
+
+    job = "repeat"
+
+    @property
+    def title(self) -> str:
+        models = ", ".join(dict.fromkeys(s.probe for s in self.spreads))
+        images = len({s.image for s in self.spreads})
+        return (f"Repeatability of {models}: {images} images, {self.repeats} rounds, batch sizes "
+                f"{list(self.batch_sizes)}, {self.concurrency} concurrent")
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0: every answer repeated within the drift rule."""
+        return self.verdict is not Verdict.DIVERGED
+
+    def cases(self) -> list[Case]:
+        """Each model and stage over every image (failed when an answer moved beyond the drift
+        rule), the reason with its largest spread and top-1 changes."""
+        worst = {}
+        for s in self.spreads:
+            if s.max_abs >= worst.get((s.probe, s.stage), (-1.0,))[0]:
+                worst[(s.probe, s.stage)] = (s.max_abs, s.image, s.worst_mode)
+        cases = []
+        for row in summary_rows(self):
+            spread, image, mode = worst[(row["probe"], row["stage"])]
+            where = f" ({image}, sent {mode})" if mode != "-" else ""
+            reason = (f"{row['verdict'].value}: {row['answers']} answers of {row['images']} images, largest spread "
+                      f"{row['max_abs']:.3g}{where}, top-1 changes {row['top1_changes']}")
+            cases.append(Case(row["stage"], f"repeat.{row['probe']}",
+                              Status.FAILED if row["verdict"] is Verdict.DIVERGED else Status.PASSED, reason))
+        return cases
 
     def to_dict(self) -> dict:
         return {"repeats": self.repeats, "batch_sizes": list(self.batch_sizes), "concurrency": self.concurrency,

@@ -9,10 +9,12 @@ import html
 import io
 import math
 from pathlib import Path
+from typing import Sequence
 
 from harness.files import strict_json, write_atomic
-from harness.layers.compare import LayerRow, LayersResult, PairResult
+from harness.layers.compare import LayerRow, LayersResult, PairResult, fmt, pair_line
 from harness.names import csv_text, markdown_code, markdown_text
+from harness.report.formats import JobReports
 from harness.report.html import STYLE
 
 CSV_FIELDS = ("execution", "depth", "node", "op_type", "max_abs", "mean_abs", "rel_rms", "cosine",
@@ -21,43 +23,50 @@ PLOT_FLOOR = 1e-9
 """Where an exactly equal layer is drawn on the log-scale plot (it has no logarithm)."""
 
 
-def write_layers_report(directory: Path, result: LayersResult, command: str = "") -> dict[str, Path]:
-    """Write every file into ``directory`` (created); returns {kind: path}."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {kind: directory / f"layers.{kind}" for kind in ("json", "csv", "md", "html", "png")}
-    write_atomic(paths["json"], strict_json(result.to_dict(), indent=1) + "\n")
-    table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(CSV_FIELDS)
-    for pair in result.pairs:
-        for row in pair.rows:
-            d = row.to_dict()
-            writer.writerow([csv_text(pair.other), *(csv_text(v) if isinstance(v, str) else v
-                                                     for v in (d[k] for k in CSV_FIELDS[1:]))])
-    write_atomic(paths["csv"], table.getvalue())
-    write_atomic(paths["png"], plot(result))
-    write_atomic(paths["md"], markdown(result, command))
-    write_atomic(paths["html"], to_html(result, command, paths["png"].name))
-    return paths
+def layers_reports(command: str = "") -> JobReports:
+    """What ``harness layers`` writes (:class:`~harness.report.formats.JobReports`): layers.json,
+    .csv, .md and .html, and with every run layers.png, the plot the pages show."""
+
+    def json_file(result: LayersResult, directory: Path) -> dict[str, Path]:
+        write_atomic(directory / "layers.json", strict_json(result.to_dict(), indent=1) + "\n")
+        return {"json": directory / "layers.json"}
+
+    def csv_file(result: LayersResult, directory: Path) -> dict[str, Path]:
+        table = io.StringIO()
+        writer = csv.writer(table)
+        writer.writerow(CSV_FIELDS)
+        for pair in result.pairs:
+            for row in pair.rows:
+                d = row.to_dict()
+                writer.writerow([csv_text(pair.other), *(csv_text(v) if isinstance(v, str) else v
+                                                         for v in (d[k] for k in CSV_FIELDS[1:]))])
+        write_atomic(directory / "layers.csv", table.getvalue())
+        return {"csv": directory / "layers.csv"}
+
+    def md_file(result: LayersResult, directory: Path) -> dict[str, Path]:
+        write_atomic(directory / "layers.md", markdown(result, command))
+        return {"md": directory / "layers.md"}
+
+    def html_file(result: LayersResult, directory: Path) -> dict[str, Path]:
+        write_atomic(directory / "layers.html", to_html(result, command, "layers.png"))
+        return {"html": directory / "layers.html"}
+
+    def png_file(result: LayersResult, directory: Path) -> dict[str, Path]:
+        write_atomic(directory / "layers.png", plot(result))
+        return {"png": directory / "layers.png"}
+
+    return JobReports("layers", "layers", ("json", "csv", "md", "html"),
+                      {"json": json_file, "csv": csv_file, "md": md_file, "html": html_file}, extra=png_file)
 
 
-def fmt(v: float) -> str:
-    if isinstance(v, str) or not math.isfinite(v):
-        return str(v)
-    return "0" if v == 0 else f"{v:.3g}"
+LAYERS_REPORTS = layers_reports()
 
 
-def pair_line(pair: PairResult) -> str:
-    """One sentence on a pair: equal/close/diverged, where it first diverges, what the error then does."""
-    rows = len(pair.rows)
-    top1 = "" if math.isnan(pair.top1_agreement) else f"; top-1 agreement {pair.top1_agreement:.1%}"
-    if pair.first_divergent_layer is None:
-        worst = max(pair.rows, key=lambda r: r.rel_rms)
-        return (f"{pair.other} vs {pair.reference}: {pair.verdict.value} on all {rows} layers; worst relative RMS error "
-                f"{fmt(worst.rel_rms)} at {worst.node}; the output's error is {fmt(pair.growth)}x the first erring "
-                f"layer's{top1}")
-    return (f"{pair.other} vs {pair.reference}: first divergent layer {pair.first_divergent_layer}; after it the error "
-            f"{pair.trend}{top1}")
+def write_layers_report(directory: Path, result: LayersResult, command: str = "",
+                        formats: Sequence[str] | None = None) -> dict[str, Path]:
+    """Write every file (or those of ``formats``, and the plot) into ``directory`` (created);
+    returns {kind: path}."""
+    return layers_reports(command).write(result, directory, formats)
 
 
 def _rows(pair: PairResult, only_interesting: bool) -> list[LayerRow]:

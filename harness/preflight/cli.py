@@ -17,7 +17,8 @@ from pathlib import Path
 from harness.errors import run_command
 from harness.manifest import MANIFEST_PATH
 from harness.paths import DEFAULT_REPOSITORY
-from harness.preflight.job import DEFAULT_KNOWN_ANSWERS, DEFAULT_TIMEOUT, PreflightOptions, PreflightResult
+from harness.preflight.job import DEFAULT_KNOWN_ANSWERS, DEFAULT_TIMEOUT, PreflightOptions, PreflightResult, preflight_reports
+from harness.report.formats import add_format_arg
 
 DESCRIPTION = ("Versions, DALI schema, engine, known-answer photos through both ensembles and the taps model, and "
                "bad-image isolation; a pass/fail table. Exit status: 0 every check passed (or the record was "
@@ -50,12 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("classification", "embedding", "detection"), default="classification",
                         help="embedding: the embedder and its ensembles must be ready too; detection: the text "
                              "detector's models, its engine and its known answers (boxes) too (default: %(default)s)")
+    add_format_arg(parser, preflight_reports(Path("preflight.json")))
 
 
 def options_from_args(args: argparse.Namespace) -> PreflightOptions:
     return PreflightOptions(args.url, args.protocol, args.metrics_url, args.manifest, args.known_answers,
                             args.repository, args.in_server_env, args.record, args.report, args.timeout, args.photos,
-                            args.task)
+                            args.task, args.formats)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,12 +13,13 @@ import contextlib
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.files import strict_json, write_atomic
 from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, load_manifest
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from harness.results.interface import Case, Status
 
 DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "preflight"
 DEFAULT_TIMEOUT = 60.0
@@ -54,6 +55,9 @@ class PreflightOptions:
     task: str = "classification"
     """``--task``: the deployment serves this task too (its models are checked ready; for
     ``detection``, its engine and its known answers too)."""
+    formats: tuple[str, ...] | None = None
+    """``--format``: the formats written beside ``report``, named after it (None: ``report``
+    alone, the rows as JSON, as always)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,62 @@ class PreflightResult:
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.rows)
+
+    # -- the report interface (harness.results.interface) --
+
+    job: ClassVar[str] = "preflight"
+
+    @property
+    def title(self) -> str:
+        return f"Preflight: the {self.profile} deployment against Triton {self.manifest.release} and the known answers"
+
+    @property
+    def verdict(self) -> str:
+        """``passed``, ``failed``, ``nothing checked`` (every check skipped) or ``recorded``."""
+        from harness.preflight import FAIL, PASS
+
+        if self.recorded is not None:
+            return "recorded"
+        return "failed" if self.count(FAIL) else "passed" if self.count(PASS) else "nothing checked"
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0: the record written, or every check passed (and one did)."""
+        return self.verdict in ("passed", "recorded")
+
+    def cases(self) -> list[Case]:
+        """One case per row: a failed row fails with what was expected and found, a skipped
+        row is skipped with why, a printed (``info``) row passes with what was found; an error
+        when every check was skipped; after ``--record``, where the record went."""
+        from harness.preflight import FAIL, PASS, SKIP
+
+        if self.recorded is not None:
+            return [Case("record", "preflight", Status.PASSED,
+                         f"known answers of {self.photos} photos recorded from the {self.profile} profile in "
+                         f"{self.recorded.parent}")]
+        cases = []
+        for row in self.rows:
+            against = f" (against the {row.record} record)" if row.record else ""
+            found = f"found {row.found}" if row.found else ""
+            if row.status == FAIL:
+                status = Status.FAILED
+                reason = "; ".join(x for x in (f"expected {row.expected}" if row.expected else "", found, row.detail) if x)
+            elif row.status == SKIP:
+                status, reason = Status.SKIPPED, row.detail or "not checked here"
+            else:
+                status = Status.PASSED
+                reason = "; ".join(x for x in ("" if row.status == PASS else "printed, not judged", found, row.detail) if x)
+            cases.append(Case(row.check, f"preflight.{self.profile}", status, reason + against,
+                              "\n".join(f"{k}: {v}" for k, v in (("expected", row.expected), ("found", row.found),
+                                                                   ("detail", row.detail)) if v)))
+        if not self.count(FAIL) and not self.count(PASS):
+            cases.append(Case("checks", "preflight", Status.ERROR, "preflight checked nothing: every check was skipped"))
+        return cases
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile, "verdict": self.verdict, "passed": self.passed,
+                "recorded": str(self.recorded) if self.recorded is not None else None, "photos": self.photos,
+                "rows": [asdict(r) for r in self.rows]}
 
     def exit_status(self) -> int:
         """0 every check passed (or the record was written), 1 one failed; raises
@@ -93,7 +153,11 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
     read, a server not ready, missing photos or an unwritable record; ``log`` gets warnings."""
     from harness.client import TritonClient
     from harness.preflight import known_answers, profile_of, run_checks
+    from harness.report.formats import require_formats
 
+    require_formats(options.formats)
+    if options.formats is not None and options.report is None:
+        raise UsageError("--format: give --report FILE too: the files are written beside it, named after it")
     try:
         manifest = load_manifest(options.manifest)
     except ManifestError as exc:
@@ -117,7 +181,10 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
             raise UsageError(f"Triton server at {url} ({options.protocol}) is not reachable or not ready")
         profile = profile_of(client)
         if options.record:
-            return _record(client, options, manifest, profile, images)
+            recorded = _record(client, options, manifest, profile, images)
+            if options.formats is not None:
+                write_preflight_reports(recorded, options.report, options.formats)
+            return recorded
         try:
             known = known_answers.load(options.known_answers)
         except FileNotFoundError as exc:
@@ -127,10 +194,30 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
         own = known_answers.load(own_dir) if profile != "cpu" and (own_dir / known_answers.META).is_file() else None
         rows = run_checks(client, client_factory, manifest, known, repository=options.repository,
                           in_server_env=options.in_server_env, metrics_url=metrics_url, own=own, task=options.task)
+    result = PreflightResult(manifest, profile, tuple(rows))
     if options.report:
-        options.report.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(options.report, strict_json([asdict(r) for r in rows], indent=2) + "\n")
-    return PreflightResult(manifest, profile, tuple(rows))
+        write_preflight_reports(result, options.report, options.formats)
+    return result
+
+
+def preflight_reports(report: Path):
+    """What a preflight writes with ``--report FILE`` (:class:`~harness.report.formats.JobReports`):
+    FILE, its rows as JSON (as always); the other formats beside it, named after it
+    (``FILE-STEM.junit.xml``)."""
+    from harness.report.formats import JobReports
+
+    def json_file(result: PreflightResult, directory: Path) -> dict[str, Path]:
+        write_atomic(report, strict_json([asdict(r) for r in result.rows], indent=2) + "\n")
+        return {"json": report}
+
+    return JobReports("preflight", report.stem, ("json",), {"json": json_file},
+                      note="With --report FILE: FILE holds the rows as JSON, the other formats go beside it, named "
+                           "after it (FILE-STEM.junit.xml)")
+
+
+def write_preflight_reports(result: PreflightResult, report: Path, formats=None) -> dict[str, Path]:
+    """``result`` in ``formats`` (None: ``report`` alone) beside ``report`` (its folder created)."""
+    return preflight_reports(report).write(result, report.parent, formats)
 
 
 def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,

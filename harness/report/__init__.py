@@ -4,31 +4,27 @@ All three read one typed :class:`harness.results.StageReport` (a check, or a com
 two runs); report.json is its ``to_dict``. per_image.csv and images.jsonl are streamed by
 the run itself (:mod:`harness.check.files`); accuracy and diagnose write their own
 (:mod:`harness.accuracy.report`, :mod:`harness.report.diagnosis`), from their report types in
-:mod:`harness.results`.
+:mod:`harness.results`. Every job's formats, ``--format`` and the JUnit XML:
+:mod:`harness.report.formats`.
+
+The names below are imported when first used (PEP 562), so that importing
+:mod:`harness.report.formats` stays light: the load-test sweep imports it in the Locust
+image, which has no OpenCV or Pillow, and preflight in the Triton image.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 
-from harness.files import strict_json, write_atomic
-from harness.report.data import versions
-from harness.report.html import write_html
-from harness.report.markdown import render_markdown
-from harness.results import StageReport
+_EXPORTS = {"versions": "harness.report.data", "render_markdown": "harness.report.markdown",
+            "write_reports": "harness.report.stages", "stage_reports": "harness.report.stages",
+            "CHECK_REPORTS": "harness.report.stages", "COMPARE_REPORTS": "harness.report.stages",
+            "CSV_FILENAME": "harness.report.stages"}
 
-
-def write_reports(out_dir: Path, report: StageReport, visuals=None) -> dict[str, Path]:
-    """report.json (strict JSON), report.md and report.html in ``out_dir`` (created), each
-    written atomically (:func:`harness.files.write_atomic`: never half a file, never through
-    a link); ``visuals`` (a :class:`harness.check.visuals.VisualStore`) adds the worst
-    images' heat maps."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md", "html": out_dir / "report.html"}
-    write_atomic(paths["json"], strict_json(report.to_dict(), indent=1) + "\n")
-    write_atomic(paths["markdown"], render_markdown(report))
-    write_html(paths["html"], report, visuals)
-    return paths
+__all__ = sorted(_EXPORTS)
 
 
-__all__ = ["versions", "write_reports", "render_markdown"]
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'harness.report' has no attribute {name!r}")

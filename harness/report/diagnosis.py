@@ -11,6 +11,7 @@ from harness.files import strict_json, write_atomic
 from harness.formatting import fmt
 from harness.names import markdown_code, markdown_text
 from harness.outcome import Outcome
+from harness.report.formats import JobReports
 from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
 
 if TYPE_CHECKING:
@@ -152,10 +153,21 @@ def render_training(report: DiagnosisReport) -> str:
     return text
 
 
-def write_diagnosis(out_dir: Path, report: DiagnosisReport) -> dict[str, Path]:
-    """diagnosis.json and diagnosis.md in ``out_dir`` (created)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "diagnosis.json", "markdown": out_dir / "diagnosis.md"}
-    write_atomic(paths["json"], strict_json(report.to_dict(), indent=1) + "\n")
-    write_atomic(paths["markdown"], render_markdown(report))
-    return paths
+def _json_file(report: DiagnosisReport, out_dir: Path) -> dict[str, Path]:
+    write_atomic(out_dir / "diagnosis.json", strict_json(report.to_dict(), indent=1) + "\n")
+    return {"json": out_dir / "diagnosis.json"}
+
+
+def _markdown_file(report: DiagnosisReport, out_dir: Path) -> dict[str, Path]:
+    write_atomic(out_dir / "diagnosis.md", render_markdown(report))
+    return {"markdown": out_dir / "diagnosis.md"}
+
+
+DIAGNOSIS_REPORTS = JobReports("diagnose", "diagnosis", ("json", "md"), {"json": _json_file, "md": _markdown_file})
+"""What ``harness diagnose`` writes (:class:`~harness.report.formats.JobReports`)."""
+
+
+def write_diagnosis(out_dir: Path, report: DiagnosisReport, formats=None) -> dict[str, Path]:
+    """diagnosis.json and diagnosis.md (or ``formats``) in ``out_dir`` (created); the files by
+    name (``json``, ``markdown``, or the format)."""
+    return DIAGNOSIS_REPORTS.write(report, out_dir, formats)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
-from harness.client import PIPELINES
 from harness.outcome import Side
+from harness.results.interface import Case, Status, issue_cases
 from harness.results.sides import ReferenceInfo, ServerInfo, Versions
+from harness.results.summary import ImageIssue
 
 if TYPE_CHECKING:
     from harness.accuracy.dataset import Dataset, Sample
@@ -57,6 +58,64 @@ class AccuracyReport:
 
     def label_name(self, sample: Sample) -> str | None:
         return None if sample.label is None else self.classes[sample.label]
+
+    # -- the report interface (harness.results.interface) --
+
+    job: ClassVar[str] = "accuracy"
+
+    @property
+    def title(self) -> str:
+        paths = ", ".join(str(ensemble(s.path)) for s in self.deployed_scores)
+        return f"Accuracy: {paths} vs the training reference on {self.result.dataset.source}"
+
+    @property
+    def verdict(self) -> str:
+        """``agree``, ``tie`` (only top-1 changes within the tie margin), ``diverged`` (one
+        beyond it), ``rejected`` (an image one side only rejects) or ``nothing classified``."""
+        if not self.result.evaluated:
+            return "nothing classified" if self.result.dataset.samples else "agree"
+        if self.any_rejected() and not _allowed(self.run):
+            return "rejected"
+        return "diverged" if self.any_flips(ties=False) else "tie" if self.any_flips() else "agree"
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0 (:meth:`harness.accuracy.job.AccuracyResult.exit_status`)."""
+        result = self.result
+        if not result.dataset.samples:
+            return True  # a shard holding no image: the merged report is the verdict
+        if not result.evaluated or (self.any_rejected() and not _allowed(self.run)):
+            return False
+        return not self.any_flips(ties=_fail_on(self.run) == "tie")
+
+    def cases(self) -> list[Case]:
+        """Each deployed path's top-1 changes against the reference (failed beyond the tie
+        margin, or on any with ``--fail-on tie``), each image left out of every path
+        (rejected by one side only: failed unless allowed), and an error when no image was
+        classified on every path."""
+        result, evaluated = self.result, len(self.result.evaluated)
+        ties_fail = _fail_on(self.run) == "tie"
+        cases = []
+        for s in self.deployed_scores:
+            flipped = [(s.flip_verdicts[x.name], x.name) for x in result.evaluated if x.name in s.flip_verdicts]
+            failing = [name for (verdict, _), name in flipped if ties_fail or verdict == "diverged"]
+            scores = (f"top-1 {_percent(s.top1)} ({points(s.top1, self.reference_score.top1):+.2f} points vs the "
+                      "reference)" if s.top1 is not None and self.reference_score.top1 is not None else "")
+            if failing:
+                what = "change top-1" + ("" if ties_fail else " beyond the tie margin")
+                reason = (f"{len(failing)} of {evaluated} images {what} ({s.ties or 0} ties in all): "
+                          + ", ".join(failing[:10]) + (", ..." if len(failing) > 10 else ""))
+            else:
+                reason = f"no top-1 change beyond the tie margin on {evaluated} images ({s.ties or 0} ties)"
+            details = "\n".join(f"{name}: {verdict}, reference margin {margin:.4g}" for (verdict, margin), name in flipped)
+            cases.append(Case(str(ensemble(s.path)), "accuracy.top-1", Status.FAILED if failing else Status.PASSED,
+                              "; ".join(x for x in (reason, scores) if x), details))
+        issues = [ImageIssue(name, reason, result.outcomes.get(name, "failed")) for name, reason in result.failed.items()]
+        cases += issue_cases("accuracy", issues, allow_rejected=_allowed(self.run))
+        if result.dataset.samples and not result.evaluated:
+            cases.append(Case("images", "accuracy", Status.ERROR,
+                              f"none of the {len(result.dataset.samples)} images could be classified on every path"))
+        return cases
 
     def to_dict(self) -> dict:
         """accuracy.json: the scores, every image's predictions, the failed images, the context."""
@@ -107,6 +166,18 @@ class AccuracyReport:
         return entry
 
 
+def _allowed(run: AccuracyRun | None) -> bool:
+    return bool(run and run.allow_rejected)
+
+
+def _fail_on(run: AccuracyRun | None) -> str:
+    return run.fail_on if run else "diverged"
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.2f}%"
+
+
 def compared_scores(s: PathScore, reference: PathScore, k: int) -> list[tuple[str, float | None, float | None]]:
     """(JSON key, this path's value, the reference's) of each score compared in points."""
     return [("top1", s.top1, reference.top1), (f"top{k}", s.topk, reference.topk),
@@ -115,6 +186,8 @@ def compared_scores(s: PathScore, reference: PathScore, k: int) -> list[tuple[st
 
 def ensemble(path: str) -> str | None:
     """The model a deployed path is served by: a pipeline's ensemble, or the model named (None for the reference)."""
+    from harness.client import PIPELINES  # here, not above: importing the run model stays light (no decoders)
+
     if path in PIPELINES:
         return PIPELINES[path].ensemble
     return None if path == "reference" else path
@@ -159,6 +232,68 @@ class EffectReport:
     def any_rejected(self) -> bool:
         return any(o == side_outcome for o in self.outcomes.values() for side_outcome in
                    (f"rejected by {side}" for side in Side))
+
+    # -- the report interface (harness.results.interface) --
+
+    job: ClassVar[str] = "accuracy"
+
+    @property
+    def title(self) -> str:
+        return (f"Effect on a labeled set ({self.task}): {', '.join(self.models)} vs the training reference on "
+                f"{self.dataset.source}")
+
+    @property
+    def verdict(self) -> str:
+        """``unchanged``, ``tie`` (changes within the tie margin only), ``diverged``,
+        ``rejected`` (an image one side only rejects) or ``nothing processed``."""
+        if not self.evaluated:
+            return "nothing processed"
+        if self.any_rejected() and not _allowed(self.run):
+            return "rejected"
+        return "diverged" if self.effect.any_changes(ties=False) else "tie" if self.effect.any_changes() else "unchanged"
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0 (:meth:`harness.accuracy.job.EffectResult.exit_status`)."""
+        if not self.evaluated or (self.any_rejected() and not _allowed(self.run)):
+            return False
+        return not self.effect.any_changes(ties=_fail_on(self.run) == "tie")
+
+    def cases(self) -> list[Case]:
+        """Each deployed path's changes (an embedding's nearest-neighbour changes: failed beyond
+        the tie margin, or on any with ``--fail-on tie``) as the task's effect reports them, or
+        the effect as one case when it has no per-path changes; the images left out as in
+        :meth:`AccuracyReport.cases`."""
+        ties_fail = _fail_on(self.run) == "tie"
+        cases = []
+        if self.effect is not None and hasattr(self.effect, "cases"):  # an effect that says its own cases
+            cases += self.effect.cases(self.models, ties_fail, f"accuracy.{self.task}")
+        elif self.effect is not None:
+            names = [s.name for s in self.evaluated]
+            paths = self.effect.to_dict(names).get("paths", [])[1:]
+            for path, model in zip(paths, self.models):
+                if "neighbour_changes" not in path:
+                    continue
+                changes = [c for c in path.get("changes", []) if ties_fail or c.get("verdict") == "diverged"]
+                said = f"{len(changes)} of {len(names)} images' nearest neighbour changed" + (
+                    "" if ties_fail else " beyond the tie margin")
+                reason = (f"{said} ({path.get('ties') or 0} ties in all): "
+                          + ", ".join(str(c["image"]) for c in changes[:10]) if changes else
+                          f"no nearest-neighbour change beyond the tie margin ({path.get('ties') or 0} ties)")
+                details = "\n".join(f"{c['image']}: {c['verdict']}, reference neighbour {c['reference_neighbour']}, "
+                                     f"deployed {c['deployed_neighbour']}" for c in path.get("changes", []))
+                cases.append(Case(str(model), f"accuracy.{self.task}", Status.FAILED if changes else Status.PASSED,
+                                  reason, details))
+            if not cases:
+                changed = self.effect.any_changes(ties=ties_fail)
+                cases.append(Case("effect", f"accuracy.{self.task}", Status.FAILED if changed else Status.PASSED,
+                                  f"the deployed paths {'change' if changed else 'do not change'} the task's effect"))
+        issues = [ImageIssue(name, reason, self.outcomes.get(name, "failed")) for name, reason in self.failed.items()]
+        cases += issue_cases("accuracy", issues, allow_rejected=_allowed(self.run))
+        if not self.evaluated:
+            cases.append(Case("images", "accuracy", Status.ERROR,
+                              f"none of the {len(self.dataset.samples)} images could be processed on every path"))
+        return cases
 
     def to_dict(self) -> dict:
         """accuracy.json: the task, its metrics per path, the images left out, the context."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, ClassVar, Mapping
 
+from harness.formatting import fmt
 from harness.outcome import Outcome
+from harness.results.interface import Case, Status, issue_cases
 from harness.results.sides import ReferenceInfo, ServerInfo, Versions
 from harness.results.summary import ImageIssue
 from harness.stage import Stage
@@ -60,10 +62,73 @@ class DiagnosisReport:
     """A training callable's fingerprint: the spec the deployment was diagnosed against."""
     compared: "Evaluation | None" = None
     """The training callable itself against the deployment (no parameter of it varied)."""
+    allow_rejected: bool = False
+    """``--allow-rejected``: an image only one side processes does not fail the run."""
+
+    job: ClassVar[str] = "diagnose"
 
     def one_sided(self) -> tuple[ImageIssue, ...]:
         """The images only one side could process."""
         return tuple(f for f in self.failed if f.outcome is not None and Outcome(f.outcome).one_sided)
+
+    # -- the report interface (harness.results.interface) --
+
+    @property
+    def title(self) -> str:
+        return f"Diagnosis: {self.ensemble} vs the training reference ({self.reference.recipe})"
+
+    def callable_unexplained(self) -> bool:
+        """A training callable no spec reproduces, which itself diverges from the deployment."""
+        return self.training is not None and not self.training.reproduced and (
+            self.compared is not None and self.compared.first_divergent() is not None)
+
+    @property
+    def verdict(self) -> str:
+        """``nothing diverged``, ``explained`` (the causes found explain every divergence),
+        ``unexplained`` (a divergence remains) or ``rejected`` (an image one side only processes)."""
+        d = self.diagnosis
+        if d.remaining is not None or self.callable_unexplained():
+            return "unexplained"
+        if self.one_sided() and not self.allow_rejected:
+            return "rejected"
+        return "nothing diverged" if d.first_divergent is None else "explained"
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0 (:meth:`harness.diagnose.job.DiagnoseResult.exit_status`)."""
+        return self.diagnosis.remaining is None and not self.callable_unexplained() and not (
+            self.one_sided() and not self.allow_rejected)
+
+    def cases(self) -> list[Case]:
+        """Whether the divergence is explained (failed when one remains), every hypothesis of
+        every round (the one kept and those evaluated or rejected: passed, each with how it
+        did; those not pursued or not applicable: skipped, with why), a training callable
+        that diverges with no spec reproducing it, and each image left out (rejected by one
+        side only: failed unless allowed)."""
+        d = self.diagnosis
+        causes = " + ".join(c.hypothesis.name for c in d.causes)
+        details = "\n".join(x for x in (d.conclusion, d.recommendation) if x)
+        if d.remaining is not None:
+            conclusion = Case("divergence explained", "diagnose", Status.FAILED,
+                              f"a divergence remains at `{d.remaining}` that no known culprit explains"
+                              + (f" (found: {causes})" if causes else ""), details)
+        elif d.first_divergent is None:
+            conclusion = Case("divergence explained", "diagnose", Status.PASSED, "nothing diverged", details)
+        else:
+            conclusion = Case("divergence explained", "diagnose", Status.PASSED, f"explained by {causes}", details)
+        cases = [conclusion]
+        if self.training is not None:
+            unexplained = self.callable_unexplained()
+            t = self.training
+            cases.append(Case(t.name, "diagnose.training", Status.FAILED if unexplained else Status.PASSED,
+                              f"no spec reproduces the training callable and it diverges from the deployment at "
+                              f"`{self.compared.first_divergent()}`" if unexplained else
+                              f"reproduced by a spec, {t.exactness()}" if t.reproduced else
+                              f"not reproduced by any spec ({t.exactness()}), and it does not diverge from the deployment"))
+        for r in d.rounds:
+            cases += [hypothesis_case(r, e) for e in r.ranked]
+        cases += issue_cases("diagnose", self.failed, allow_rejected=self.allow_rejected)
+        return cases
 
     def to_dict(self) -> dict:
         """diagnosis.json."""
@@ -133,6 +198,27 @@ class HypothesisRow:
         out = dataclasses.asdict(self)
         out["changes"] = [{"key": k, "reference": a, "hypothesis": b} for k, a, b in self.changes]
         return out
+
+
+def hypothesis_case(r: "Round", e: "Evaluation") -> Case:
+    """One hypothesis of round ``r``: passed when decided (kept, evaluated, rejected),
+    skipped when not pursued or not applicable; the reason says how it did."""
+    h = HypothesisRow.of(e, r.base, r.focus)
+    stage = f"`{r.focus}`"
+    figures = (f"diverged up to {stage} {h.diverged_before} -> {h.diverged_after if h.images else '-'}, error at "
+               f"{stage} {fmt(h.error_before)} -> {fmt(h.error_after)}, output error {fmt(h.output_error_before)} -> "
+               f"{fmt(h.output_error_after)}")
+    if r.chosen is not None and e is r.chosen:
+        status, reason = Status.PASSED, f"{'explains' if r.explains else 'explains part of'} {stage}, kept: {figures}"
+    elif h.status.startswith(("not pursued", "not applicable")):
+        status, reason = Status.SKIPPED, h.status
+    elif h.status.startswith("evaluated"):
+        status, reason = Status.PASSED, f"evaluated, not kept: {figures}"
+    else:
+        status, reason = Status.PASSED, f"{h.status}: {figures}"
+    changes = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in h.changes)
+    return Case(h.hypothesis, f"diagnose.round{r.number}", status, reason,
+                f"culprit: {h.culprit}" + (f"\nchanges: {changes}" if changes else ""))
 
 
 def evaluation_summary(e) -> dict:

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import ClassVar, Mapping
 
+from harness.formatting import fmt
 from harness.names import markdown_code as code
 from harness.names import markdown_text as text
+from harness.results.interface import Case, Status, issue_cases
 from harness.results.sides import DeployedInfo, ReferenceInfo, SpecInfo, Versions
-from harness.results.summary import CheckSummary
+from harness.results.summary import CheckSummary, StageStats
 from harness.stage import DEFAULT_TOP_K
+from harness.verdict import Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,6 +25,9 @@ class StageReport:
     summary: CheckSummary
     spec: SpecInfo
     versions: Versions
+
+    job: ClassVar[str] = "check"
+    """The command (:mod:`harness.results.interface`)."""
 
     @property
     def title(self) -> str:
@@ -71,6 +77,99 @@ class StageReport:
 
     def to_dict(self) -> dict:
         raise NotImplementedError
+
+    # -- the report interface (harness.results.interface) --
+
+    @property
+    def fail_on(self) -> str:
+        return "diverged"
+
+    @property
+    def allow_rejected(self) -> bool:
+        return False
+
+    @property
+    def case_class(self) -> str:
+        """What the cases' classnames start with: ``JOB.DEPLOYED``."""
+        return self.job
+
+    @property
+    def verdict(self) -> str:
+        """The worst stage verdict (``equal``, ``close``, ``tie``, ``diverged``); ``stopped``
+        when the run ended before every image, ``nothing compared`` when no image was."""
+        if self.stopped_reason is not None:
+            return "stopped"
+        worst = self.summary.verdict
+        return worst.value if worst is not None and self.summary.compared else "nothing compared"
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0: complete, something compared (or a shard holding no image), and
+        nothing ``fail_on`` forbids."""
+        summary = self.summary
+        if self.stopped_reason is not None:
+            return False
+        if not summary.images:
+            return True
+        return bool(summary.compared) and not self.fails(self.fail_on, self.allow_rejected)
+
+    def cases(self) -> list[Case]:
+        """Each stage with its verdict (failed at ``fail_on`` or worse), each task event (a top-1
+        change: failed beyond what ``fail_on`` lets pass), each image not compared (one-sided
+        rejections fail unless allowed; the others are skipped), and an error for a run that
+        stopped or compared nothing."""
+        summary, group = self.summary, self.case_class
+        threshold = Verdict(self.fail_on).rank
+        cases = [stage_case(s, group, threshold) for s in summary.stages]
+        cases += [event_case(e, f"{group}.changes", threshold, self.tie_margin, self.scores_unit)
+                  for e in summary.events]
+        for side, rows in summary.rejected.items():
+            cases += issue_cases(group, rows, f"rejected by {side}", self.allow_rejected)
+        cases += issue_cases(group, summary.failed, "failed")
+        cases += issue_cases(group, summary.skipped, "skipped")
+        if self.stopped_reason is not None:
+            cases.append(Case("run", group, Status.ERROR, f"the run stopped before every image: {self.stopped_reason}",
+                              f"{summary.images} entries reported so far; resume the run to finish it"))
+        elif summary.images and not summary.compared:
+            cases.append(Case("images", group, Status.ERROR,
+                              f"none of the {summary.images} images could be compared (every one failed or was "
+                              "rejected): the run says nothing about the deployment"))
+        return cases
+
+
+VERDICT_ORDER = ("equal", "close", "tie", "diverged")
+
+
+def stage_case(s: StageStats, group: str, threshold: int) -> Case:
+    """A stage over every image: failed when its verdict is at the threshold rank or worse;
+    the reason says how many images had each verdict, the worst error and where it comes from."""
+    images = sum(s.images.values())
+    tally = ", ".join(f"{s.images[v]} {v}" for v in VERDICT_ORDER if s.images.get(v))
+    parts = [f"{s.verdict.value} ({tally} of {images} images)"]
+    worst = s.metric("max_abs")
+    if worst is not None:
+        parts.append(f"max abs err {fmt(worst)}" + (f" (worst image {s.worst_images[0]})" if s.worst_images else ""))
+    isolated = s.metric("max_abs", isolated=True)
+    if isolated is not None:
+        parts.append(f"isolated max abs err {fmt(isolated)}")
+    if s.why:
+        parts.append(s.why)
+    details = [f"{key}: worst {fmt(m.worst)}, mean {fmt(m.mean)} over {m.images} images" for key, m in s.metrics.items()]
+    if s.worst_images:
+        details.append("worst images: " + ", ".join(s.worst_images))
+    status = Status.FAILED if s.verdict.rank >= threshold else Status.PASSED
+    return Case(s.stage.value, group, status, "; ".join(parts), "\n".join(details))
+
+
+def event_case(event, group: str, threshold: int, margin: float, unit: str) -> Case:
+    """An image's task event (a top-1 change, a nearest-neighbour change): failed when its
+    verdict (``tie`` or ``diverged``) is at the threshold rank or worse."""
+    verdict = Verdict(event.verdict)
+    fields = {k: v for k, v in event.to_dict().items() if k not in ("image", "verdict")}
+    said = ", ".join(f"{k} {fmt(v) if isinstance(v, float) else v}" for k, v in fields.items())
+    within = "within" if verdict is Verdict.TIE else "beyond"
+    reason = f"{verdict.value}: {said} ({within} the tie margin {fmt(margin)} {unit})"
+    return Case(str(event.image), group, Status.FAILED if verdict.rank >= threshold else Status.PASSED, reason)
 
 
 @dataclass(frozen=True)
@@ -135,6 +234,18 @@ class CheckReport(StageReport):
     def stopped_reason(self) -> str | None:
         return self.run.stopped_reason
 
+    @property
+    def fail_on(self) -> str:
+        return self.run.fail_on
+
+    @property
+    def allow_rejected(self) -> bool:
+        return self.run.allow_rejected
+
+    @property
+    def case_class(self) -> str:
+        return f"check.{self.deployed.ensemble}"
+
     def to_dict(self) -> dict:
         verdict = self.summary.verdict
         return {**self.summary.to_dict(), "verdict": verdict.value if verdict else None,
@@ -156,6 +267,18 @@ class RunComparison(StageReport):
     deployed_b: Mapping
     """Run B's ``deployed`` block, as its report.json recorded it."""
     run_tie_margin: float
+    compared_fail_on: str = "diverged"
+    """``harness compare --fail-on``: the verdict (or worse) its cases fail at."""
+
+    job: ClassVar[str] = "compare"
+
+    @property
+    def fail_on(self) -> str:
+        return self.compared_fail_on
+
+    @property
+    def case_class(self) -> str:
+        return f"compare.{self.side}"
 
     @property
     def title(self) -> str:
