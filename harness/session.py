@@ -220,7 +220,10 @@ class Session:
             return TapsDeployment(pipeline, self.spec.preprocess, get_task(task))
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
-        size = self.spec.reference.preprocess.crop.size
+        # The model input's size: a detector's resize makes it (a letterbox's canvas; -1 where it
+        # follows the image, read from the reference's probe input by discovery), not [crop].
+        trained = self.spec.reference.preprocess
+        size = trained.input_shape[1:] if trained.resize.for_detector else trained.crop.size
         if client_function is not None:
             from harness.deployment.client_side import discover_client
 

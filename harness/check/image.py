@@ -107,7 +107,9 @@ class ImageChecker:
             self._isolate(name, tensors)
         stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
                                 self.tie_margin, self.scores, self.task.result_of)
-        data = self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
+        # A deployment answering only boxes may show no raw output (an ensemble whose replay did not reproduce it).
+        data = (self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
+                if Stage.OUTPUT in tensors.deployed else None)
         return ImageResult(name, stages, task_data=data), tensors
 
     def _input_problem(self, model_input: np.ndarray) -> str | None:

@@ -88,6 +88,17 @@ class Deployment:
         self._task = self.task.configure(spec, postprocess)
         return self._task
 
+    box_outputs = None
+    """The outputs holding the task's result when the deployment computes it (a detector's
+    :class:`harness.detection.outputs.BoxOutputs`, :meth:`harness.task.Task.result_outputs`),
+    read by name from its answer; None: the result is made here from ``output``."""
+    extras: tuple[str, ...] = ()
+    """Outputs of the answer read beside them (:attr:`harness.task.Task.answer_extras`: a
+    detector's ``GEOMETRY``), those the model has."""
+    raw_answered: bool = True
+    """``scores_output`` is an output of :attr:`model` (else a tensor inside it: an ensemble
+    answering only boxes, whose raw output is read from its steps)."""
+
     stages: tuple[Stage, ...] = ()
     """The stages :meth:`read` returns, in pipeline order (``output`` always)."""
     isolates: dict[Stage, Stage] = {}
@@ -96,8 +107,12 @@ class Deployment:
     def describe(self) -> list[str]:
         """What was found, one line each, for people (printed before a run, kept in reports)."""
         words = "scores" if self.task.name == "classification" else "output"
-        return [f"model {self.model}: image input {self.request.describe()}, {words} {self.scores_output} "
-                f"({self.scores_kind.name})", f"stages exposed: {', '.join(self.stages)}"]
+        output = (f"{words} {self.scores_output} ({self.scores_kind.name})" if self.scores_output
+                  else "no raw output")
+        lines = [f"model {self.model}: image input {self.request.describe()}, {output}"]
+        if self.box_outputs is not None:
+            lines.append(f"result answered by {self.model}: {self.box_outputs.describe()}")
+        return [*lines, f"stages exposed: {', '.join(self.stages)}"]
 
     def to_dict(self) -> dict:
         return {"kind": type(self).__name__, "model": self.model, "label": self.label,
@@ -122,6 +137,25 @@ class Deployment:
         raise NotImplementedError(f"{type(self).__name__} cannot run {stage} alone")
 
     # -- shared --------------------------------------------------------------------------
+    def answer(self, client: "TritonClient", data: bytes) -> dict[str, np.ndarray]:
+        """One image's answer by output name, batch axis removed: the raw output (when the model
+        answers it), the result outputs and the extras."""
+        names = [*([self.scores_output] if self.scores_output and self.raw_answered else []),
+                 *(self.box_outputs.names if self.box_outputs is not None else ()), *self.extras]
+        got = client.infer(self.model, self.request.inputs([data]), names)
+        return {name: value[0] if self.request.batched else value for name, value in got.items()}
+
+    def answer_stages(self, answer: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The stages an answer (:meth:`answer`) holds: ``output`` in its own shape, the extras,
+        the result (:meth:`harness.task.Task.read_answer`)."""
+        out = {}
+        if self.scores_output in answer:
+            out[Stage.OUTPUT] = np.asarray(answer[self.scores_output], np.float32)
+        out.update({name: np.asarray(answer[name]).reshape(-1) for name in self.extras if name in answer})
+        if self.box_outputs is not None:
+            out.update(self.task.read_answer(answer, self.box_outputs))
+        return out
+
     def scores(self, client: "TritonClient", images: Sequence[bytes]) -> np.ndarray:
         """[images, classes] production scores; unbatched models get one request per image."""
         step = self.request.max_images or len(images)

@@ -170,8 +170,15 @@ class ClientDeployment(Deployment):
         out = client.infer(self.model, self.request.stack([tensors]), [self.scores_output])[self.scores_output]
         stages = {m.stage: m.to_stage(tensors[m.tensor]) for m in self.mappings
                   if m.stage is not None and m.compared and m.stage is not Stage.OUTPUT}
-        stages[Stage.OUTPUT] = np.asarray(out, np.float32).reshape(-1)
+        stages[Stage.OUTPUT] = self._output(out)
         return stages
+
+    def _output(self, out) -> np.ndarray:
+        """The model's output of one image: a vector, or as it is for a task whose raw output keeps its shape (a map)."""
+        out = np.asarray(out, np.float32)
+        if self.task.output_shaped:
+            return out[0] if self.request.batched else out
+        return out.reshape(-1)
 
     def isolate(self, client: "TritonClient", stage: Stage, previous: np.ndarray) -> np.ndarray:
         if stage is not Stage.OUTPUT or self._source is None:
@@ -180,7 +187,7 @@ class ClientDeployment(Deployment):
         source = self.request.tensors[[t.name for t in self.request.tensors].index(self._source.tensor)]
         tensors[source.name] = self._source.from_stage(previous, numpy_dtype(source.data_type))
         out = client.infer(self.model, self.request.stack([tensors]), [self.scores_output])[self.scores_output]
-        return np.asarray(out, np.float32).reshape(-1)
+        return self._output(out)
 
 
 def discover_client(client: "TritonClient", model: str, function_ref: str, probe: bytes, input_size: tuple[int, int],
@@ -197,6 +204,10 @@ def discover_client(client: "TritonClient", model: str, function_ref: str, probe
                               "the harness checks models that answer each image alone")
     request = ClientRequest(model, function_ref, load_client(function_ref), info.inputs, info.batched)
     chosen, out, _ = task_output(info, task, scores)
+    if out is None:
+        raise DeploymentError(f"--client {function_ref} with --model {model}: the model answers only its result "
+                              f"({chosen.result_outputs(info).describe()}); --client compares a model's raw output: "
+                              "name it with --output")
     try:
         tensors = request.tensors_of(probe)
         probe_scores = client.infer(model, request.stack([tensors]), [out.name])[out.name]

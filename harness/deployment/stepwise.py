@@ -7,6 +7,17 @@ stage (:mod:`harness.deployment.mapping`). The production answer is the ensemble
 image whose replay does not reproduce it keeps only that answer (the ensemble does
 something its steps alone do not, so their tensors are not trusted), and the run says how
 many. A single model exposes its scores only.
+
+A detector's deployment (a task with :meth:`~harness.task.Task.result_outputs`: boxes and
+scores, EfficientNMS, quads) is read by output name: its boxes are the ``postprocess`` stage,
+its raw output (a map, a head) ``output``. An ensemble answering only boxes has its raw
+output inside: the tensor the step making the boxes takes from an earlier step (not an image;
+of several, a map beside a size or a scale, the one holding the most values), read from the
+replay. The replay is trusted when it reproduces the ensemble's whole answer (boxes, scores,
+and what else it answers). A step taking several inputs (the postprocessing's map and the
+letterbox record; a resize's image and the original size) runs alone fed the reference's
+stage for the one input that holds a stage, its other inputs as the deployment's own replay
+made them for the same image.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from harness.deployment.discovery import (
     read_model,
     task_output,
 )
-from harness.deployment.mapping import TensorMapping, map_tensor, overridden
+from harness.deployment.mapping import TensorMapping, image_layout, map_tensor, overridden
 from harness.scores import ScoreKind
 from harness.stage import STAGES, Stage
 
@@ -54,11 +65,13 @@ def decoded_size(data: bytes) -> tuple[int, int] | None:
 
 @dataclass
 class ReplayStats:
-    """How often the step-by-step replay reproduced the ensemble's scores."""
+    """How often the step-by-step replay reproduced the ensemble's scores (``what``: its answer,
+    for a deployment answering boxes)."""
 
     images: int = 0
     mismatched: list[str] = field(default_factory=list)
     max_abs_diff: float = 0.0
+    what: str = "scores"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, image: str, diff: float, trusted: bool) -> None:
@@ -76,64 +89,115 @@ class ReplayStats:
         if not self.images:
             return "step-by-step replay: no image replayed"
         if not self.mismatched:
-            return (f"step-by-step replay reproduced the ensemble's scores on all {self.images} images "
+            return (f"step-by-step replay reproduced the ensemble's {self.what} on all {self.images} images "
                     f"(max |diff| {self.max_abs_diff:.3g}): the step stages are the deployment's")
-        return (f"step-by-step replay did NOT reproduce the ensemble's scores on {len(self.mismatched)} of "
+        return (f"step-by-step replay did NOT reproduce the ensemble's {self.what} on {len(self.mismatched)} of "
                 f"{self.images} images (max |diff| {self.max_abs_diff:.3g}): the ensemble does something its steps "
                 "alone do not; those images' step stages are not trusted and only their output is compared")
 
 
 class ModelDeployment(Deployment):
-    """A single model (not an ensemble) taking the file: only its scores can be compared."""
+    """A single model (not an ensemble) taking the file: only its scores can be compared (a
+    detector's raw output and boxes, those it answers)."""
 
     stages = (Stage.OUTPUT,)
 
-    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind, task=None):
+    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo | None, kind: ScoreKind, task=None,
+                 box_outputs=None, extras: tuple[str, ...] = ()):
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
-        self.scores_output, self.scores_kind, self._task = scores.name, kind, task
+        self.scores_output, self.scores_kind, self._task = scores.name if scores else None, kind, task
+        self.box_outputs, self.extras = box_outputs, extras
+        if box_outputs is not None:
+            self.stages = (*((Stage.OUTPUT,) if scores else ()), Stage.POSTPROCESS)
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
-        return {Stage.OUTPUT: self.scores(client, [data])[0]}
+        if self.box_outputs is None and not self.task.output_shaped:
+            return {Stage.OUTPUT: self.scores(client, [data])[0]}
+        return self.answer_stages(self.answer(client, data))
 
     def describe(self) -> list[str]:
-        words = "scores" if self.task.name == "classification" else "output"
+        if self.box_outputs is not None:
+            shown = "the raw output and the boxes are" if self.scores_output else "only the boxes are"
+        else:
+            shown = "only the scores are" if self.task.name == "classification" else "only the output is"
         return [*super().describe(), f"{self.model} is a single {self.info.platform} model: its internal stages "
-                                     f"are hidden; only the {words} {'are' if words == 'scores' else 'is'} compared"]
+                                     f"are hidden; {shown} compared"]
 
 
 @dataclass(frozen=True)
 class Isolation:
-    """How one stage runs alone: the step producing it, fed the reference's ``source`` stage."""
+    """How one stage runs alone: the step producing it, fed the reference's ``source`` stage
+    as ``input_name``, its ``others`` inputs (step input -> ensemble tensor) as the deployment's
+    own replay of the image made them."""
 
     step: ModelInfo
     input_name: str
     source: TensorMapping
     output_name: str
     target: TensorMapping
+    others: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResultIsolation:
+    """How the step answering the result (a detector's boxes) runs alone: fed the reference's
+    ``output`` as ``input_name``, its ``others`` inputs (step input -> ensemble tensor) as the
+    deployment's replay made them; ``outputs``: its own output names -> the ensemble's."""
+
+    step: ModelInfo
+    input_name: str
+    others: Mapping[str, str]
+    outputs: Mapping[str, str]
 
 
 class StepwiseDeployment(Deployment):
     """An ensemble replayed step by step (see the module)."""
 
-    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo, kind: ScoreKind,
+    def __init__(self, info: ModelInfo, request: ImageRequest, scores: TensorInfo | None, kind: ScoreKind,
                  steps: list[tuple[Step, ModelInfo]], mappings: list[TensorMapping], isolations: dict[Stage, Isolation],
-                 task=None):
+                 task=None, box_outputs=None, raw: str | None = None, result: ResultIsolation | None = None,
+                 extras: tuple[str, ...] = ()):
+        """``scores``: the ensemble output the task reads (None: it answers only ``box_outputs``);
+        ``raw``: the ensemble tensor holding the raw output (that output, or a tensor inside);
+        ``result``: how the step answering the boxes runs alone."""
         self.info, self.model, self.label, self.request = info, info.name, info.name, request
-        self.scores_output, self.scores_kind, self._task = scores.name, kind, task
+        self.scores_output = scores.name if scores else raw
+        self.scores_kind, self._task, self.raw_answered = kind, task, scores is not None
+        self.box_outputs, self.extras, self.result = box_outputs, extras, result
         self.steps, self.mappings, self.isolations = steps, mappings, isolations
         self._compared = {(m.step, m.tensor): m for m in mappings if m.stage is not None and m.compared}
-        self.stages = tuple(s for s in STAGES if s is Stage.OUTPUT or any(m.stage is s for m in self._compared.values()))
+        self.stages = tuple(s for s in STAGES if (s is Stage.OUTPUT and self.scores_output)
+                            or any(m.stage is s for m in self._compared.values()))
         self.isolates = {stage: iso.source.stage for stage, iso in isolations.items()}
-        self.replay = ReplayStats()
+        if result is not None:
+            self.isolates[Stage.POSTPROCESS] = Stage.OUTPUT
+        self._producer = {ens: step_info for step, step_info in steps for ens in step.outputs.values()}
+        self._fed = {e for iso in isolations.values() for e in iso.others.values()} | set(
+            result.others.values() if result else ())
+        """The ensemble tensors the isolated steps take from the replay (kept per thread between
+        :meth:`read` and :meth:`isolate` of one image)."""
+        self._local = threading.local()
+        self.replay = ReplayStats(what="answer" if box_outputs is not None else
+                                  "output" if self.task.output_shaped else "scores")
+
+    @property
+    def _detector(self) -> bool:
+        return self.box_outputs is not None or self.task.output_shaped
 
     def describe(self) -> list[str]:
         lines = [*super().describe(), f"ensemble steps: {' -> '.join(step.model for step, _ in self.steps)}"]
         lines += [f"  {m.describe()}" for m in self.mappings]
-        if self.isolates:
-            lines.append("run alone on the reference: " + ", ".join(
-                f"{stage} ({iso.step.name} fed the reference's {iso.source.stage}"
-                + (f" as {iso.source.step}.{iso.source.tensor} holds it" if iso.source.stage is stage else "") + ")"
-                for stage, iso in self.isolations.items()))
+        runs = [f"{stage} ({iso.step.name} fed the reference's {iso.source.stage}"
+                + (f" as {iso.source.step}.{iso.source.tensor} holds it" if iso.source.stage is stage else "")
+                + (f"; {', '.join(iso.others)} as the replay made them" if iso.others else "") + ")"
+                for stage, iso in self.isolations.items()]
+        if self.result is not None:
+            r = self.result
+            runs.append(f"postprocess ({r.step.name} fed the reference's output as {r.input_name}"
+                        + (f"; {', '.join(r.others)} as the deployment's replay made them for the image" if r.others
+                           else "") + ")")
+        if runs:
+            lines.append("run alone on the reference: " + ", ".join(runs))
         return lines
 
     def to_dict(self) -> dict:
@@ -152,27 +216,84 @@ class StepwiseDeployment(Deployment):
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         values = self.replay_steps(client, data)
-        ensemble = self.scores(client, [data])[0]
-        replayed = np.asarray(values[self.scores_output], np.float32).reshape(-1)
-        trusted = replayed.shape == ensemble.shape and np.allclose(replayed, ensemble, rtol=REPLAY_RTOL, atol=REPLAY_ATOL)
-        diff = float(np.abs(replayed - ensemble).max()) if replayed.shape == ensemble.shape else float("inf")
+        self._local.fed = {e: values[e] for e in self._fed}  # what isolate() feeds beside the reference's stage
+        if self._detector:
+            answer = self.answer(client, data)
+            trusted, diff = _reproduces({n: unbatch(values[n], self._producer[n]) for n in answer}, answer)
+            out = self.answer_stages(answer)
+            if trusted and self.scores_output and not self.raw_answered:
+                out[Stage.OUTPUT] = np.asarray(unbatch(values[self.scores_output], self._producer[self.scores_output]),
+                                               np.float32)
+        else:
+            ensemble = self.scores(client, [data])[0]
+            replayed = np.asarray(values[self.scores_output], np.float32).reshape(-1)
+            trusted = replayed.shape == ensemble.shape and np.allclose(replayed, ensemble, rtol=REPLAY_RTOL,
+                                                                       atol=REPLAY_ATOL)
+            diff = float(np.abs(replayed - ensemble).max()) if replayed.shape == ensemble.shape else float("inf")
+            out = {Stage.OUTPUT: ensemble}
         self.replay.add(image, diff, trusted)
-        out = {}
         if trusted:
             for step, info in self.steps:
                 for name, ensemble_name in step.outputs.items():
                     mapping = self._compared.get((step.model, name))
-                    if mapping is not None and mapping.stage is not Stage.OUTPUT:
+                    if mapping is not None and mapping.stage not in (Stage.OUTPUT, Stage.POSTPROCESS):
                         out[mapping.stage] = mapping.to_stage(unbatch(values[ensemble_name], info))
-        out[Stage.OUTPUT] = ensemble
         return out
 
+    def _replayed(self, names) -> dict[str, np.ndarray]:
+        fed = getattr(self._local, "fed", None)
+        if fed is None:
+            raise ValueError(f"{self.model}: a step runs alone beside the deployment's own tensors of the image, "
+                             "read first (Deployment.read)")
+        return {name: fed[ensemble] for name, ensemble in names.items()}
+
     def isolate(self, client: TritonClient, stage: Stage, previous: np.ndarray) -> np.ndarray:
+        if stage is Stage.POSTPROCESS and self.result is not None:
+            r = self.result
+            tensor = r.step.input(r.input_name)
+            sent = {r.input_name: _fit(np.asarray(previous, numpy_dtype(tensor.data_type)), tensor.dims, r.step.batched),
+                    **self._replayed(r.others)}
+            wanted = [own for own, ens in r.outputs.items() if ens in self.box_outputs.names]
+            out = client.infer(r.step.name, sent, wanted)
+            answer = {r.outputs[own]: unbatch(value, r.step) for own, value in out.items()}
+            return self.task.read_answer(answer, self.box_outputs)[Stage.POSTPROCESS]
         iso = self.isolations[stage]
         tensor = iso.step.input(iso.input_name)
         array = iso.source.from_stage(previous, numpy_dtype(tensor.data_type))
-        out = client.infer(iso.step.name, {iso.input_name: array[None] if iso.step.batched else array}, [iso.output_name])
-        return iso.target.to_stage(unbatch(out[iso.output_name], iso.step))
+        sent = {iso.input_name: array[None] if iso.step.batched else array, **self._replayed(iso.others)}
+        out = unbatch(client.infer(iso.step.name, sent, [iso.output_name])[iso.output_name], iso.step)
+        if iso.target.stage is Stage.OUTPUT and self.task.output_shaped:
+            return np.asarray(out, np.float32)  # a map or a head keeps its shape
+        return iso.target.to_stage(out)
+
+
+def _reproduces(replayed: Mapping[str, np.ndarray], answer: Mapping[str, np.ndarray]) -> tuple[bool, float]:
+    """(the replay's tensors equal the answer's within the replay tolerance, NaN where NaN; the
+    largest difference of the finite values)."""
+    trusted, diff = True, 0.0
+    for name, value in answer.items():
+        mine, theirs = np.asarray(replayed[name]), np.asarray(value)
+        if mine.shape != theirs.shape:
+            return False, float("inf")
+        if mine.dtype.kind in "fc" or theirs.dtype.kind in "fc":
+            a, b = mine.astype(np.float64), theirs.astype(np.float64)
+            trusted &= bool(np.allclose(a, b, rtol=REPLAY_RTOL, atol=REPLAY_ATOL, equal_nan=True))
+            finite = np.isfinite(a) & np.isfinite(b)
+            diff = max(diff, float(np.abs(a[finite] - b[finite]).max()) if finite.any() else 0.0)
+        else:
+            trusted &= bool(np.array_equal(mine, theirs))
+    return trusted, diff
+
+
+def _fit(array: np.ndarray, dims, batched: bool) -> np.ndarray:
+    """``array`` (one image, the reference's shape) with leading axes of one added or removed to
+    the rank a step's input takes (``dims``, plus the batch axis when it batches)."""
+    rank = len(dims) + (1 if batched else 0)
+    while array.ndim < rank:
+        array = array[None]
+    while array.ndim > rank and array.shape[0] == 1:
+        array = array[0]
+    return np.ascontiguousarray(array)
 
 
 def replay(client: TritonClient, steps: list[Step], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -221,10 +342,15 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
     info = read_model(client, model)
     request = ImageRequest(model, image_input(info), info.batched)
     chosen, out, _ = task_output(info, task, scores)
-    probe_scores = _probe(lambda: client.infer(model, request.inputs([probe]), [out.name])[out.name], model)
-    kind = chosen.output_kind(out.name, probe_scores)
+    boxes = chosen.result_outputs(info)
+    extras = tuple(name for name in chosen.answer_extras if any(t.name == name for t in info.outputs))
+    asked = [*([out.name] if out else []), *(boxes.names if boxes is not None else ())]
+    probe_answer = _probe(lambda: client.infer(model, request.inputs([probe]), asked), model)
+    kind = chosen.output_kind(out.name if out else None, probe_answer[out.name] if out else None)
+    if -1 in tuple(input_size) and reference is not None and Stage.INPUT in reference:
+        input_size = tuple(np.asarray(reference[Stage.INPUT]).shape[-2:])  # a detector's input follows the image
     if not info.is_ensemble:
-        return ModelDeployment(info, request, out, kind, chosen)
+        return ModelDeployment(info, request, out, kind, chosen, boxes, extras)
     steps = []
     for step in ordered_steps(info):
         if not client.is_ready(step.model):
@@ -232,15 +358,19 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
                                   "ensemble cannot be replayed step by step")
         steps.append((step, read_model(client, step.model)))
     values = _probe(lambda: replay(client, [step for step, _ in steps], request.inputs([probe])), model)
-    outputs = [(step.model, name, ens, unbatch(values[ens], step_info), ens in _classifier_inputs(steps, out.name),
-                ens == out.name) for step, step_info in steps for name, ens in step.outputs.items()]
+    raw = out.name if out else _raw_tensor(steps, boxes, values)
+    fed_to_model = _classifier_inputs(steps, raw) if raw else set()
+    outputs = [(step.model, name, ens, unbatch(values[ens], step_info), ens in fed_to_model, ens == raw)
+               for step, step_info in steps for name, ens in step.outputs.items()]
     mappings = map_outputs(info.name, outputs, decoded_size(probe), input_size, dict(overrides or {}), reference,
                            dict(sources or {}))
-    scoring = next((pair for pair in steps if out.name in pair[0].outputs.values()), None)
+    if boxes is not None or chosen.output_shaped:
+        mappings = _result_mappings(mappings, outputs, boxes, raw, out is not None, steps)
+    scoring = next((pair for pair in steps if raw in pair[0].outputs.values()), None) if raw else None
     if reference is not None and scoring is not None and len(scoring[0].inputs) == 1:
         step, step_info = scoring
         (name, ens), = step.inputs.items()
-        produced = next(own for own, e in step.outputs.items() if e == out.name)
+        produced = next(own for own, e in step.outputs.items() if e == raw)
         fed = next((i for i, output in enumerate(outputs) if output[2] == ens), None)
 
         def answer(array: np.ndarray) -> np.ndarray:
@@ -250,7 +380,66 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
         if fed is not None:
             mappings[fed] = expected_input(mappings[fed], numpy_dtype(step_info.input(name).data_type), answer, reference,
                                            kind, set(overrides or {}))
-    return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings), chosen)
+    # The map the step making the boxes takes: the raw output, unless the ensemble answers a copy
+    # of it made by that same step (an output no step consumes: Triton's ensemble pruning).
+    fed_raw = raw if raw and boxes is not None and any(raw in step.inputs.values() for step, _ in steps) else (
+        _raw_tensor(steps, boxes, values) if boxes is not None else None)
+    result = _result_isolation(steps, boxes, fed_raw) if fed_raw else None
+    return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings), chosen, boxes,
+                              raw, result, extras)
+
+
+def _box_step(steps, boxes) -> tuple[Step, ModelInfo] | None:
+    """The step answering every one of ``boxes``' outputs, or None (they come from several)."""
+    return next(((step, info) for step, info in steps if set(boxes.names) <= set(step.outputs.values())), None)
+
+
+def _raw_tensor(steps, boxes, values: Mapping[str, np.ndarray]) -> str | None:
+    """The raw output inside an ensemble answering only boxes: the tensor the step making them
+    takes from an earlier step that is not an image (a normalized input fed to a model with NMS
+    inside is not its raw output); of several (a map beside a size or a scale), the one holding
+    the most values. None when there is none."""
+    found = _box_step(steps, boxes)
+    if found is None:
+        return None
+    producer = {ens: info for step, info in steps for ens in step.outputs.values()}
+    candidates = [ens for ens in found[0].inputs.values() if ens in producer
+                  and np.asarray(values[ens]).dtype.kind == "f"
+                  and image_layout(tuple(unbatch(values[ens], producer[ens]).shape)) is None]
+    return max(candidates, key=lambda ens: np.asarray(values[ens]).size, default=None)
+
+
+def _result_mappings(mappings: list[TensorMapping], outputs, boxes, raw: str | None, answered: bool,
+                     steps) -> list[TensorMapping]:
+    """The mappings with the boxes' tensors (``boxes``, None: none) as ``postprocess`` and the
+    raw output's reason in a detector's words."""
+    post = _box_step(steps, boxes) if boxes is not None else None
+    out = []
+    for mapping, (_, _, ens, array, _, _) in zip(mappings, outputs):
+        kind = f"{array.dtype} {list(array.shape)}"
+        if boxes is not None and ens in boxes.names:
+            mapping = dataclasses.replace(mapping, stage=Stage.POSTPROCESS, layout=None, compared=True, suggestion=None,
+                                          why=f"{kind}: the deployment's boxes ({boxes.describe()})")
+        elif ens == raw and mapping.stage is Stage.OUTPUT and not mapping.why.startswith("set by"):
+            taker = post[0].model if post else "the step making the boxes"
+            why = (f"{kind}: the raw output, answered by the ensemble" + ("" if boxes else ", boxes made of it here")
+                   if answered else
+                   f"{kind}: the raw output, the tensor {mapping.step} makes and {taker} takes; the ensemble answers "
+                   "only boxes, so it is read from the step-by-step replay")
+            mapping = dataclasses.replace(mapping, why=why)
+        out.append(mapping)
+    return out
+
+
+def _result_isolation(steps, boxes, raw: str) -> ResultIsolation | None:
+    """How the step making the boxes runs alone on the reference's output: fed as the input
+    ``raw`` goes into, its other inputs from the replay."""
+    found = _box_step(steps, boxes)
+    if found is None or raw not in found[0].inputs.values():
+        return None
+    step, info = found
+    name = next(n for n, ens in step.inputs.items() if ens == raw)
+    return ResultIsolation(info, name, {n: ens for n, ens in step.inputs.items() if n != name}, dict(step.outputs))
 
 
 def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str, np.ndarray], kind: ScoreKind,
@@ -328,20 +517,23 @@ def map_outputs(model: str, outputs, decoded: tuple[int, int] | None, input_size
 
 
 def _isolations(steps, mappings: list[TensorMapping]) -> dict[Stage, Isolation]:
-    """Stage -> how it runs alone: a step with one input holding an earlier stage (or the same
-    stage in another tensor: a layout step), whose output is compared as that stage."""
+    """Stage -> how it runs alone: a step one of whose inputs holds an earlier stage (or the same
+    stage in another tensor: a layout step), whose output is compared as that stage; the step's
+    other inputs, none of which holds a stage (an original size, a scale), are fed as the
+    replay made them. The result stage runs alone by :class:`ResultIsolation`."""
     by_tensor = dict(zip((ens for step, _ in steps for ens in step.outputs.values()), mappings))  # in map_outputs' order
     producer = {ens: (step, info, name) for step, info in steps for name, ens in step.outputs.items()}
     isolations = {}
     for ens, mapping in by_tensor.items():
         step, step_info, name = producer[ens]
-        sources = [(n, by_tensor.get(e)) for n, e in step.inputs.items()]
-        if mapping.stage is None or not mapping.compared or len(sources) != 1:
+        if mapping.stage is None or not mapping.compared or mapping.stage is Stage.POSTPROCESS:
             continue
-        source = sources[0][1]
-        if source is None or source.stage is None:
+        staged = [(n, by_tensor[e]) for n, e in step.inputs.items() if e in by_tensor and by_tensor[e].stage is not None]
+        if len(staged) != 1:
             continue
+        input_name, source = staged[0]
         if STAGES.index(source.stage) < STAGES.index(mapping.stage) or (source.stage is mapping.stage
                                                                          and not source.compared):
-            isolations[mapping.stage] = Isolation(step_info, sources[0][0], source, name, mapping)
+            others = {n: e for n, e in step.inputs.items() if n != input_name}
+            isolations[mapping.stage] = Isolation(step_info, input_name, source, name, mapping, others)
     return isolations

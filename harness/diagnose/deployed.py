@@ -16,6 +16,10 @@ from harness.listing import InputFile, read_input
 from harness.names import identifier
 from harness.outcome import Outcome
 from harness.results import ImageIssue
+from harness.stage import Stage
+
+_NO_OUTPUT = ("deployed: no raw output (the deployment answers only boxes, and its ensemble's replay did not "
+              "reproduce them): diagnose compares the model's output")
 
 FETCH_WORKERS = 4
 """Images in flight while reading the deployed side (the server works while the client waits)."""
@@ -51,6 +55,8 @@ def fetch_deployed(side: DeployedSide, images: list[Path], reference: Callable[[
             stages = side.read(name, data)
             # what the task derives from the deployment's answer (a detector's boxes from its raw output)
             stages.update(side.deployment.task.derive_deployed(stages, {}))
+            if Stage.OUTPUT not in stages:  # the search replays the reference up to the model's output
+                return name, data, None, ImageIssue(name, _NO_OUTPUT, Outcome.FAILED)
             return name, data, stages, None
         except ServerStopped:
             raise

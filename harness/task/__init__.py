@@ -36,8 +36,9 @@ def get_task(name: str | None) -> Task:
 def claimed_by(model) -> tuple[Task, str]:
     """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
-    classification; a name like an embedding: embedding), else the default."""
-    for task in TASKS.values():
+    classification; a name like an embedding: embedding), else the default; a task whose sign
+    is a structure (a detector's boxes: :attr:`Task.claims_first`) is asked first."""
+    for task in sorted(TASKS.values(), key=lambda t: not t.claims_first):
         why = task.claims(model)
         if why:
             return task, why

@@ -131,10 +131,35 @@ class Task:
         task when ``--task`` is not given."""
         return next((why for t in model.outputs if (why := self.signs(t, t.name in model.labelled))), None)
 
-    def output_kind(self, name: str, probe: np.ndarray) -> "ScoreKind":
+    claims_first: ClassVar[bool] = False
+    """Its sign is a structure of several outputs (a detector's boxes and scores), stronger than
+    a name: discovery asks it before the others (EfficientNMS's ``det_scores [100]`` is named
+    like class scores too)."""
+
+    def result_outputs(self, model):
+        """The outputs holding the task's result when ``model`` computes it itself (a detector's
+        :class:`harness.detection.outputs.BoxOutputs`: ``names``, ``describe()``, read by
+        :meth:`read_answer`); None: the result is made here from the raw output."""
+        return None
+
+    answer_extras: ClassVar[tuple[str, ...]] = ()
+    """Outputs a deployment's answer may hold beside the output and the result, read when the
+    model has them (a detector's ``GEOMETRY``: what its resize did)."""
+
+    def read_answer(self, answer: Mapping[str, np.ndarray], outputs) -> dict:
+        """The stages one image's answer (outputs by name, batch axis removed) holds of
+        :meth:`result_outputs` ``outputs``."""
+        raise NotImplementedError(f"the {self.name} task reads no result from a deployment's answer")
+
+    def output_kind(self, name: str | None, probe: np.ndarray | None) -> "ScoreKind":
         """What an output holds (:mod:`harness.scores`), read from one probe answer (the
-        reference is made comparable to it)."""
+        reference is made comparable to it); ``name`` None: the deployment answers only
+        :meth:`result_outputs`."""
         raise NotImplementedError
+
+    output_shaped: ClassVar[bool] = False
+    """The raw output keeps its shape (a map [1, H, W], a head), as the postprocessing takes it;
+    else it is flattened to a vector (a classifier's ``[1, 1000]`` unbatched is its 1000 scores)."""
 
     # -- the reference ----------------------------------------------------------------------
     def reference_output(self, output: np.ndarray, kind: "ScoreKind") -> np.ndarray:

@@ -35,9 +35,9 @@ import numpy as np
 from harness.compare.result import StageResult
 from harness.detection.boxes import Detections
 from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
-from harness.geometry import Geometry
 from harness.errors import UsageError
 from harness.formatting import fmt
+from harness.geometry import Geometry
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
 from harness.task.base import Event, Events, OutputChoice, Section, Task
@@ -221,11 +221,18 @@ class Detection(Task):
     def signs(self, tensor, labelled):
         return None
 
+    claims_first = True
+    output_shaped = True
+    answer_extras = (GEOMETRY_TENSOR,)
+
     def claims(self, model):
+        boxes = self.result_outputs(model)
+        return f"it answers boxes ({boxes.describe()})" if boxes else None
+
+    def result_outputs(self, model):
         from harness.detection.outputs import find_box_outputs
 
-        boxes = find_box_outputs(model.outputs)
-        return f"it answers boxes ({boxes.describe()})" if boxes else None
+        return find_box_outputs(model.outputs)
 
     def output_kind(self, name, probe):
         return DETECTION
@@ -245,21 +252,31 @@ class Detection(Task):
 
     def derive_deployed(self, deployed: dict, reference: dict) -> dict:
         """The deployment's boxes when it answers only its raw output: the postprocessor on it,
-        with the geometry it answered (else its spec's, on its decoded image or the reference's)."""
+        with the geometry it answered (else its spec's, on its decoded image or the reference's).
+        Its raw output in the reference's shape where only leading axes of one differ (a model
+        without batching whose output keeps a batch axis of one)."""
+        out = {}
+        if Stage.OUTPUT in deployed and Stage.OUTPUT in reference:
+            aligned = _like(np.asarray(deployed[Stage.OUTPUT]), np.asarray(reference[Stage.OUTPUT]))
+            if aligned is not deployed[Stage.OUTPUT]:
+                out[Stage.OUTPUT] = aligned
         if Stage.POSTPROCESS in deployed or Stage.OUTPUT not in deployed:
-            return {}
+            return out
         s = self._setup()
         if s.deployed_postprocess is None:
             raise ValueError("the deployment answers its raw output only, and the spec has no [postprocess] to make "
                              "its boxes: add one, or give --postprocess FILE.py:NAME")
         geometry = self.geometry_of(deployed, reference)
-        boxes = s.deployed_postprocess(_outputs(deployed[Stage.OUTPUT]), geometry)
-        return {GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: _as_detections(boxes).to_array()}
+        boxes = s.deployed_postprocess(_outputs(out.get(Stage.OUTPUT, deployed[Stage.OUTPUT])), geometry)
+        return {**out, GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: _as_detections(boxes).to_array()}
 
     def geometry_of(self, deployed: dict, reference: dict) -> Geometry:
         if GEOMETRY_TENSOR in deployed:
             return Geometry.from_tensor(deployed[GEOMETRY_TENSOR])
         decoded = deployed.get(Stage.DECODE, reference.get(Stage.DECODE))
+        if decoded is None:
+            raise ValueError("the deployment answers no GEOMETRY and shows no decoded image: its boxes cannot be "
+                             "mapped back to the source image's pixels by its spec's resize")
         return self._setup().deployed_resize.geometry(*np.asarray(decoded).shape[:2])
 
     def read_answer(self, answer: Mapping[str, np.ndarray], boxes) -> dict:
@@ -368,6 +385,19 @@ class Detection(Task):
         return [Section("Images whose boxes changed", note,
                         ("image", "verdict", "reference boxes", "deployed boxes", "matched", "missed", "extra",
                          "near threshold", "worst IoU", "worst corner (px)", "problems"), rows, verdict_column=1)]
+
+
+def _like(deployed: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``deployed`` reshaped to ``reference``'s shape when the two differ only by leading axes of one."""
+    def trimmed(shape):
+        shape = tuple(shape)
+        while shape and shape[0] == 1:
+            shape = shape[1:]
+        return shape
+
+    if deployed.shape != reference.shape and trimmed(deployed.shape) == trimmed(reference.shape):
+        return deployed.reshape(reference.shape)
+    return deployed
 
 
 def _outputs(output: np.ndarray) -> dict[str, np.ndarray]:
