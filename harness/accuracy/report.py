@@ -172,7 +172,8 @@ def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
 def render_effect_markdown(report: EffectReport) -> str:
     """accuracy.md of a task other than classification: the context, the task's tables, the images left out."""
     data, evaluated = report.dataset, len(report.evaluated)
-    layout = {"imagefolder": "ImageFolder", "csv": "CSV", "unlabeled": "unlabeled: agreement only"}[data.layout]
+    layout = {"imagefolder": "ImageFolder", "csv": "CSV", "coco": "COCO JSON",
+              "unlabeled": "unlabeled: agreement only"}[data.layout]
     labels = {s.label for s in data.samples if s.label is not None}
     rejected = "".join(f", {n} of them rejected by {side} only" for side in SIDES
                        if (n := sum(o == f"rejected by {side}" for o in report.outcomes.values())))

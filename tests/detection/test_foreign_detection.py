@@ -9,7 +9,8 @@ boxes mapped back without the padding: ``postprocess``, also run alone on the re
 a deployment answering only its map is postprocessed on both sides by ``--postprocess``; bad
 answers (boxes outside the image, NaN scores, thousands of boxes) are divergences with their
 reason, not crashes; an unbatched deployment and a single model answering EfficientNMS's
-outputs check alike. Discovery of the conventions without a server is tested at the end."""
+outputs check alike; accuracy scores the deployment on the rendered words' labels. Discovery
+of the conventions without a server is tested at the end."""
 
 from __future__ import annotations
 
@@ -125,6 +126,17 @@ def test_boxes_mapped_back_without_the_padding_diverge_at_postprocess_alone(serv
     # the step alone, fed the reference's map, maps the boxes back just as wrongly
     assert stages["postprocess"]["isolated_verdict"] == "diverged"
     assert report["task_figures"]["matched"] == 0
+
+
+def test_accuracy_scores_the_foreign_deployment_on_the_labeled_photos(server, photos, tmp_path):
+    result = harness("accuracy", photos.parent / "labels.json", "--task", "detection", "--model", ENSEMBLE,
+                     "--url", server.grpc_url, "--spec", SPEC, "--reference-model", model_path(), "--report", tmp_path,
+                     timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    reference, deployed = json.loads((tmp_path / "accuracy.json").read_text())["effect"]["paths"]
+    assert (reference["path"], deployed["path"]) == ("reference", ENSEMBLE)
+    assert deployed["f1"] == reference["f1"] > 0.5 and not deployed["box_changes"]
+    assert "COCO JSON" in (tmp_path / "accuracy.md").read_text()
 
 
 def test_a_deployment_answering_its_map_is_postprocessed_on_both_sides(server, photos, tmp_path):
