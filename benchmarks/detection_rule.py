@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from harness.detection.boxes import Detections  # noqa: E402
 from harness.detection.compare import DetectionTolerance, compare_detections  # noqa: E402
 from harness.detection.detector import TextDetector  # noqa: E402
 from harness.detection.postprocess import from_table  # noqa: E402
@@ -33,19 +32,19 @@ from harness.paths import PROJECT_ROOT  # noqa: E402
 from harness.preprocessing import opencv  # noqa: E402
 from harness.preprocessing.dali_graph import CpuPipelineRunner  # noqa: E402
 from harness.spec import load_spec, with_overrides  # noqa: E402
+from harness.stage import GEOMETRY_TENSOR, Stage  # noqa: E402
+from harness.task import get_task  # noqa: E402
+from harness.task.detection import NEAR_THRESHOLD  # noqa: E402
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
 PLANTED = {
     "aligned": {},
     "channel order RGB": {"input": {"channel_order": "RGB"}},
     "antialias (area)": {"resize": {"interpolation": "area"}},
+    "ImageNet mean/std": {"normalize": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}},
     "limit type max": {"resize": {"limit_type": "max"}},
 }
 """What training did, per setting (the deployment stays the spec's)."""
-
-
-def boxes_of(model: TextDetector, post, x: np.ndarray, geometry: Geometry) -> Detections:
-    return post({"output": model.probability(x[None])[0]}, geometry)
 
 
 def main() -> None:
@@ -57,6 +56,7 @@ def main() -> None:
     found = json.loads((PROJECT_ROOT / "docs" / "detection-imagenet-text.json").read_text())["photos"]
     names = [name for name, seen in found.items() if seen["text"]][:args.photos]
     post, deployed = from_table(spec.postprocess), spec.preprocess
+    task = get_task("detection").configure(spec)
     threshold = post.params.score_threshold
     model = TextDetector(threads=2)
     runner = CpuPipelineRunner(deployed, 1)
@@ -68,18 +68,25 @@ def main() -> None:
             refused.append(f"{name}: {result.error}")
             continue
         x, geometry = result.outputs
-        served.append((name, data, boxes_of(model, post, x, Geometry.from_tensor(geometry))))
+        dep_map = model.probability(x[None])[0]
+        served.append((name, data, post({"output": dep_map}, Geometry.from_tensor(geometry)), dep_map))
     print(f"{len(served)} photos with text, spec {args.spec.name} ({deployed.resize.extent()}), score threshold "
           f"{threshold}; deployment: the DALI graph (CPU decoder)")
     for line in refused:
         print(f"  refused by the deployment, not compared: {line}")
     for setting, overrides in PLANTED.items():
         p = with_overrides(spec.reference.preprocess, **overrides) if overrides else spec.reference.preprocess
-        deltas, corners, ious, far, near, verdicts = [], [], [], [], [], {}
-        for name, data, dep in served:
+        deltas, corners, ious, far, near, verdicts, judged = [], [], [], [], [], {}, {}
+        for name, data, dep, dep_map in served:
             stages = opencv.run(data, p)
-            ref = boxes_of(model, post, stages["input"], p.resize.geometry(*stages["decode"].shape[:2]))
+            ref_map, geometry = model.probability(stages["input"][None])[0], p.resize.geometry(*stages["decode"].shape[:2])
+            ref = post({"output": ref_map}, geometry)
             c = compare_detections(ref, dep, threshold, DetectionTolerance(), stages["decode"].shape[:2])
+            # the task's verdict: near-threshold changes by the maps' evidence too (harness.task.detection)
+            result = task.result_of({Stage.POSTPROCESS: ref.to_array(), Stage.OUTPUT: ref_map,
+                                     GEOMETRY_TENSOR: geometry.to_tensor()},
+                                    {Stage.POSTPROCESS: dep.to_array(), Stage.OUTPUT: dep_map}, {}, NEAR_THRESHOLD, 0)
+            judged[result.verdict.value] = judged.get(result.verdict.value, 0) + 1
             deltas += [abs(m.score_delta) for m in c.matches]
             corners += [m.corner_px for m in c.matches]
             ious += [m.iou for m in c.matches]
@@ -88,7 +95,8 @@ def main() -> None:
             verdicts[c.verdict.value] = verdicts.get(c.verdict.value, 0) + 1
         q = lambda values, f: f(values) if values else float("nan")  # noqa: E731
         print(f"\n{setting}: {len(ious)} matched boxes, {len(far)} missed/extra beyond the margin, {len(near)} near "
-              f"the threshold; verdicts {dict(sorted(verdicts.items()))}")
+              f"the score threshold; verdicts by the score alone {dict(sorted(verdicts.items()))}, with the maps' "
+              f"evidence (the check's) {dict(sorted(judged.items()))}")
         print(f"  |score change|: max {q(deltas, max):.4f}, p99 {q(deltas, lambda v: np.percentile(v, 99)):.4f}")
         print(f"  worst corner (px): max {q(corners, max):.2f}, p99 {q(corners, lambda v: np.percentile(v, 99)):.2f}")
         print(f"  IoU: min {q(ious, min):.4f}, p1 {q(ious, lambda v: np.percentile(v, 1)):.4f}")

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-import numpy as np
-
 from harness.accuracy.predict import TOP_K
 from harness.check.job import Progress, no_progress
 from harness.client import PIPELINES
@@ -287,7 +285,7 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
     def deployed_boxes(side, sample, reference):
         stages = side.read(sample.name, read_input(InputFile.of(sample.path)))
         stages.update(side.deployment.task.derive_deployed(stages, reference or {}))
-        return stages[Stage.POSTPROCESS]
+        return stages
 
     def attempt(fn, *args):
         try:
@@ -299,6 +297,7 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
     found: dict[str, dict] = {p: {} for p in paths}
     failed: dict[str, dict] = {p: {} for p in paths}
     references: dict[str, dict] = {}
+    deployed: dict[str, dict] = {p: {} for p in paths[1:]}
     with progress(len(samples) * len(paths), "detecting") as advance, ThreadPoolExecutor(DETECT_WORKERS) as pool:
         for sample, (stages, error) in zip(samples, pool.map(lambda s: attempt(reference_boxes, s), samples)):
             advance(f"reference {sample.name}")
@@ -314,16 +313,16 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
                 if error:
                     failed[path][sample.name] = error
                 else:
-                    found[path][sample.name] = Detections.from_array(boxes)
+                    deployed[path][sample.name] = boxes
+                    found[path][sample.name] = Detections.from_array(boxes[Stage.POSTPROCESS])
     changes = []
-    for path in paths[1:]:
+    for path in paths[1:]:  # each image's boxes against the reference's, as check judges them
         verdicts = {}
-        for name, boxes in found[path].items():
+        for name, stages in deployed[path].items():
             if name in references:
-                size = tuple(np.asarray(references[name][Stage.DECODE]).shape[:2])
-                verdict, _ = task.compare_boxes(references[name][Stage.POSTPROCESS], boxes.to_array(), tie_margin, size)
-                if verdict.value in ("tie", "diverged"):
-                    verdicts[name] = verdict.value
+                result = task.result_of(references[name], stages, {}, tie_margin, 0)
+                if result.verdict.value in ("tie", "diverged"):
+                    verdicts[name] = result.verdict.value
         changes.append(verdicts)
     effect = evaluate_detection(labels, [(p, found[p]) for p in paths], changes=changes)
     reasons = {s.name: "; ".join(f"{p}: {failed[p][s.name]}" for p in paths if s.name in failed[p]) for s in samples}
