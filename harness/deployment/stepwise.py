@@ -359,18 +359,24 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
         steps.append((step, read_model(client, step.model)))
     values = _probe(lambda: replay(client, [step for step, _ in steps], request.inputs([probe])), model)
     raw = out.name if out else _raw_tensor(steps, boxes, values)
-    fed_to_model = _classifier_inputs(steps, raw) if raw else set()
+    # The map the step making the boxes takes: the raw output, unless the ensemble answers a copy
+    # of it made by that same step (an output no step consumes: Triton's ensemble pruning); the
+    # model is the step making that map.
+    fed_raw = raw if raw and (boxes is None or any(raw in step.inputs.values() for step, _ in steps)) else (
+        _raw_tensor(steps, boxes, values) if boxes is not None else None)
+    fed_to_model = _classifier_inputs(steps, fed_raw or raw) if raw else set()
     outputs = [(step.model, name, ens, unbatch(values[ens], step_info), ens in fed_to_model, ens == raw)
                for step, step_info in steps for name, ens in step.outputs.items()]
     mappings = map_outputs(info.name, outputs, decoded_size(probe), input_size, dict(overrides or {}), reference,
                            dict(sources or {}))
     if boxes is not None or chosen.output_shaped:
         mappings = _result_mappings(mappings, outputs, boxes, raw, out is not None, steps)
-    scoring = next((pair for pair in steps if raw in pair[0].outputs.values()), None) if raw else None
+    model_output = fed_raw or raw
+    scoring = next((pair for pair in steps if model_output in pair[0].outputs.values()), None) if raw else None
     if reference is not None and scoring is not None and len(scoring[0].inputs) == 1:
         step, step_info = scoring
         (name, ens), = step.inputs.items()
-        produced = next(own for own, e in step.outputs.items() if e == raw)
+        produced = next(own for own, e in step.outputs.items() if e == model_output)
         fed = next((i for i, output in enumerate(outputs) if output[2] == ens), None)
 
         def answer(array: np.ndarray) -> np.ndarray:
@@ -380,13 +386,13 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
         if fed is not None:
             mappings[fed] = expected_input(mappings[fed], numpy_dtype(step_info.input(name).data_type), answer, reference,
                                            kind, set(overrides or {}))
-    # The map the step making the boxes takes: the raw output, unless the ensemble answers a copy
-    # of it made by that same step (an output no step consumes: Triton's ensemble pruning).
-    fed_raw = raw if raw and boxes is not None and any(raw in step.inputs.values() for step, _ in steps) else (
-        _raw_tensor(steps, boxes, values) if boxes is not None else None)
-    result = _result_isolation(steps, boxes, fed_raw) if fed_raw else None
-    return StepwiseDeployment(info, request, out, kind, steps, mappings, _isolations(steps, mappings), chosen, boxes,
-                              raw, result, extras)
+    result = _result_isolation(steps, boxes, fed_raw) if boxes is not None and fed_raw else None
+    isolations = _isolations(steps, mappings)
+    if fed_raw and fed_raw != raw and Stage.OUTPUT not in isolations:  # the model alone, not the copying step
+        isolations.update(_isolations(steps, mappings, {fed_raw: next(m for m, o in zip(mappings, outputs)
+                                                                     if o[2] == raw)}))
+    return StepwiseDeployment(info, request, out, kind, steps, mappings, isolations, chosen, boxes, raw, result,
+                              extras)
 
 
 def _box_step(steps, boxes) -> tuple[Step, ModelInfo] | None:
@@ -516,15 +522,18 @@ def map_outputs(model: str, outputs, decoded: tuple[int, int] | None, input_size
             for m in mappings]
 
 
-def _isolations(steps, mappings: list[TensorMapping]) -> dict[Stage, Isolation]:
+def _isolations(steps, mappings: list[TensorMapping],
+                targets: Mapping[str, TensorMapping] | None = None) -> dict[Stage, Isolation]:
     """Stage -> how it runs alone: a step one of whose inputs holds an earlier stage (or the same
     stage in another tensor: a layout step), whose output is compared as that stage; the step's
     other inputs, none of which holds a stage (an original size, a scale), are fed as the
-    replay made them. The result stage runs alone by :class:`ResultIsolation`."""
+    replay made them. The result stage runs alone by :class:`ResultIsolation`. ``targets``:
+    only these ensemble tensors, each compared as the mapping given (the model's own map, when
+    the ensemble answers a later step's copy of it)."""
     by_tensor = dict(zip((ens for step, _ in steps for ens in step.outputs.values()), mappings))  # in map_outputs' order
     producer = {ens: (step, info, name) for step, info in steps for name, ens in step.outputs.items()}
     isolations = {}
-    for ens, mapping in by_tensor.items():
+    for ens, mapping in (targets or by_tensor).items():
         step, step_info, name = producer[ens]
         if mapping.stage is None or not mapping.compared or mapping.stage is Stage.POSTPROCESS:
             continue
