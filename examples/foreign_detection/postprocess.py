@@ -14,7 +14,7 @@ PARAMS = DbParams(thresh=0.3, box_thresh=0.5, unclip_ratio=1.6, box_type="rect")
 
 def word_boxes(outputs, geometry) -> Detections:
     """``outputs``: one image's outputs by name (the map, [1, H, W]); ``geometry``: the letterbox
-    that made the model input (harness.detection.geometry.Geometry)."""
+    that made the model input (harness.geometry.Geometry)."""
     return db_boxes(probability_map(outputs, None), geometry, PARAMS)
 
 

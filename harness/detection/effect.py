@@ -209,6 +209,8 @@ def evaluate_detection(labels: Labels, predictions: Sequence[tuple[str, Mapping[
     labeled images that every path has detections for; ``changes``: per deployed path, the
     images whose boxes differ from the reference's (:attr:`PathEffect.changes`)."""
     names = list(labels.boxes)
+    categories = sorted(int(c["id"]) for c in labels.coco["categories"])
+    predictions = [(path, {n: as_categories(d, categories) for n, d in found.items()}) for path, found in predictions]
     evaluated = tuple(n for n in names if all(n in found for _, found in predictions))
     left_out = tuple(n for n in names if n not in evaluated)
     outcomes = {path: tuple(image_outcome(n, labels.boxes[n], found[n], iou_threshold) for n in evaluated)
@@ -228,6 +230,21 @@ def evaluate_detection(labels: Labels, predictions: Sequence[tuple[str, Mapping[
                                 ({n: v for n, v in changes[k - 1].items() if n in evaluated} if changes else {}) if k
                                 else None))
     return DetectionEffect(tuple(paths), evaluated, left_out, iou_threshold)
+
+
+def as_categories(d: Detections, categories: Sequence[int]) -> Detections:
+    """A detector's classes in the labels' COCO category ids: none for a set of one category
+    (every box is of it: a text detector's, or a one-class model's index 0); as they are when
+    they are category ids already; else read as 0-based indices into the categories sorted by
+    id, as models number their classes (COCO's own ids run 1 to 90 with gaps)."""
+    if d.classes is None or len(categories) == 1:
+        return Detections(d.quads, d.scores) if d.classes is not None else d
+    known = set(categories)
+    if all(int(c) in known for c in d.classes):
+        return d
+    if all(0 <= int(c) < len(categories) for c in d.classes):
+        return Detections(d.quads, d.scores, np.asarray(categories)[d.classes])
+    return d  # neither: matched by id, and a class no category has matches nothing
 
 
 def coco_mean_ap(labels: Labels, detections: Mapping[str, Detections]) -> tuple[float | None, float | None]:

@@ -16,8 +16,9 @@ from harness.preprocessing import dali_resize
 from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments
 from tests.detection.conftest import CLEAN_PHOTOS
 
-RESIZES = [LimitSide(736, "min"), LimitSide(480, "max"), LimitSide(736, "min", max_side_limit=800), Letterbox(), Letterbox((640, 640), auto=True),
-           Letterbox((480, 640), pad_position="top_left"), Letterbox((320, 320), pad_rounding="half_up", scaleup=False)]
+RESIZES = [LimitSide(736, "min"), LimitSide(480, "max"), LimitSide(736, "min", max_side_limit=800), Letterbox(),
+           Letterbox((640, 640), auto=True), Letterbox((480, 640), pad_position="top_left"),
+           Letterbox((320, 320), pad_rounding="half_up", scaleup=False)]
 
 
 def run(images, p):

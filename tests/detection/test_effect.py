@@ -75,3 +75,24 @@ def test_the_real_detector_on_the_labeled_set(labeled):
 def test_bad_labels_are_one_clear_error(coco, message):
     with pytest.raises(LabelsError, match=message):
         load_labels(coco)
+
+
+def test_a_models_class_indices_are_read_as_the_labels_categories():
+    """A model numbers its classes from 0; COCO labels name categories by id (1 to 90 for COCO):
+    one category takes every box, several map index k to the k-th category by id."""
+    square = np.array([[[0, 0], [10, 0], [10, 10], [0, 10]]], np.float64)
+    far = square + 50
+    coco = {"images": [{"id": 1, "file_name": "a.jpg"}],
+            "categories": [{"id": 3, "name": "cat"}, {"id": 1, "name": "sign"}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10]},
+                            {"id": 2, "image_id": 1, "category_id": 3, "bbox": [50, 50, 10, 10]}]}
+    labels = load_labels(coco)
+    by_index = Detections(np.concatenate([square, far]), [0.9, 0.8], [0, 1])  # sign is index 0, cat index 1
+    by_id = Detections(np.concatenate([square, far]), [0.9, 0.8], [1, 3])
+    wrong = Detections(np.concatenate([square, far]), [0.9, 0.8], [1, 0])  # index 1 (cat) on the sign's box
+    found = evaluate_detection(labels, [("index", {"a.jpg": by_index}), ("id", {"a.jpg": by_id}),
+                                        ("wrong", {"a.jpg": wrong})])
+    assert [p.matched for p in found.paths] == [2, 2, 0]
+    one = load_labels({**coco, "categories": [{"id": 1, "name": "text"}],
+                       "annotations": [dict(a, category_id=1) for a in coco["annotations"]]})
+    assert evaluate_detection(one, [("class 0", {"a.jpg": Detections(by_index.quads, [0.9, 0.8], [0, 0])})]).paths[0].f1 == 1
