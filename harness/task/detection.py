@@ -418,9 +418,10 @@ class Detection(Task):
                       str(e.details["extra"]), str(e.details["near_threshold"]), fmt(e.details["min_iou"]),
                       fmt(e.details["worst_corner_px"]), "; ".join(e.details.get("problems") or ()))
                      for e in events)
-        note = ("Matched one to one by IoU above 0.5, the reference's boxes by descending score. A box that appears or "
-                "disappears with a score within the margin of the score threshold is a **tie** (a near-threshold "
-                "change): listed, not counted as a divergence. Corner errors are in the source image's pixels.")
+        note = ("Matched one to one by IoU above 0.5, the reference's boxes by descending score. A box that appears, "
+                "disappears or moves near a threshold (its score within the margin of the score threshold, or its "
+                "map pixels crossing the binarization threshold only from close to it) is a **tie**: listed, not "
+                "counted as a divergence. Corner errors are in the source image's pixels.")
         return [Section("Images whose boxes changed", note,
                         ("image", "verdict", "reference boxes", "deployed boxes", "matched", "missed", "extra",
                          "near threshold", "worst IoU", "worst corner (px)", "problems"), rows, verdict_column=1)]
