@@ -41,7 +41,12 @@ def stage_rows(report: StageReport) -> list[list[str]]:
             continue
         if s.stage in RESULT_STAGES and not task.result_in_table:
             continue
+        if s.stage in RESULT_STAGES and (own := task.result_row(s)) is not None:  # the task says its own cells
+            rows.append(own)
+            continue
         counts = " / ".join(str(s.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+        ties = s.count(Verdict.TIE)
+        counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
         shape = s.metrics.get("shape_mismatch")
         shape = f" ({shape.images} with another shape)" if shape else ""
         quality = s.metric("psnr_db") if "psnr_db" in s.metrics else s.metric("cosine")

@@ -242,6 +242,11 @@ class Task:
         """The task's tables of a check's (or comparison's) report."""
         return []
 
+    def result_row(self, stats) -> list[str] | None:
+        """The result stage's row of the stage table, in its columns (stage, verdict, counts,
+        worst error, mean error, isolated worst error, quality); None: the generic row."""
+        return None
+
     # -- diagnose -----------------------------------------------------------------------------------
     def diagnose_result(self, reference: np.ndarray, deployed: np.ndarray, gallery: np.ndarray | None,
                         index: int, margin: float) -> tuple[Verdict, float]:

@@ -180,7 +180,7 @@ class Detection(Task):
     event_words = ("box change", "box changes")
     flip_words = "images with box changes"
     agreement_words = "box agreement"
-    tie_words = ("box change is near the score threshold", "box changes are near the score threshold")
+    tie_words = ("box change is near a threshold", "box changes are near a threshold")
     csv_fields = ("postprocess_verdict", "reference_boxes", "deployed_boxes", "matched", "missed", "extra",
                   "near_threshold", "min_iou", "worst_corner_px", "max_score_delta")
 
@@ -390,10 +390,10 @@ class Detection(Task):
         changed, ties = len(report.summary.events), report.summary.ties
         line = (f"Boxes: reference {f['reference_boxes']}, deployed {f['deployed_boxes']} over {f['images']} images; "
                 f"**{f['matched']} matched**, {f['missed']} missed, {f['extra']} extra"
-                + (f" ({f['near_threshold']} near the score threshold)" if f["near_threshold"] else "")
+                + (f" ({f['near_threshold']} near a threshold)" if f["near_threshold"] else "")
                 + (f"; mean IoU of the matches {f['mean_iou']:.3f}" if f.get("mean_iou") is not None else "")
                 + f". Images whose boxes changed: **{changed}**"
-                + (f" ({ties} only near the threshold)" if ties else "") + ".")
+                + (f" ({ties} only near a threshold)" if ties else "") + ".")
         post = report.summary.stage(Stage.POSTPROCESS)
         if post is not None and post.isolated:
             line += (" With the reference's raw output, the deployed postprocessing alone: worst corner error "
@@ -402,12 +402,25 @@ class Detection(Task):
                      f"{fmt(post.metric('extra', isolated=True))} extra boxes an image.")
         return line
 
+    def result_row(self, stats):
+        """Boxes have no array error: the worst corner error (px) stands in the error columns, the
+        worst IoU of a match as the quality; ties (near-threshold changes) beside the counts."""
+        counts = " / ".join(str(stats.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+        ties = stats.count(Verdict.TIE)
+        counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
+        verdict = f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value
+        worst_iou = stats.metric("min_iou")
+        return ["postprocess", verdict, counts, f"{fmt(stats.metric('worst_corner_px'))} px",
+                f"{fmt(stats.metric('worst_corner_px', 'mean'))} px", f"{fmt(stats.metric('worst_corner_px', isolated=True))} px",
+                "-" if worst_iou is None else f"IoU {fmt(worst_iou)}"]
+
     def headline(self, report):
         ties = report.summary.ties
         if not ties:
             return ""
-        return (f" {ties} {'image changes' if ties == 1 else 'images change'} only by boxes near the score threshold "
-                f"(within {fmt(report.tie_margin)}): not a divergence.")
+        return (f" {ties} {'image changes' if ties == 1 else 'images change'} only by boxes near a threshold (a score "
+                f"within {fmt(report.tie_margin)} of the score threshold, or map pixels crossing the binarization "
+                f"threshold from within {BINARIZATION_MARGIN}): not a divergence.")
 
     def sections(self, report):
         events = report.summary.events
