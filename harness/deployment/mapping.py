@@ -230,11 +230,11 @@ def map_tensor(step: str, tensor: str, array: np.ndarray, *, decoded_size: tuple
         if size != tuple(input_size):
             return TensorMapping(step, tensor, None, layout, f"{where}, {scale.why}, at {list(size)}, not the model "
                                  f"input's size {list(input_size)}: the reference has no normalized tensor there")
-        fed = ": what the classifier step is fed" if model_input else ""
+        fed = ": what the model step is fed" if model_input else ""
         return TensorMapping(step, tensor, Stage.INPUT, layout, f"{where}, {scale.why}: the reference's input{fed}")
     if scale.kind is None:
         if model_input:
-            return TensorMapping(step, tensor, Stage.INPUT, layout, f"{where}, what the classifier step is fed (its "
+            return TensorMapping(step, tensor, Stage.INPUT, layout, f"{where}, what the model step is fed (its "
                                  f"scale unread: {scale.why})")
         return TensorMapping(step, tensor, None, layout, f"{where}, {scale.why}",
                              suggestion=_suggest(key, size, decoded_size, input_size, reference))
