@@ -28,3 +28,14 @@ class Verdict(str, enum.Enum):
     @staticmethod
     def worst(verdicts) -> "Verdict":
         return max(verdicts, key=lambda v: v.rank, default=Verdict.EQUAL)
+
+
+FAIL_ON = ("diverged", "tie", "close")
+"""``--fail-on``'s choices, the same in every command: a run fails on a verdict this or worse."""
+
+
+def ties_fail(fail_on: str) -> bool:
+    """Does ``--fail-on fail_on`` fail a run on a tie: ``tie`` or ``close`` (a command that
+    compares predictions, not tensors, cannot tell a close from an equal: there ``close`` fails
+    on what ``tie`` fails on)."""
+    return Verdict(fail_on).rank <= Verdict.TIE.rank

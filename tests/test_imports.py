@@ -27,6 +27,9 @@ LAYERS = (
     ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
                     "report", "run_identity", "detection", "task"}),
     ("session", {"session"}),
+    # The command line's vocabulary: the argument groups every command (and preflight's and the load test's own
+    # command lines) parse their options with.
+    ("command-line vocabulary", {"arguments"}),
     ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs", "merge"}),
     ("command line", {"cli", "__main__"}),
 )

@@ -17,6 +17,7 @@ from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.results import AccuracyReport, AccuracyRun, EffectReport
 from harness.shard import Shard
+from harness.verdict import ties_fail
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class AccuracyResult:
                                   "classified on every path")
         if self.report.any_rejected() and not options.allow_rejected:
             return EXIT_FOUND
-        return EXIT_FOUND if self.report.any_flips(ties=options.fail_on == "tie") else EXIT_OK
+        return EXIT_FOUND if self.report.any_flips(ties=ties_fail(options.fail_on)) else EXIT_OK
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class EffectResult:
                                   "could be processed on every path")
         if self.report.any_rejected() and not self.options.allow_rejected:
             return EXIT_FOUND
-        return EXIT_FOUND if self.report.effect.any_changes(ties=self.options.fail_on == "tie") else EXIT_OK
+        return EXIT_FOUND if self.report.effect.any_changes(ties=ties_fail(self.options.fail_on)) else EXIT_OK
 
 
 def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda line: None,

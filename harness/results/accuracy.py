@@ -12,6 +12,7 @@ from harness.outcome import Side
 from harness.results.interface import Case, Status, issue_cases
 from harness.results.sides import ReferenceInfo, ServerInfo, Versions
 from harness.results.summary import ImageIssue
+from harness.verdict import ties_fail as _ties_fail
 
 if TYPE_CHECKING:
     from harness.accuracy.dataset import Dataset, Sample
@@ -86,7 +87,7 @@ class AccuracyReport:
             return True  # a shard holding no image: the merged report is the verdict
         if not result.evaluated or (self.any_rejected() and not _allowed(self.run)):
             return False
-        return not self.any_flips(ties=_fail_on(self.run) == "tie")
+        return not self.any_flips(ties=_ties_fail(_fail_on(self.run)))
 
     def cases(self) -> list[Case]:
         """Each deployed path's top-1 changes against the reference (failed beyond the tie
@@ -94,7 +95,7 @@ class AccuracyReport:
         (rejected by one side only: failed unless allowed), and an error when no image was
         classified on every path."""
         result, evaluated = self.result, len(self.result.evaluated)
-        ties_fail = _fail_on(self.run) == "tie"
+        ties_fail = _ties_fail(_fail_on(self.run))
         cases = []
         for s in self.deployed_scores:
             flipped = [(s.flip_verdicts[x.name], x.name) for x in result.evaluated if x.name in s.flip_verdicts]
@@ -257,14 +258,14 @@ class EffectReport:
         """Exit status 0 (:meth:`harness.accuracy.job.EffectResult.exit_status`)."""
         if not self.evaluated or (self.any_rejected() and not _allowed(self.run)):
             return False
-        return not self.effect.any_changes(ties=_fail_on(self.run) == "tie")
+        return not self.effect.any_changes(ties=_ties_fail(_fail_on(self.run)))
 
     def cases(self) -> list[Case]:
         """Each deployed path's changes (an embedding's nearest-neighbour changes: failed beyond
         the tie margin, or on any with ``--fail-on tie``) as the task's effect reports them, or
         the effect as one case when it has no per-path changes; the images left out as in
         :meth:`AccuracyReport.cases`."""
-        ties_fail = _fail_on(self.run) == "tie"
+        ties_fail = _ties_fail(_fail_on(self.run))
         cases = []
         if self.effect is not None and hasattr(self.effect, "cases"):  # an effect that says its own cases
             cases += self.effect.cases(self.models, ties_fail, f"accuracy.{self.task}")
