@@ -3,12 +3,9 @@
 For each point: start the users, let them warm up (not measured), then measure for a
 fixed duration (or until a number of requests), scraping Triton's metrics at both ends of
 the window. Afterwards: the comparison table (Markdown and CSV), the server-side
-breakdown per model, and PNG plots, all in ``--out``.
-
-    python -m loadtest.sweep                          # embedded server (cpu profile), local Locust
-    python -m loadtest.sweep --url 127.0.0.1:8000     # a running server (gRPC 8001, metrics 8002)
-    python -m loadtest.sweep --url triton:8000 --locust http://locust-master:8089   # docker compose
-    python -m loadtest.sweep --model detect_dali --model detect_opencv   # the text detector, GPU vs CPU decode
+breakdown per model, and PNG plots, all in ``--report``. The command line
+(:data:`DESCRIPTION`, :data:`EXAMPLES`, :func:`add_arguments`) is ``harness loadtest`` and
+``python -m loadtest.sweep`` alike.
 
 Exit status (the harness's one policy, :mod:`harness.errors`): 0 every point was measured
 and every good photo served; 1 a point had no successful request or a good photo failed
@@ -135,47 +132,71 @@ def run_sweep(locust: LocustControl, endpoints: Endpoints, config: SweepConfig,
 
 # --- command line ---
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sweep's options (shared by ``python -m loadtest.sweep`` and ``harness loadtest``)."""
-    server = parser.add_argument_group("server under test")
-    server.add_argument("--url", default=None,
-                        help="HTTP address (host:port) of a running Triton server; without it an embedded "
-                             "server (cpu profile) is started on free loopback ports and stopped afterwards")
-    server.add_argument("--grpc-url", default=None, help="gRPC address (default: the --url host, port 8001)")
-    server.add_argument("--metrics-url", default=None,
-                        help="metrics endpoint (default: http://<--url host>:8002/metrics)")
+DESCRIPTION = ("Every model x client count x protocol, one bounded Locust run each: the users warm up (not measured), "
+               "then each point is measured for --duration seconds (or --requests requests), Triton's metrics scraped "
+               "at both ends of the window. Writes the comparison table (Markdown and CSV), the server-side breakdown "
+               "per model and PNG plots in --report, and prints the tables.")
+EXAMPLES = """examples:
+  the embedded server (cpu profile), local Locust:
+    harness loadtest
+  a running server (its HTTP endpoint on 8000, its metrics on 8002):
+    harness loadtest --url 127.0.0.1:8001 --protocol grpc
+  docker compose's Locust master:
+    harness loadtest --url triton:8001 --protocol grpc --locust http://locust-master:8089
+  the text detector, GPU vs CPU decode:
+    harness loadtest --model detect_dali --model detect_opencv"""
+
+
+def epilog() -> str:
+    from harness.arguments import epilog as command_epilog
+
+    return command_epilog("every point measured and every good photo served",
+                          "a point had no successful request, or a good photo failed (bad payloads of "
+                          "--bad-fraction failing are expected)",
+                          "bad arguments; the server, Locust or the metrics unreachable, not ready or stopped; "
+                          "nothing measured at all; or interrupted", EXAMPLES)
+
+
+def add_arguments(parser: argparse.ArgumentParser):
+    """The sweep's options (shared by ``python -m loadtest.sweep`` and ``harness loadtest``);
+    the :class:`~harness.arguments.Groups` that parse them."""
+    from harness.arguments import DeploymentArgs, Groups, OutputArgs, ServerArgs, alias
+    from loadtest.report import LOADTEST_REPORTS
+
     sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--ensembles", nargs="+", default=list(ENSEMBLES), help="default: %(default)s")
-    sweep.add_argument("--model", action="append", dest="models", default=None, metavar="NAME",
-                       help="any model on the server with an image input, instead of --ensembles (repeat: "
-                            "--model A --model B compares A with B, e.g. the text detector's GPU and CPU decode: "
-                            "--model detect_dali --model detect_opencv); how to send an image and which output "
-                            "holds the scores (a detector's: BOXES and SCORES) are read from its config")
-    sweep.add_argument("--client", default=None, metavar="FILE.py:NAME",
-                       help="with --model: your client's own preprocessing (file bytes -> the model's input tensor, or "
-                            "a dict by input name), run by each Locust user on each photo before its request")
-    sweep.add_argument("--clients", nargs="+", type=int, default=[1, 5, 10], help="default: %(default)s")
-    sweep.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS), help="default: %(default)s")
+    sweep.add_argument("--clients", nargs="+", type=int, default=[1, 5, 10], metavar="N",
+                       help="concurrent users of each point (default: %(default)s)")
+    sweep.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS), metavar="PROTOCOL",
+                       help=f"the protocols swept, of {', '.join(PROTOCOLS)} (not --protocol: the protocol of --url) "
+                            "(default: %(default)s)")
     sweep.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring (default: %(default)s)")
     sweep.add_argument("--duration", type=float, default=20.0, help="seconds measured per point (default: %(default)s)")
     sweep.add_argument("--requests", type=int, default=None,
                        help="end a point after this many requests (still at most --duration seconds)")
     sweep.add_argument("--bad-fraction", type=float, default=0.0,
-                       help="share of requests with a bad payload, counted as errors by type (default: 0)")
-    sweep.add_argument("--request-timeout", type=float, default=60.0, help="seconds (default: %(default)s)")
+                       help="share of requests with a bad payload, counted as errors by type (default: %(default)s)")
     sweep.add_argument("--images", type=Path, default=DEFAULT_IMAGES, help="photos to send (default: %(default)s)")
-    sweep.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports go here (default: %(default)s)")
     load = parser.add_argument_group("load generator")
     load.add_argument("--locust", default=None, metavar="URL",
                       help="drive this running Locust master (e.g. http://locust-master:8089) instead of "
                            "starting Locust here")
-    load.add_argument("--workers", type=int, default=0,
-                      help="start Locust in distributed mode here: a master and N worker processes "
-                           "(default: 0, one process)")
-    from harness.report.formats import add_format_arg
-    from loadtest.report import LOADTEST_REPORTS
-
-    add_format_arg(parser, LOADTEST_REPORTS)
+    workers = load.add_argument("--locust-workers", type=int, default=0, metavar="N",
+                                help="start Locust in distributed mode here: a master and N worker processes "
+                                     "(default: %(default)s, one process)")
+    alias(load, "--workers", workers)
+    deployment = DeploymentArgs(("model", "client"), several=True, notes={
+        "model": "--model A --model B compares A with B, e.g. the text detector's GPU and CPU decode: --model "
+                 "detect_dali --model detect_opencv, a detector being asked for its BOXES and SCORES "
+                 f"(default: {' and '.join(ENSEMBLES)})",
+        "client": "run by each Locust user on each photo before its request (the file must be on every worker)"})
+    groups = Groups(parser, deployment=deployment,
+                    server=ServerArgs(60.0, metrics=True, ports=True, legacy_protocol="http"),
+                    output=OutputArgs(DEFAULT_OUT, LOADTEST_REPORTS, help="reports go here", old=("--out",)))
+    model = next(a for a in parser._actions if "--model" in a.option_strings)
+    alias(parser, "--ensembles", model, use="--model NAME (repeated)", nargs="+", each=True)
+    timeout = next(a for a in parser._actions if "--timeout" in a.option_strings)
+    alias(parser, "--request-timeout", timeout)
+    return groups
 
 
 @dataclass(frozen=True)
@@ -183,10 +204,8 @@ class SweepOptions:
     """What a sweep is asked to do: the command line's options (defaults are its defaults)."""
 
     config: SweepConfig = SweepConfig()
-    url: str | None = None
-    """HTTP address of a running server; None: the embedded server (cpu profile)."""
-    grpc_url: str | None = None
-    metrics_url: str | None = None
+    endpoints: Endpoints | None = None
+    """A running server's endpoints; None: the embedded server (cpu profile)."""
     locust: str | None = None
     """A running Locust master's web UI to drive; None: Locust started here."""
     workers: int = 0
@@ -197,25 +216,49 @@ class SweepOptions:
     """``--format`` (None: results.json, the Markdown and CSV tables; the plots always)."""
 
 
-def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    """The sweep's :class:`SweepConfig`; raises :class:`~harness.errors.UsageError` for a bad value."""
+def config_from_args(args: argparse.Namespace, parsed) -> SweepConfig:
+    """The sweep's :class:`SweepConfig` (``parsed``: the groups' values); raises
+    :class:`~harness.errors.UsageError` for a bad value."""
     if any(c < 1 for c in args.clients):
         raise UsageError("client counts must be >= 1")
     if not 0.0 <= args.bad_fraction < 1.0:
         raise UsageError("--bad-fraction must be in [0, 1)")
     if args.duration <= 0 or args.warmup < 0:
         raise UsageError("--duration must be > 0 and --warmup >= 0")
-    models = tuple(dict.fromkeys(args.models)) if args.models else tuple(args.ensembles)
-    if args.client and not args.models:
+    deployed = parsed.deployment
+    if deployed.client and not deployed.models:
         raise UsageError("--client needs --model: the model on the server its tensors are sent to")
-    return SweepConfig(models, tuple(args.clients), tuple(args.protocols), args.warmup, args.duration,
-                       args.requests, args.bad_fraction, args.request_timeout, args.client)
+    return SweepConfig(deployed.models or ENSEMBLES, tuple(args.clients), tuple(args.protocols), args.warmup,
+                       args.duration, args.requests, args.bad_fraction, parsed.server.timeout, deployed.client)
 
 
-def options_from_args(args: argparse.Namespace) -> SweepOptions:
+def endpoints_of(server) -> Endpoints | None:
+    """The endpoints a :class:`~harness.arguments.Server` names (None: no ``--url``, the
+    embedded server): ``--url`` for its protocol, the other protocol on the same host at
+    its port (default Triton's), the metrics at ``--metrics-url`` (default port 8002)."""
+    from loadtest.triton import DEFAULT_PORTS, split_host_port
+
+    if server.url is None:
+        return None
+    try:
+        host, port = split_host_port(server.url, DEFAULT_PORTS[server.protocol])
+    except ValueError as exc:
+        raise UsageError(f"--url: {exc}") from None
+    if server.ports.get(server.protocol, port) != port:
+        raise UsageError(f"--{server.protocol}-port {server.ports[server.protocol]}: the {server.protocol} endpoint "
+                         f"is --url, port {port}")
+    address = {p: f"{host}:{port}" if p == server.protocol else f"{host}:{server.ports.get(p, DEFAULT_PORTS[p])}"
+               for p in ("http", "grpc")}
+    address.update(server.addresses)  # a deprecated --grpc-url: as it was given
+    return Endpoints(address["http"], address["grpc"],
+                     server.metrics_url or f"http://{host}:{DEFAULT_PORTS['metrics']}/metrics")
+
+
+def options_from_args(args: argparse.Namespace, groups) -> SweepOptions:
     """The :class:`SweepOptions` :func:`add_arguments`' options parse into."""
-    return SweepOptions(config_from_args(args), args.url, args.grpc_url, args.metrics_url, args.locust, args.workers,
-                        args.images, args.out, getattr(args, "formats", None))
+    parsed = groups.parse(args)
+    return SweepOptions(config_from_args(args, parsed), endpoints_of(parsed.server), args.locust,
+                        args.locust_workers, args.images, parsed.output.report, parsed.output.formats)
 
 
 @dataclass(frozen=True)
@@ -327,11 +370,8 @@ def run(options: SweepOptions, start_server: Callable[[], ContextManager] | None
     config = options.config
     console = console or make_console()
     with contextlib.ExitStack() as stack:
-        if options.url:
-            try:
-                endpoints = Endpoints.from_url(options.url, options.grpc_url, options.metrics_url)
-            except ValueError as exc:
-                raise UsageError(f"--url: {exc}") from None
+        if options.endpoints is not None:
+            endpoints = options.endpoints
         else:
             server = stack.enter_context((start_server or _embedded_server)())
             endpoints = Endpoints(server.http_url, server.grpc_url, server.metrics_url)
@@ -363,7 +403,7 @@ def run(options: SweepOptions, start_server: Callable[[], ContextManager] | None
         "finished": finished.isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
         "server": {"http": endpoints.http, "grpc": endpoints.grpc, "metrics": endpoints.metrics,
-                   "embedded_cpu_profile": not options.url},
+                   "embedded_cpu_profile": options.endpoints is None},
         "load_generator": mode,
         # Other work on the machine skews the figures: the 1, 5, 15-minute load averages say how busy it was.
         "load_average": {"before": list(load_before), "after": list(load_after)},
@@ -409,14 +449,15 @@ def main(argv: list[str] | None = None) -> int:
     or 2 with one line for the harness's errors (:func:`harness.errors.run_command`)."""
     from rich.markup import escape
 
-    parser = argparse.ArgumentParser(prog="python -m loadtest.sweep", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
+    from harness.arguments import ArgumentParser
+
+    parser = ArgumentParser(prog="python -m loadtest.sweep", description=DESCRIPTION, epilog=epilog())
+    groups = add_arguments(parser)
     args = parser.parse_args(argv)
     out = make_console()
 
     def sweep() -> int:
-        result = run(options_from_args(args), console=out)
+        result = run(options_from_args(args, groups), console=out)
         print_result(result, out)
         return result.exit_status()
 

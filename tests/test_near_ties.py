@@ -69,7 +69,7 @@ def test_misaligned_check_fails_with_flips_classed_by_margin(server, sample_slic
 
 def test_accuracy_counts_the_tie_apart_and_exits_0(server, sample_slice, tmp_path):
     args = ("accuracy", sample_slice / "labels.csv", "--url", server.grpc_url, "--reference-model", "onnx",
-            "--pipelines", "dali")
+            "--pipeline", "dali")
     result = harness(*args, "--report", tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "accuracy.json").read_text())

@@ -40,7 +40,7 @@ def test_an_image_only_the_server_rejects_fails_check(server, images, tmp_path):
 
 
 def test_an_image_only_the_server_rejects_fails_accuracy(server, images, tmp_path):
-    args = ("accuracy", images, "--url", server.grpc_url, "--reference-model", "onnx", "--pipelines", "dali")
+    args = ("accuracy", images, "--url", server.grpc_url, "--reference-model", "onnx", "--pipeline", "dali")
     result = harness(*args, "--report", tmp_path)
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "accuracy.json").read_text())

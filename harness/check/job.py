@@ -20,6 +20,7 @@ from harness.paths import DEFAULT_REPOSITORY
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
 from harness.validation import require_int, require_number
+from harness.verdict import FAIL_ON
 
 if TYPE_CHECKING:
     from harness.results import CheckReport
@@ -36,8 +37,6 @@ def no_progress(total: int, description: str):
     yield lambda status="": None
 
 
-FAIL_ON = ("diverged", "tie", "close")
-"""``--fail-on``: the verdict (or worse) that fails a run."""
 MAX_WORKERS = 64
 MAX_RETRIES = 20
 
@@ -328,7 +327,7 @@ def resume_command(session, options: CheckOptions) -> str:
     if session.spec_file is not None:
         args += ["--spec", _absolute(session.spec_file)]
     if session.labels is not None:
-        args += ["--labels", _absolute(session.labels)]
+        args += ["--class-names", _absolute(session.labels)]
     if options.reference is not None:
         args += ["--reference", options.reference]
     if options.shard is not None:

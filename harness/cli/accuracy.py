@@ -5,27 +5,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.check import shard_arg
-from harness.cli.common import (
-    add_deployment_args,
-    add_reference_args,
-    add_repository_args,
-    add_server_args,
-    add_tie_and_rejection_args,
-    console,
-    print_accuracy,
-    progress_bar,
-    say,
-    session_of,
-    target_of,
+from harness.arguments import (
+    DeploymentArgs,
+    Groups,
+    OutputArgs,
+    ReferenceArgs,
+    RepositoryArgs,
+    ServerArgs,
+    VerdictArgs,
+    alias,
+    epilog,
+    make_session,
 )
+from harness.cli.check import shard_arg
+from harness.cli.common import console, print_accuracy, progress_bar, say
 from harness.client import PIPELINES
 from harness.names import terminal_text
 from harness.paths import REPORTS_DIR
-from harness.report.formats import add_format_arg
 from harness.stage import DEFAULT_TOP_K
 
 DEFAULT_REPORT = REPORTS_DIR / "accuracy"
+CLOSE_NOTE = ("accuracy compares predictions, not tensors: close fails on what tie fails on, any top-1 (or "
+              "nearest-neighbour, or box) change")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -40,56 +41,53 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "any path are listed with their reasons and excluded from every path; one that only the "
                     "deployment or only training rejects fails the run (see --allow-rejected), one that fails on "
                     "both sides does not. A top-1 change within the tie margin is a tie: listed and counted, it "
-                    "fails the run only with --fail-on tie. Exit status: 0 no deployed path changes a top-1 class "
-                    "beyond a tie and nothing is rejected by one side only, 1 otherwise, 2 usage/setup error, no "
-                    "image classifiable, or the server stopped answering. With --task embedding the effect is "
+                    "fails the run only with --fail-on tie. With --task embedding the effect is "
                     "retrieval by label instead (leave one out: recall@1 and @5, top-5 neighbour overlap, nearest-"
                     "neighbour changes with ties, McNemar on the recall@1 hits; any labels, see docs/tasks.md). With "
                     "--task detection DATASET is a COCO detection JSON (images beside it, or in the directory given "
                     "with the JSON as --labels): precision, recall and F1 at IoU 0.5 (ICDAR), COCO mAP (pycocotools), "
                     "McNemar on the images every box of which is found, and the images whose boxes changed against "
-                    "the reference (docs/detection.md).")
+                    "the reference (docs/detection.md).",
+        epilog=epilog("no deployed path changes a top-1 class beyond a tie and nothing is rejected by one side only",
+                      "otherwise", "usage/setup error, no image classifiable, or the server stopped answering"))
     accuracy.add_argument("dataset", type=Path, metavar="DATASET",
                           help="ImageFolder directory, CSV file, image directory, or COCO JSON (--task detection)")
     accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV|JSON",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
                                "(file paths relative to the CSV; every image of DATASET needs a row), or a COCO "
                                "detection JSON naming them")
-    add_reference_args(accuracy, class_names_option="--class-names")
-    accuracy.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=None,
-                          help="this repository's deployed paths to score (default: both, unless --model is given)")
-    add_deployment_args(accuracy, several=True)
     accuracy.add_argument("--batch-size", type=int, default=8,
                           help="images per server request and per reference-model call (default: %(default)s)")
     accuracy.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
                           help="top-k accuracy: the label among the k best classes (default: %(default)s)")
-    accuracy.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="report directory (default: %(default)s)")
-    group = accuracy.add_argument_group("verdicts")
-    group.add_argument("--fail-on", choices=("diverged", "tie"), default="diverged",
-                       help="exit 1 on a top-1 change beyond the tie margin (diverged), or on any top-1 change, "
-                            "ties included (tie) (default: %(default)s)")
-    add_tie_and_rejection_args(group)
     accuracy.add_argument("--shard", type=shard_arg, metavar="K/N",
                           help="classify only shard K (0 to N-1) of N: the images whose name hashes to K; "
                                "`harness merge` pools the N shards into one run's report")
-    add_server_args(accuracy)
-    add_repository_args(accuracy)
     from harness.accuracy.report import ACCURACY_REPORTS
 
-    add_format_arg(accuracy, ACCURACY_REPORTS)
-    accuracy.set_defaults(run=run_accuracy_command)
+    deployment = DeploymentArgs(("pipeline", "model", "client", "output", "postprocess", "task"), several=True,
+                                notes={"pipeline": "(default: both, unless --model is given)"})
+    groups = Groups(accuracy, reference=ReferenceArgs(alias_labels=False), deployment=deployment,
+                    verdict=VerdictArgs(note=CLOSE_NOTE), server=ServerArgs(), repository=RepositoryArgs(),
+                    output=OutputArgs(DEFAULT_REPORT, ACCURACY_REPORTS))
+    pipeline = next(a for a in accuracy._actions if "--pipeline" in a.option_strings)
+    alias(accuracy, "--pipelines", pipeline, use="--pipeline NAME (repeated)", nargs="+", choices=tuple(PIPELINES),
+          each=True)
+    accuracy.set_defaults(run=lambda args: run_accuracy_command(args, groups))
 
 
-def run_accuracy_command(args) -> int:
+def run_accuracy_command(args, groups: Groups) -> int:
     from harness.accuracy.job import AccuracyOptions, run
 
-    models = tuple(target_of(args, model) for model in dict.fromkeys(args.model or ()))
-    options = AccuracyOptions(args.dataset, args.report, args.labels,
-                              tuple(args.pipelines) if args.pipelines is not None else None, models, args.reference,
-                              args.reference_model, args.batch_size, args.top_k, args.fail_on, args.tie_margin,
-                              args.allow_rejected, args.shard, args.task, args.formats, args.postprocess)
-    result = run(session_of(args), options, log=say, progress=progress_bar)
-    print_accuracy(result, args.formats,
+    parsed = groups.parse(args)
+    deployed, reference, rule, output = parsed.deployment, parsed.reference, parsed.verdict, parsed.output
+    options = AccuracyOptions(args.dataset, output.report, args.labels, deployed.pipelines, deployed.targets,
+                              reference.recipe, reference.model, args.batch_size, args.top_k, rule.fail_on,
+                              rule.tie_margin, rule.allow_rejected, args.shard, deployed.task, output.formats,
+                              deployed.postprocess)
+    session = make_session(parsed.repository, parsed.server, reference.class_names, deployed.task)
+    result = run(session, options, log=say, progress=progress_bar)
+    print_accuracy(result, output.formats,
                    lambda r: console.print(f"report: {r.markdown_path}  (also {r.json_path.name})"))
     failed, images = result.left_out()
     if failed:
@@ -97,4 +95,3 @@ def run_accuracy_command(args) -> int:
                       f"path[/] (reasons in {terminal_text((result.markdown_path or result.json_path).name)})",
                       markup=True)
     return result.exit_status()
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli.common import add_repository_args
+from harness.arguments import Groups, RepositoryArgs
 from harness.session import embedded_server
 from loadtest import sweep
 
@@ -17,15 +17,17 @@ from loadtest import sweep
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "loadtest", help="Locust sweep: QPS and latency of classify_dali vs classify_opencv, server-side breakdown",
-        description=sweep.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sweep.add_arguments(parser)
-    add_repository_args(parser)  # the repository and spec the embedded server serves (without --url)
-    parser.set_defaults(run=run_loadtest)
+        description=sweep.DESCRIPTION, epilog=sweep.epilog())
+    groups = sweep.add_arguments(parser)
+    # the repository and spec the embedded server serves (without --url)
+    repository = Groups(parser, repository=RepositoryArgs())
+    parser.set_defaults(run=lambda args: run_loadtest(args, groups, repository))
 
 
-def run_loadtest(args: argparse.Namespace) -> int:
+def run_loadtest(args: argparse.Namespace, groups: Groups, repository: Groups) -> int:
+    paths = repository.parse(args).repository
     console = sweep.make_console()
-    result = sweep.run(sweep.options_from_args(args), console=console,
-                       start_server=lambda: embedded_server(args.repository, args.spec))
+    result = sweep.run(sweep.options_from_args(args, groups), console=console,
+                       start_server=lambda: embedded_server(paths.repository, paths.spec))
     sweep.print_result(result, console)
     return result.exit_status()

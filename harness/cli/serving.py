@@ -5,107 +5,143 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.progress import track
 from rich.table import Table
 
-from harness.cli.common import add_repository_args, add_server_args, add_task_arg, connect, console, say, session_of
+from harness.arguments import (
+    DeploymentArgs,
+    Deployments,
+    Groups,
+    RepositoryArgs,
+    ServerArgs,
+    add_class_names,
+    epilog,
+    make_session,
+)
+from harness.cli.common import connect, console, say
 from harness.client import PIPELINES, TopK
 from harness.errors import ServerStopped, UsageError
 from harness.listing import InputFile, read_input
 from harness.names import identifier, terminal_text
 from harness.packing import pack_images
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
+from harness.session import Session
+
+DONE = epilog("done", "(infer) an image had no answer", "usage or setup error")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    model = commands.add_parser("model", help="export or import the classifier ONNX")
-    model_commands = model.add_subparsers(dest="model_command", required=True)
+    register_setup(commands)
+    register_serving(commands)
+
+
+def register_setup(commands: argparse._SubParsersAction) -> None:
+    """``model``, ``corpus`` and ``repo``: setting up."""
+    model = commands.add_parser("model", help="export or import the classifier ONNX",
+                                description="Export the default models, or install your own classifier.")
+    model_commands = model.add_subparsers(dest="model_command", required=True, metavar="COMMAND")
     export = model_commands.add_parser("export", help="export EfficientNet-Lite0 (ImageNet-1k) to ONNX, with labels, and its "
                                     "pooled features (the embedder); install the text detector (rapidocr's PP-OCRv6 ONNX, "
-                                    "with its licence notice)")
-    add_repository_args(export)
+                                    "with its licence notice)", epilog=epilog("exported", None, "usage or setup error"))
     export.add_argument("--fp16", action="store_true",
                         help="also write model_fp16.onnx (fp16 inside, fp32 inputs and outputs): what FP16=1 builds "
                              "the TensorRT 11 engine from, as trtexec has no --fp16 there; prints its error against fp32. "
                              "Layers that break fp16 on the calibration images stay fp32 (listed in model_fp16.json)")
     export.add_argument("--onnx", type=Path, default=None,
-                        help="with --fp16: convert this fp32 ONNX instead of exporting the default classifier")
+                        help="with --fp16: convert this fp32 ONNX (default: export the default classifier)")
     export.add_argument("--calibration", type=Path, default=None,
                         help=f"with --fp16: images the fp16 model must agree with fp32 on, top-1 and logits within the "
-                             f"output tolerance (default {DEFAULT_PHOTOS} when it exists; none: no fp32 fallback)")
+                             f"output tolerance (default: {DEFAULT_PHOTOS} when it exists; none: no fp32 fallback)")
     export.add_argument("--out", type=Path, default=None,
-                        help="with --fp16: the fp16 ONNX to write (default model_fp16.onnx beside the fp32 one); "
+                        help="with --fp16: the fp16 ONNX to write (default: model_fp16.onnx beside the fp32 one); "
                              "OUT.json beside it lists the fp32_layers")
-    export.set_defaults(run=run_model_export)
-    imp = model_commands.add_parser("import", help="install your own ONNX classifier and label file")
-    imp.add_argument("onnx", type=Path)
-    imp.add_argument("--labels", type=Path, required=True, help="class names, one a line, in output order")
-    add_repository_args(imp)
-    imp.set_defaults(run=run_model_import)
+    export_groups = Groups(export, repository=RepositoryArgs())
+    export.set_defaults(run=lambda args: run_model_export(args, export_groups))
+    imp = model_commands.add_parser("import", help="install your own ONNX classifier and its class names",
+                                    epilog=epilog("installed", None, "usage or setup error"))
+    imp.add_argument("onnx", type=Path, metavar="ONNX", help="your classifier")
+    add_class_names(imp.add_argument_group("class names"), alias_labels=True, required=True,
+                    help="class names of your model, one a line, in output order")
+    import_groups = Groups(imp, repository=RepositoryArgs())
+    imp.set_defaults(run=lambda args: run_model_import(args, import_groups))
+
+    corpus = commands.add_parser("corpus", help="gather the real-photo corpus (and re-encoded variants)",
+                                 epilog=epilog("gathered", None, "usage or setup error"))
+    corpus.add_argument("--out", type=Path, default=DEFAULT_PHOTOS, help="photo directory (default: %(default)s)")
+    corpus.add_argument("--variants", type=int, default=0, metavar="N",
+                        help="also write N re-encoded variants (quality, subsampling, progressive, EXIF, gray, CMYK) "
+                             "(default: %(default)s)")
+    corpus.add_argument("--variants-out", type=Path, default=None, help="(default: OUT-variants)")
+    corpus.set_defaults(run=run_corpus)
 
     repo = commands.add_parser("repo", help="build a profile of the model repository")
-    repo_commands = repo.add_subparsers(dest="repo_command", required=True)
-    build = repo_commands.add_parser("build", help="write the cpu profile (or a gpu copy with another spec)")
-    build.add_argument("--profile", choices=("cpu", "gpu"), default="cpu")
-    build.add_argument("--out", type=Path, required=True)
-    add_repository_args(build)
-    build.set_defaults(run=run_repo_build)
+    repo_commands = repo.add_subparsers(dest="repo_command", required=True, metavar="COMMAND")
+    build = repo_commands.add_parser("build", help="write the cpu profile (or a gpu copy with another spec)",
+                                     epilog=epilog("written", None, "usage or setup error"))
+    build.add_argument("--profile", choices=("cpu", "gpu"), default="cpu",
+                       help="cpu: the GPU-only models swapped for their CPU stand-ins; gpu: a copy "
+                            "(default: %(default)s)")
+    build.add_argument("--out", type=Path, required=True, help="the profile's directory (replaced if present)")
+    build_groups = Groups(build, repository=RepositoryArgs())
+    build.set_defaults(run=lambda args: run_repo_build(args, build_groups))
 
-    serve = commands.add_parser("serve", help="serve the repository with the embedded tritonserver")
+
+def register_serving(commands: argparse._SubParsersAction) -> None:
+    """``serve`` and ``infer``: serving, and asking what it answers."""
+    serve = commands.add_parser("serve", help="serve the repository with the embedded tritonserver",
+                                epilog=epilog("stopped with Ctrl-C or SIGTERM", None,
+                                              "usage or setup error, or the server exited by itself"))
     serve.add_argument("--profile", choices=("cpu", "gpu", "as-is"), default="cpu",
                        help="cpu: this repository's cpu profile, derived from --repository; as-is: serve --repository "
                             "unchanged (your own repository of Python-backend, ONNX Runtime or ensemble models) "
                             "(default: %(default)s)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    serve.add_argument("--http-port", type=int, default=8000)
-    serve.add_argument("--grpc-port", type=int, default=8001)
-    serve.add_argument("--metrics-port", type=int, default=8002)
-    serve.add_argument("--log-file", type=Path, default=BUILD_DIR / "tritonserver.log")
-    add_repository_args(serve)
-    serve.set_defaults(run=run_serve)
+    serve.add_argument("--http-port", type=int, default=8000,
+                       help="the port of Triton's HTTP endpoint (default: %(default)s)")
+    serve.add_argument("--grpc-port", type=int, default=8001,
+                       help="the port of Triton's gRPC endpoint (default: %(default)s)")
+    serve.add_argument("--metrics-port", type=int, default=8002,
+                       help="the port of Triton's metrics endpoint (default: %(default)s)")
+    serve.add_argument("--log-file", type=Path, default=BUILD_DIR / "tritonserver.log",
+                       help="the server's log (default: %(default)s)")
+    serve_groups = Groups(serve, repository=RepositoryArgs())
+    serve.set_defaults(run=lambda args: run_serve(args, serve_groups))
 
-    infer = commands.add_parser("infer", help="top-k classes of images (or directories of images) through the server")
-    infer.add_argument("images", nargs="+", type=Path)
-    infer.add_argument("--pipeline", choices=(*PIPELINES, "both"), default="dali")
-    infer.add_argument("--model", action="append", default=None, metavar="NAME",
-                       help="any model or ensemble on the server instead of --pipeline (repeatable): its image input "
-                            "and scores output are read from its config")
-    infer.add_argument("--output", default=None, metavar="NAME", help="with --model: the output the task reads")
+    infer = commands.add_parser("infer", help="top-k classes of images (or directories of images) through the server",
+                                epilog=epilog("every image answered", "an image had no answer on some model",
+                                              "usage or setup error, or the server not reachable or stopped"))
+    infer.add_argument("images", nargs="+", type=Path, metavar="IMAGE", help="images, or directories of images")
     infer.add_argument("--top-k", type=int, default=5,
-                       help="classes per image; for --task embedding, the nearest of the other images given")
-    infer.add_argument("--labels", type=Path, default=None, metavar="FILE",
-                       help="class names, one a line in output order, for a --model without a label file of its own "
-                            "(default: the repository's labels.txt, when the class count matches)")
-    add_task_arg(infer)
-    add_server_args(infer)
-    add_repository_args(infer)
-    infer.set_defaults(run=run_infer)
-
-    corpus = commands.add_parser("corpus", help="gather the real-photo corpus (and re-encoded variants)")
-    corpus.add_argument("--out", type=Path, default=DEFAULT_PHOTOS)
-    corpus.add_argument("--variants", type=int, default=0, metavar="N",
-                        help="also write N re-encoded variants (quality, subsampling, progressive, EXIF, gray, CMYK)")
-    corpus.add_argument("--variants-out", type=Path, default=None, help="default: <out>-variants")
-    corpus.set_defaults(run=run_corpus)
+                       help="classes per image; for --task embedding, the nearest of the other images given "
+                            "(default: %(default)s)")
+    add_class_names(infer.add_argument_group("class names"), alias_labels=True,
+                    help="class names, one a line in output order, for a --model without a label file of its own "
+                         "(default: the repository's labels.txt, when the class count matches)")
+    infer_groups = Groups(infer, deployment=DeploymentArgs(("pipeline", "model", "output", "task"), several=True,
+                                                           notes={"pipeline": "(default: dali)"}),
+                          server=ServerArgs(), repository=RepositoryArgs())
+    infer.set_defaults(run=lambda args: run_infer(args, infer_groups))
 
 
-def run_model_export(args) -> int:
+def run_model_export(args, groups: Groups) -> int:
     from harness.model import DETECTOR_DIR, EMBEDDER_DIR, export_default, export_embedder
 
-    session = session_of(args)
+    paths = groups.parse(args).repository
+    session, repository = make_session(paths), paths.repository
     if (args.onnx or args.out or args.calibration) and not args.fp16:
         raise UsageError("--onnx, --calibration and --out go with --fp16")
     if args.onnx is not None:
         path = args.onnx
     else:
-        path = export_default(args.repository / "classifier", session.spec.preprocess.crop.size)
+        path = export_default(repository / "classifier", session.spec.preprocess.crop.size)
         console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
-        features = export_embedder(args.repository / EMBEDDER_DIR, session.spec.preprocess.crop.size)
+        features = export_embedder(repository / EMBEDDER_DIR, session.spec.preprocess.crop.size)
         console.print(f"exported its pooled features (the embedding task's model) to {features}")
-        if (args.repository / DETECTOR_DIR).is_dir():  # a user's repository may have no detector
-            detector = _install_detector(args.repository / DETECTOR_DIR)
+        if (repository / DETECTOR_DIR).is_dir():  # a user's repository may have no detector
+            detector = _install_detector(repository / DETECTOR_DIR)
             console.print(f"installed PP-OCRv6's text detector (the detection task's model) as {detector}, with its "
                           "licence notice (MODEL_LICENSES.md, LICENSE)")
     if args.fp16:
@@ -141,39 +177,43 @@ def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None
                   f"logits max |diff| {c.max_abs_logit:.3g}, mean {c.mean_abs_logit:.3g}")
 
 
-def run_model_import(args) -> int:
+def run_model_import(args, groups: Groups) -> int:
     from harness.model import import_onnx, read_labels
     from harness.repository import set_class_count
 
-    spec = session_of(args).spec
-    path = import_onnx(args.onnx, args.labels, args.repository / "classifier", spec.preprocess.crop.size)
+    paths = groups.parse(args).repository
+    spec = make_session(paths).spec
+    path = import_onnx(args.onnx, args.class_names, paths.repository / "classifier", spec.preprocess.crop.size)
     console.print(f"installed {args.onnx} as {path}")
-    classes = len(read_labels(args.labels))
-    changed = set_class_count(args.repository, classes)
+    classes = len(read_labels(args.class_names))
+    changed = set_class_count(paths.repository, classes)
     if changed:
         console.print(f"class count set to {classes} in the configs of {', '.join(changed)}")
     return 0
 
 
-def run_repo_build(args) -> int:
+def run_repo_build(args, groups: Groups) -> int:
     from harness.repository import build_profile, load_repository
 
-    out = build_profile(args.repository, args.out, args.profile, args.spec)
+    paths = groups.parse(args).repository
+    out = build_profile(paths.repository, args.out, args.profile, paths.spec)
     console.print(f"{args.profile} profile written to {out}: {', '.join(load_repository(out))}")
     return 0
 
 
-def run_serve(args) -> int:
+def run_serve(args, groups: Groups) -> int:
     from harness.repository import build_cpu_profile
     from harness.server import TritonServer
+
+    paths = groups.parse(args).repository
 
     if args.profile == "gpu":
         raise UsageError("the gpu profile needs the DALI and TensorRT backends and a GPU: "
                          "serve it with `docker compose up` (see README)")
     if args.profile == "as-is":
-        repo = args.repository
+        repo = paths.repository
     else:
-        repo = build_cpu_profile(args.repository, BUILD_DIR / "repository-cpu", args.spec)
+        repo = build_cpu_profile(paths.repository, BUILD_DIR / "repository-cpu", paths.spec)
     server = TritonServer(repo, args.host, args.http_port, args.grpc_port, args.metrics_port, log_file=args.log_file)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -236,22 +276,38 @@ def _claimed(client, models) -> str:
     return claimed_by(read_model(client, models[0]))[0].name
 
 
-def _classifiers(client, args) -> dict:
+@dataclass(frozen=True)
+class Asked:
+    """What ``harness infer`` is asked: the deployed sides, the session, the class names of a
+    ``--model`` without its own, and how many classes (or neighbours) per image."""
+
+    deployed: Deployments
+    session: Session
+    class_names: Path | None
+    top_k: int
+
+    @property
+    def pipelines(self) -> tuple[str, ...]:
+        return self.deployed.pipelines or ("dali",)
+
+
+def _classifiers(client, asked: Asked) -> dict:
     """Column name -> ``classify(data, top_k)``: this repository's pipelines, or each ``--model``."""
-    if not args.model:
-        pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
-        return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in pipelines}
+    deployed = asked.deployed
+    if not deployed.models:
+        return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in asked.pipelines}
     from harness.deployment.base import ImageRequest
     from harness.deployment.discovery import classes_of, image_input, read_model, scores_output, task_output
 
     out = {}
-    for name in dict.fromkeys(args.model):
+    for name in deployed.models:
         info = read_model(client, name)
-        if args.task is not None:  # a task named for a model serving another is refused, saying why
-            task_output(info, args.task, args.output)
-        request, scores = ImageRequest(name, image_input(info), info.batched), scores_output(info, args.output, prefer="prob")
+        if deployed.task is not None:  # a task named for a model serving another is refused, saying why
+            task_output(info, deployed.task, deployed.output)
+        request = ImageRequest(name, image_input(info), info.batched)
+        scores = scores_output(info, deployed.output, prefer="prob")
         say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
-        named = _class_names(args, classes_of(scores))
+        named = _class_names(asked, classes_of(scores))
 
         def classify(data, k, r=request, s=scores.name, named=named):
             return [t if t.label != str(t.index) or not named else TopK(t.index, named[t.index], t.score)
@@ -261,29 +317,29 @@ def _classifiers(client, args) -> dict:
     return out
 
 
-def _embedders(client, args) -> dict:
+def _embedders(client, asked: Asked) -> dict:
     """Column name -> ``embed(data)`` (the raw output row), for ``--task embedding``."""
     from harness.client import REPOSITORY_TASKS
     from harness.deployment.base import ImageRequest
     from harness.deployment.discovery import image_input, read_model, task_output
 
-    if not args.model:
+    deployed = asked.deployed
+    if not deployed.models:
         models = REPOSITORY_TASKS["embedding"]
-        pipelines = list(PIPELINES) if args.pipeline == "both" else [args.pipeline]
         return {models.ensemble(p): (lambda data, p=p: client.infer(
             models.ensemble(p), {"IMAGE": pack_images([data])}, [models.ensemble_output])[models.ensemble_output][0])
-            for p in pipelines}
+            for p in asked.pipelines}
     out = {}
-    for name in dict.fromkeys(args.model):
+    for name in deployed.models:
         info = read_model(client, name)
-        _, tensor, _ = task_output(info, args.task, args.output)
+        _, tensor, _ = task_output(info, deployed.task, deployed.output)
         request = ImageRequest(name, image_input(info), info.batched)
         say(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
         out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
     return out
 
 
-def run_infer_embedding(args, client, files) -> int:
+def run_infer_embedding(asked: Asked, client, files) -> int:
     """Each image's embedding through each model, and its nearest among the other images given."""
     import numpy as np
 
@@ -291,7 +347,7 @@ def run_infer_embedding(args, client, files) -> int:
     from harness.compare.result import one_line
     from harness.task.embedding import nearest, normalized, similarities
 
-    embedders = _embedders(client, args)
+    embedders = _embedders(client, asked)
     rows: dict[str, dict[str, object]] = {name: {} for name in embedders}
     for path in track(files, description="embedding", console=console, transient=True):
         try:
@@ -310,7 +366,7 @@ def run_infer_embedding(args, client, files) -> int:
                 raise ServerStopped(client.url, identifier(path), str(exc)) from None
             except Exception as exc:
                 rows[name][identifier(path)] = one_line(exc)
-    table = Table(title=f"nearest {args.top_k} of the other images (cosine similarity)")
+    table = Table(title=f"nearest {asked.top_k} of the other images (cosine similarity)")
     table.add_column("image")
     cells: dict[str, dict[str, str]] = {}
     for name, found in rows.items():
@@ -319,7 +375,7 @@ def run_infer_embedding(args, client, files) -> int:
         cells[name] = {n: f"[red]{terminal_text(v)}[/]" for n, v in found.items() if isinstance(v, str)}
         if good:
             sims = similarities(np.stack([found[n] for n in good]))
-            for i, top in enumerate(nearest(sims, args.top_k)):
+            for i, top in enumerate(nearest(sims, asked.top_k)):
                 cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {terminal_text(good[j])}" for j in top) or "-"
     for path in files:
         table.add_row(terminal_text(identifier(path)), *(cells[name].get(identifier(path), "") for name in rows))
@@ -329,26 +385,31 @@ def run_infer_embedding(args, client, files) -> int:
     return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0
 
 
-def _class_names(args, classes: int) -> list[str] | None:
-    """Names for a model without a label file: --labels, else the repository's, when their
+def _class_names(asked: Asked, classes: int) -> list[str] | None:
+    """Names for a model without a label file: --class-names, else the repository's, when their
     count is the model's class count (else the class indices stay)."""
     from harness.model import ModelError, read_labels
 
     try:
-        names = read_labels(args.labels) if args.labels else session_of(args).classes()
+        names = read_labels(asked.class_names) if asked.class_names else asked.session.classes()
     except (OSError, ModelError):
         return None
     return names if len(names) == classes else None
 
 
-def run_infer(args) -> int:
+def run_infer(args, groups: Groups) -> int:
+    parsed = groups.parse(args)
+    deployed = parsed.deployment
+    asked = Asked(deployed, make_session(parsed.repository, parsed.server, task=deployed.task), args.class_names,
+                  args.top_k)
     files = _expand(args.images)
-    with connect(args) as client:
-        if args.task == "embedding" or (args.task is None and args.model and _claimed(client, args.model) == "embedding"):
-            return run_infer_embedding(args, client, files)
-        classifiers = _classifiers(client, args)
+    with connect(asked.session) as client:
+        if deployed.task == "embedding" or (deployed.task is None and deployed.models
+                                            and _claimed(client, deployed.models) == "embedding"):
+            return run_infer_embedding(asked, client, files)
+        classifiers = _classifiers(client, asked)
         names = list(classifiers)
-        table = Table(title=f"top-{args.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
+        table = Table(title=f"top-{asked.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
         table.add_column("image")
         for name in names:
             table.add_column(name)
@@ -356,7 +417,7 @@ def run_infer(args) -> int:
             table.add_column("agree")
         failures = 0
         for path in track(files, description="classifying", console=console, transient=True):
-            cells = _classify_everywhere(client, path, classifiers, args.top_k)
+            cells = _classify_everywhere(client, path, classifiers, asked.top_k)
             ok = [c for c in cells if not isinstance(c, str)]
             failures += len(ok) < len(cells)
             texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from harness.cli.common import add_repository_args, console, out, session_of
+from harness.arguments import Groups, RepositoryArgs, epilog, make_session
+from harness.cli.common import console, out
 from harness.errors import UsageError
 from harness.names import printable
 from harness.paths import BUILD_DIR
@@ -28,9 +29,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "directory holding train/ (and val/, used for validation) in one of those layouts. Images are "
                     "preprocessed by the deployed DALI graph (CPU decoder here, nvJPEG with --device cuda), by "
                     "OpenCV, by torchvision's PIL recipe, or a mix. Writes model.onnx and labels.txt (for `harness "
-                    "model import`) and training.json. Images that cannot be read are skipped, counted and listed. "
-                    "Exit status: 0 trained, 2 usage or setup error.")
-    train.add_argument("dataset", type=Path, metavar="DATASET")
+                    "model import`) and training.json. Images that cannot be read are skipped, counted and listed.",
+        epilog=epilog("trained", None, "usage or setup error"))
+    train.add_argument("dataset", type=Path, metavar="DATASET", help="the training images (see above)")
     train.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)")
     train.add_argument("--preprocessing", default=d.preprocessing, metavar="|".join((*CHOICES, "mix:F")),
                        help="training preprocessing; mix:F sends a share F of the images through OpenCV and the rest "
@@ -39,24 +40,26 @@ def register(commands: argparse._SubParsersAction) -> None:
                        help="keep this share of each class of the training set, drawn with --seed (default: %(default)s)")
     train.add_argument("--seed", type=int, default=d.seed, help="seeds the subset, shuffling, augmentation and head "
                        "initialization (default: %(default)s)")
-    train.add_argument("--epochs", type=int, default=d.epochs, help="default: %(default)s")
-    train.add_argument("--batch-size", type=int, default=d.batch_size, help="default: %(default)s")
+    train.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training set (default: %(default)s)")
+    train.add_argument("--batch-size", type=int, default=d.batch_size,
+                       help="images per training step (default: %(default)s)")
     train.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate (default: %(default)s)")
     train.add_argument("--last-block", action="store_true",
                        help="also train the last MBConv block and the final 1x1 convolution (default: the head only)")
     train.add_argument("--no-augment", dest="augment", action="store_false",
                        help="no random crop/flip/color jitter: the frozen backbone's features are then computed once "
                             "per image and cached (much faster on a CPU)")
-    train.add_argument("--workers", type=int, default=d.workers, help="loader worker processes (default: %(default)s)")
+    train.add_argument("--workers", type=int, default=d.workers,
+                       help="images prepared in parallel: loader worker processes (default: %(default)s)")
     train.add_argument("--device", default=d.device, help="cpu, cuda or cuda:N (default: %(default)s)")
     train.add_argument("--serve-repository", type=Path, default=None, metavar="DIR",
                        help="also write a copy of the model repository serving the trained model (class count set "
                             "in the classifier and ensemble configs) to DIR")
-    add_repository_args(train)
-    train.set_defaults(run=run_train_command)
+    groups = Groups(train, repository=RepositoryArgs())
+    train.set_defaults(run=lambda args: run_train_command(args, groups))
 
 
-def run_train_command(args) -> int:
+def run_train_command(args, groups: Groups) -> int:
     from harness.accuracy import DatasetError
     from harness.training.config import TrainConfig
     from harness.training.data import load_training_set
@@ -68,7 +71,8 @@ def run_train_command(args) -> int:
         data = load_training_set(args.dataset)
     except (ValueError, DatasetError) as exc:
         raise UsageError(str(exc)) from None
-    spec = session_of(args).spec
+    paths = groups.parse(args).repository
+    spec = make_session(paths).spec
     from harness.training.train import export, train
 
     def on_epoch(stats) -> None:
@@ -98,7 +102,7 @@ def run_train_command(args) -> int:
     if args.serve_repository:
         from harness.training.deploy import install_classifier
 
-        install_classifier(args.repository, args.out, args.serve_repository, args.spec)
+        install_classifier(paths.repository, args.out, args.serve_repository, paths.spec)
         out(f"repository serving it: {args.serve_repository}")
     return 0
 

@@ -73,7 +73,7 @@ def run(session, options: LayersOptions, progress: Callable[[int], None] | None 
 
     require_formats(options.formats)
     if options.batch < 1 or options.rel_rms <= 0:
-        raise UsageError("--batch must be at least 1 and --rel-rms above 0")
+        raise UsageError("--batch-size must be at least 1 and --rel-rms above 0")
     result = run_layers(options.images, options.onnx or session.onnx_path, list(options.executions), session.recipe(),
                         LayerTolerance(options.rel_rms), list(options.layers) if options.layers else None,
                         options.fp16_onnx, options.batch, options.limit, progress=progress or (lambda n: None),

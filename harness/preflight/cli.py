@@ -14,58 +14,56 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.arguments import ArgumentParser, Groups, OutputArgs, RepositoryArgs, ServerArgs, add_task, epilog
 from harness.errors import run_command
 from harness.manifest import MANIFEST_PATH
-from harness.paths import DEFAULT_REPOSITORY
 from harness.preflight.job import DEFAULT_KNOWN_ANSWERS, DEFAULT_TIMEOUT, PreflightOptions, PreflightResult, preflight_reports
-from harness.report.formats import add_format_arg
 
 DESCRIPTION = ("Versions, DALI schema, engine, known-answer photos through both ensembles and the taps model, and "
-               "bad-image isolation; a pass/fail table. Exit status: 0 every check passed (or the record was "
-               "written), 1 a check failed, 2 set-up (manifest, server unreachable or not ready, photos missing, "
-               "record not writable).")
+               "bad-image isolation; a pass/fail table.")
+EPILOG = epilog("every check passed (or the record was written)", "a check failed",
+                "set-up (manifest, server unreachable or not ready, photos missing, record not writable)")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="HOST:PORT of the server; default: start the embedded server (cpu profile)")
-    parser.add_argument("--protocol", choices=("http", "grpc"), default="grpc", help="default: %(default)s")
-    parser.add_argument("--metrics-url", help="Triton's metrics endpoint (default: port 8002 of --url's host)")
-    parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help="default: deploy/versions.toml")
-    parser.add_argument("--known-answers", type=Path, default=DEFAULT_KNOWN_ANSWERS,
+def add_arguments(parser: argparse.ArgumentParser) -> Groups:
+    """The preflight's options on ``parser``; the groups that parse them."""
+    parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, metavar="FILE",
+                        help="the production manifest: the versions the GPU host must run (default: deploy/versions.toml)")
+    parser.add_argument("--known-answers", type=Path, default=DEFAULT_KNOWN_ANSWERS, metavar="DIR",
                         help="directory of the cpu profile's recorded known answers; a GPU host's own record is "
                              "its gpu/ folder (default: build/preflight)")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY,
-                        help="the model repository the server serves (default: model_repository)")
     parser.add_argument("--in-server-env", action="store_true",
                         help="this process runs in the server's own environment (the Triton image, or the embedded "
                              "server's virtualenv): also check its DALI, TensorRT, CUDA, Python and DALI schema")
     parser.add_argument("--record", action="store_true",
                         help="record the server's known answers and stop: the cpu profile's (make setup does) or, on "
                              "a GPU host, its own, which later runs hold it to (in KNOWN_ANSWERS/gpu)")
-    parser.add_argument("--photos", type=Path,
-                        help="with --record: read the known-answer photos from this folder (make setup: data/photos); "
-                             "default: the very bytes the cpu record in KNOWN_ANSWERS holds, so every record answers "
-                             "for the same files")
-    parser.add_argument("--report", type=Path, help="also write the rows to this JSON file")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request (default: %(default)s)")
-    parser.add_argument("--task", choices=("classification", "embedding", "detection"), default="classification",
-                        help="embedding: the embedder and its ensembles must be ready too; detection: the text "
-                             "detector's models, its engine and its known answers (boxes) too (default: %(default)s)")
-    add_format_arg(parser, preflight_reports(Path("preflight.json")))
+    parser.add_argument("--photos", type=Path, metavar="DIR",
+                        help="with --record: read the known-answer photos from this folder, as make setup does from "
+                             "data/photos (default: the very bytes the cpu record in KNOWN_ANSWERS holds, so every "
+                             "record answers for the same files)")
+    add_task(parser, default="classification",
+             note="embedding: the embedder and its ensembles must be ready too; detection: the text detector's "
+                  "models, its engine and its known answers (boxes) too (default: %(default)s)")
+    return Groups(parser, server=ServerArgs(DEFAULT_TIMEOUT, metrics=True), repository=RepositoryArgs(spec=False),
+                  output=OutputArgs(None, preflight_reports(Path("preflight.json")), metavar="FILE",
+                                    help="also write the rows to this JSON file"))
 
 
-def options_from_args(args: argparse.Namespace) -> PreflightOptions:
-    return PreflightOptions(args.url, args.protocol, args.metrics_url, args.manifest, args.known_answers,
-                            args.repository, args.in_server_env, args.record, args.report, args.timeout, args.photos,
-                            args.task, args.formats)
+def options_from_args(args: argparse.Namespace, groups: Groups) -> PreflightOptions:
+    parsed = groups.parse(args)
+    server = parsed.server
+    return PreflightOptions(server.url, server.protocol, server.metrics_url, args.manifest, args.known_answers,
+                            parsed.repository.repository, args.in_server_env, args.record, parsed.output.report,
+                            server.timeout, args.photos, args.task, parsed.output.formats)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, groups: Groups) -> int:
     """Run the preflight ``args`` describe and print it; the result's exit status. A set-up
     error raises (:class:`~harness.errors.UsageError`: status 2, :mod:`harness.errors`)."""
     from harness.preflight.job import run as run_preflight
 
-    result = run_preflight(options_from_args(args))
+    result = run_preflight(options_from_args(args, groups))
     print_result(result)
     return result.exit_status()
 
@@ -97,8 +95,8 @@ def format_rows(rows, manifest) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m harness.preflight", description=DESCRIPTION)
-    add_arguments(parser)
+    parser = ArgumentParser(prog="python3 -m harness.preflight", description=DESCRIPTION, epilog=EPILOG)
+    groups = add_arguments(parser)
     args = parser.parse_args(argv)
     # The shared policy; no rich in the Triton image to print with.
-    return run_command(lambda: run(args), lambda message: print(f"error: {message}", file=sys.stderr))
+    return run_command(lambda: run(args, groups), lambda message: print(f"error: {message}", file=sys.stderr))

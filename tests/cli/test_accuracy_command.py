@@ -46,7 +46,7 @@ def test_a_csv_dataset_with_a_misaligned_spec_flips_predictions_and_exits_1(serv
         rows.append(f"set/{name}/{image.name},{classes.index(name) if i % 2 else name}")
     (labeled_set.parent / "labels.csv").write_text("\n".join(rows) + "\n")
     result = harness("accuracy", labeled_set.parent / "labels.csv", "--spec", spec, "--url", server.grpc_url,
-                     "--reference-model", "onnx", "--pipelines", "dali", "--report", tmp_path / "report")
+                     "--reference-model", "onnx", "--pipeline", "dali", "--report", tmp_path / "report")
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "report" / "accuracy.json").read_text())
     reference, dali = report["paths"]

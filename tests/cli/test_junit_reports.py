@@ -139,7 +139,7 @@ def test_diagnose_cases_are_its_hypotheses(server, images, repository, tmp_path)
 
 def test_accuracy_cases_are_the_deployed_paths(server, images, tmp_path):
     report = tmp_path / "r"
-    assert main(["accuracy", str(images), "--url", server.grpc_url, "--reference-model", "onnx", "--pipelines", "dali",
+    assert main(["accuracy", str(images), "--url", server.grpc_url, "--reference-model", "onnx", "--pipeline", "dali",
                  "--report", str(report), "--format", "junit,html"]) == 1
     found = cases(report / "accuracy.junit.xml")
     assert found[("accuracy.top-1", "classify_dali")][0] == "passed"
@@ -187,9 +187,10 @@ def test_preflight_cases_are_its_rows(server, tmp_path):
 
 def test_loadtest_cases_are_its_points(server, tmp_path):
     out = tmp_path / "sweep"
-    run = subprocess.run([sys.executable, "-m", "loadtest.sweep", "--url", server.http_url, "--grpc-url", server.grpc_url,
-                          "--metrics-url", server.metrics_url, "--ensembles", "classify_dali", "--clients", "1",
-                          "--protocols", "grpc", "--warmup", "0", "--duration", "1", "--out", out, "--format", "junit"],
+    run = subprocess.run([sys.executable, "-m", "loadtest.sweep", "--url", server.grpc_url, "--protocol", "grpc",
+                          "--http-port", str(server.http_port), "--metrics-url", server.metrics_url, "--model",
+                          "classify_dali", "--clients", "1", "--protocols", "grpc", "--warmup", "0", "--duration", "1",
+                          "--report", out, "--format", "junit"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     found = cases(out / "loadtest.junit.xml")

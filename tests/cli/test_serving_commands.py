@@ -11,7 +11,8 @@ def harness(*args, timeout=300):
 
 
 def test_infer_starts_an_embedded_server_and_classifies(photos_dir):
-    result = harness("infer", photos_dir / "squirrel_cls.jpg", photos_dir / "baboon.jpg", "--pipeline", "both")
+    result = harness("infer", photos_dir / "squirrel_cls.jpg", photos_dir / "baboon.jpg", "--pipeline", "dali",
+                     "--pipeline", "opencv")
     assert result.returncode == 0, result.stderr
     assert "fox squirrel" in result.stdout and "baboon" in result.stdout
     assert "embedded Triton server ready" in result.stderr
@@ -57,7 +58,7 @@ def test_model_import_sets_the_class_count_of_every_config_it_concerns(repositor
     export_module(net, tmp_path / "mine", ["ant", "bee"])
     before = {p.parent.name: p.read_text() for p in repo.glob("*/config.pbtxt")}
     run = subprocess.run([sys.executable, "-m", "harness", "model", "import", str(tmp_path / "mine" / "model.onnx"),
-                          "--labels", str(tmp_path / "mine" / "labels.txt"), "--repository", str(repo)],
+                          "--class-names", str(tmp_path / "mine" / "labels.txt"), "--repository", str(repo)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     configs = load_repository(repo)

@@ -39,7 +39,7 @@ def test_train_writes_a_model_that_import_accepts_and_the_server_serves(dataset,
 
     imported = tmp_path / "repository"
     shutil.copytree(repository, imported, ignore=shutil.ignore_patterns("*.plan"))
-    result = harness("model", "import", out / ONNX_FILENAME, "--labels", out / LABELS_FILENAME,
+    result = harness("model", "import", out / ONNX_FILENAME, "--class-names", out / LABELS_FILENAME,
                      "--repository", imported)
     assert result.returncode == 0, result.stderr
 

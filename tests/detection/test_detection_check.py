@@ -122,7 +122,7 @@ def test_padding_in_the_corner_fails_at_the_canvas_and_diagnose_names_it(reposit
 
 def test_accuracy_on_the_labeled_set_measures_a_planted_cause(detection_server, labeled, tmp_path):
     result = harness("accuracy", labeled, "--task", "detection", "--url", detection_server.grpc_url,
-                     "--spec", SPECS / "planted" / "limit_length.toml", "--pipelines", "dali",
+                     "--spec", SPECS / "planted" / "limit_length.toml", "--pipeline", "dali",
                      "--report", tmp_path, timeout=600)
     effect = json.loads((tmp_path / "accuracy.json").read_text())["effect"]
     reference, deployed = effect["paths"]

@@ -25,7 +25,7 @@ def test_the_locust_user_asks_a_detector_for_its_boxes(server, tmp_path):
 
 def test_the_sweep_compares_cpu_and_gpu_decode_of_the_detector(server, tmp_path):
     run = sweep(*against(server), "--model", "detect_dali", "--model", "detect_opencv", "--clients", 1,
-                "--warmup", "1", "--duration", "4", "--out", tmp_path, timeout=300)
+                "--warmup", "1", "--duration", "4", "--report", tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     points = {(p["protocol"], p["ensemble"]): p for p in results["points"]}
@@ -53,7 +53,7 @@ def test_a_detectors_answer_is_checked_for_one_quad_per_score():
 def test_harness_loadtest_takes_the_detectors(server, tmp_path):
     run = subprocess.run([sys.executable, "-m", "harness", "loadtest", *against(server), "--model", "detect_opencv",
                           "--protocols", "http", "--clients", "1", "--warmup", "0.5", "--duration", "20",
-                          "--requests", "4", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+                          "--requests", "4", "--report", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     [point] = json.loads((tmp_path / "results.json").read_text())["points"]
     assert point["ensemble"] == "detect_opencv" and point["stats"]["requests"] >= 4

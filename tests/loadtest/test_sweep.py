@@ -25,13 +25,14 @@ def sweep(*args, timeout=300):
 
 
 def against(server):
-    return ["--url", server.http_url, "--grpc-url", server.grpc_url, "--metrics-url", server.metrics_url]
+    return ["--url", server.http_url, "--protocol", "http", "--grpc-port", server.grpc_port,
+            "--metrics-url", server.metrics_url]
 
 
 @pytest.fixture(scope="module")
 def full_sweep(server, tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
-    run = sweep(*against(server), "--clients", 1, 2, *SHORT, "--out", out)
+    run = sweep(*against(server), "--clients", 1, 2, *SHORT, "--report", out)
     assert run.returncode == 0, run.stderr
     return run, out, json.loads((out / "results.json").read_text())
 
@@ -112,8 +113,8 @@ def test_bad_payloads_are_errors_by_type_and_nothing_else(server, tmp_path):
 
 
 def test_locust_distributed_mode_master_and_worker(server, tmp_path):
-    run = sweep(*against(server), "--workers", 1, "--protocols", "grpc", "--ensembles", "classify_dali",
-                "--clients", 2, *SHORT, "--out", tmp_path)
+    run = sweep(*against(server), "--locust-workers", 1, "--protocols", "grpc", "--model", "classify_dali",
+                "--clients", 2, *SHORT, "--report", tmp_path)
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["load_generator"] == "local Locust, master + 1 workers"
@@ -123,8 +124,8 @@ def test_locust_distributed_mode_master_and_worker(server, tmp_path):
 
 def test_drives_a_running_locust_master_as_in_docker_compose(server, photos_dir, tmp_path):
     with LocalLocust({"images": photos_dir}, workers=1, log_dir=tmp_path / "locust") as master:
-        run = sweep(*against(server), "--locust", master.base_url, "--protocols", "http", "--ensembles",
-                    "classify_opencv", "--clients", 2, *SHORT, "--out", tmp_path / "out")
+        run = sweep(*against(server), "--locust", master.base_url, "--protocols", "http", "--model",
+                    "classify_opencv", "--clients", 2, *SHORT, "--report", tmp_path / "out")
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["load_generator"] == f"Locust at {master.base_url} (1 workers)"
@@ -133,9 +134,9 @@ def test_drives_a_running_locust_master_as_in_docker_compose(server, photos_dir,
 
 
 def test_without_url_it_serves_the_cpu_profile_itself_and_a_point_can_end_on_a_request_count(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "harness", "loadtest", "--protocols", "http", "--ensembles",
+    run = subprocess.run([sys.executable, "-m", "harness", "loadtest", "--protocols", "http", "--model",
                           "classify_opencv", "--clients", "1", "--warmup", "0.5", "--duration", "30", "--requests",
-                          "15", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+                          "15", "--report", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "embedded Triton server ready" in run.stderr
     results = json.loads((tmp_path / "results.json").read_text())
@@ -145,12 +146,12 @@ def test_without_url_it_serves_the_cpu_profile_itself_and_a_point_can_end_on_a_r
 
 
 def test_refuses_an_unreachable_or_not_ready_server_before_starting(server, tmp_path):
-    unreachable = sweep("--url", "127.0.0.1:9", "--out", tmp_path)
+    unreachable = sweep("--url", "127.0.0.1:9", "--protocol", "http", "--report", tmp_path)
     assert unreachable.returncode == 2 and "is not reachable" in unreachable.stderr
-    missing = sweep(*against(server), "--ensembles", "classify_missing", "--out", tmp_path)
+    missing = sweep(*against(server), "--model", "classify_missing", "--report", tmp_path)
     assert missing.returncode == 2 and "'classify_missing' is not ready" in missing.stderr
-    no_locust = sweep(*against(server), "--locust", "http://127.0.0.1:9", "--out", tmp_path)
+    no_locust = sweep(*against(server), "--locust", "http://127.0.0.1:9", "--report", tmp_path)
     assert no_locust.returncode == 2 and "Locust at http://127.0.0.1:9 is not reachable" in no_locust.stderr
-    bad = sweep(*against(server), "--bad-fraction", "1.5", "--out", tmp_path)
+    bad = sweep(*against(server), "--bad-fraction", "1.5", "--report", tmp_path)
     assert bad.returncode == 2 and "--bad-fraction" in bad.stderr
     assert not any(tmp_path.iterdir())  # nothing was run, nothing written
