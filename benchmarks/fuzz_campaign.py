@@ -1,5 +1,5 @@
 """The fuzz campaign at benchmark size: hostile files (tests/fuzz_files.py, seeded) beside
-the corpus photos, through `harness check`, `harness infer --pipeline both` and
+the corpus photos, through `harness check`, `harness infer --pipeline dali --pipeline opencv` and
 `harness accuracy`, against one running server. Prints, per command: exit status, wall
 time, tracebacks (target 0), and images in vs compared + failed + rejected (target equal);
 then whether the server is still ready and still calls the squirrel a fox squirrel.
@@ -83,7 +83,8 @@ def main() -> int:
         line("check", result, seconds, f"in {total} = compared {r['compared']} + failed {len(r['failed'])} "
              f"+ rejected {rejected} ({r['compared'] + len(r['failed']) + rejected})")
 
-        result, seconds = harness("infer", str(work / "images"), "--pipeline", "both", "--url", url, *limits)
+        result, seconds = harness("infer", str(work / "images"), "--pipeline", "dali", "--pipeline", "opencv", "--url", url,
+                                  *limits)
         rows = sum(1 for text in result.stdout.splitlines()  # a wrapped reason's lines have a blank first cell
                    if text.startswith("│") and text[1:].split("│")[0].strip())
         line("infer", result, seconds, f"rows {rows} of {total}")
