@@ -25,7 +25,7 @@ def sweep(*args, timeout=300):
 
 
 def against(server):
-    return ["--url", server.http_url, "--protocol", "http", "--grpc-port", server.grpc_port,
+    return ["--url", server.http_url, "--protocol", "http", "--grpc-port", str(server.grpc_port),
             "--metrics-url", server.metrics_url]
 
 
