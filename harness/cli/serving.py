@@ -115,8 +115,8 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
                                               "usage or setup error, or the server not reachable or stopped"))
     infer.add_argument("images", nargs="+", type=Path, metavar="IMAGE", help="images, or directories of images")
     infer.add_argument("--top-k", type=int, default=5,
-                       help="classes per image; for --task embedding, the nearest of the other images given "
-                            "(default: %(default)s)")
+                       help="classes per image; for --task embedding, the nearest of the other images given; "
+                            "for --task detection, the best boxes shown (default: %(default)s)")
     add_class_names(infer.add_argument_group("class names"), alias_labels=True,
                     help="class names, one a line in output order, for a --model without a label file of its own "
                          "(default: the repository's labels.txt, when the class count matches)")
@@ -385,6 +385,78 @@ def run_infer_embedding(asked: Asked, client, files) -> int:
     return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0
 
 
+def _detectors(client, asked: Asked) -> dict:
+    """Column name -> ``detect(data)`` (the image's :class:`~harness.detection.boxes.Detections`),
+    for ``--task detection``: this repository's ``detect_<pipeline>``, or each ``--model``'s
+    boxes read by name (:mod:`harness.detection.outputs`)."""
+    from harness.client import REPOSITORY_TASKS
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import DeploymentError, image_input, read_model
+    from harness.detection.outputs import BoxOutputs, find_box_outputs
+
+    deployed, out = asked.deployed, {}
+    if not deployed.models:
+        models = REPOSITORY_TASKS["detection"]
+        boxes = BoxOutputs(*models.results[:2], "auto")
+        for p in asked.pipelines:
+            request = ImageRequest(models.ensemble(p), image_input(read_model(client, models.ensemble(p))), True)
+            out[request.model] = (request, boxes)
+    for name in deployed.models:
+        info = read_model(client, name)
+        boxes = find_box_outputs(info.outputs)
+        if boxes is None:
+            outputs = ", ".join(t.describe() for t in info.outputs)
+            raise DeploymentError(f"{name} answers no boxes (boxes [-1, 4] or [-1, 4, 2] with scores [-1], or "
+                                  f"EfficientNMS's num_dets/det_boxes/det_scores): {outputs}")
+        request = ImageRequest(name, image_input(info), info.batched)
+        say(f"{name}: image input {request.describe()}, {boxes.describe()}")
+        out[name] = (request, boxes)
+
+    def detect(data, request, boxes):
+        answer = client.infer(request.model, request.inputs([data]), list(boxes.names))
+        return boxes.read({k: v[0] if request.batched else v for k, v in answer.items()})
+
+    return {name: (lambda data, r=request, b=boxes: detect(data, r, b)) for name, (request, boxes) in out.items()}
+
+
+def run_infer_detection(asked: Asked, client, files) -> int:
+    """Each image's boxes through each detector: how many, and the best ``top_k`` (score, the
+    box's corners in the image's pixels)."""
+    from harness.client import ServerUnavailable
+    from harness.compare.result import one_line
+
+    detectors = _detectors(client, asked)
+    table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels)")
+    table.add_column("image")
+    for name in detectors:
+        table.add_column(name)
+    failures = 0
+    for path in track(files, description="detecting", console=console, transient=True):
+        cells = []
+        try:
+            data = read_input(InputFile.of(path))
+        except OSError as exc:
+            cells = [f"[red]unreadable: {terminal_text(getattr(exc, 'reason', None) or exc.strerror or exc)}[/]"] * len(
+                detectors)
+        for detect in (detectors.values() if not cells else ()):
+            try:
+                found = detect(data)
+                best = sorted(range(len(found)), key=lambda i: -found.scores[i])[:asked.top_k]
+                lines = [f"{len(found)} boxes"] + [
+                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i]) for i in best]
+                cells.append("\n".join(lines))
+            except ServerUnavailable as exc:
+                raise ServerStopped(client.url, identifier(path), str(exc)) from None
+            except Exception as exc:
+                cells.append(f"[red]{terminal_text(one_line(exc))}[/]")
+        failures += any(c.startswith("[red]") for c in cells)
+        table.add_row(terminal_text(identifier(path)), *cells)
+    from rich.console import Console
+
+    Console().print(table)
+    return 1 if failures else 0
+
+
 def _class_names(asked: Asked, classes: int) -> list[str] | None:
     """Names for a model without a label file: --class-names, else the repository's, when their
     count is the model's class count (else the class indices stay)."""
@@ -404,9 +476,11 @@ def run_infer(args, groups: Groups) -> int:
                   args.top_k)
     files = _expand(args.images)
     with connect(asked.session) as client:
-        if deployed.task == "embedding" or (deployed.task is None and deployed.models
-                                            and _claimed(client, deployed.models) == "embedding"):
+        task = deployed.task or (_claimed(client, deployed.models) if deployed.models else None)
+        if task == "embedding":
             return run_infer_embedding(asked, client, files)
+        if task == "detection":
+            return run_infer_detection(asked, client, files)
         classifiers = _classifiers(client, asked)
         names = list(classifiers)
         table = Table(title=f"top-{asked.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))

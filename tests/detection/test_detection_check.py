@@ -131,3 +131,11 @@ def test_accuracy_on_the_labeled_set_measures_a_planted_cause(detection_server, 
     assert 0.5 < reference["f1"] <= 1 and 0 < deployed["f1"] <= 1
     assert deployed["box_changes"], "480 vs 320 moves some word's boxes"
     assert result.returncode == 1, result.stdout + result.stderr  # a box change beyond the threshold
+
+
+def test_infer_shows_each_detectors_boxes(detection_server, words):
+    result = harness("infer", words, "--task", "detection", "--pipeline", "dali", "--pipeline", "opencv",
+                     "--url", detection_server.grpc_url, "--top-k", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "detect_dali" in result.stdout and "detect_opencv" in result.stdout
+    assert result.stdout.count(" boxes") >= 2 * len(list(words.iterdir()))  # a count per image and detector
