@@ -175,11 +175,12 @@ def render_effect_markdown(report: EffectReport) -> str:
     layout = {"imagefolder": "ImageFolder", "csv": "CSV", "coco": "COCO JSON",
               "unlabeled": "unlabeled: agreement only"}[data.layout]
     labels = {s.label for s in data.samples if s.label is not None}
+    counted = (f", {report.effect.paths[0].labeled} labeled boxes" if data.layout == "coco" and report.effect
+               else f", {len(labels)} labels" if data.labeled else "")
     rejected = "".join(f", {n} of them rejected by {side} only" for side in SIDES
                        if (n := sum(o == f"rejected by {side}" for o in report.outcomes.values())))
     lines = [f"# Effect on a labeled set ({report.task}): the deployed preprocessing vs the training reference", "",
-             f"- Dataset: `{data.source}` ({layout}; {len(data.samples)} images"
-             + (f", {len(labels)} labels" if data.labeled else "") + ")",
+             f"- Dataset: `{data.source}` ({layout}; {len(data.samples)} images{counted})",
              f"- Evaluated: {evaluated} images on every path; {len(report.failed)} left out of every path"
              + rejected + (" (listed below)" if report.failed else ""),
              f"- Reference: {report.reference.recipe}; model: {report.reference.model}",
