@@ -61,19 +61,11 @@ except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.payloads import PayloadSchedule, list_photos  # noqa: E402
+from loadtest.responses import DETECTION_RESULTS, TOP_K, RequestFailed, check_detections, check_top_k  # noqa: E402
 from loadtest.samples import Sample, WindowRecorder, error_type  # noqa: E402
 from loadtest.triton import target_address  # noqa: E402
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[1] / "data" / "photos"
-TOP_K = 5
-"""Each request asks for the top-5 classes (Triton's classification extension), as a
-client of the classifier would; the answer is checked to hold them."""
-DETECTION_RESULTS = ("BOXES", "SCORES")
-"""A detector's answer (this repository's ``detect_*`` ensembles: ``REPOSITORY_TASKS["detection"].results``
-of :mod:`harness.client`, which the Locust image cannot import): a model with both outputs is
-asked for them, without ``class_count``, and the answer is checked to hold one [4, 2] quad per
-score (their number varies with the image, zero included)."""
-
 logger = logging.getLogger("loadtest")
 
 
@@ -99,18 +91,6 @@ def add_arguments(parser) -> None:
 def load_photos(directory: str) -> list[bytes]:
     """The photos' bytes, read once per process."""
     return [p.read_bytes() for p in list_photos(Path(directory))]
-
-
-class RequestFailed(Exception):
-    """A failed request as Locust sees it: its text is the error *type*, so Locust's failure
-    table groups failures by type; the server's full message is in ``detail``."""
-
-    def __init__(self, error: str, detail: str):
-        super().__init__(error)
-        self.error, self.detail = error, detail
-
-    def __repr__(self) -> str:  # Locust names a failure by the exception's repr
-        return self.error
 
 
 def model_config(client, protocol: str, model: str) -> dict:
@@ -180,23 +160,11 @@ class TritonInferClient:
         if self.detector:
             check_detections(result.as_numpy(DETECTION_RESULTS[0]), result.as_numpy(DETECTION_RESULTS[1]))
             return size
-        top = result.as_numpy(self.output)
-        if top is None or top.size != TOP_K:
-            raise RequestFailed("bad response", f"{self.output} has shape {None if top is None else top.shape}, "
-                                                f"expected {TOP_K} classes")
+        check_top_k(self.output, result.as_numpy(self.output))
         return size
 
     def close(self) -> None:
         self.client.close()
-
-
-def check_detections(boxes, scores) -> None:
-    """:class:`RequestFailed` unless a detector's answer for one image holds one [4, 2] quad per
-    score (batched or not)."""
-    shapes = (None if boxes is None else boxes.shape, None if scores is None else scores.shape)
-    if boxes is None or scores is None or boxes.shape[-2:] != (4, 2) or boxes.shape[:-2] != scores.shape:
-        raise RequestFailed("bad response", f"{DETECTION_RESULTS[0]} and {DETECTION_RESULTS[1]} have shapes "
-                                            f"{shapes[0]} and {shapes[1]}, expected [N, 4, 2] and [N]")
 
 
 def as_request_failure(exc: Exception) -> RequestFailed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,19 @@ from harness.server import TritonServer, free_port
 from harness.spec import SPEC_FILENAME, load_spec
 
 OPENCV_DATA = Path("/usr/share/doc/opencv-doc/examples/data")
+
+
+@pytest.fixture(autouse=True)
+def no_gevent_patching(request):
+    """Stops the suite after the test in which gevent monkey-patched this process (importing
+    Locust, or loadtest/locustfile.py, does): threads become greenlets, and a later test whose
+    thread never yields hangs the whole suite. Locust runs in its own process (tests/loadtest). The
+    session stops at once: every later test would run in a process that is no longer itself."""
+    yield
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_anything_patched():
+        pytest.exit(f"{request.node.nodeid} gevent-patched the test process (import loadtest.responses, "
+                    "not the locustfile)", returncode=1)
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ def test_the_sweep_compares_cpu_and_gpu_decode_of_the_detector(server, tmp_path)
 
 def test_a_detectors_answer_is_checked_for_one_quad_per_score():
     from harness.client import REPOSITORY_TASKS
-    from loadtest.locustfile import DETECTION_RESULTS, RequestFailed, check_detections
+    from loadtest.responses import DETECTION_RESULTS, RequestFailed, check_detections
 
     assert DETECTION_RESULTS == REPOSITORY_TASKS["detection"].results
     check_detections(np.zeros((1, 3, 4, 2), np.float32), np.zeros((1, 3), np.float32))
