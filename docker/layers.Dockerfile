@@ -18,7 +18,7 @@ COPY requirements.lock deploy/versions.toml /opt/layers-build/
 # nothing else comes in. tests/test_images.py checks the list: all pinned by the lock, closed
 # under their requirements, and holding what a real run imports. The torch execution is
 # left out (PyTorch and its CUDA wheels are gigabytes; the layers compared are the ONNX's).
-ARG LAYERS_PACKAGES="contourpy cycler flatbuffers fonttools kiwisolver markdown-it-py matplotlib mdurl ml-dtypes numpy onnx onnxconverter-common onnxruntime opencv-python-headless packaging pillow polygraphy protobuf pygments pyparsing python-dateutil rich scipy simplejpeg typing-extensions tzdata"
+ARG LAYERS_PACKAGES="contourpy cycler flatbuffers fonttools kiwisolver markdown-it-py matplotlib mdurl ml-dtypes numpy onnx onnxconverter-common onnxruntime opencv-python-headless packaging pillow polygraphy protobuf pygments pyparsing python-dateutil rich scipy shapely simplejpeg typing-extensions tzdata"
 RUN python3 -m venv --without-pip --system-site-packages /opt/layers \
     && python3 -m pip --python /opt/layers/bin/python install --no-cache-dir --disable-pip-version-check \
         --no-deps -c /opt/layers-build/requirements.lock ${LAYERS_PACKAGES} \

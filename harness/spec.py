@@ -530,7 +530,8 @@ def _check_types(where: str, cls, values: Mapping[str, Any]) -> None:
             whole = hint is int or (hint is not float and float not in typing.get_args(hint))
             for number in value if isinstance(value, list) else [value]:
                 if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
-                    raise SpecError(f"{where} {key} must be finite numbers, got {value!r}")
+                    raise SpecError(f"{where} {key} must be {'a finite number' if hint in (int, float) else 'finite numbers'}, "
+                                    f"got {value!r}")
                 if whole and not isinstance(number, int):
                     raise SpecError(f"{where} {key} must be whole numbers, got {value!r}")
 

@@ -34,8 +34,8 @@ def test_extends_merges_relative_to_the_file(tmp_path, repository):
     ({"color": {}}, "unknown section(s) ['color']"),
     ({"reference": {"recipe": "tensorflow"}}, "reference.recipe = 'tensorflow'"),
     ({"decode": {"hw_decoder_load": 1.5}}, "decode.hw_decoder_load = 1.5; expected a number from 0 to 1"),
-    ({"decode": {"hw_decoder_load": True}}, "decode.hw_decoder_load = True"),
-    ({"decode": {"hw_decoder_load": "off"}}, "decode.hw_decoder_load = 'off'"),
+    ({"decode": {"hw_decoder_load": True}}, "[decode] hw_decoder_load must be a finite number, got True"),
+    ({"decode": {"hw_decoder_load": "off"}}, "[decode] hw_decoder_load must be a finite number, got 'off'"),
 ])
 def test_bad_specs_name_the_problem(table, message):
     with pytest.raises(SpecError) as err:
