@@ -3,7 +3,7 @@ each compared, and each deployed stage also run alone on the reference's previou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +12,7 @@ from harness.client import InferenceError
 from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
+from harness.deployment.base import NotComparable
 from harness.errors import ServerStopped
 from harness.listing import InputFile, read_input
 from harness.outcome import Side
@@ -29,6 +30,8 @@ class ImageTensors:
     reference: dict[str, np.ndarray] = field(default_factory=dict)
     deployed: dict[str, np.ndarray] = field(default_factory=dict)
     isolated: dict[str, np.ndarray] = field(default_factory=dict)
+    not_isolated: dict[str, str] = field(default_factory=dict)
+    """Stage -> why it could not run alone on the reference's (said on the stage's metrics)."""
 
 
 class ImageChecker:
@@ -107,6 +110,8 @@ class ImageChecker:
             self._isolate(name, tensors)
         stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
                                 self.tie_margin, self.scores, self.task.result_of)
+        stages = tuple(replace(s, metrics={**s.metrics, "isolation": f"not run: {tensors.not_isolated[s.stage]}"})
+                       if s.stage in tensors.not_isolated else s for s in stages)
         # A deployment answering only boxes may show no raw output (an ensemble whose replay did not reproduce it).
         data = (self.task.image_data(tensors.reference[Stage.OUTPUT], tensors.deployed[Stage.OUTPUT])
                 if Stage.OUTPUT in tensors.deployed else None)
@@ -131,4 +136,9 @@ class ImageChecker:
             if stage in t.reference and all(k in t.reference for k in needed):
                 given = {k: t.reference[k] for k in needed} if isinstance(previous, tuple) else t.reference[previous]
                 # The step that produces the scores answers the deployment's kind of scores: as they are.
-                t.isolated[stage] = self.side.isolate(name, stage, given)
+                try:
+                    t.isolated[stage] = self.side.isolate(name, stage, given)
+                except ServerStopped:
+                    raise
+                except (NotComparable, InferenceError) as exc:  # evidence missing, the image still compared
+                    t.not_isolated[stage] = one_line(exc)

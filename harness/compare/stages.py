@@ -6,7 +6,7 @@ import numpy as np
 
 from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
 from harness.compare.result import StageResult
-from harness.compare.ties import default_tie_margin
+from harness.compare.ties import default_tie_margin, explained_by_upstream
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
 from harness.tolerance import Tolerance
@@ -34,7 +34,8 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
     where present they are compared too (the error a stage adds by itself). ``scores``: what
     both outputs hold (probabilities are also compared as distributions). A top-1 change
     within ``tie_margin`` (in the scores' units) of the reference's margin is a tie (default:
-    the output tolerance, :func:`harness.compare.ties.default_tie_margin`).
+    the output tolerance, :func:`harness.compare.ties.default_tie_margin`), and only where what
+    came before the result step explains it (:func:`harness.compare.ties.explained_by_upstream`).
     """
     isolated = isolated or {}
     if tie_margin is None:
@@ -51,7 +52,10 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
         results.append(StageResult(stage, verdict(metrics, tol), metrics,
                                    verdict(alone, tol) if alone else None, alone, histogram))
     last = (result or topk_of_outputs)(reference, deployed, isolated, tie_margin, top_k, scores)
-    return (*results, last) if last is not None else tuple(results)
+    if last is None:
+        return tuple(results)
+    output = next((r for r in results if r.stage is Stage.OUTPUT), None)
+    return (*results, explained_by_upstream(last, output))
 
 
 def topk_of_outputs(reference: dict, deployed: dict, isolated: dict, tie_margin: float, top_k: int,

@@ -12,14 +12,21 @@ units of the scores compared (logits, or probability for a deployment answering
 probabilities: :mod:`harness.scores`). By default ``tie_margin`` is the ``output``
 stage's absolute tolerance (:func:`default_tie_margin`): an error the output is allowed
 to have may reorder classes that close.
+
+A tie must be explained by what came before the result step (:func:`explained_by_upstream`,
+applied to every task's result stage): where the result step run alone on the reference's
+own output diverges (its isolated verdict), or where the raw outputs are identical, the
+change is the result step's own doing, and the stage is diverged whatever the margins say.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import numpy as np
 
+from harness.compare.result import StageResult
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -53,3 +60,24 @@ def flip_verdict(reference_logits: np.ndarray, deployed_top1: int, tie_margin: f
     if int(np.argmax(ref)) == int(deployed_top1):
         return None
     return margin_verdict(reference_margin(ref, deployed_top1), tie_margin)
+
+
+def explained_by_upstream(result: StageResult, output: StageResult | None) -> StageResult:
+    """``result`` (a task's result stage of one image) with its ties held to what explains them.
+
+    - The result step run alone on the reference's output (``result.isolated_verdict``)
+      diverged: the step itself makes a different result from the same input (a postprocessing
+      parameter, an NMS, a threshold), so the stage is diverged, ties or not.
+    - A tie where the raw outputs are identical (``output`` equal): nothing before the result
+      step differs, so nothing explains it; the stage is diverged.
+
+    Otherwise ``result`` as it is. The metrics say why under ``unexplained``."""
+    why = None
+    if result.isolated_verdict is Verdict.DIVERGED and result.verdict is not Verdict.DIVERGED:
+        why = (f"run alone on the reference's output, the deployed {result.stage} step diverges: its changes are its "
+               "own, not the output's noise")
+    elif result.verdict is Verdict.TIE and output is not None and output.verdict is Verdict.EQUAL:
+        why = "the raw outputs are identical: nothing before the result step explains its changes"
+    if why is None:
+        return result
+    return dataclasses.replace(result, verdict=Verdict.DIVERGED, metrics={**result.metrics, "unexplained": why})

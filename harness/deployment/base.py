@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from harness.task import Task
 
 
+class NotComparable(ValueError):
+    """A deployed stage cannot run alone on the reference's previous stage (say, a step whose
+    other inputs describe the deployment's own resize, fed a reference output of another size):
+    said on that stage of the image, which is still compared."""
+
+
 @dataclass(frozen=True)
 class ImageRequest:
     """How encoded files go into a model: the input tensor, and whether requests are batched."""

@@ -31,7 +31,7 @@ from typing import Mapping
 import numpy as np
 
 from harness.client import TritonClient
-from harness.deployment.base import Deployment, ImageRequest
+from harness.deployment.base import Deployment, ImageRequest, NotComparable
 from harness.deployment.discovery import (
     DeploymentError,
     ModelInfo,
@@ -45,7 +45,7 @@ from harness.deployment.discovery import (
 )
 from harness.deployment.mapping import TensorMapping, image_layout, map_tensor, overridden
 from harness.scores import ScoreKind
-from harness.stage import STAGES, Stage
+from harness.stage import GEOMETRY_TENSOR, STAGES, Stage
 
 REPLAY_RTOL = REPLAY_ATOL = 1e-4
 """How close the replay's scores must come to the ensemble's to trust the step tensors
@@ -148,6 +148,15 @@ class ResultIsolation:
     input_name: str
     others: Mapping[str, str]
     outputs: Mapping[str, str]
+    source: str = ""
+    """The ensemble tensor ``input_name`` takes in the deployment (its own raw output)."""
+
+    @property
+    def geometry_input(self) -> str | None:
+        """The step's input holding this project's ``GEOMETRY`` record (what the resize did,
+        :class:`harness.geometry.Geometry`): the reference's own is fed there, so each side's
+        raw output is postprocessed with its own geometry. None: the step takes none."""
+        return next((own for own, ens in self.others.items() if GEOMETRY_TENSOR in (own, ens)), None)
 
 
 class StepwiseDeployment(Deployment):
@@ -169,11 +178,11 @@ class StepwiseDeployment(Deployment):
         self.stages = tuple(s for s in STAGES if (s is Stage.OUTPUT and self.scores_output)
                             or any(m.stage is s for m in self._compared.values()))
         self.isolates = {stage: iso.source.stage for stage, iso in isolations.items()}
-        if result is not None:
-            self.isolates[Stage.POSTPROCESS] = Stage.OUTPUT
+        if result is not None:  # with the reference's geometry where the step takes this project's record
+            self.isolates[Stage.POSTPROCESS] = (Stage.OUTPUT, GEOMETRY_TENSOR) if result.geometry_input else Stage.OUTPUT
         self._producer = {ens: step_info for step, step_info in steps for ens in step.outputs.values()}
         self._fed = {e for iso in isolations.values() for e in iso.others.values()} | set(
-            result.others.values() if result else ())
+            (*result.others.values(), result.source) if result else ())
         """The ensemble tensors the isolated steps take from the replay (kept per thread between
         :meth:`read` and :meth:`isolate` of one image)."""
         self._local = threading.local()
@@ -193,8 +202,10 @@ class StepwiseDeployment(Deployment):
                 for stage, iso in self.isolations.items()]
         if self.result is not None:
             r = self.result
+            replayed = [n for n in r.others if n != r.geometry_input]
             runs.append(f"postprocess ({r.step.name} fed the reference's output as {r.input_name}"
-                        + (f"; {', '.join(r.others)} as the deployment's replay made them for the image" if r.others
+                        + (f" and the reference's geometry as {r.geometry_input}" if r.geometry_input else "")
+                        + (f"; {', '.join(replayed)} as the deployment's replay made them for the image" if replayed
                            else "") + ")")
         if runs:
             lines.append("run alone on the reference: " + ", ".join(runs))
@@ -251,8 +262,21 @@ class StepwiseDeployment(Deployment):
         if stage is Stage.POSTPROCESS and self.result is not None:
             r = self.result
             tensor = r.step.input(r.input_name)
-            sent = {r.input_name: _fit(np.asarray(previous, numpy_dtype(tensor.data_type)), tensor.dims, r.step.batched),
-                    **self._replayed(r.others)}
+            given = previous if isinstance(previous, Mapping) else {Stage.OUTPUT: previous}
+            raw = np.asarray(given[Stage.OUTPUT], numpy_dtype(tensor.data_type))
+            others = self._replayed(r.others)
+            if r.geometry_input:
+                geometry = r.step.input(r.geometry_input)
+                others[r.geometry_input] = _fit(np.asarray(given[GEOMETRY_TENSOR], numpy_dtype(geometry.data_type)),
+                                                geometry.dims, r.step.batched)
+            elif r.source:
+                own = np.asarray(unbatch(self._replayed({"raw": r.source})["raw"], self._producer[r.source]))
+                if _squeezed(own.shape) != _squeezed(raw.shape):
+                    raise NotComparable(
+                        f"{r.step.name} alone: the reference's raw output is {_squeezed(raw.shape)}, the deployment's "
+                        f"{_squeezed(own.shape)}; its {', '.join(r.others)} describe the deployment's own resize, not "
+                        "the reference's, so it cannot run on the reference's output")
+            sent = {r.input_name: _fit(raw, tensor.dims, r.step.batched), **others}
             wanted = [own for own, ens in r.outputs.items() if ens in self.box_outputs.names]
             out = client.infer(r.step.name, sent, wanted)
             answer = {r.outputs[own]: unbatch(value, r.step) for own, value in out.items()}
@@ -283,6 +307,11 @@ def _reproduces(replayed: Mapping[str, np.ndarray], answer: Mapping[str, np.ndar
         else:
             trusted &= bool(np.array_equal(mine, theirs))
     return trusted, diff
+
+
+def _squeezed(shape) -> tuple[int, ...]:
+    """A shape without its axes of one (a map [1, H, W] and [H, W] are the same map)."""
+    return tuple(n for n in shape if n != 1)
 
 
 def _fit(array: np.ndarray, dims, batched: bool) -> np.ndarray:
@@ -445,7 +474,7 @@ def _result_isolation(steps, boxes, raw: str) -> ResultIsolation | None:
         return None
     step, info = found
     name = next(n for n, ens in step.inputs.items() if ens == raw)
-    return ResultIsolation(info, name, {n: ens for n, ens in step.inputs.items() if n != name}, dict(step.outputs))
+    return ResultIsolation(info, name, {n: ens for n, ens in step.inputs.items() if n != name}, dict(step.outputs), raw)
 
 
 def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str, np.ndarray], kind: ScoreKind,

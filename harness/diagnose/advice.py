@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.diagnose.catalogue import Hypothesis, plain, resolve_auto
 from harness.spec import Preprocess, Spec, SpecError, load_spec, to_table, with_overrides
@@ -126,30 +126,34 @@ def _toml(value) -> str:
     return str(value)
 
 
-def reference_table(spec: Spec, recipe: str, preprocess: Preprocess) -> dict:
+def reference_table(spec: Spec, recipe: str, preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None) -> dict:
     """The ``[reference]`` table that, on top of ``spec``, gives ``recipe`` with exactly
-    ``preprocess``: the recipe, and every key that differs from the spec's reference."""
+    ``preprocess``: the recipe, and every key that differs from the spec's reference; and
+    ``postprocess``, the reference's ``[postprocess]`` keys changed (a detector's thresholds)."""
     before, after = to_table(spec.reference.preprocess), to_table(preprocess)
     table: dict = {"recipe": recipe}
     for section, values in after.items():
         changed = {k: v for k, v in values.items() if v != before[section][k]}
         if changed:
             table[section] = changed
+    if postprocess:
+        table["postprocess"] = dict(postprocess)
     return table
 
 
-def reference_toml(spec: Spec, recipe: str, preprocess: Preprocess) -> str:
+def reference_toml(spec: Spec, recipe: str, preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None) -> str:
     """The corrected ``[reference]`` as TOML (see :func:`reference_table`): the combined
     change in spec terms."""
     lines = ["[reference]", f'recipe = "{recipe}"']
-    for section, values in reference_table(spec, recipe, preprocess).items():
+    for section, values in reference_table(spec, recipe, preprocess, postprocess).items():
         if section != "recipe":
             lines += ["", f"[reference.{section}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
     return "\n".join(lines) + "\n"
 
 
 def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preprocess, causes: Sequence[Hypothesis],
-                   out: Path, note: str = "", header: str | None = None) -> Path:
+                   out: Path, note: str = "", header: str | None = None,
+                   postprocess: Mapping[str, Any] | None = None) -> Path:
     """Write the spec diagnosed with its ``[reference]`` corrected to ``recipe`` and
     ``preprocess`` (the reference with every cause applied), and check that it reads back
     as exactly that. ``note`` goes into the header comment; ``header`` says what the
@@ -165,9 +169,10 @@ def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preproc
     lines += [f"#   {k}. {h.name} ({h.culprit})" for k, h in enumerate(causes, 1)] or ["#   (none: the spec as it is)"]
     lines += [f"# {line}" for line in note.splitlines()]
     lines += ["# `harness check --spec` this file compares the same deployment against it.", f'extends = "{extends}"', ""]
-    out.write_text("\n".join(lines) + "\n" + reference_toml(spec, recipe, preprocess))
+    out.write_text("\n".join(lines) + "\n" + reference_toml(spec, recipe, preprocess, postprocess))
     written = load_spec(out)
-    if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess):
+    if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess) or (
+            postprocess and any(written.reference.postprocess.get(k) != v for k, v in postprocess.items())):
         raise SpecError(f"{out}: the corrected spec does not read back as the reference it describes")
     return out
 
@@ -176,10 +181,17 @@ def fingerprint(recipe: str, p: Preprocess) -> str:
     """A preprocessing in words, e.g. "RGB; stretched to 224x224 (linear, antialias, torchvision
     on uint8); mean [...] std [...] on the 0-255 scale"."""
     r = p.resize
-    resize = f"stretched to {'x'.join(map(str, r.size))}" if r.mode == "stretch" else f"shorter side to {r.size[0]}"
+    resize = {"stretch": f"stretched to {'x'.join(map(str, r.size))}", "shorter_side": f"shorter side to {r.size[0]}",
+              "letterbox": f"letterboxed to {r.size[0]}x{r.size[-1]} (padded with {r.pad_value}, "
+                           f"{'centred' if r.pad_position == 'center' else 'at the bottom and right'}"
+                           + (f", to a multiple of {r.stride}" if r.auto else "") + ("" if r.scaleup else ", never enlarged")
+                           + ")",
+              "limit_side": f"{'shorter' if r.limit_type == 'min' else 'longer'} side limited to {r.limit_side_len}, "
+                            f"sides multiples of {r.multiple}"}.get(r.mode, r.extent())
     how = f"{r.interpolation}, {'antialias' if r.antialias else 'no antialias'}, {recipe} on {r.dtype}"
-    crop = f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode != "stretch" or tuple(p.crop.size) != tuple(
-        r.size) else ""
+    # A detector's resize makes the model input itself: no crop to speak of.
+    crop = f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode == "shorter_side" or (
+        r.mode == "stretch" and tuple(p.crop.size) != tuple(r.size)) else ""
     mean, std = p.normalize.mean_std_in_pixels()
     return (f"{p.input.channel_order}; {resize} ({how}){crop}; mean {[round(m, 3) for m in mean]} "
             f"std {[round(v, 3) for v in std]} on the 0-255 scale")

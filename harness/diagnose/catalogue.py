@@ -30,6 +30,10 @@ class Hypothesis:
     """Run the reference model in half precision (TensorRT builds with --fp16)."""
     bgr_images: bool = False
     """Compare the image stages in BGR order: the deployment keeps its decoder's (OpenCV's) order."""
+    postprocess: tuple[tuple[str, Any, Any], ...] = ()
+    """(key, reference value, hypothesized value) of the reference's ``[postprocess]`` table
+    changed: a task's result step (a detector's thresholds, unclip ratio, NMS), offered by the
+    task (:meth:`harness.task.Task.diagnose_hypotheses`) and judged by its result stage."""
 
     def changes(self, base: Preprocess) -> list[tuple[str, Any, Any]]:
         """(section.key, reference value, hypothesized value) of each overridden key."""
@@ -38,7 +42,7 @@ class Hypothesis:
             for key, value in values.items():
                 before = getattr(getattr(base, section), key)
                 out.append((f"{section}.{key}", plain(before), plain(value)))
-        return out
+        return out + [(f"postprocess.{key}", plain(before), plain(after)) for key, before, after in self.postprocess]
 
 
 def plain(value):
@@ -181,10 +185,10 @@ def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hyp
 
 def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
     """Drop hypotheses that change nothing or repeat another's recipe."""
-    seen, out = {(recipe, ref, False, False)}, []
+    seen, out = {(recipe, ref, False, False, ())}, []
     for h in hs:
         try:
-            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images)
+            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images, h.postprocess)
         except SpecError:
             out.append(h)  # reported as not applicable
             continue

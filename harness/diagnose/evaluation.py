@@ -50,6 +50,9 @@ class Setting(NamedTuple):
     preprocess: Preprocess
     fp16: bool = False
     bgr_images: bool = False
+    postprocess: tuple[tuple[str, object], ...] = ()
+    """The reference's ``[postprocess]`` keys changed, (key, value) sorted: the task's result
+    step run with them (:meth:`harness.task.Task.diagnose_result`'s ``context``)."""
 
 Prepared = tuple[ImageOutcome, "np.ndarray | None", "tuple[int, int] | None"]
 """An image's preprocessing outcome, its model input (None: nothing left to run) and the size
@@ -97,11 +100,12 @@ class Diagnoser:
 
     def setting(self, changes: Sequence[Hypothesis]) -> Setting:
         """The reference with ``changes`` applied in order (raises SpecError if it cannot be)."""
-        recipe, p, fp16, bgr = self.recipe, self.reference, False, False
+        recipe, p, fp16, bgr, post = self.recipe, self.reference, False, False, {}
         for h in changes:
             p = with_overrides(p, **h.overrides)
             recipe, fp16, bgr = h.recipe or recipe, fp16 or h.fp16, bgr or h.bgr_images
-        return Setting(recipe, p, fp16, bgr)
+            post.update({key: after for key, _, after in h.postprocess})
+        return Setting(recipe, p, fp16, bgr, tuple(sorted(post.items())))
 
     def baseline(self) -> Evaluation:
         """The reference as specified, on every image. Images its recipe cannot process (the
@@ -259,7 +263,8 @@ class Diagnoser:
             verdicts[Stage.OUTPUT], errors[Stage.OUTPUT] = self._compare(Stage.OUTPUT, out, dep_out)
             # The task's event (a top-1 change; a nearest-neighbour change) within the tie margin
             # is a near tie, not a divergence (issue 14).
-            context = {"deployed": self.deployed.stages[i], "source": prepared[i][2], "preprocess": setting.preprocess}
+            context = {"deployed": self.deployed.stages[i], "source": prepared[i][2], "preprocess": setting.preprocess,
+                       "postprocess": dict(setting.postprocess)}
             event, happened = self.task.diagnose_result(out, dep_out, self._gallery, i, self.tie_margin, context)
             verdicts[self.task.result_stage], errors[self.task.result_stage] = event.value, happened
             cached[i] = ImageOutcome(verdicts, errors)

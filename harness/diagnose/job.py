@@ -166,21 +166,23 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     if not diagnoser.indices:
         raise NothingCompared(f"no image could be compared: the reference recipe rejected all {len(deployed.names)} "
                               f"images the deployment answered ({diagnoser.rejected_by_training[0].reason})")
-    final_recipe, final_preprocess, fp16, bgr_images = diagnoser.setting([c.hypothesis for c in result.causes])
+    final_recipe, final_preprocess, fp16, bgr_images, final_postprocess = diagnoser.setting(
+        [c.hypothesis for c in result.causes])
     note = " ".join(
         (["The model-precision cause (fp16) cannot be written in a spec: the output stays different."] if fp16 else [])
         + (["The deployment's image stages are in BGR order (the decoder's, kept): a spec holds only the model "
             "input's order, so its image stages stay different."] if bgr_images else []))
+    final_postprocess = dict(final_postprocess)
     written, not_written = _write_spec(options.write_spec, spec, session.spec_path, result, fingerprinted,
-                                       (final_recipe, final_preprocess), note)
+                                       (final_recipe, final_preprocess, final_postprocess), note)
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
               "search (all phases)": time.perf_counter() - search_start,
               "total": time.perf_counter() - started}
     report = DiagnosisReport(
         result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
         ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name), deployment.model, server,
-        CombinedChange(reference_table(spec, final_recipe, final_preprocess),
-                       reference_toml(spec, final_recipe, final_preprocess), note or None),
+        CombinedChange(reference_table(spec, final_recipe, final_preprocess, final_postprocess),
+                       reference_toml(spec, final_recipe, final_preprocess, final_postprocess), note or None),
         spec.source, str(written) if written else None, diagnoser.tie_margin,
         {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
         fingerprint(final_recipe, final_preprocess) if result.causes else None,
@@ -209,4 +211,6 @@ def _write_spec(out: Path | None, spec, spec_path: Path, result, fingerprinted, 
     if not result.causes:
         why = ("nothing diverged" if result.first_divergent is None else "no known culprit explains the divergence")
         return None, f"--write-spec: nothing written to {out}: {why}, so there is no correction to write"
-    return corrected_spec(spec, spec_path, *final, [c.hypothesis for c in result.causes], out, note), None
+    recipe, preprocess, postprocess = final
+    return corrected_spec(spec, spec_path, recipe, preprocess, [c.hypothesis for c in result.causes], out, note,
+                          postprocess=postprocess), None

@@ -54,7 +54,8 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     recipe, reference, *_ = diagnoser.setting(applied)
     # Every culprit, those found already too: another value of one replaces it (two crop-offset
     # roundings can tie on the first images and part on the rest).
-    hypotheses = catalogue(recipe, reference, diagnoser.deployed_spec)
+    # ... and the task's own culprits after the model (a detector's postprocessing parameters).
+    hypotheses = [*catalogue(recipe, reference, diagnoser.deployed_spec), *diagnoser.task.diagnose_hypotheses()]
     screened = []
     for k, h in enumerate(hypotheses, 1):
         progress(f"round {number} (first divergent: {focus}): {h.name} ({k}/{len(hypotheses)})")

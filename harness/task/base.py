@@ -255,6 +255,12 @@ class Task:
         else 0.0). ``gallery``: :meth:`diagnose_gallery` of the deployed outputs."""
         raise NotImplementedError
 
+    def diagnose_hypotheses(self) -> list:
+        """The task's own culprits after the model, as :class:`harness.diagnose.catalogue.Hypothesis`
+        changing the reference's ``[postprocess]`` (their ``postprocess`` changes reach
+        :meth:`diagnose_result` in its ``context``); none by default."""
+        return []
+
     def diagnose_gallery(self, deployed: Sequence[np.ndarray]) -> np.ndarray | None:
         """What :meth:`diagnose_result` compares each image with, from every deployed output."""
         return None

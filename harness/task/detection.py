@@ -61,6 +61,16 @@ within 0.131 of it; under a planted channel order, antialias or normalization, 9
 changed boxes have a pixel flipped from beyond 0.2."""
 
 
+ISOLATED_MARGIN = 1e-4
+"""The postprocessing run alone on the reference's own raw output has no noise to excuse: a
+box change there is near the score threshold only within float rounding of it (the server
+and the harness compute scores in float32 and float64)."""
+POSTPROCESSED_ALONE = "postprocess_alone"
+"""The key under which :meth:`Detection.derive_deployed` keeps, for a deployment answering
+only its raw output (boxes made here by the deployed spec's postprocessing), that
+postprocessing run on the reference's raw output with the reference's geometry."""
+
+
 @dataclass(frozen=True)
 class DetectionSetup:
     """What a detection comparison needs beyond the tensors: each side's postprocessor and resize."""
@@ -76,6 +86,10 @@ class DetectionSetup:
     tolerance: DetectionTolerance = DetectionTolerance()
     describe: str = ""
     """The postprocessing in words, for reports."""
+    reference_table: Mapping | None = None
+    """The reference's ``[postprocess]`` table (None: the user's ``--postprocess``): what
+    diagnose varies (:func:`postprocess_hypotheses`)."""
+    deployed_table: Mapping | None = None
 
     @property
     def score_threshold(self) -> float:
@@ -186,6 +200,7 @@ class Detection(Task):
 
     def __init__(self, setup: DetectionSetup | None = None):
         self.setup = setup
+        self._changed_postprocessors: dict[tuple, Any] = {}
 
     # -- set-up -------------------------------------------------------------------------------
     def configure(self, spec, postprocess: str | None = None) -> "Detection":
@@ -197,7 +212,8 @@ class Detection(Task):
                              "--postprocess FILE.py:NAME")
         return Detection(DetectionSetup(
             reference, user or _postprocessor(spec.postprocess), spec.reference.preprocess.resize,
-            spec.preprocess.resize, describe=_describe(spec.reference.postprocess, postprocess)))
+            spec.preprocess.resize, describe=_describe(spec.reference.postprocess, postprocess),
+            reference_table=None if user else spec.reference.postprocess, deployed_table=spec.postprocess))
 
     def _setup(self) -> DetectionSetup:
         if self.setup is None:
@@ -276,7 +292,11 @@ class Detection(Task):
                              "its boxes: add one, or give --postprocess FILE.py:NAME")
         geometry = self.geometry_of(deployed, reference)
         boxes = s.deployed_postprocess(_outputs(out.get(Stage.OUTPUT, deployed[Stage.OUTPUT])), geometry)
-        return {**out, GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: _as_detections(boxes).to_array()}
+        out.update({GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: _as_detections(boxes).to_array()})
+        if Stage.OUTPUT in reference and GEOMETRY_TENSOR in reference:  # the same postprocessing, alone
+            out[POSTPROCESSED_ALONE] = self.isolated_postprocess(
+                lambda output, g: s.deployed_postprocess(_outputs(output), g), reference)
+        return out
 
     def geometry_of(self, deployed: dict, reference: dict) -> Geometry:
         if GEOMETRY_TENSOR in deployed:
@@ -352,25 +372,59 @@ class Detection(Task):
         size = tuple(Geometry.from_tensor(reference[GEOMETRY_TENSOR]).source) if GEOMETRY_TENSOR in reference else None
         verdict, metrics = self.compare_boxes(reference[post], deployed[post], margin, size,
                                               self.binarization_evidence(reference, deployed))
-        alone = self.compare_boxes(reference[post], isolated[post], margin, size) if post in isolated else None
+        # The deployed postprocessing alone on the reference's raw output and geometry: no noise to
+        # excuse a change there (harness.compare.ties.explained_by_upstream fails the stage on it).
+        alone_boxes = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
+        alone = self.compare_boxes(reference[post], alone_boxes, ISOLATED_MARGIN, size) if alone_boxes is not None else None
         return StageResult(post, verdict, metrics, alone[0] if alone else None, alone[1] if alone else None)
 
     def events(self, margin):
         return DetectionEvents(margin)
 
+    def diagnose_hypotheses(self):
+        s = self._setup()
+        return postprocess_hypotheses(s.reference_table, s.deployed_table)
+
+    def _postprocessor_with(self, changes: Mapping) -> Any:
+        """The reference's postprocessor with ``changes`` to its ``[postprocess]`` table (one per
+        distinct change, kept)."""
+        s = self._setup()
+        if not changes:
+            return s.reference_postprocess
+        key = tuple(sorted(changes.items()))
+        made = self._changed_postprocessors
+        if key not in made:
+            made[key] = _postprocessor({**s.reference_table, **changes})
+        return made[key]
+
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
-        """The image's boxes under the setting (the reference's postprocessor on its output, with
-        the setting's geometry) against the deployment's: a box change is the event."""
+        """The image's boxes under the setting (the reference's postprocessor with the setting's
+        ``[postprocess]`` changes on its output, with the setting's geometry) against the
+        deployment's: a box change is the event. A change near a threshold is a tie only where
+        the setting's postprocessing, run on the deployment's own raw output, makes the
+        deployment's boxes (the mirror of check's isolated run, which diagnose has no server
+        for): else the postprocessing differs, and the image diverges."""
         try:
+            post = self._postprocessor_with(context.get("postprocess") or {})
             geometry = context["preprocess"].resize.geometry(*context["source"])
-            boxes = _as_detections(self._setup().reference_postprocess(_outputs(reference), geometry))
-            evidence = self.binarization_evidence({Stage.OUTPUT: reference, GEOMETRY_TENSOR: geometry.to_tensor()},
-                                                  context["deployed"])
-            verdict, _ = self.compare_boxes(boxes.to_array(), context["deployed"][Stage.POSTPROCESS], margin,
-                                            tuple(context["source"]), evidence)
+            boxes = _as_detections(post(_outputs(reference), geometry))
+            dep = context["deployed"]
+            evidence = self.binarization_evidence({Stage.OUTPUT: reference, GEOMETRY_TENSOR: geometry.to_tensor()}, dep)
+            size = tuple(context["source"])
+            verdict, metrics = self.compare_boxes(boxes.to_array(), dep[Stage.POSTPROCESS], margin, size, evidence)
+            if verdict is Verdict.TIE and Stage.OUTPUT in dep:
+                own = Geometry.from_tensor(dep[GEOMETRY_TENSOR]) if GEOMETRY_TENSOR in dep else geometry
+                mirror = _as_detections(post(_outputs(dep[Stage.OUTPUT]), own))
+                if self.compare_boxes(mirror.to_array(), dep[Stage.POSTPROCESS], ISOLATED_MARGIN, size)[0] \
+                        is Verdict.DIVERGED:
+                    verdict = Verdict.DIVERGED
         except Exception:  # noqa: BLE001 - a setting whose boxes cannot be made is as far as it gets
             return Verdict.DIVERGED, 1.0
-        return (Verdict.CLOSE, 0.0) if verdict in (Verdict.EQUAL, Verdict.CLOSE) else (verdict, 1.0)
+        if verdict in (Verdict.EQUAL, Verdict.CLOSE):
+            # Still ranked: of two settings that both keep every box, the one whose corners move less
+            # (a thousandth of the worst corner error in px: never near an event's 1.0).
+            return Verdict.CLOSE, min(metrics.get("worst_corner_px") or 0.0, 100.0) / 1000.0
+        return verdict, 1.0
 
     def csv_values(self, stage):
         if stage is None:
@@ -438,6 +492,49 @@ class Detection(Task):
         return [Section("Images whose boxes changed", note,
                         ("image", "verdict", "reference boxes", "deployed boxes", "matched", "missed", "extra",
                          "near threshold", "worst IoU", "worst corner (px)", "problems"), rows, verdict_column=1)]
+
+
+POSTPROCESS_CANDIDATES = {
+    # DB (PaddleOCR's text detector): the values its configs and ports use, on a grid fine
+    # enough that the nearest candidate moves a word's corners by less than the close rule's 4 px.
+    "db": {"unclip_ratio": ("DB unclip ratio", tuple(round(1.2 + 0.1 * k, 1) for k in range(14))),
+           "box_thresh": ("DB box score threshold", (0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)),
+           "thresh": ("DB binarization threshold", (0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)),
+           "use_dilation": ("DB dilation", (True, False)),
+           "box_type": ("DB box type", ("quad", "rect")),
+           "score_mode": ("DB score mode", ("fast", "slow"))},
+    # YOLO: ultralytics' and YOLOv5's defaults and the values exports bake into EfficientNMS.
+    "yolo": {"iou_threshold": ("NMS IoU threshold", (0.45, 0.5, 0.6, 0.65, 0.7)),
+             "conf_threshold": ("confidence threshold", (0.001, 0.1, 0.25, 0.3, 0.4, 0.5)),
+             "class_agnostic": ("class-agnostic NMS", (False, True)),
+             "nms": ("NMS implementation", ("torchvision", "opencv"))},
+}
+"""Postprocessing culprits per built-in postprocessing: key -> (culprit, candidate values)."""
+
+
+def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list:
+    """Every candidate change of the reference's ``[postprocess]`` table, one key at a time
+    (the deployed spec's value of a key among them), and the deployed spec's whole table where
+    it differs: diagnose runs the reference's postprocessing with each on the reference's raw
+    output against the deployment's boxes. None for a user's ``--postprocess``."""
+    from harness.diagnose.catalogue import Hypothesis
+    from harness.postprocessing import parameters
+
+    if not reference or reference.get("name") not in POSTPROCESS_CANDIDATES:
+        return []
+    params = parameters(reference)
+    out = []
+    for key, (culprit, values) in POSTPROCESS_CANDIDATES[reference["name"]].items():
+        before = getattr(params, key)
+        mine = (deployed or {}).get(key) if (deployed or {}).get("name") == reference["name"] else None
+        for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
+            if value != before:
+                out.append(Hypothesis(f"{key.replace('_', ' ')} {value}", culprit, postprocess=((key, before, value),)))
+    if deployed and deployed.get("name") == reference["name"] and dict(deployed) != dict(reference):
+        changed = tuple((k, getattr(params, k), v) for k, v in deployed.items() if k != "name" and getattr(params, k) != v)
+        if len(changed) > 1:
+            out.append(Hypothesis("the deployed spec's postprocessing", "postprocessing parameters", postprocess=changed))
+    return out
 
 
 def _like(deployed: np.ndarray, reference: np.ndarray) -> np.ndarray:
