@@ -94,6 +94,40 @@ def test_a_planted_cause_fails_at_its_stage_and_diagnose_names_it(detection_serv
     assert causes == [culprit], diagnosis.stdout + diagnosis.stderr
 
 
+def test_a_training_resize_unlike_the_deployments_is_compared_through_the_ensembles_steps(detection_server, words,
+                                                                                         tmp_path):
+    """Training enlarges the shorter side to 320, the deployment shrinks the longer to it; read
+    as any ensemble (--model detect_dali, replayed step by step), on photos larger and one
+    smaller than the limit. Each side's map is postprocessed with its own geometry: the boxes
+    are compared in source pixels (exit 1, box changes counted), never "nothing compared"
+    (before issue 34 the box step alone got the reference's map with the deployment's GEOMETRY,
+    and every image failed)."""
+    import cv2
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for photo in sorted(words.iterdir())[:3]:
+        (images / photo.name).write_bytes(photo.read_bytes())
+    first = cv2.imread(str(sorted(words.iterdir())[0]))
+    cv2.imwrite(str(images / "small.jpg"), cv2.resize(first, (200, 150), interpolation=cv2.INTER_AREA))
+    result = harness("check", images, "--model", "detect_dali", "--url", detection_server.grpc_url,
+                     "--spec", SPECS / "planted" / "limit_type.toml", "--report", tmp_path / "check",
+                     "--format", "json,csv", timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "check" / "report.json").read_text())
+    assert report["compared"] == 4, result.stdout
+    stages = {s["name"]: s for s in report["stages"]}
+    # the maps have other sizes: said so, not a failed image
+    assert report["first_divergent_stage"] == "output" and stages["output"]["verdict"] == "diverged"
+    assert stages["output"]["metrics"]["shape_mismatch"]["worst"] == 1
+    figures = report["task_figures"]
+    assert figures["images"] == 4 and figures["reference_boxes"] > 5 and figures["matched"] > 0
+    assert report["events"], "another resize moves some word's boxes"
+    # the box step alone on the reference's map, fed the reference's geometry, makes the reference's boxes
+    assert stages["postprocess"]["isolated_verdict"] in ("equal", "close")
+    assert "the reference's geometry as GEOMETRY" in result.stdout
+
+
 def test_two_planted_causes_are_named_in_one_diagnosis(detection_server, words, tmp_path):
     spec = SPECS / "planted" / "limit_type+channel_order.toml"
     diagnosis = harness("diagnose", words, "--task", "detection", "--url", detection_server.grpc_url, "--spec", spec,

@@ -41,7 +41,11 @@ VARIANTS = {
     "find_text_nan": Variant({"boxes_from_map": {"fault": "nan"}}),
     "find_text_many": Variant({"boxes_from_map": {"fault": "many"}}),
     "find_text_unbatched": Variant(batched=False),
+    "find_text_unclip": Variant({"boxes_from_map": {"unclip_ratio": "2.0"}}),
+    "find_text_box_thresh": Variant({"boxes_from_map": {"box_thresh": "0.7"}}),
 }
+ONE_LEVEL = Path(__file__).parent / "foreign_320_dali.toml"
+"""The same training replayed with DALI's resize: the deployment's maps differ from it by noise."""
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +64,9 @@ def server(tmp_path_factory):
         yield triton
 
 
-def check(server, photos, report, model, *options, protocol="grpc"):
+def check(server, photos, report, model, *options, protocol="grpc", spec=SPEC):
     result = harness("check", photos, "--model", model, "--url", server.url(protocol), "--protocol", protocol,
-                     "--spec", SPEC, "--reference-model", model_path(), "--report", report, *options, timeout=600)
+                     "--spec", spec, "--reference-model", model_path(), "--report", report, *options, timeout=600)
     found = json.loads((report / "report.json").read_text()) if (report / "report.json").exists() else None
     return result, found
 
@@ -126,6 +130,46 @@ def test_boxes_mapped_back_without_the_padding_diverge_at_postprocess_alone(serv
     # the step alone, fed the reference's map, maps the boxes back just as wrongly
     assert stages["postprocess"]["isolated_verdict"] == "diverged"
     assert report["task_figures"]["matched"] == 0
+
+
+def test_the_aligned_deployment_beside_a_one_level_resize_difference_passes(server, photos, tmp_path):
+    result, report = check(server, photos, tmp_path, ENSEMBLE, spec=ONE_LEVEL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    post = stages_of(report)["postprocess"]
+    assert post["verdict"] in ("equal", "close", "tie") and post["isolated_verdict"] in ("equal", "close")
+    assert stages_of(report)["output"]["verdict"] == "close"  # the maps do differ: the resizes are one level apart
+
+
+@pytest.mark.parametrize("model, key, value, culprit", [("find_text_unclip", "unclip_ratio", 2.0, "DB unclip ratio"),
+                                                        ("find_text_box_thresh", "box_thresh", 0.7,
+                                                         "DB box score threshold")])
+def test_a_postprocessing_difference_beside_a_one_level_resize_difference_fails_at_postprocess(
+        server, photos, tmp_path, model, key, value, culprit):
+    """The maps' noise is no excuse: the deployment's postprocessing run alone on the reference's
+    map diverges, so no changed image is a tie (before issue 34 most were), and diagnose names
+    the parameter; its corrected spec passes."""
+    result, report = check(server, photos, tmp_path / "check", model, spec=ONE_LEVEL)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert report["first_divergent_stage"] == "postprocess"
+    post = stages_of(report)["postprocess"]
+    assert post["verdict"] == "diverged" and post["isolated_verdict"] == "diverged"
+    changed = [row for row in rows_of(tmp_path / "check").values() if row["postprocess_verdict"] not in ("equal", "close")]
+    assert changed and all(row["postprocess_verdict"] == "diverged" for row in changed), changed
+    # each changed image says why its change is not a tie
+    images = [json.loads(line) for line in (tmp_path / "check" / "images.jsonl").read_text().splitlines()]
+    reasons = {s["metrics"].get("unexplained") for i in images for s in i["stages"] if s["stage"] == "postprocess"}
+    assert any(r and "run alone on the reference's output" in r for r in reasons), reasons
+    diagnosis = harness("diagnose", photos, "--task", "detection", "--model", model, "--url", server.grpc_url,
+                        "--spec", ONE_LEVEL, "--reference-model", model_path(), "--report", tmp_path / "diagnose",
+                        "--write-spec", tmp_path / "fixed.toml", timeout=900)
+    found = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
+    assert [c["culprit"] for c in found["causes"]] == [culprit], diagnosis.stdout + diagnosis.stderr
+    assert f"postprocess.{key}" in diagnosis.stdout
+    from harness.spec import load_spec
+
+    assert load_spec(tmp_path / "fixed.toml").reference.postprocess[key] == value
+    fixed, _ = check(server, photos, tmp_path / "fixed", model, spec=tmp_path / "fixed.toml")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
 def test_accuracy_scores_the_foreign_deployment_on_the_labeled_photos(server, photos, tmp_path):
