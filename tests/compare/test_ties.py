@@ -30,3 +30,26 @@ def test_the_default_margin_is_the_output_tolerance(spec):
 def test_a_tie_ranks_between_close_and_diverged():
     assert Verdict.CLOSE.rank < Verdict.TIE.rank < Verdict.DIVERGED.rank
     assert Verdict.worst([Verdict.CLOSE, Verdict.TIE]) is Verdict.TIE
+
+
+def test_a_tie_stands_only_where_what_came_before_explains_it():
+    """issue 34: a near-threshold change is a tie when the outputs differ and the result step run
+    alone on the reference's output agrees; a result step that diverges alone, or a tie on
+    identical outputs, is the result step's own doing: diverged, and the metrics say why."""
+    from harness.compare.result import StageResult
+    from harness.compare.ties import explained_by_upstream
+    from harness.stage import Stage
+
+    tie = StageResult(Stage.POSTPROCESS, Verdict.TIE, {"missed": 1}, Verdict.CLOSE, {})
+    noisy, identical = (StageResult(Stage.OUTPUT, v, {}) for v in (Verdict.CLOSE, Verdict.EQUAL))
+    assert explained_by_upstream(tie, noisy) is tie
+    alone_diverged = StageResult(Stage.POSTPROCESS, Verdict.TIE, {"missed": 1}, Verdict.DIVERGED, {})
+    judged = explained_by_upstream(alone_diverged, noisy)
+    assert judged.verdict is Verdict.DIVERGED and "run alone" in judged.metrics["unexplained"]
+    judged = explained_by_upstream(tie, identical)
+    assert judged.verdict is Verdict.DIVERGED and "identical" in judged.metrics["unexplained"]
+    # a close result whose step alone diverges (errors that cancel) is the step's divergence too
+    close = StageResult(Stage.POSTPROCESS, Verdict.CLOSE, {}, Verdict.DIVERGED, {})
+    assert explained_by_upstream(close, noisy).verdict is Verdict.DIVERGED
+    # no isolated run, outputs that differ: the margin's word stands
+    assert explained_by_upstream(StageResult(Stage.TOPK, Verdict.TIE, {}), noisy).verdict is Verdict.TIE
