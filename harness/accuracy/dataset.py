@@ -61,7 +61,11 @@ def read_coco(labels: Path, images: Path) -> Dataset:
     samples = tuple(Sample(name, images / name, None) for name in found.boxes)
     missing = [s.name for s in samples if not s.path.is_file()]
     if missing:
-        raise DatasetError(f"{len(missing)} image(s) {labels} lists are not in {images}: {abbreviated(missing)}")
+        # The usual layout keeps the images in a folder beside the JSON: name it, and the command that reads it.
+        holding = next((d for d in sorted(images.iterdir()) if d.is_dir() and all((d / m).is_file() for m in missing)),
+                       None) if images.is_dir() else None
+        hint = (f"; they are in {holding}: run `harness accuracy {holding} --labels {labels}`" if holding else "")
+        raise DatasetError(f"{len(missing)} image(s) {labels} lists are not in {images}: {abbreviated(missing)}{hint}")
     return Dataset(labels, "coco", samples)
 
 

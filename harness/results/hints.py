@@ -37,12 +37,22 @@ def explain(stage: Stage, verdict: Verdict, isolated_verdict: Verdict | None) ->
                  "the error from earlier stages")
     else:
         where = "no isolated run for this stage"
-    why = f"{where}. Usual causes: {STAGE_HINTS.get(stage, '')}."
+    hint = STAGE_HINTS.get(stage, "")
+    if stage == Stage.INPUT and isolated_verdict is not Verdict.DIVERGED:
+        # The normalization alone agrees (or cannot run alone): the image reached it already moved.
+        hint = INPUT_INHERITED if isolated_verdict else f"{hint}; or, before it, {INPUT_INHERITED}"
+    why = f"{where}. Usual causes: {hint}."
     if stage == Stage.OUTPUT and isolated_verdict is Verdict.DIVERGED:
         # The classifier alone diverges on the reference's input: look inside the model.
         why += f" {LAYERS_HINT}"
     return why
 
+
+INPUT_INHERITED = ("the image that reached the normalization: the resize (interpolation, antialias, rounding, a "
+                   "detector's limit type and length: resize.*) or a letterbox's placement (where the padding goes, "
+                   "its grey, its rounding: resize.pad_position, pad_value, pad_rounding, auto)")
+"""The input stage's causes when its normalization alone agrees, or where no earlier stage is
+shown (a deployment whose own step answers the model input: the letterbox is inside it)."""
 
 LAYERS_HINT = ("The classifier alone diverges: find its first divergent layer with `harness layers IMAGES --executions "
                "torch,onnx` (the export) and `harness layers IMAGES --executions onnx,onnx-fp16` (precision); "

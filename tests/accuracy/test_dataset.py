@@ -49,3 +49,24 @@ def test_datasets_that_would_lose_images_are_refused(tmp_path, photos_dir, class
     (tmp_path / "out_of_range.csv").write_text("flat/orange.jpg,1000\n")
     with pytest.raises(DatasetError, match=r"'1000' \(line 1\) is not a known class.*index 0-999"):
         load_dataset(tmp_path / "out_of_range.csv", classes)
+
+
+def test_coco_labels_beside_a_folder_of_their_images_name_the_command(tmp_path, photos_dir):
+    """labels.json with its images in a sub-folder: the error says where they are and how to
+    run it (issue 34), and that command reads the set."""
+    import json
+
+    names = sorted(p.name for p in photos_dir.iterdir())[:2]
+    (tmp_path / "pics").mkdir()
+    for name in names:
+        (tmp_path / "pics" / name).write_bytes((photos_dir / name).read_bytes())
+    coco = {"images": [{"id": i, "file_name": n, "height": 10, "width": 10} for i, n in enumerate(names)],
+            "categories": [{"id": 1, "name": "text"}],
+            "annotations": [{"id": 1, "image_id": 0, "category_id": 1, "bbox": [1, 1, 3, 3]}]}
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps(coco))
+    with pytest.raises(DatasetError, match=f"they are in {tmp_path / 'pics'}: run `harness accuracy "
+                                           f"{tmp_path / 'pics'} --labels {labels}`"):
+        load_dataset(labels, None)
+    dataset = load_dataset(tmp_path / "pics", None, labels)
+    assert dataset.layout == "coco" and [s.name for s in dataset.samples] == names
