@@ -34,18 +34,28 @@ def draw_detections(image_rgb: np.ndarray, sides: Sequence[tuple[str, Detections
         for quad in detections.quads:
             points = np.round(quad).astype(np.int32).reshape(-1, 1, 2)
             cv2.polylines(canvas, [points], True, colour, thickness, cv2.LINE_AA)
-    return np.concatenate([_legend(width, sides, base), canvas], axis=0)
+    return np.concatenate([_legend(width, sides), canvas], axis=0)
 
 
-def _legend(width: int, sides, base: int) -> np.ndarray:
-    scale = 0.45 * base
-    line = int(22 * base)
-    strip = np.full((line * len(sides) + 6 * base, width, 3), 255, np.uint8)
+SHOWN_WIDTH = 520
+"""The width the report shows a drawing at (wider ones are scaled down to it)."""
+
+
+def _legend(width: int, sides) -> np.ndarray:
+    """The legend strip, drawn in proportion to the photo's width over :data:`SHOWN_WIDTH`, so
+    every drawing's legend reads at one size in the report, whatever the photo's size."""
+    k = max(width, SHOWN_WIDTH) / SHOWN_WIDTH
+
+    def px(n: float) -> int:
+        return max(1, round(n * k))
+
+    line = px(22)
+    strip = np.full((line * len(sides) + px(6), width, 3), 255, np.uint8)
     for i, (name, detections, colour) in enumerate(sides):
         y = line * (i + 1)
-        cv2.rectangle(strip, (6 * base, y - 12 * base), (26 * base, y - 2 * base), colour, -1)
-        cv2.putText(strip, f"{name}: {len(detections)} boxes", (32 * base, y), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0),
-                    max(1, base), cv2.LINE_AA)
+        cv2.rectangle(strip, (px(6), y - px(12)), (px(26), y - px(2)), colour, -1)
+        cv2.putText(strip, f"{name}: {len(detections)} boxes", (px(32), y), cv2.FONT_HERSHEY_SIMPLEX, 0.45 * k,
+                    (0, 0, 0), px(1), cv2.LINE_AA)
     return strip
 
 

@@ -185,17 +185,25 @@ def write_html(path: Path, report: StageReport, visuals=None) -> None:
     if report.found():
         parts.append("<details open><summary>Deployment found on the server</summary><pre>"
                      + e("\n".join(report.found())) + "</pre></details>")
-    for stage in summary.stages:
+    result_stage = task_of(report).result_stage
+    figures = {stage.stage: _visuals(stage.stage, visuals) if stage.verdict.value != "equal" else []
+               for stage in summary.stages}
+    # What the task's result looks like (a detector's boxes drawn on the worst photos) is what a
+    # reader came for: its section first, the drawings above its numbers.
+    drawn = bool(figures.get(result_stage))
+    for stage in sorted(summary.stages, key=lambda s: not (drawn and s.stage is result_stage)):
         verdict = stage.verdict.value
         parts.append(f"<h2>{e(stage.stage.value)} <span class={verdict}>{verdict}</span></h2>")
         if stage.why:
             parts.append(f"<p class=note>{e(stage.why)}</p>")
+        worst = "<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures[stage.stage])
+        if stage.stage is result_stage and figures[stage.stage]:
+            parts.append(worst)
         parts.append(_metrics_table(stage))
-        if stage.stage is not task_of(report).result_stage and stage.histogram:
+        if stage.stage is not result_stage and stage.histogram:
             parts.append(_histogram(stage))
-        figures = _visuals(stage.stage, visuals) if verdict != "equal" else []
-        if figures:
-            parts.append("<p>Worst images:</p>" + "".join(f"<figure>{f}</figure>" for f in figures))
+        if stage.stage is not result_stage and figures[stage.stage]:
+            parts.append(worst)
     for section in task_of(report).sections(report):
         parts.append(f"<h2>{e(section.title)}</h2><p class=note>{_inline(section.note)}</p><table><tr>"
                      + "".join(f"<th>{e(c)}</th>" for c in section.columns) + "</tr>")
