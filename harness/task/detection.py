@@ -17,8 +17,12 @@ is the event.
   (:func:`harness.detection.compare.compare_detections`: matched, missed, extra, IoU,
   corner error, score changes; its documented rules and defaults).
 - **Events**: the images whose boxes changed; a box that appears or disappears with a score
-  within the margin (default :data:`NEAR_THRESHOLD`) of the score threshold is a
-  near-threshold change, a **tie**: listed, not failed.
+  within the margin (default :data:`NEAR_THRESHOLD`) of the score threshold, or whose map
+  pixels crossed the binarization threshold only from near it, is a near-threshold change, a
+  **tie**: listed, not failed; but only where the deployed postprocessing, run alone on the
+  reference's raw output and geometry, makes the reference's boxes (:data:`ISOLATED_MARGIN`;
+  :func:`harness.compare.ties.explained_by_upstream`): a postprocessing difference is never
+  excused by the maps' noise.
 - **Effect** (``harness accuracy --task detection``, a COCO labeled set): precision, recall and
   F1 at IoU 0.5, COCO mAP where boxes have classes, McNemar on the per-image outcomes
   (:mod:`harness.detection.effect`).
