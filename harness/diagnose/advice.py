@@ -65,6 +65,12 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
                      f"settings: preprocess the training data with {h.recipe} ([reference] recipe = \"{h.recipe}\"), "
                      f"since the deployed {deployed_library} cannot change its arithmetic.")
     changes = h.changes(diagnoser.reference)
+    post = [c for c in changes if c[0].startswith("postprocess.")]
+    changes = [c for c in changes if not c[0].startswith("postprocess.")]
+    if post:  # the result step: the deployed spec's [postprocess], which its postprocessing step reads
+        parts.append(f"Set {_assign(post, 1)} in the deployed spec's [postprocess] ({deployed_spec_path}, read by the "
+                     f"postprocessing step) to match training (the deployment behaves as if {_assign(post, 2)}); or "
+                     f"train with {_assign(post, 2)}.")
     if not changes:
         return " ".join(parts)
     deployed = diagnoser.deployed_spec

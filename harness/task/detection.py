@@ -69,6 +69,8 @@ ISOLATED_MARGIN = 1e-4
 """The postprocessing run alone on the reference's own raw output has no noise to excuse: a
 box change there is near the score threshold only within float rounding of it (the server
 and the harness compute scores in float32 and float64)."""
+MIRROR_WHY = ("the reference's postprocessing, run on the deployment's own raw output, does not make the deployment's "
+              "boxes: the postprocessing differs, and the maps' noise does not excuse it")
 POSTPROCESSED_ALONE = "postprocess_alone"
 """The key under which :meth:`Detection.derive_deployed` keeps, for a deployment answering
 only its raw output (boxes made here by the deployed spec's postprocessing), that
@@ -380,7 +382,27 @@ class Detection(Task):
         # excuse a change there (harness.compare.ties.explained_by_upstream fails the stage on it).
         alone_boxes = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
         alone = self.compare_boxes(reference[post], alone_boxes, ISOLATED_MARGIN, size) if alone_boxes is not None else None
+        if verdict is Verdict.TIE and self.setup is not None and GEOMETRY_TENSOR in reference:
+            # The mirror of the isolated run, with what the deployment answered: where the isolated run
+            # agrees on this image (no box of the reference's map lies between the two thresholds) the
+            # deployment's own map may still hold one, which only the mirror sees; and where there is
+            # no isolated run (--no-isolate, accuracy) it is the only evidence.
+            if self.postprocessing_differs(self.setup.reference_postprocess, deployed,
+                                           Geometry.from_tensor(reference[GEOMETRY_TENSOR]), size):
+                verdict, metrics = Verdict.DIVERGED, {**metrics, "unexplained": MIRROR_WHY}
         return StageResult(post, verdict, metrics, alone[0] if alone else None, alone[1] if alone else None)
+
+    def postprocessing_differs(self, post, deployed: dict, geometry: Geometry, size) -> bool:
+        """The mirror of the isolated run, for where there is none: whether ``post`` (the
+        reference's postprocessing) run on the deployment's own raw output, with the geometry it
+        answered (else ``geometry``), fails to make the deployment's boxes. False when the
+        deployment shows no raw output (nothing to tell by)."""
+        if Stage.OUTPUT not in deployed or Stage.POSTPROCESS not in deployed:
+            return False
+        own = Geometry.from_tensor(deployed[GEOMETRY_TENSOR]) if GEOMETRY_TENSOR in deployed else geometry
+        mirror = _as_detections(post(_outputs(deployed[Stage.OUTPUT]), own))
+        return self.compare_boxes(mirror.to_array(), deployed[Stage.POSTPROCESS], ISOLATED_MARGIN, size)[0] \
+            is Verdict.DIVERGED
 
     def events(self, margin):
         return DetectionEvents(margin)
@@ -416,12 +438,8 @@ class Detection(Task):
             evidence = self.binarization_evidence({Stage.OUTPUT: reference, GEOMETRY_TENSOR: geometry.to_tensor()}, dep)
             size = tuple(context["source"])
             verdict, metrics = self.compare_boxes(boxes.to_array(), dep[Stage.POSTPROCESS], margin, size, evidence)
-            if verdict is Verdict.TIE and Stage.OUTPUT in dep:
-                own = Geometry.from_tensor(dep[GEOMETRY_TENSOR]) if GEOMETRY_TENSOR in dep else geometry
-                mirror = _as_detections(post(_outputs(dep[Stage.OUTPUT]), own))
-                if self.compare_boxes(mirror.to_array(), dep[Stage.POSTPROCESS], ISOLATED_MARGIN, size)[0] \
-                        is Verdict.DIVERGED:
-                    verdict = Verdict.DIVERGED
+            if verdict is Verdict.TIE and self.postprocessing_differs(post, dep, geometry, size):
+                verdict = Verdict.DIVERGED
         except Exception:  # noqa: BLE001 - a setting whose boxes cannot be made is as far as it gets
             return Verdict.DIVERGED, 1.0
         if verdict in (Verdict.EQUAL, Verdict.CLOSE):

@@ -77,6 +77,7 @@ PLANTED = [
     ("limit_type.toml", "resize", "limit type"),
     ("limit_length.toml", "resize", "limit side length"),
     ("channel_order.toml", "input", "channel order"),
+    ("unclip_ratio.toml", "postprocess", "DB unclip ratio"),  # the result step's own (issue 34)
 ]
 
 

@@ -159,6 +159,13 @@ def test_a_postprocessing_difference_beside_a_one_level_resize_difference_fails_
     images = [json.loads(line) for line in (tmp_path / "check" / "images.jsonl").read_text().splitlines()]
     reasons = {s["metrics"].get("unexplained") for i in images for s in i["stages"] if s["stage"] == "postprocess"}
     assert any(r and "run alone on the reference's output" in r for r in reasons), reasons
+    # without the isolated run (--no-isolate, as accuracy judges box changes), its mirror: the
+    # reference's postprocessing on the deployment's own map does not make its boxes
+    result, report = check(server, photos, tmp_path / "no_isolate", model, "--no-isolate", spec=ONE_LEVEL)
+    assert result.returncode == 1, result.stdout + result.stderr
+    changed = [row for row in rows_of(tmp_path / "no_isolate").values() if row["postprocess_verdict"] not in
+               ("equal", "close")]
+    assert changed and all(row["postprocess_verdict"] == "diverged" for row in changed), changed
     diagnosis = harness("diagnose", photos, "--task", "detection", "--model", model, "--url", server.grpc_url,
                         "--spec", ONE_LEVEL, "--reference-model", model_path(), "--report", tmp_path / "diagnose",
                         "--write-spec", tmp_path / "fixed.toml", timeout=900)
