@@ -382,7 +382,8 @@ class Detection(Task):
         # excuse a change there (harness.compare.ties.explained_by_upstream fails the stage on it).
         alone_boxes = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
         alone = self.compare_boxes(reference[post], alone_boxes, ISOLATED_MARGIN, size) if alone_boxes is not None else None
-        if verdict is Verdict.TIE and self.setup is not None and GEOMETRY_TENSOR in reference:
+        if verdict is Verdict.TIE and self.setup is not None and GEOMETRY_TENSOR in reference and (
+                alone is None or alone[0] is not Verdict.DIVERGED):  # (a diverged isolated run says it already)
             # The mirror of the isolated run, with what the deployment answered: where the isolated run
             # agrees on this image (no box of the reference's map lies between the two thresholds) the
             # deployment's own map may still hold one, which only the mirror sees; and where there is
