@@ -145,21 +145,24 @@ def call_user(function: Callable, *args, **kwargs):
 class StopSignals:
     """For a ``with`` block in the main thread: the first SIGINT or SIGTERM sets :attr:`event`
     (:attr:`reason` names it) so that a run stops at its next image and writes what it has;
-    a second one raises :class:`KeyboardInterrupt` at once. Elsewhere (not the main thread)
-    it does nothing."""
+    a second one raises :class:`KeyboardInterrupt` at once (the request loop turns it into a
+    stop that still writes the partial report). ``finishing``: while the reports are written,
+    every signal only sets :attr:`event` (the writing takes a moment and must not be cut).
+    Elsewhere (not the main thread) it does nothing."""
 
-    def __init__(self):
+    def __init__(self, finishing: bool = False):
         import threading
 
         self.event = threading.Event()
         self.reason = ""
+        self.finishing = finishing
         self._previous: dict = {}
 
     def _handle(self, signum, frame) -> None:
         import signal
 
         _mark_signal()
-        if self.event.is_set():
+        if self.event.is_set() and not self.finishing:
             raise KeyboardInterrupt
         self.reason = f"interrupted by {signal.Signals(signum).name}"
         self.event.set()

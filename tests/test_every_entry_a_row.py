@@ -1,0 +1,30 @@
+"""Every job, every entry a row (issue 35, defect 4): ``diagnose`` lists the folder entries
+that are not images (a hidden file, a sub-folder, a link leading out) with why, as ``check``
+does, in diagnosis.json and diagnosis.md; before, they appeared in none of its outputs. Real
+photos, the real server."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.test_serving_commands import harness
+from tests.conftest import copy_photos
+from tests.robust import no_traceback
+
+
+def test_diagnose_lists_skipped_entries_as_check_does(server, photos_dir, tmp_path):
+    images = copy_photos(photos_dir, ["baboon.jpg", "orange.jpg"], tmp_path / "images")
+    (images / ".hidden.jpg").write_bytes((photos_dir / "fruits.jpg").read_bytes())
+    (images / "sub").mkdir()
+    (images / "passwd.jpg").symlink_to("/etc/passwd")
+    report = tmp_path / "diagnosis"
+    result = harness("diagnose", images, "--url", server.grpc_url, "--report", report, timeout=900)
+    no_traceback(result.stdout, result.stderr)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    data = json.loads((report / "diagnosis.json").read_text())
+    skipped = {s["image"]: s["reason"] for s in data["skipped"]}
+    assert set(skipped) == {".hidden.jpg", "sub", "passwd.jpg"}, skipped
+    assert skipped["passwd.jpg"].startswith("symbolic link to outside the folder")
+    assert data["images"] == 2 and "root:x:0" not in json.dumps(data)
+    markdown = (report / "diagnosis.md").read_text()
+    assert "3 entries of the folder are not images and were skipped" in markdown and "`sub`" in markdown
