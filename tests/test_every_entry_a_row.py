@@ -28,3 +28,15 @@ def test_diagnose_lists_skipped_entries_as_check_does(server, photos_dir, tmp_pa
     assert data["images"] == 2 and "root:x:0" not in json.dumps(data)
     markdown = (report / "diagnosis.md").read_text()
     assert "3 entries of the folder are not images and were skipped" in markdown and "`sub`" in markdown
+
+
+def test_infer_lists_skipped_entries_as_rows(server, photos_dir, tmp_path):
+    images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
+    (images / ".hidden.jpg").write_bytes((photos_dir / "fruits.jpg").read_bytes())
+    (images / "sub").mkdir()
+    result = harness("infer", images, "--url", server.grpc_url, "--protocol", "grpc")
+    no_traceback(result.stdout, result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr  # skipped entries are rows, not failures
+    assert "baboon" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if "skipped:" in line]
+    assert any(".hidden.jpg" in r for r in rows) and any("sub" in r for r in rows), result.stdout
