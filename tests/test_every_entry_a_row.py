@@ -40,3 +40,21 @@ def test_infer_lists_skipped_entries_as_rows(server, photos_dir, tmp_path):
     assert "baboon" in result.stdout
     rows = [line for line in result.stdout.splitlines() if "skipped:" in line]
     assert any(".hidden.jpg" in r for r in rows) and any("sub" in r for r in rows), result.stdout
+
+
+def test_accuracy_lists_skipped_entries_of_an_image_folder(server, photos_dir, tmp_path):
+    dataset = tmp_path / "dataset"
+    copy_photos(photos_dir, ["baboon.jpg"], dataset / "baboon")
+    copy_photos(photos_dir, ["orange.jpg"], dataset / "orange")
+    (dataset / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (dataset / "orange" / ".hidden.jpg").write_bytes((photos_dir / "fruits.jpg").read_bytes())
+    (dataset / "orange" / "passwd.jpg").symlink_to("/etc/passwd")
+    report = tmp_path / "report"
+    result = harness("accuracy", dataset, "--url", server.grpc_url, "--report", report, timeout=600)
+    no_traceback(result.stdout, result.stderr)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    data = json.loads((report / "accuracy.json").read_text())
+    skipped = {s["image"]: s["reason"] for s in data["dataset"]["skipped"]}
+    assert set(skipped) == {".DS_Store", "orange/.hidden.jpg", "orange/passwd.jpg"}, skipped
+    assert data["dataset"]["images"] == 2
+    assert "## Skipped entries, not images (3)" in (report / "accuracy.md").read_text()
