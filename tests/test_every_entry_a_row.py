@@ -58,3 +58,17 @@ def test_accuracy_lists_skipped_entries_of_an_image_folder(server, photos_dir, t
     assert set(skipped) == {".DS_Store", "orange/.hidden.jpg", "orange/passwd.jpg"}, skipped
     assert data["dataset"]["images"] == 2
     assert "## Skipped entries, not images (3)" in (report / "accuracy.md").read_text()
+
+
+def test_layers_lists_skipped_entries(photos_dir, tmp_path):
+    from harness.cli import main
+
+    images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
+    (images / ".hidden.jpg").write_bytes((photos_dir / "fruits.jpg").read_bytes())
+    (images / "sub").mkdir()
+    report = tmp_path / "layers"
+    status = main(["layers", str(images), "--report", str(report), "--executions", "onnx,onnx-noopt"])
+    assert status in (0, 1)
+    data = json.loads((report / "layers.json").read_text())
+    assert {s["image"] for s in data["skipped"]} == {".hidden.jpg", "sub"} and data["images"] == 1
+    assert "## Skipped entries (not images)" in (report / "layers.md").read_text()
