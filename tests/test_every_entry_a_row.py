@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.test_serving_commands import harness
 from tests.conftest import copy_photos
 from tests.robust import no_traceback
@@ -72,3 +74,19 @@ def test_layers_lists_skipped_entries(photos_dir, tmp_path):
     data = json.loads((report / "layers.json").read_text())
     assert {s["image"] for s in data["skipped"]} == {".hidden.jpg", "sub"} and data["images"] == 1
     assert "## Skipped entries (not images)" in (report / "layers.md").read_text()
+
+
+@pytest.mark.parametrize("job", ["diagnose", "accuracy", "layers"])
+def test_a_report_path_that_is_a_file_is_refused_in_one_line(server, photos_dir, tmp_path, capsys, job):
+    """Each job takes --report as check does (a locked run directory): a file there is one line,
+    status 2, before anything runs (before: a FileExistsError traceback once the work was done)."""
+    from harness.cli import main
+
+    images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
+    taken = tmp_path / "taken.txt"
+    taken.write_text("mine\n")
+    args = [job, str(images), "--report", str(taken)] + ([] if job == "layers" else ["--url", server.grpc_url])
+    status = main(args)
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err and "is a file, not a directory" in err, err
+    assert taken.read_text() == "mine\n"

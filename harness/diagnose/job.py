@@ -64,7 +64,17 @@ def _quiet_status(text: str):
     yield lambda text: None
 
 
-def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
+def run(session, options, *args, **kwargs):
+    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a run directory this run
+    locks (created; a file there, a link, or another run writing there is refused in one line
+    before anything runs: :class:`harness.check.rundir.RunDirectory`)."""
+    from harness.check.rundir import RunDirectory
+
+    with RunDirectory(options.report):
+        return _run(session, options, *args, **kwargs)
+
+
+def _run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress, status=_quiet_status) -> DiagnoseResult:
     """Diagnose ``options.images`` and write ``diagnosis.md``/``.json`` to ``options.report``.
     ``status(text)``: a context yielding ``update(text)`` for the search's phases. Raises
