@@ -65,12 +65,12 @@ def _quiet_status(text: str):
 
 
 def run(session, options, *args, **kwargs):
-    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a run directory this run
-    locks (created; a file there, a link, or another run writing there is refused in one line
-    before anything runs: :class:`harness.check.rundir.RunDirectory`)."""
-    from harness.check.rundir import RunDirectory
+    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a file or a link there, or
+    another run writing there, is refused in one line before anything runs; an existing folder is
+    locked for the run (:func:`harness.check.rundir.existing_report_directory`)."""
+    from harness.check.rundir import existing_report_directory
 
-    with RunDirectory(options.report):
+    with existing_report_directory(options.report):
         return _run(session, options, *args, **kwargs)
 
 
