@@ -64,6 +64,7 @@ def main() -> int:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuzz-", dir=BUILD_DIR)))
         if args.names:
             names_campaign(work, url, args)
+            diagnose_and_merge_campaign(work, url, args)
         if args.seconds:
             specs_and_options_campaign(work, url, args)
         if args.skip_files:
@@ -127,6 +128,42 @@ def names_campaign(work: Path, url: str, args) -> None:
     line("names", result, seconds, f"entries {entries} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}) "
          f"= compared {report['compared']} + failed {len(report['failed'])} + skipped {len(report['skipped'])} "
          f"({outcomes}); lost rows {entries - images}")
+
+
+def diagnose_and_merge_campaign(work: Path, url: str, args) -> None:
+    """Issue 35: the hostile names folder through ``diagnose`` (every entry an image searched, a
+    failed or a skipped row) and through ``check --shard K/2`` twice and ``merge`` (the merged
+    report holds every entry once), with ``merge --report`` onto a file refused in one line."""
+    entries = len(os.listdir(work / "names"))
+    result, seconds = harness("diagnose", str(work / "names"), "--url", url, "--report", str(work / "names-diagnosis"),
+                              "--timeout", args.timeout)
+    try:
+        d = json.loads((work / "names-diagnosis" / "diagnosis.json").read_text())
+        # "images": the image files given (those left out of the search among them, in "failed")
+        line("diagnose", result, seconds, f"entries {entries} = images {d['images']} (left out {len(d['failed'])}) + "
+             f"skipped {len(d['skipped'])}; lost rows {entries - d['images'] - len(d['skipped'])}")
+    except (OSError, ValueError, KeyError) as exc:
+        line("diagnose", result, seconds, f"no diagnosis.json ({type(exc).__name__}: {exc}): {result.stderr[-300:]}")
+    shards = []
+    for k in range(2):
+        out = work / f"names-shard-{k}"
+        result, seconds = harness("check", str(work / "names"), "--url", url, "--shard", f"{k}/2", "--report", str(out),
+                                  "--no-isolate", "--timeout", args.timeout, "--format", "json")
+        line(f"shard {k}/2", result, seconds, "")
+        shards.append(str(out))
+    result, seconds = harness("merge", *shards, "--report", str(work / "names-merged"), "--format", "json")
+    try:
+        images, outcomes = counts(json.loads((work / "names-merged" / "report.json").read_text()))
+        manifest = (work / "names-merged" / "run.json").is_file()
+        line("merge", result, seconds, f"entries {entries} = merged rows {images} (outcomes {outcomes}); lost rows "
+             f"{entries - images}; run.json {manifest}")
+    except (OSError, ValueError, KeyError) as exc:
+        line("merge", result, seconds, f"no merged report ({type(exc).__name__}: {exc}): {result.stderr[-300:]}")
+    (work / "a-file").write_text("x")
+    result, seconds = harness("merge", *shards, "--report", str(work / "a-file"))
+    lines = [t for t in result.stderr.strip().splitlines() if t.strip()]
+    left = sorted(p.name for p in work.iterdir() if p.name.startswith(".a-file"))
+    line("merge>file", result, seconds, f"refusal lines {len(lines)}; staging left {left}")
 
 
 def specs_and_options_campaign(work: Path, url: str, args) -> None:

@@ -23,3 +23,9 @@ COPY build/preflight build/preflight
 
 # The check writes its reports to a mounted volume; nothing else is written at run time.
 ENV PYTHONDONTWRITEBYTECODE=1
+
+# Not root (issue 35): every pod runs as uid 1000 (deploy/kubernetes sets runAsNonRoot), with a
+# read-only root filesystem: what it writes goes to its volumes and /tmp.
+RUN useradd --uid 1000 --user-group --no-create-home --home-dir /tmp harness
+USER 1000:1000
+ENV HOME=/tmp

@@ -63,3 +63,10 @@ assert nvidia.dali.__file__.startswith('${IMAGE_PYTHONPATH}/'), nvidia.dali.__fi
 
 # The repository is mounted read-only: do not try to write __pycache__ into it.
 ENV PYTHONDONTWRITEBYTECODE=1
+
+# Not root (issue 35): uid 1000 (an unprivileged user of the base image; whatever its name,
+# the server needs no other: it only reads /opt/tritonserver and the mounts); the repository and the engines are mounted read-only, the root filesystem is read-only too
+# (compose read_only, Kubernetes readOnlyRootFilesystem): Python writes nothing, anything
+# temporary (DALI's autoserialization, HOME) goes to the /tmp tmpfs.
+USER 1000:1000
+ENV HOME=/tmp

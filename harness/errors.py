@@ -70,23 +70,99 @@ class Interrupted(RunStopped):
     """SIGINT or SIGTERM asked the run to stop: it finished the images in flight and stopped."""
 
 
+class UserCodeExit(HarnessError):
+    """The user's code (a ``--client``, a ``--reference FILE.py:NAME``, a ``--postprocess``,
+    a model factory, a task's hook) raised what is not an :class:`Exception`: ``SystemExit``
+    (``sys.exit()``), a ``KeyboardInterrupt`` no signal caused, ``GeneratorExit`` or any other
+    ``BaseException``. Left alone it would unwind the whole command (``sys.exit()`` after three
+    images ends ``check`` with status 0 and no report); as an :class:`Exception` it is that
+    image's failed row like any other error of the user's code."""
+
+    def __init__(self, exc: BaseException):
+        text = str(exc).strip().splitlines()
+        detail = f"({text[0]})" if text else "()"
+        super().__init__(f"user code raised {type(exc).__name__}{detail}")
+        self.original = exc
+
+
+_signalled = 0
+"""How many SIGINT/SIGTERM this process received through the harness's handlers: a
+``KeyboardInterrupt`` is a real interrupt only when one came (user code may raise its own)."""
+
+
+def _mark_signal() -> None:
+    global _signalled
+    _signalled += 1
+
+
+def real_interrupt(exc: BaseException) -> bool:
+    """True for a ``KeyboardInterrupt`` a signal raised (in the main thread, after one of the
+    harness's handlers saw SIGINT or SIGTERM): that one ends the command. One raised by user
+    code, or in any other thread (where no signal handler runs), is not."""
+    import threading
+
+    return (isinstance(exc, KeyboardInterrupt) and _signalled > 0
+            and threading.current_thread() is threading.main_thread())
+
+
+def escapes(exc: BaseException) -> bool:
+    """True for what must end the command even out of user code (a real interrupt); False
+    for what is an ordinary error of the code that raised it (every :class:`Exception`, and
+    ``SystemExit`` or any other ``BaseException`` from user code: :class:`UserCodeExit`)."""
+    return real_interrupt(exc)
+
+
+def contained(exc: BaseException) -> Exception:
+    """``exc`` as an :class:`Exception` a per-image ``except Exception`` turns into that
+    image's row: itself if it is one, else :class:`UserCodeExit`. The caller re-raises
+    ``exc`` itself when :func:`escapes` says so."""
+    return exc if isinstance(exc, Exception) else UserCodeExit(exc)
+
+
+def raised(exc: BaseException) -> str:
+    """What user code raised, in one line: ``Type: first line`` (for :class:`UserCodeExit`,
+    the type it held: ``SystemExit: 3``)."""
+    exc = exc.original if isinstance(exc, UserCodeExit) else exc
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def call_user(function: Callable, *args, **kwargs):
+    """``function(*args, **kwargs)`` for user code: what it raises that is not an
+    :class:`Exception` (``sys.exit()``, a ``KeyboardInterrupt`` of its own, any other
+    ``BaseException``) comes out as :class:`UserCodeExit`, so it fails one image (or one
+    load) instead of ending the run; a real interrupt still ends it."""
+    try:
+        return function(*args, **kwargs)
+    except Exception:
+        raise
+    except BaseException as exc:
+        if escapes(exc):
+            raise
+        raise UserCodeExit(exc) from exc
+
+
 class StopSignals:
     """For a ``with`` block in the main thread: the first SIGINT or SIGTERM sets :attr:`event`
     (:attr:`reason` names it) so that a run stops at its next image and writes what it has;
-    a second one raises :class:`KeyboardInterrupt` at once. Elsewhere (not the main thread)
-    it does nothing."""
+    a second one raises :class:`KeyboardInterrupt` at once (the request loop turns it into a
+    stop that still writes the partial report). ``finishing``: while the reports are written,
+    every signal only sets :attr:`event` (the writing takes a moment and must not be cut).
+    Elsewhere (not the main thread) it does nothing."""
 
-    def __init__(self):
+    def __init__(self, finishing: bool = False):
         import threading
 
         self.event = threading.Event()
         self.reason = ""
+        self.finishing = finishing
         self._previous: dict = {}
 
     def _handle(self, signum, frame) -> None:
         import signal
 
-        if self.event.is_set():
+        _mark_signal()
+        if self.event.is_set() and not self.finishing:
             raise KeyboardInterrupt
         self.reason = f"interrupted by {signal.Signals(signum).name}"
         self.event.set()
@@ -115,9 +191,12 @@ def terminate_as_interrupt() -> None:
     import signal
 
     def interrupt(signum, frame):
+        _mark_signal()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupt)  # the same, counted: a real Ctrl-C, not user code's own
 
 
 def exit_status_of(exc: BaseException) -> int | None:
@@ -126,10 +205,16 @@ def exit_status_of(exc: BaseException) -> int | None:
     for anything else (a bug: let it raise with its traceback)."""
     if isinstance(exc, (HarnessError, FileNotFoundError, KeyboardInterrupt)):
         return ERROR_STATUS
+    if not isinstance(exc, Exception):  # SystemExit & co. out of user code that no image boundary held
+        return ERROR_STATUS
     return None
 
 
 def message_of(exc: BaseException) -> str:
+    if real_interrupt(exc) or (isinstance(exc, KeyboardInterrupt) and _signalled):
+        return "interrupted"
+    if not isinstance(exc, (Exception, KeyboardInterrupt)):
+        return f"{UserCodeExit(exc)}: the command stopped without a verdict"
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
 
 
@@ -139,7 +224,7 @@ def run_command(command: Callable[[], int], report: Callable[[str], None]) -> in
     anything else raises with its traceback. Every command line's ``main`` runs through it."""
     try:
         return command()
-    except (Exception, KeyboardInterrupt) as exc:
+    except BaseException as exc:  # SystemExit too: user code's sys.exit() must not end a run with status 0
         status = exit_status_of(exc)
         if status is None:
             raise

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +32,12 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, VISUALS_DIRNAME, csv_header, csv_row
+from harness.check.rundir import MANIFEST_FILENAME
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.files import strict_json, write_atomic
+from harness.names import path_text
 from harness.run_identity import first_difference, run_identity
-from harness.shard import ShardRecord, check_split
+from harness.shard import ShardRecord, check_split, listing_digest
 
 if TYPE_CHECKING:
     from harness.accuracy.job import AccuracyResult as AccuracyJobResult
@@ -98,27 +102,55 @@ def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
 def merge(directories: Sequence[Path], out: Path, formats: Sequence[str] | None = None) -> MergeResult:
     """Merge the check shards in ``directories`` into ``out`` (see the module); ``formats``:
     ``--format`` (None: a check's files; its records always, :data:`harness.report.CHECK_REPORTS`)."""
+    from harness.check.rundir import RunDirectory
     from harness.report import write_reports
 
     shards = read_shards(directories)
     if any(out.resolve() == s.directory.resolve() for s in shards):
         raise UsageError(f"--report {out} is one of the shards: merge into another directory")
-    # Built aside and moved in when complete: a refusal met while folding leaves nothing behind.
-    staging = out.parent / f".{out.name}.merging"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    # --report as check takes it (a directory this run locks: a file, or a directory another run
+    # holds, is refused in one line before anything is written); built in a staging folder inside
+    # it and moved in when complete: a refusal met while folding leaves no staging folder behind.
+    created = not os.path.lexists(out)
     try:
-        report, visuals = fold(shards, staging)
-        paths = write_reports(staging, report, visuals, formats, check_run=True)
+        with RunDirectory(out) as run_dir:
+            staging = run_dir.subdirectory(".merging")
+            try:
+                shutil.rmtree(staging)
+                staging.mkdir()
+                report, visuals = fold(shards, staging)
+                paths = write_reports(staging, report, visuals, formats, check_run=True)
+                manifest = merged_manifest(shards)
+                if manifest is not None:
+                    write_atomic(staging / MANIFEST_FILENAME,
+                                 strict_json(manifest.to_dict(), indent=1, sort_keys=True) + "\n")
+                shutil.rmtree(out / VISUALS_DIRNAME, ignore_errors=True)
+                for path in staging.iterdir():
+                    path.replace(out / path.name)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if created and os.path.isdir(out) and not os.path.islink(out):
+            shutil.rmtree(out, ignore_errors=True)  # refused: nothing left behind, not even the lock
         raise
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / VISUALS_DIRNAME, ignore_errors=True)
-    for path in staging.iterdir():
-        path.replace(out / path.name)
-    staging.rmdir()
     return MergeResult(report, {kind: out / path.name for kind, path in paths.items()}, tuple(shards))
+
+
+def merged_manifest(shards: Sequence[ShardRun]):
+    """The merged run's run.json: the shards' one run (their identity, checked equal by
+    :func:`read_shards`) with no shard, and which shards it was merged from; None when the
+    shards wrote none (older harness versions)."""
+    from harness.check.rundir import RunDirectory, RunManifest
+
+    try:
+        first = RunDirectory(shards[0].directory).read_manifest()
+    except UsageError:
+        return None
+    if first is None:
+        return None
+    identity = {**first.identity, "shard": None,
+                "merged": {"shards": len(shards), "from": [path_text(s.directory.resolve()) for s in shards]}}
+    return RunManifest(first.command, identity, first.settings)
 
 
 def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualStore"]:
@@ -139,6 +171,7 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     first = shards[0].report
     task = get_task(first.get("task", "classification"))  # reports before issue 26: classification
     summary, seen = RunSummary(events=task.events(first["run"]["tie_margin"])), {}
+    judge = VerdictCheck(spec_info(first["spec"]).tolerances, float(first["run"]["tie_margin"]))
     with (out / RESULTS_FILENAME).open("w") as results, (out / CSV_FILENAME).open("w", newline="") as table:
         writer = csv.writer(table)
         writer.writerow(csv_header(task))
@@ -157,6 +190,11 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
                         raise UsageError(f"{shard.name} holds {result.image!r}, an image of another shard")
                     if result.image in seen:
                         raise UsageError(f"{result.image!r} is in {seen[result.image]} and in {shard.name}")
+                    contradiction = judge.contradiction(result)
+                    if contradiction:
+                        raise UsageError(f"{shard.directory / RESULTS_FILENAME}, line {number}: {result.image!r}: "
+                                         f"{contradiction}: the row contradicts its own verdict (edited?); run the "
+                                         f"shard again")
                     seen[result.image] = shard.name
                     rows += 1
                     summary.add(result)
@@ -177,7 +215,43 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
                          reference=reference_info(first["reference"]), deployed=deployed, run=run)
     if report.summary.images != shards[0].record.listed:  # every image listed is an image reported
         raise RuntimeError(f"{report.summary.images} images merged of {shards[0].record.listed} listed")
+    if listing_digest(list(seen)) != shards[0].record.listing_sha256:  # the rows' names, not shard.json's word
+        raise UsageError(f"the {len(seen)} entries the shards' rows name are not the listing the shards split "
+                         f"({shards[0].record.listed} entries, listing_sha256 {shards[0].record.listing_sha256[:12]}...): "
+                         "a row was removed, added or renamed; run the shards again")
     return report, visuals
+
+
+class VerdictCheck:
+    """Each row's verdicts judged again from its own metrics by the run's rules (the spec's
+    tolerances, the tie margin): a row whose numbers say another verdict than it states was
+    not written by a run."""
+
+    def __init__(self, tolerances: dict, tie_margin: float):
+        self.tolerances, self.tie_margin = tolerances, tie_margin
+
+    def contradiction(self, result) -> str | None:
+        from harness.compare.metrics import topk_verdict, verdict
+        from harness.stage import TENSOR_STAGES, Stage
+
+        for s in result.stages:
+            for stated, metrics, which in ((s.verdict, s.metrics, ""), (s.isolated_verdict, s.isolated, " (isolated)")):
+                if stated is None or not metrics:
+                    continue
+                try:
+                    if s.stage in TENSOR_STAGES and s.stage in self.tolerances and "max_abs" in metrics:
+                        judged = verdict(metrics, self.tolerances[s.stage])
+                    elif s.stage is Stage.TOPK and "same_order" in metrics:
+                        judged = topk_verdict(metrics, self.tie_margin)
+                    else:
+                        continue  # a task's own result (boxes): judged by its task, not re-derivable here
+                except (KeyError, TypeError, ValueError) as exc:
+                    return f"stage {s.stage}{which}: metrics unreadable ({type(exc).__name__}: {exc})"
+                if judged is not stated:
+                    shown = {k: metrics[k] for k in ("max_abs", "mean_abs", "fraction_over_tolerance", "same_order",
+                                                     "top1_prob_change") if k in metrics}
+                    return f"stage {s.stage}{which} says {stated.value}, its metrics {shown} say {judged.value}"
+        return None
 
 
 def merged_replay(first: dict, shards: Sequence[dict]) -> dict:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from harness.errors import UsageError, call_user
 
 
 class UserCodeError(UsageError, ValueError):
@@ -36,7 +36,7 @@ def load_object(ref: str, what: str = "reference", names: str = "NAME (opencv, t
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        call_user(spec.loader.exec_module, module)  # sys.exit() at import: a refusal, not the end of the run
     except Exception as exc:
         raise UserCodeError(f"{what} {ref!r}: importing {path} failed: {type(exc).__name__}: {exc}") from None
     if not hasattr(module, name):

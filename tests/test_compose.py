@@ -30,7 +30,8 @@ RELEASE = f"{MANIFEST.release}-py3"
 
 def compose_cli(*args, file=COMPOSE_FILE):
     # Variables the file reads, left unset so their defaults are what is checked.
-    env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS", "TRITON_BIND")}
+    env["TRITON_ADMIN_KEY"] = "compose-test-key"  # required: compose refuses to start Triton without one
     return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", "--profile", "preflight",
                            "--profile", "layers", *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)

@@ -134,10 +134,18 @@ def compose_triton() -> dict:
     return compose["services"]
 
 
+def same_key(command: list[str]) -> list[str]:
+    """``command`` with its admin key's source written one way: compose's
+    ``${TRITON_ADMIN_KEY:?...}`` (the host's environment) and Kubernetes' ``$(TRITON_ADMIN_KEY)``
+    (the container's, from the Secret) are the same key."""
+    return [re.sub(r"\$\{TRITON_ADMIN_KEY:\?[^}]*\}|\$\(TRITON_ADMIN_KEY\)", "<key>", arg) for arg in command]
+
+
 def test_triton_runs_composes_command_on_a_gpu_with_health_probes(production):
     triton = production["Deployment", "triton"]
     server = container(triton, "triton")
-    assert server["command"] == compose_triton()["triton"]["command"]
+    assert same_key(server["command"]) == same_key(compose_triton()["triton"]["command"])
+    assert sum("<key>" in arg for arg in same_key(server["command"])) == 2
     resources = server["resources"]
     assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == 1
     assert pod(triton)["nodeSelector"]["nvidia.com/gpu.present"] == "true"
@@ -269,7 +277,8 @@ def test_the_sharded_check_is_an_indexed_job_and_merge_reads_its_run(production)
     assert "harness merge /reports/$RUN/shard-*" in merge["command"][-1]
     assert re.search(r"out=/reports/\$RUN/shard-\$SHARD\b", script)
     # both Jobs mount the one reports volume at /reports
-    claims = [{v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod(production["Job", n])["volumes"]}
+    claims = [{v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod(production["Job", n])["volumes"]
+               if "persistentVolumeClaim" in v}
               for n in ("harness-check", "harness-merge")]
     assert claims[0]["reports"] == claims[1]["reports"]
 
@@ -348,3 +357,49 @@ def test_the_metrics_used_are_what_triton_exports(server):
             assert set(selected.split("|")) <= models or selected.endswith(".*"), selected
     success = {m: float(v) for m, v in re.findall(r'nv_inference_request_success\{model="([^"]+)".*\} (\S+)', exported)}
     assert success["classify_dali"] >= 2
+
+
+def test_every_pod_is_restricted_not_root_no_escalation_read_only_with_limits(production):
+    """Issue 35: every pod runs as a non-root uid under the runtime's default seccomp profile;
+    every container drops all capabilities, cannot escalate, has a read-only root filesystem
+    (/tmp an emptyDir) and a memory limit."""
+    pods = {key: o for key, o in production.items() if "template" in o.get("spec", {})}
+    assert {("Deployment", "triton"), ("Deployment", "locust-master"), ("Job", "harness-check")} <= set(pods)
+    for key, obj in pods.items():
+        spec = pod(obj)
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] > 0, key
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, key
+        for c in (*spec.get("initContainers", ()), *spec["containers"]):
+            context = c["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True, (key, c)
+            assert context["capabilities"]["drop"] == ["ALL"], (key, c["name"])
+            assert c["resources"].get("limits", {}).get("memory"), (key, c["name"])
+            tmp = [m for m in c.get("volumeMounts", ()) if m["mountPath"] == "/tmp"]
+            assert tmp or c["name"] in ("wait-for-engine", "wait-for-triton"), (key, c["name"])
+
+
+def test_the_admin_key_comes_from_a_secret_and_only_the_clients_reach_triton(production):
+    triton = production["Deployment", "triton"]
+    [key] = [e for e in container(triton, "triton")["env"] if e["name"] == "TRITON_ADMIN_KEY"]
+    assert set(key) == {"name", "valueFrom"} and key["valueFrom"]["secretKeyRef"]["name"] == "triton-admin-key"
+    assert not any(o["kind"] == "Secret" for o in production.values())  # the operator creates it: no key in the files
+    policy = production["NetworkPolicy", "triton"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(triton).items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    clients, scrape = policy["spec"]["ingress"]
+    [client_label] = clients["from"][0]["podSelector"]["matchLabels"].items()
+    assert {p["port"] for p in scrape["ports"]} == {"metrics"}
+    assert scrape["from"][0]["namespaceSelector"] and scrape["from"][0]["podSelector"]
+    # Every pod that talks to Triton carries the label; the others do not.
+    talks = {key for key, o in production.items() if "template" in o.get("spec", {})
+             and "triton:80" in json.dumps(pod(o))} | {("Deployment", "locust-worker")}  # the users, via the master
+    labelled = {key for key, o in production.items() if "template" in o.get("spec", {})
+                and pod_labels(o).get(client_label[0]) == client_label[1]}
+    assert talks - {("Deployment", "locust-master")} == labelled  # the master runs no users itself
+    locust = production["NetworkPolicy", "locust-master"]
+    [rule] = locust["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "workers"}]  # the web UI (no login) is reached by port-forward only
+
+
+def pod_labels(obj: dict) -> dict:
+    return obj["spec"]["template"]["metadata"]["labels"]

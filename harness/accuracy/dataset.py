@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 from harness.corpus import list_images
 from harness.errors import HarnessError
+from harness.listing import list_inputs
 from harness.names import identifier
 
 CSV_HEADER_FILE = ("file", "path", "image", "filename")
@@ -39,6 +40,9 @@ class Dataset:
     samples: tuple[Sample, ...]
     label_names: tuple[str, ...] = ()
     """Label index -> name (the model's classes, or a retrieval set's own labels)."""
+    skipped: tuple = ()
+    """Folder entries that are not images (:class:`harness.listing.Skipped`: hidden, a link
+    leading out, ...), each with why: listed as check lists them (``dir/name`` in a class directory)."""
 
     @property
     def labeled(self) -> bool:
@@ -102,8 +106,22 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
         images = list_images(dataset)
         if not images:
             raise DatasetError(f"no images in {dataset}")
-        return Dataset(dataset, "unlabeled", tuple(Sample(identifier(p), p, None) for p in images))
-    return Dataset(dataset, "imagefolder", *_read_image_folder(dataset, class_dirs, classes))
+        return Dataset(dataset, "unlabeled", tuple(Sample(identifier(p), p, None) for p in images),
+                       skipped=tuple(list_inputs(dataset).skipped))
+    return Dataset(dataset, "imagefolder", *_read_image_folder(dataset, class_dirs, classes),
+                   skipped=_folder_skipped(dataset, class_dirs))
+
+
+def _folder_skipped(root: Path, class_dirs: list[Path]) -> tuple:
+    """The entries of an ImageFolder that are not images: at the root (its class directories
+    aside) and in each class directory (named ``class/entry``)."""
+    from harness.listing import Skipped
+
+    classes = {identifier(d) for d in class_dirs}
+    out = [s for s in list_inputs(root).skipped if s.name not in classes]
+    for d in class_dirs:
+        out += [Skipped(f"{identifier(d)}/{s.name}", s.reason) for s in list_inputs(d).skipped]
+    return tuple(out)
 
 
 def _read_image_folder(root: Path, class_dirs: list[Path],

@@ -77,7 +77,16 @@ def render_markdown(report: AccuracyReport) -> str:
                   "| image | outcome | reason |", "|---|---|---|"]
         lines += [f"| {markdown_code(name)} | {result.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
                   for name, reason in result.failed.items()]
+    lines += _skipped(result.dataset)
     return "\n".join(lines) + "\n"
+
+
+def _skipped(dataset) -> list[str]:
+    """The folder entries that are not images, with why (as check lists them)."""
+    if not dataset.skipped:
+        return []
+    return ["", f"## Skipped entries, not images ({len(dataset.skipped)})", "", "| entry | reason |", "|---|---|",
+            *(f"| {markdown_code(s.name)} | {markdown_text(s.reason)} |" for s in dataset.skipped)]
 
 
 def _per_class(result: AccuracyResult) -> list[str]:
@@ -193,6 +202,7 @@ def render_effect_markdown(report: EffectReport) -> str:
                   "| image | outcome | reason |", "|---|---|---|"]
         lines += [f"| {markdown_code(name)} | {report.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
                   for name, reason in report.failed.items()]
+    lines += _skipped(report.dataset)
     return "\n".join(lines) + "\n"
 
 

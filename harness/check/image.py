@@ -13,13 +13,14 @@ from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.deployment.base import NotComparable
-from harness.errors import ServerStopped
+from harness.errors import ServerStopped, contained, escapes
 from harness.listing import InputFile, read_input
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
 from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
+from harness.task.detection import PostprocessError
 from harness.tolerance import Tolerance
 
 
@@ -68,8 +69,10 @@ class ImageChecker:
             return self._check(file)
         except ServerStopped:
             raise
-        except Exception as exc:
-            return ImageResult(file.name, error=f"comparison failed: {one_line(exc)}"), None
+        except BaseException as exc:  # a task's or the user's sys.exit() too: only a real interrupt ends the run
+            if escapes(exc):
+                raise
+            return ImageResult(file.name, error=f"comparison failed: {one_line(contained(exc))}"), None
 
     def _check(self, file: InputFile) -> tuple[ImageResult, ImageTensors | None]:
         name = file.name
@@ -93,11 +96,15 @@ class ImageChecker:
             tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.scores)
             try:
                 tensors.reference.update(self.task.derive_reference(tensors.reference))
+            except PostprocessError as exc:  # the user's --postprocess, not the reference, failed
+                return ImageResult(name, error=f"postprocessing: {one_line(exc)}"), None
             except Exception as exc:  # the reference's postprocessing could not process it
                 reference_error = one_line(exc)
         try:
             tensors.deployed = self.side.read(name, data)
             tensors.deployed.update(self.task.derive_deployed(tensors.deployed, tensors.reference))
+        except PostprocessError as exc:  # the user's --postprocess on the deployed output
+            return ImageResult(name, error=f"postprocessing: {one_line(exc)}"), None
         except (InferenceError, ValueError) as exc:  # ValueError: an answer that is not what its outputs promise
             deployed_error = one_line(exc)
         if reference_error and deployed_error:

@@ -175,51 +175,56 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                                 else None)
         reference_model = load_reference_model(known) if known else None
 
-        with session.connect(log=log) as client:
-            server_metadata = client.server_metadata()
-            # Discovery probes the listing's first images, a shard's too: the report a run writes.
-            deployment = open_deployment(session, client, options.target, [f.path for f in listed.inputs], log,
-                                         recipe, reference_model)
-            manifest = manifest.served_by(server_metadata.get("version"), deployment.label)
-            if options.resume:
-                _verify(run_dir, manifest)
-            run_dir.write_manifest(manifest)
-            task = deployment.configure_task(spec, options.target.postprocess)
-            reference_model = reference_model or load_reference_model(task.name)
-            tolerances = session.tolerances(deployment.scores_kind, task)
-            # In the units compared: probabilities when the deployment answers them (the reference's
-            # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
-            tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
-            side = DeployedSide(deployment, session.client_factory(client), options.retries)
-            checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
-                                   tie_margin=tie_margin)
-            with progress(listing.entries, f"checking {deployment.label}") as advance, StopSignals() as signals:
-                outcome = run_check(listing.inputs, checker, run_dir, options.resume, options.save_tensors,
-                                    options.workers, on_result=lambda r: advance(r.image), skipped=listing.skipped,
-                                    budget=MemoryBudget(options.memory_budget), stop=signals.event,
-                                    stop_reason=lambda: signals.reason, log=log, task=task, tie_margin=tie_margin)
-            server = session.server_info(client)
+        with contextlib.ExitStack() as signal_scope:  # the stop signals' handlers, once installed
+            with session.connect(log=log) as client:
+                server_metadata = client.server_metadata()
+                # Discovery probes the listing's first images, a shard's too: the report a run writes.
+                deployment = open_deployment(session, client, options.target, [f.path for f in listed.inputs], log,
+                                             recipe, reference_model)
+                manifest = manifest.served_by(server_metadata.get("version"), deployment.label)
+                if options.resume:
+                    _verify(run_dir, manifest)
+                run_dir.write_manifest(manifest)
+                task = deployment.configure_task(spec, options.target.postprocess)
+                reference_model = reference_model or load_reference_model(task.name)
+                tolerances = session.tolerances(deployment.scores_kind, task)
+                # In the units compared: probabilities when the deployment answers them (the reference's
+                # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
+                tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
+                side = DeployedSide(deployment, session.client_factory(client), options.retries)
+                checker = ImageChecker(side, recipe, reference_model, tolerances, options.isolate, options.top_k,
+                                       tie_margin=tie_margin)
+                with progress(listing.entries, f"checking {deployment.label}") as advance:
+                    signals = signal_scope.enter_context(StopSignals())
+                    outcome = run_check(listing.inputs, checker, run_dir, options.resume, options.save_tensors,
+                                        options.workers, on_result=lambda r: advance(r.image), skipped=listing.skipped,
+                                        budget=MemoryBudget(options.memory_budget), stop=signals.event,
+                                        stop_reason=lambda: signals.reason, log=log, task=task, tie_margin=tie_margin)
+                    # From here to the reports written (the embedded server's stop, the writing), a
+                    # signal, a second Ctrl-C too, must not lose what was checked: it is only noted.
+                    signals.finishing = True
+                server = session.server_info(client)
 
-        stopped = outcome.stopped
-        report = CheckReport(
-            summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
-            reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
-            deployed=DeployedInfo.of(deployment, server, options.target.note()),
-            run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
-                         options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
-        missing = listing.entries - report.summary.images
-        if stopped is None and missing:  # every entry in is a row reported: a bug if not
-            raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")
-        try:
-            paths = write_reports(options.report, report, outcome.visuals, options.formats, check_run=True)
-            if options.shard is not None:
-                ShardRecord.of(options.shard, [e.name for e in (*listed.inputs, *listed.skipped)]).write(options.report)
-        except OSError as exc:
-            if stopped is None:
-                raise UsageError(f"cannot write the reports in {path_text(options.report)}: "
-                                 f"{exc.strerror or exc}; the records are kept: continue with: {hint}") from None
-            raise stopped.then(f"the reports could not be written either ({exc.strerror or exc}); the "
-                               f"{report.summary.images} records written are kept: continue with: {hint}") from None
+            stopped = outcome.stopped
+            report = CheckReport(
+                summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
+                reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
+                deployed=DeployedInfo.of(deployment, server, options.target.note()),
+                run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
+                             options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
+            missing = listing.entries - report.summary.images
+            if stopped is None and missing:  # every entry in is a row reported: a bug if not
+                raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")
+            try:
+                paths = write_reports(options.report, report, outcome.visuals, options.formats, check_run=True)
+                if options.shard is not None:
+                    ShardRecord.of(options.shard, [e.name for e in (*listed.inputs, *listed.skipped)]).write(options.report)
+            except OSError as exc:
+                if stopped is None:
+                    raise UsageError(f"cannot write the reports in {path_text(options.report)}: "
+                                     f"{exc.strerror or exc}; the records are kept: continue with: {hint}") from None
+                raise stopped.then(f"the reports could not be written either ({exc.strerror or exc}); the "
+                                   f"{report.summary.images} records written are kept: continue with: {hint}") from None
     return CheckResult(report, paths, options, stopped, hint)
 
 

@@ -25,7 +25,7 @@ from harness.check.rundir import Recovered, ResultsLog, RunDirectory
 from harness.check.visuals import VisualStore
 from harness.compare.aggregate import RunSummary
 from harness.compare.result import ImageResult
-from harness.errors import Interrupted, RunStopped, ServerStopped
+from harness.errors import Interrupted, RunStopped, ServerStopped, real_interrupt
 from harness.listing import InputFile, Skipped
 from harness.names import path_text
 
@@ -176,6 +176,12 @@ def check_concurrently(images: Iterable[InputFile], check: Callable[[InputFile],
                     finally:
                         del checked  # the tensors go before the budget says they did
                         budget.release(cost)
+        except KeyboardInterrupt as exc:  # a second SIGINT/SIGTERM: stop now, keep what is recorded
+            for future in pending:
+                future.cancel()
+            if not real_interrupt(exc):
+                raise
+            return Interrupted("interrupted twice: the images in flight were left out (--resume redoes them)")
         except BaseException:
             for future in pending:
                 future.cancel()

@@ -103,6 +103,17 @@ class RunDirectory:
         return (self.path / RESULTS_FILENAME).exists()
 
 
+def existing_report_directory(path: Path):
+    """For the jobs that write their report at the end (diagnose, accuracy, layers): ``path``
+    as :class:`RunDirectory` takes it (a file or a link there refused in one line, another
+    run writing there refused, the lock held) when it exists; nothing when it does not (the
+    job creates it when it writes, so a refused job leaves none, and a report folder inside a
+    dataset's folder is not there yet when the dataset is listed)."""
+    import contextlib
+
+    return RunDirectory(path) if os.path.lexists(path) else contextlib.nullcontext()
+
+
 @dataclass(frozen=True)
 class RunManifest:
     """What a run is (``identity``: compared field by field on ``--resume``) and how it ran

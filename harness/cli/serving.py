@@ -232,18 +232,28 @@ def run_serve(args, groups: Groups) -> int:
     return 0
 
 
-def _expand(paths: list[Path]) -> list[Path]:
-    from harness.corpus import list_images
+def _expand(paths: list[Path]) -> tuple[list[Path], list]:
+    """The images of ``paths`` (files, and the inputs of folders), and the folders' entries
+    that are not inputs (:class:`harness.listing.Skipped`: a hidden file, a sub-folder, a link
+    leading out), listed as check lists them."""
+    from harness.listing import list_inputs
 
-    files = []
+    files, skipped = [], []
     for p in paths:
         if p.is_dir():
-            files.extend(list_images(p))
+            listing = list_inputs(p)
+            files.extend(f.path for f in listing.inputs)
+            skipped.extend(listing.skipped)
         elif p.exists():
             files.append(p)
         else:
             raise UsageError(f"no such image or directory: {p}")
-    return files
+    return files, skipped
+
+
+def _say_skipped(skipped: list) -> None:
+    for entry in skipped:
+        console.print(f"skipped {terminal_text(entry.name)}: {terminal_text(entry.reason)}", markup=False)
 
 
 def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> list:
@@ -474,13 +484,17 @@ def run_infer(args, groups: Groups) -> int:
     deployed = parsed.deployment
     asked = Asked(deployed, make_session(parsed.repository, parsed.server, task=deployed.task), args.class_names,
                   args.top_k)
-    files = _expand(args.images)
+    files, skipped = _expand(args.images)
     with connect(asked.session) as client:
         task = deployed.task or (_claimed(client, deployed.models) if deployed.models else None)
         if task == "embedding":
-            return run_infer_embedding(asked, client, files)
+            status = run_infer_embedding(asked, client, files)
+            _say_skipped(skipped)
+            return status
         if task == "detection":
-            return run_infer_detection(asked, client, files)
+            status = run_infer_detection(asked, client, files)
+            _say_skipped(skipped)
+            return status
         classifiers = _classifiers(client, asked)
         names = list(classifiers)
         table = Table(title=f"top-{asked.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
@@ -501,6 +515,9 @@ def run_infer(args, groups: Groups) -> int:
             else:
                 agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
                 table.add_row(terminal_text(identifier(path)), *texts, "yes" if agree else "[yellow]no[/]")
+        for entry in skipped:  # every entry a row, as check lists them (not a failure)
+            why = f"[dim]skipped: {terminal_text(entry.reason)}[/]"
+            table.add_row(terminal_text(entry.name), *([why] * len(names)), *(["-"] if len(names) > 1 else []))
     from rich.console import Console
 
     Console().print(table)

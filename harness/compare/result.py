@@ -18,7 +18,8 @@ def one_line(exc: BaseException) -> str:
     message alone would not say what happened (cv2.error, MemoryError, KeyError, ...)."""
     lines = str(exc).strip().splitlines()
     message = next((line.strip() for line in lines if line.strip()), "")
-    if message and type(exc).__name__ in ("ImageError", "InferenceError"):  # messages written to be read alone
+    # messages written to be read alone
+    if message and type(exc).__name__ in ("ImageError", "InferenceError", "PostprocessError"):
         return message
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 

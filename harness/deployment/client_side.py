@@ -32,6 +32,7 @@ from harness.deployment.discovery import (
 )
 from harness.deployment.mapping import TensorMapping
 from harness.deployment.stepwise import decoded_size, expected_input, map_outputs
+from harness.errors import call_user, raised
 from harness.scores import ScoreKind
 from harness.stage import STAGES, Stage
 
@@ -87,12 +88,10 @@ class ClientRequest:
         """The client's tensors for one file, by input name, without a batch dimension;
         :class:`ClientError` when it fails or makes what the model cannot take."""
         try:
-            made = self.function(bytes(data))
+            made = call_user(self.function, bytes(data))  # sys.exit() in it fails this image, not the run
         except Exception as exc:  # noqa: BLE001 - the client's own failure on this image is this image's
-            text = str(exc).strip().splitlines()
             # "client NAME failed" first: the error's type where errors are counted by type (the loadtest)
-            raise ClientError(f"client {self.name.rpartition(':')[2]} failed: {type(exc).__name__}: "
-                              f"{text[0] if text else ''}") from None
+            raise ClientError(f"client {self.name.rpartition(':')[2]} failed: {raised(exc)}") from None
         names = [t.name for t in self.tensors]
         if not isinstance(made, Mapping):
             if len(names) != 1:

@@ -64,7 +64,17 @@ def _quiet_status(text: str):
     yield lambda text: None
 
 
-def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
+def run(session, options, *args, **kwargs):
+    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a file or a link there, or
+    another run writing there, is refused in one line before anything runs; an existing folder is
+    locked for the run (:func:`harness.check.rundir.existing_report_directory`)."""
+    from harness.check.rundir import existing_report_directory
+
+    with existing_report_directory(options.report):
+        return _run(session, options, *args, **kwargs)
+
+
+def _run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress, status=_quiet_status) -> DiagnoseResult:
     """Diagnose ``options.images`` and write ``diagnosis.md``/``.json`` to ``options.report``.
     ``status(text)``: a context yielding ``update(text)`` for the search's phases. Raises
@@ -75,18 +85,20 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     A training callable (``options.reference`` ``file.py:name``) is first fingerprinted
     (:mod:`harness.diagnose.training`): the deployment is diagnosed against the spec that
     reproduces it, and compared with the callable itself."""
-    from harness.corpus import list_images
     from harness.deployment import DeployedSide
     from harness.deployment.target import open_deployment, require_reference_model
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
     from harness.diagnose.training import fingerprint_training
+    from harness.listing import list_inputs
+    from harness.outcome import Outcome
     from harness.reference import BUILT_IN
     from harness.reference.model import CHOICES, TorchModel
     from harness.report.data import versions
     from harness.report.diagnosis import write_diagnosis
     from harness.report.formats import require_formats
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
+    from harness.results.summary import ImageIssue
     from harness.spec import SpecError
 
     require_formats(options.formats)
@@ -94,9 +106,13 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     spec = session.spec
     choice = options.reference or spec.reference.recipe
     training = None if choice in BUILT_IN else session.recipe(options.reference)  # the user's callable or Compose
-    images = list_images(options.images)
+    listing = list_inputs(options.images)
+    images = [file.path for file in listing.inputs]
+    # every entry a row, as check lists them: what is not an image is listed with why
+    skipped = tuple(ImageIssue(s.name, s.reason, Outcome.SKIPPED) for s in listing.skipped)
     if not images:
-        raise UsageError(f"no images in {options.images}")
+        first = f" (all {len(skipped)} entries skipped; {skipped[0].image}: {skipped[0].reason})" if skipped else ""
+        raise UsageError(f"no images in {options.images}{first}")
     target = options.target
     require_reference_model([target], options.reference_model)
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
@@ -187,7 +203,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
         fingerprint(final_recipe, final_preprocess) if result.causes else None,
         tuple(DeployedInfo.of(deployment, server).found) if foreign else (),
-        deployment.scores_kind.name, not_written, fingerprinted, compared, options.allow_rejected)
+        deployment.scores_kind.name, not_written, fingerprinted, compared, options.allow_rejected, skipped)
     return DiagnoseResult(report, write_diagnosis(options.report, report, options.formats), written, options)
 
 

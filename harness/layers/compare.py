@@ -113,6 +113,9 @@ class LayersResult:
     pairs: tuple[PairResult, ...]
     unmatched_modules: tuple[str, ...] = field(default=())
     """``torch`` modules with no ONNX layer (identity paddings, dropout)."""
+    skipped: tuple[tuple[str, str], ...] = field(default=())
+    """(entry, why) of the folder's entries that are not images (hidden, a sub-folder, a link
+    leading out): listed as check lists them."""
 
     @property
     def first_divergent_layer(self) -> str | None:
@@ -146,11 +149,13 @@ class LayersResult:
             cases.append(Case(f"{pair.other} vs {pair.reference}", f"layers.{self.model}",
                               Status.FAILED if pair.first_divergent_layer else Status.PASSED, pair_line(pair), details))
         cases += [Case(image, f"layers.{self.model}.unreadable", Status.SKIPPED, reason) for image, reason in self.failed]
+        cases += [Case(entry, f"layers.{self.model}.skipped", Status.SKIPPED, reason) for entry, reason in self.skipped]
         return cases
 
     def to_dict(self) -> dict:
         return {"model": self.model, "executions": list(self.executions), "images": self.images,
                 "failed": [{"image": i, "reason": r} for i, r in self.failed],
+                "skipped": [{"image": i, "reason": r} for i, r in self.skipped],
                 "tolerance": self.tolerance.__dict__, "verdict": self.verdict.value,
                 "first_divergent_layer": self.first_divergent_layer,
                 "unmatched_modules": list(self.unmatched_modules), "pairs": [p.to_dict() for p in self.pairs]}

@@ -296,7 +296,10 @@ def _torch_model(ref: str | None, prefix: str | None) -> tuple:
         raise LayersError(f"--torch-model {ref}: expected path/file.py:factory (a torch.nn.Module or a function "
                           "returning one)")
     factory = load_object(ref)
-    net = factory() if callable(factory) and not hasattr(factory, "named_modules") else factory
+    from harness.errors import call_user
+
+    # the user's factory: its sys.exit() is a refusal with status 2, not the end of the run with its status
+    net = call_user(factory) if callable(factory) and not hasattr(factory, "named_modules") else factory
     if not hasattr(net, "named_modules"):
         raise LayersError(f"--torch-model {ref}: gives a {type(net).__name__}, not a torch.nn.Module")
     net.eval()

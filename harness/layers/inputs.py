@@ -8,23 +8,26 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from harness.corpus import list_images
 from harness.errors import HarnessError, UsageError
-from harness.listing import InputFile, read_input
+from harness.listing import InputFile, list_inputs, read_input
 from harness.names import identifier
 
 
 def image_inputs(directory: Path, recipe: Callable[[bytes], dict], failed: list[tuple[str, str]],
-                 limit: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
+                 limit: int | None = None, skipped: list[tuple[str, str]] | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """(file name, model input [3, H, W] float32) of every image of ``directory`` (at most
     ``limit``, default all), in name order; a file the recipe refuses is appended to ``failed``
     as (name, reason). Saved model inputs are taken as they are: a ``.npz`` of ``check
     --save-tensors`` (its reference ``input``, the model input training's recipe made) or a
-    ``.npy`` [3, H, W]. Raises :class:`UsageError` when no file gave an input."""
+    ``.npy`` [3, H, W]. The folder's entries that are not inputs (:func:`harness.listing.list_inputs`)
+    are appended to ``skipped`` as (name, why). Raises :class:`UsageError` when no file gave an input."""
     if not Path(directory).is_dir():
         raise UsageError(f"image directory not found: {directory}")
     given = 0
-    for path in list_images(Path(directory)):
+    listing = list_inputs(Path(directory))
+    if skipped is not None:
+        skipped.extend((s.name, s.reason) for s in listing.skipped)
+    for path in (f.path for f in listing.inputs):
         if limit is not None and given >= limit:
             break
         try:

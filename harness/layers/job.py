@@ -63,7 +63,17 @@ class LayersJobResult:
         return EXIT_FOUND if self.result.first_divergent_layer else EXIT_OK
 
 
-def run(session, options: LayersOptions, progress: Callable[[int], None] | None = None) -> LayersJobResult:
+def run(session, options, *args, **kwargs):
+    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a file or a link there, or
+    another run writing there, is refused in one line before anything runs; an existing folder is
+    locked for the run (:func:`harness.check.rundir.existing_report_directory`)."""
+    from harness.check.rundir import existing_report_directory
+
+    with existing_report_directory(options.report):
+        return _run(session, options, *args, **kwargs)
+
+
+def _run(session, options: LayersOptions, progress: Callable[[int], None] | None = None) -> LayersJobResult:
     """Compare the executions layer by layer and write the report to ``options.report``.
     Raises :class:`~harness.errors.UsageError` (or a library refusal) for options, a model,
     layer or images it cannot use; ``progress`` gets the images done so far."""

@@ -119,6 +119,9 @@ def markdown(result: LayersResult, command: str = "") -> str:
         lines += [f"torch modules with no ONNX layer: {len(result.unmatched_modules)} (identity paddings, dropout)", ""]
     if result.failed:
         lines += ["## Unreadable files", ""] + [f"- {markdown_code(i)}: {markdown_text(r)}" for i, r in result.failed] + [""]
+    if result.skipped:
+        lines += ["## Skipped entries (not images)", ""] + [f"- {markdown_code(i)}: {markdown_text(r)}"
+                                                           for i, r in result.skipped] + [""]
     return "\n".join(lines)
 
 

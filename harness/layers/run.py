@@ -29,8 +29,10 @@ def run_layers(images: Path, onnx_path: Path, executions: list[str], recipe: Cal
     if layers:
         graph.check_names(layers)
     failed: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str]] = []
     with open_executions(executions, onnx_path, graph, fp16_path, torch_model, torch_prefix) as opened:
-        inputs = batches_of(image_inputs(images, recipe, failed, limit), batch)
+        inputs = batches_of(image_inputs(images, recipe, failed, limit, skipped), batch)
         pairs, count = compare_layers(inputs, opened, graph, tolerance, layers, progress)
         unmatched = sorted(getattr(next((e for e in opened if e.name == "torch"), None), "unmatched_modules", ()))
-    return LayersResult(str(onnx_path), tuple(executions), count, tuple(failed), tolerance, pairs, tuple(unmatched))
+    return LayersResult(str(onnx_path), tuple(executions), count, tuple(failed), tolerance, pairs, tuple(unmatched),
+                        tuple(skipped))

@@ -23,6 +23,14 @@ def with_size(jpeg: bytes, height: int, width: int) -> bytes:
     return jpeg[:sof + 5] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + jpeg[sof + 9:]
 
 
+def png_with_size(png: bytes, height: int, width: int) -> bytes:
+    """The PNG with its IHDR declaring another size (its CRC made right, so only the size lies)."""
+    import zlib
+
+    ihdr = png[12:16] + width.to_bytes(4, "big") + height.to_bytes(4, "big") + png[24:29]
+    return png[:12] + ihdr + zlib.crc32(ihdr).to_bytes(4, "big") + png[33:]
+
+
 def with_bogus_huffman_table(jpeg: bytes) -> bytes:
     """The JPEG with a Huffman table whose code counts exceed what 16 bits can hold: the
     header reads fine, decoders fail when they build the table."""

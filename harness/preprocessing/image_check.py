@@ -80,7 +80,9 @@ def _identify(data: bytes) -> tuple[str, _Header | None]:
         if data.startswith(signature):
             if name == "JPEG":
                 _check_jpeg_complete(data)
-            return name, _read_header(data, name)
+            header = _read_header(data, name)
+            _check_data_evidence(data, name, header)
+            return name, header
     raise ImageError(f"not an image: unrecognized file signature {_describe_head(data)}")
 
 
@@ -218,6 +220,110 @@ def _check_jpeg_complete(data: bytes) -> None:
         raise ImageError(f"corrupt JPEG: no image data (no start-of-scan marker) in {len(data)} bytes")
     if data.rfind(b"\xff\xd9") < last_scan:
         raise ImageError(f"truncated JPEG: the file ends after {len(data)} bytes without an end-of-image marker")
+
+
+MIN_JPEG_BITS_PER_BLOCK = 0.5
+"""A Huffman-coded JPEG whose entropy-coded data holds fewer bits than this per 8x8 block of
+its full-resolution component is refused: its header declares far more pixels than its data
+can hold, and a decoder would allocate them all (a 700-byte file declaring 13000x13000 asks
+for about 0.5 GB). Why 0.5: every block's DC coefficient is one Huffman code of at least one
+bit, in every JPEG of any quality, baseline or progressive, so 1 bit per block is a hard floor;
+the smallest measured (PIL/libjpeg-turbo, a flat 4000x3000 image, quality 1, 50 and 95, black,
+white, grey, RGB and grayscale, baseline, optimized, progressive, 4:4:4) was 2.0 bits per
+block (grayscale optimized; RGB 4:2:0 optimized 3.0, default tables 6.0 to 14.0). Half the
+floor, a quarter of the measured minimum: no real photo or flat image is refused. Arithmetic-coded
+JPEGs (SOF9-SOF15, rare, no floor of the kind) are not judged by it."""
+
+MAX_PNG_RATIO = 2064
+"""A PNG whose decompressed pixel rows (height x (1 + row bytes)) exceed its IDAT bytes this
+many times over is refused, for the same reason. Deflate cannot compress more than 1032:1
+(a 258-byte match in two 1-bit codes); a flat 4000x3000 PNG at level 9 measured 1030:1 (black
+RGB), 854:1 (grey, white), 759:1 (grayscale). Twice deflate's limit: only a file whose data
+cannot hold its declared size is refused."""
+
+
+def _check_data_evidence(data: bytes, kind: str, header: _Header) -> None:
+    """:class:`ImageError` when the file's compressed data is far too short for the size its
+    header declares (:data:`MIN_JPEG_BITS_PER_BLOCK`, :data:`MAX_PNG_RATIO`): decoders trust
+    the header and allocate the full image before they find the data missing."""
+    width, height = header.width, header.height
+    if kind == "JPEG":
+        scan, arithmetic = _jpeg_scan_bytes(data)
+        blocks = -(-width // 8) * -(-height // 8)
+        if not arithmetic and scan * 8 < MIN_JPEG_BITS_PER_BLOCK * blocks:
+            raise ImageError(f"JPEG data too short for its size: the header declares {width}x{height} pixels "
+                             f"({blocks} blocks of 8x8), its scans hold {scan} bytes; any real JPEG of that "
+                             f"size holds at least {-(-blocks // 8)} (one bit a block)")
+    elif kind == "PNG":
+        compressed, raw = _png_data_sizes(data, width, height)
+        if raw > MAX_PNG_RATIO * compressed:
+            raise ImageError(f"PNG data too short for its size: the header declares {width}x{height} pixels "
+                             f"({raw} bytes of rows), its IDAT chunks hold {compressed} bytes; deflate cannot "
+                             f"compress more than 1032:1")
+
+
+_ARITHMETIC_SOF = frozenset((0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
+
+
+def _jpeg_scan_bytes(data: bytes) -> tuple[int, bool]:
+    """(bytes of entropy-coded data in every scan, whether it is arithmetic-coded). Marker
+    segments (APP, COM, tables) do not count: padding a file with metadata is no evidence of
+    pixels. Where the structure cannot be followed (bytes between segments that decoders skip
+    with a warning), everything after the first scan's start counts: never less than the scans."""
+    arithmetic = False
+    total, i, n = 0, 2, len(data)
+    try:
+        while i + 1 < n:
+            if data[i] != 0xFF:
+                raise ValueError(i)
+            marker = data[i + 1]
+            if marker == 0xFF:  # fill bytes before a marker
+                i += 1
+                continue
+            if marker == 0xD9:
+                break
+            if 0xD0 <= marker <= 0xD7 or marker == 0x01:  # no length
+                i += 2
+                continue
+            length = int.from_bytes(data[i + 2:i + 4], "big")
+            if length < 2:
+                raise ValueError(i)
+            arithmetic = arithmetic or marker in _ARITHMETIC_SOF
+            i += 2 + length
+            if marker == 0xDA:  # the entropy-coded data, up to the next marker that is not a restart
+                start = i
+                while True:
+                    i = data.index(b"\xff", i)
+                    following = data[i + 1]
+                    if following == 0x00 or 0xD0 <= following <= 0xD7:
+                        i += 2
+                        continue
+                    break
+                total += i - start
+    except (ValueError, IndexError):
+        return len(data) - data.find(b"\xff\xda"), arithmetic
+    return total, arithmetic
+
+
+def _png_data_sizes(data: bytes, width: int, height: int) -> tuple[int, int]:
+    """(bytes of IDAT data, bytes of the decompressed rows the header declares: height x
+    (filter byte + row), interlacing ignored: it only adds). A chunk list that cannot be
+    followed counts the whole file as data."""
+    bit_depth, color_type = data[24], data[25]
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color_type, 1)
+    raw = height * (1 + -(-width * channels * bit_depth // 8))
+    compressed, i = 0, 8
+    try:
+        while i + 8 <= len(data):
+            length, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8]
+            if kind == b"IDAT":
+                compressed += min(length, len(data) - i - 8)
+            if kind == b"IEND":
+                break
+            i += 12 + length
+    except IndexError:
+        return len(data), raw
+    return compressed, raw
 
 
 def _describe_head(data: bytes) -> str:

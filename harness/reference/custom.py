@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.errors import call_user, raised
 from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES
 from harness.preprocessing.image_check import ImageError, identify, image_bytes
@@ -86,7 +87,7 @@ class ComposeRecipe(Recipe):
         scaled = False
         value: Any = image
         for transform in self.compose.transforms:
-            value = transform(value)
+            value = call_user(transform, value)  # a user's own transform may sys.exit(): this image's row
             kind_name = type(transform).__name__
             scaled = scaled or kind_name in SCALING_TRANSFORMS or getattr(transform, "scale", False) is True
             stage = STAGE_OF_TRANSFORM.get(kind_name)
@@ -109,9 +110,9 @@ class CallableRecipe(Recipe):
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
         kind = identify(image_bytes(data))
         try:
-            result = self.fn(bytes(data))
+            result = call_user(self.fn, bytes(data))  # sys.exit() in it fails this image, not the run
         except Exception as exc:
-            raise ImageError(f"reference {self.name} failed on this {kind}: {type(exc).__name__}: {exc}") from None
+            raise ImageError(f"reference {self.name} failed on this {kind}: {raised(exc)}") from None
         if isinstance(result, dict):
             unknown = set(result) - set(PREPROCESS_STAGES)
             if unknown or "input" not in result:

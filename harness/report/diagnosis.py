@@ -121,6 +121,9 @@ def render_markdown(report: DiagnosisReport) -> str:
         if rows:
             listed = ", ".join(f"{markdown_code(f.image)} ({markdown_text(f.reason)})" for f in rows)
             lines += [f"{len(rows)} images {what}: {listed}", ""]
+    if report.skipped:
+        listed = ", ".join(f"{markdown_code(s.image)} ({markdown_text(s.reason)})" for s in report.skipped)
+        lines += [f"{len(report.skipped)} entries of the folder are not images and were skipped: {listed}", ""]
     lines += render_causes(report)
     if report.found:
         lines += ["Deployment found on the server:", "", "```", *report.found, "```", ""]

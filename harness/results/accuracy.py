@@ -136,7 +136,8 @@ class AccuracyReport:
                         "labeled": result.dataset.labeled, "images": len(result.dataset.samples),
                         "evaluated": len(result.evaluated), "failed": len(result.failed),
                         "rejected": {side: result.rejected(side) for side in Side},
-                        "classes": sorted({self.label_name(s) for s in result.dataset.samples if s.label is not None})},
+                        "classes": sorted({self.label_name(s) for s in result.dataset.samples if s.label is not None}),
+                        "skipped": [{"image": s.name, "reason": s.reason} for s in result.dataset.skipped]},
             "top_k": k,
             "paths": [self._path_dict(s) for s in result.scores],
             "tie_margin": result.tie_margin,
@@ -315,7 +316,8 @@ class EffectReport:
                             "evaluated": len(self.evaluated), "failed": len(self.failed),
                             "rejected": {side: sum(o == f"rejected by {side}" for o in self.outcomes.values())
                                          for side in Side},
-                            "labels": sorted({x for x in labels if x is not None})},
+                            "labels": sorted({x for x in labels if x is not None}),
+                            "skipped": [{"image": s.name, "reason": s.reason} for s in self.dataset.skipped]},
                 "effect": self.effect.to_dict(names),
                 "failed": [{"image": n, "reason": r, "outcome": self.outcomes.get(n, "failed")}
                            for n, r in self.failed.items()],

@@ -64,6 +64,9 @@ class DiagnosisReport:
     """The training callable itself against the deployment (no parameter of it varied)."""
     allow_rejected: bool = False
     """``--allow-rejected``: an image only one side processes does not fail the run."""
+    skipped: tuple[ImageIssue, ...] = ()
+    """Folder entries that are not images (hidden, a sub-folder, a link leading out...), with why:
+    listed as check lists them (:func:`harness.listing.list_inputs`)."""
 
     job: ClassVar[str] = "diagnose"
 
@@ -128,6 +131,7 @@ class DiagnosisReport:
         for r in d.rounds:
             cases += [hypothesis_case(r, e) for e in r.ranked]
         cases += issue_cases("diagnose", self.failed, allow_rejected=self.allow_rejected)
+        cases += issue_cases("diagnose", self.skipped, "skipped")
         return cases
 
     def to_dict(self) -> dict:
@@ -147,6 +151,7 @@ class DiagnosisReport:
             "hypotheses": [HypothesisRow.of(e, d.rounds[0].base, d.first_divergent).to_dict() for e in d.ranked],
             "images": self.images,
             "failed": [f.to_dict() for f in self.failed],
+            "skipped": [{"image": s.image, "reason": s.reason} for s in self.skipped],
             "screen_images": self.screen_images,
             "reference": {"recipe": self.reference.recipe, "model": self.reference.model},
             "deployed": {"ensemble": self.ensemble, "url": self.server.url, "protocol": self.server.protocol,

@@ -116,7 +116,32 @@ def load_postprocessor(ref: str):
     if not callable(obj):
         raise UsageError(f"--postprocess {ref}: {type(obj).__name__} is not callable; a postprocessor takes "
                          "(outputs by name, geometry) and returns harness.detection.boxes.Detections")
-    return obj
+    return UserPostprocessor(obj, ref)
+
+
+class PostprocessError(ValueError):
+    """The user's ``--postprocess`` failed on one image's output: that image's failed row,
+    named as the postprocessing (not the reference, not the deployment, whose outputs it read)."""
+
+
+class UserPostprocessor:
+    """The user's postprocessor, called as user code: whatever it raises (``sys.exit()`` too:
+    :func:`harness.errors.call_user`) is a :class:`PostprocessError` naming it. Its attributes
+    (``params``, ``score_threshold``) read through."""
+
+    def __init__(self, function, ref: str):
+        self.function, self.ref = function, ref
+
+    def __call__(self, outputs, geometry):
+        from harness.errors import call_user, raised
+
+        try:
+            return call_user(self.function, outputs, geometry)
+        except Exception as exc:  # noqa: BLE001 - the user's postprocessing failing on this image is its row
+            raise PostprocessError(f"--postprocess {self.ref} failed: {raised(exc)}") from None
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["function"], name)
 
 
 def _postprocessor(table: Mapping | None):

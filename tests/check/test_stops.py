@@ -171,3 +171,24 @@ def test_a_full_disk_stops_the_run_and_resume_finishes_it(server, images, tmp_pa
     assert counts_add_up(strict_json(out / "r" / "report.json")) == len(PHOTOS)
     ro_err = (out / "ro.err").read_text()
     assert (out / "ro.rc").read_text().strip() == "2" and "Read-only file system" in ro_err, ro_err
+
+
+def test_a_second_sigint_still_writes_the_partial_report_and_the_resume_line(server, images, tmp_path):
+    """Issue 35: the second Ctrl-C used to raise at once and lose the partial report and the
+    resume line; now the images in flight are left out and the rest is written as after one."""
+    report = tmp_path / "r"
+    run = start_harness("check", images, "--url", server.grpc_url, "--report", report, "--workers", "1",
+                        "--no-isolate", "--format", "json")
+    wait_for_records(report, 2, run, timeout=600)
+    run.send_signal(signal.SIGINT)
+    time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=300)
+    no_traceback(err)
+    assert run.returncode == 2 and ("interrupted twice" in err or "interrupted by SIGINT" in err), err[-2000:]
+    assert "--resume" in _hint(err)
+    partial = strict_json(report / "report.json")
+    assert 2 <= partial["images"] < len(PHOTOS) and partial["run"]["incomplete"]
+    done = subprocess.run(_hint(err), shell=True, capture_output=True, text=True, timeout=900)  # as printed
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert counts_add_up(strict_json(report / "report.json")) == len(PHOTOS)
