@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.fuzz_files import hostile_files
 
@@ -63,7 +63,7 @@ def assert_no_traceback(result):
 
 def test_check_reports_every_file_and_never_aborts(server, mixed, tmp_path):
     result = harness("check", mixed, "--url", server.grpc_url, "--report", tmp_path, "--no-isolate", *TIMEOUT,
-                     "--retries", "1", timeout=900)
+                     "--retries", "1", html=True)
     assert_no_traceback(result)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -140,7 +140,7 @@ def test_hostile_names_are_rows_and_every_json_is_strict(server, photos_dir, tmp
     kinds = hostile_folder(photos_dir, tmp_path / "images", seed=SEED, count=40)
     assert kinds["photo"] >= 10 and len(kinds) >= 5
     result = harness("check", tmp_path / "images", "--url", server.grpc_url, "--report", tmp_path / "r",
-                     *TIMEOUT, timeout=900)
+                     *TIMEOUT, html=True)
     assert_no_traceback(result)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = strict_json(tmp_path / "r" / "report.json")

@@ -15,7 +15,7 @@ import pytest
 
 from harness.paths import BUILD_DIR
 from harness.server import TritonServer, _shm_segments, free_port, group_members
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.robust import assert_same_run, counts_add_up, no_traceback, start_harness, strict_json, wait_for_records
 

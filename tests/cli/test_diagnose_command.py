@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.server import TritonServer, free_port
 from harness.spec import load_spec
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 
 SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "imagenet-sample"

@@ -13,7 +13,7 @@ from harness.client import TritonClient
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, onnx_session, read_labels
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.training.deploy import serve_trained
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.training.conftest import hymenoptera_slice
 
 

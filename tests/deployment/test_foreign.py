@@ -12,7 +12,7 @@ import pytest
 from harness.client import TritonClient
 from harness.deployment import discover
 from harness.deployment.stepwise import StepwiseDeployment
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.deployment.test_discovery import text
 from tests.foreign import ENSEMBLE, STEPS, TRAINING_SPEC, serve_foreign
@@ -44,14 +44,14 @@ def planted(onnx, tmp_path_factory):
         yield server
 
 
-def check(server, images, report, *options, protocol="grpc", onnx=None):
+def check(server, images, report, *options, protocol="grpc", onnx=None, html=False):
     return harness("check", images, "--url", server.url(protocol), "--protocol", protocol, "--model", ENSEMBLE,
-                   "--spec", TRAINING_SPEC, "--reference-model", onnx, "--report", report, *options)
+                   "--spec", TRAINING_SPEC, "--reference-model", onnx, "--report", report, *options, html=html)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_the_aligned_deployment_passes_check_stage_by_stage(aligned, images, onnx, tmp_path, protocol):
-    result = check(aligned, images, tmp_path, protocol=protocol, onnx=onnx)
+    result = check(aligned, images, tmp_path, protocol=protocol, onnx=onnx, html=True)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     verdicts = {s["name"]: s["verdict"] for s in report["stages"]}

@@ -12,7 +12,7 @@ import json
 import pytest
 from PIL import Image, ImageEnhance
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos, encode
 from tests.deployment.test_discovery import text
 from tests.own.deployments import CLIENTS, TRAINING_SPEC, serve

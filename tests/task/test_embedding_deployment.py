@@ -20,7 +20,7 @@ from harness.paths import PROJECT_ROOT
 from harness.session import Session
 from harness.stage import Stage
 from harness.verdict import Verdict
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.foreign import EMBEDDING_ENSEMBLE, TRAINING_SPEC, serve_foreign_embedding
 
