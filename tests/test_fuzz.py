@@ -26,12 +26,14 @@ TIMEOUT = ("--timeout", "30")
 
 @pytest.fixture(scope="module")
 def server(cpu_repository, tmp_path_factory):
-    """This module's own server (real tritonserver, loopback, free ports)."""
+    """This module's own server (real tritonserver, loopback, free ports): the classification
+    models its commands read."""
     from harness.server import TritonServer, free_port
+    from tests.conftest import CLASSIFY_MODELS
 
     log = tmp_path_factory.mktemp("fuzz-server") / "tritonserver.log"
     with TritonServer(cpu_repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-                      log_file=log) as triton:
+                      log_file=log, models=CLASSIFY_MODELS) as triton:
         yield triton
 
 
