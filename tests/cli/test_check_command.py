@@ -16,6 +16,7 @@ def images(photos_dir, tmp_path_factory):
     return copy_photos(photos_dir, FEW, tmp_path_factory.mktemp("images"))
 
 
+@pytest.mark.end_to_end  # make test-fast's one check against the real server
 def test_aligned_check_writes_every_report_and_exits_0(server, images, tmp_path):
     result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--save-tensors", html=True)
     assert result.returncode == 0, result.stderr

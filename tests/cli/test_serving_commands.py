@@ -5,6 +5,7 @@ import pytest
 from tests.commands import harness
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_infer_starts_an_embedded_server_and_classifies(photos_dir):
     result = harness("infer", photos_dir / "squirrel_cls.jpg", photos_dir / "baboon.jpg", "--pipeline", "dali",
                      "--pipeline", "opencv")

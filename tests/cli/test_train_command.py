@@ -24,6 +24,7 @@ def dataset(tmp_path_factory):
     return root
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_train_writes_a_model_that_import_accepts_and_the_server_serves(dataset, repository, spec, tmp_path):
     out = tmp_path / "model"
     result = harness("train", dataset, "--out", out, "--epochs", "2", "--batch-size", "4", "--workers", "0",

@@ -103,6 +103,7 @@ def test_two_planted_causes_are_named_in_one_diagnosis(detection_server, words, 
     assert sorted(causes) == ["channel order", "limit type"], diagnosis.stdout + diagnosis.stderr
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_padding_in_the_corner_fails_at_the_canvas_and_diagnose_names_it(repository, words, tmp_path):
     spec = SPECS / "letterbox_corner.toml"
     with serve(repository, spec, tmp_path) as triton:
