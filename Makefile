@@ -13,7 +13,7 @@ TRITON_WHEEL := nvidia-pytriton==0.7.0
 TRITON_HOME  := $(VENV)/pytriton
 STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backend_stub
 
-.PHONY: setup demo test bench serve clean
+.PHONY: setup demo test test-fast bench serve clean
 
 KNOWN_ANSWERS := build/preflight/known_answers.json
 
@@ -23,8 +23,15 @@ setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/mo
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
 
+# The full suite (what CI runs); it ends with its slowest 25 tests and its total, and leaves
+# build/test-suite.xml for `benchmarks/suite_times.py` (the time by module).
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25 --junitxml=build/test-suite.xml
+
+# The everyday loop (docs/architecture.md): every test that needs no Triton server, and one
+# end-to-end check against the real one.
+test-fast: setup
+	$(BIN)/python -m pytest -q --durations=10 -m "not server or end_to_end"
 
 bench: setup
 	$(BIN)/python benchmarks/roofline.py

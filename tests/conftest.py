@@ -3,6 +3,7 @@ for the session (real tritonserver, loopback, free ports, stopped by its own PID
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shutil
 import sys
@@ -60,12 +61,109 @@ def cpu_repository(repository, tmp_path_factory) -> Path:
     return build_cpu_profile(repository, tmp_path_factory.mktemp("profile") / "repository")
 
 
+DALI_CHECK_MODELS = ["classify_dali", "preprocess_dali_taps"]
+"""What a check or a diagnosis of the DALI pipeline reads (the ensemble loads its steps: image
+validation, preprocessing, the classifier): the models to start a server of its own with,
+when a test stops it (about 6 s to start, where the whole repository takes 16-25 s)."""
+
+
+CLASSIFY_MODELS = [*DALI_CHECK_MODELS, "classify_opencv", "preprocess_opencv"]
+"""Both classification pipelines, their taps included: what check, infer and accuracy read of
+them (the detection and embedding models left out)."""
+
+
 @pytest.fixture(scope="session")
 def server(cpu_repository):
     triton = TritonServer(cpu_repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
     with triton:
         yield triton
     assert not triton.is_running(), "tritonserver did not exit"
+
+
+# --- servers shared by several modules, stopped after the last test that uses them -------------
+
+SHARED_SERVERS = ("foreign_aligned", "foreign_planted", "foreign_unbatched")
+"""Session fixtures, one server per distinct repository, used by modules far apart in the run:
+each is started by the first test that asks for it and stopped after the last one (not at
+the end of the session: its memory is not held for the tests between)."""
+_last_users: dict[str, str] = {}
+_open_servers: dict[str, contextlib.ExitStack] = {}
+
+
+SERVER_FIXTURES = {"server", "client", "cpu_repository", "detection_server", "noisy_server", *SHARED_SERVERS}
+"""Fixtures that start a tritonserver (``cpu_repository`` is built for one: a test given it
+starts its own). A test using one is marked ``server``; so is every test that starts a server
+another way (the command line without ``--url``, its own ``TritonServer``): marked by hand."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the markers
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        for name in SHARED_SERVERS:
+            if name in names:
+                _last_users[name] = item.nodeid
+
+
+@pytest.fixture(autouse=True)
+def no_server_unless_marked(request, monkeypatch):
+    """Where ``-m`` deselects the ``server`` tests (``make test-fast``), a test that starts a
+    tritonserver in this process without the marker fails, naming itself: the fast loop stays
+    honest about what it runs."""
+    if "not server" not in (request.config.getoption("markexpr") or "") or request.node.get_closest_marker("server"):
+        return
+
+    def refuse(self, *args, **kwargs):
+        pytest.fail(f"{request.node.nodeid} starts a tritonserver: mark it `server` (pytest.mark.server)", pytrace=False)
+
+    monkeypatch.setattr(TritonServer, "start", refuse)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    for name, last in _last_users.items():
+        if last == item.nodeid and name in _open_servers:
+            _open_servers.pop(name).close()
+
+
+def _shared_server(name: str, serve):
+    """Enter ``serve`` (a context manager yielding a server) for the fixture ``name``; its
+    teardown, or the last test using it, exits it."""
+    stack = contextlib.ExitStack()
+    _open_servers[name] = stack
+    with stack:
+        yield stack.enter_context(serve)
+    _open_servers.pop(name, None)
+
+
+def _serve_foreign(tmp_path_factory, name: str, **parameters):
+    from tests.foreign import serve_foreign
+
+    return serve_foreign(tmp_path_factory.mktemp(name) / "repository", DEFAULT_REPOSITORY / "classifier" / "model.onnx",
+                         **parameters)
+
+
+@pytest.fixture(scope="session")
+def foreign_aligned(tmp_path_factory):
+    """The foreign example deployment (tests/foreign.py) as checked in: aligned with its training."""
+    yield from _shared_server("foreign_aligned", _serve_foreign(tmp_path_factory, "foreign_aligned"))
+
+
+@pytest.fixture(scope="session")
+def foreign_planted(tmp_path_factory):
+    """The foreign deployment with the two classic differences planted: no resize antialias, BGR."""
+    from tests.foreign import PLANTED
+
+    yield from _shared_server("foreign_planted", _serve_foreign(tmp_path_factory, "foreign_planted", **PLANTED))
+
+
+@pytest.fixture(scope="session")
+def foreign_unbatched(tmp_path_factory):
+    """The foreign deployment with every model at ``max_batch_size: 0``."""
+    yield from _shared_server("foreign_unbatched", _serve_foreign(tmp_path_factory, "foreign_unbatched", batched=False))
 
 
 @pytest.fixture(scope="session", params=["http", "grpc"])

@@ -22,6 +22,8 @@ REPOSITORY = EXAMPLE / "repository"
 TRAINING_SPEC = EXAMPLE / "training.toml"
 ENSEMBLE = "image_classifier"
 STEPS = ("jpeg_to_tensor", "hwc_to_chw", "effnet_scores")
+PLANTED = {"resize_antialias": False, "channel_order": "BGR"}
+"""The two classic differences planted (see :func:`write_foreign_repository`)."""
 
 
 def _edit(config_path: Path, edit) -> None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from harness.paths import PROJECT_ROOT
+from tests.commands import report_formats
 
 HOSTILE_NAMES = {
     # name (bytes) -> corpus photo it holds
@@ -94,10 +95,13 @@ def differences(a, b, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {a!r:.200} != {b!r:.200}"]
 
 
-def start_harness(*args, **kwargs) -> subprocess.Popen:
-    """``harness ARGS`` started (stdout and stderr piped, text), in the project root."""
+def start_harness(*args, html: bool = False, **kwargs) -> subprocess.Popen:
+    """``harness ARGS`` started (stdout and stderr piped, text), in the project root; report.html
+    only with ``html`` (:func:`tests.commands.report_formats`)."""
+    env = dict(kwargs.pop("env", None) or os.environ)
+    env.update(report_formats(args, html, env))
     return subprocess.Popen([sys.executable, "-m", "harness", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, **kwargs)
+                            stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, env=env, **kwargs)
 
 
 def wait_for_records(report: Path, count: int, process: subprocess.Popen, timeout: float = 300) -> int:

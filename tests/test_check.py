@@ -18,7 +18,7 @@ from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.server import TritonServer, free_port
 from harness.spec import load_spec
-from tests.conftest import copy_photos
+from tests.conftest import DALI_CHECK_MODELS, copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "rocket.jpg", "grace_hopper.jpg"]
 
@@ -133,7 +133,7 @@ def test_server_stopping_mid_run_keeps_the_work_and_resume_finishes_it(cpu_repos
                                                                        photos_dir, tmp_path):
     images = list_images(photos_dir)[:12]
     ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
-    server = TritonServer(cpu_repository, log_file=tmp_path / "t1.log", **ports).start()
+    server = TritonServer(cpu_repository, log_file=tmp_path / "t1.log", models=DALI_CHECK_MODELS, **ports).start()
     seen = []
 
     def stop_after_three(result):
@@ -151,7 +151,7 @@ def test_server_stopping_mid_run_keeps_the_work_and_resume_finishes_it(cpu_repos
     done = [json.loads(line)["image"] for line in (tmp_path / "r" / "images.jsonl").read_text().splitlines()]
     assert 3 <= len(done) < len(images)
 
-    with TritonServer(cpu_repository, log_file=tmp_path / "t2.log", **ports) as again:
+    with TritonServer(cpu_repository, log_file=tmp_path / "t2.log", models=DALI_CHECK_MODELS, **ports) as again:
         redone = []
         second = run_check(images, checker_for(again, spec, reference_model), tmp_path / "r", resume=True,
                            on_result=redone.append)

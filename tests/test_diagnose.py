@@ -21,7 +21,7 @@ from harness.reference import BUILT_IN
 from harness.reference.model import OnnxModel, TorchModel
 from harness.server import TritonServer, free_port
 from harness.spec import SPEC_FILENAME, load_spec, with_overrides
-from tests.conftest import copy_photos
+from tests.conftest import DALI_CHECK_MODELS, copy_photos
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "rocket.jpg", "grace_hopper.jpg",
           "china.jpg", "flower.jpg", "aero3.jpg"]
@@ -223,7 +223,7 @@ def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tm
 
 def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repository, photos_dir, tmp_path):
     ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
-    server = TritonServer(cpu_repository, log_file=tmp_path / "t.log", **ports).start()
+    server = TritonServer(cpu_repository, log_file=tmp_path / "t.log", models=DALI_CHECK_MODELS, **ports).start()
     seen = []
 
     def stop_after_two(name):

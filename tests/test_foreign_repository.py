@@ -15,7 +15,7 @@ from PIL import Image, ImageOps
 from tritonclient.utils import InferenceServerException
 
 from harness.paths import PROJECT_ROOT
-from tests.foreign import ENSEMBLE, serve_foreign
+from tests.foreign import ENSEMBLE
 
 ONNX = PROJECT_ROOT / "model_repository" / "classifier" / "model.onnx"
 PHOTOS = sorted((PROJECT_ROOT / "data" / "photos").glob("*.jpg"))[:3]
@@ -25,23 +25,19 @@ STD = np.array([0.229, 0.224, 0.225], np.float32)
 pytestmark = pytest.mark.skipif(not ONNX.exists() or not PHOTOS, reason="run `make setup` first")
 
 
-@pytest.fixture(scope="module")
-def aligned(tmp_path_factory):
-    with serve_foreign(tmp_path_factory.mktemp("aligned") / "repo", ONNX) as server:
-        yield server
+@pytest.fixture
+def aligned(foreign_aligned):
+    return foreign_aligned  # one server for every module that uses it (tests/conftest.py)
 
 
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    with serve_foreign(tmp_path_factory.mktemp("planted") / "repo", ONNX,
-                       resize_antialias=False, channel_order="BGR") as server:
-        yield server
+@pytest.fixture
+def planted(foreign_planted):
+    return foreign_planted
 
 
-@pytest.fixture(scope="module")
-def unbatched(tmp_path_factory):
-    with serve_foreign(tmp_path_factory.mktemp("unbatched") / "repo", ONNX, batched=False) as server:
-        yield server
+@pytest.fixture
+def unbatched(foreign_unbatched):
+    return foreign_unbatched
 
 
 def infer(server, protocol, model, name, array, output, datatype):

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from tests.cli.test_serving_commands import harness
+# Hostile files (decompression bombs, huge and truncated images) are checked in a process of their
+# own, as a user runs them: its memory and a crash stay out of the test process.
+from tests.commands import harness_process as harness
 from tests.conftest import copy_photos
 from tests.fuzz_files import hostile_files
 
@@ -26,12 +28,14 @@ TIMEOUT = ("--timeout", "30")
 
 @pytest.fixture(scope="module")
 def server(cpu_repository, tmp_path_factory):
-    """This module's own server (real tritonserver, loopback, free ports)."""
+    """This module's own server (real tritonserver, loopback, free ports): the classification
+    models its commands read."""
     from harness.server import TritonServer, free_port
+    from tests.conftest import CLASSIFY_MODELS
 
     log = tmp_path_factory.mktemp("fuzz-server") / "tritonserver.log"
     with TritonServer(cpu_repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-                      log_file=log) as triton:
+                      log_file=log, models=CLASSIFY_MODELS) as triton:
         yield triton
 
 
@@ -63,7 +67,7 @@ def assert_no_traceback(result):
 
 def test_check_reports_every_file_and_never_aborts(server, mixed, tmp_path):
     result = harness("check", mixed, "--url", server.grpc_url, "--report", tmp_path, "--no-isolate", *TIMEOUT,
-                     "--retries", "1", timeout=900)
+                     "--retries", "1", html=True, timeout=900)
     assert_no_traceback(result)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -140,7 +144,7 @@ def test_hostile_names_are_rows_and_every_json_is_strict(server, photos_dir, tmp
     kinds = hostile_folder(photos_dir, tmp_path / "images", seed=SEED, count=40)
     assert kinds["photo"] >= 10 and len(kinds) >= 5
     result = harness("check", tmp_path / "images", "--url", server.grpc_url, "--report", tmp_path / "r",
-                     *TIMEOUT, timeout=900)
+                     *TIMEOUT, html=True, timeout=900)
     assert_no_traceback(result)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = strict_json(tmp_path / "r" / "report.json")

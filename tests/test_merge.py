@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from harness.merge import merge
 from harness.paths import PROJECT_ROOT
 from harness.session import Session
 from harness.shard import SHARD_FILENAME, Shard, ShardRecord
+from tests.commands import harness
 
 IMAGENET_SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample"
 MISALIGNED = PROJECT_ROOT / "specs" / "misaligned_resize.toml"
@@ -27,7 +26,9 @@ MISALIGNED = PROJECT_ROOT / "specs" / "misaligned_resize.toml"
 
 def check(server, images: Path, report: Path, shard: Shard | None = None, spec: Path = MISALIGNED,
           target: Target = Target()):
-    return run(Session(url=server.grpc_url, spec_file=spec), CheckOptions(images, report, target, shard=shard))
+    """A check run in-process; its default files but report.html (no test here reads it)."""
+    return run(Session(url=server.grpc_url, spec_file=spec),
+               CheckOptions(images, report, target, shard=shard, formats=("json", "md", "csv")))
 
 
 @pytest.fixture(scope="module")
@@ -160,20 +161,16 @@ def test_the_command_line_shards_and_merges(server, photos_dir, tmp_path):
     images.mkdir()
     for name in ("squirrel_cls.jpg", "baboon.jpg", "fruits.jpg"):
         shutil.copyfile(photos_dir / name, images / name)
-    harness = [sys.executable, "-m", "harness"]
     for k in range(4):  # more shards than some hold images: an empty shard is a shard too
-        done = subprocess.run([*harness, "check", images, "--url", server.grpc_url, "--shard", f"{k}/4",
-                               "--report", tmp_path / f"s{k}"], capture_output=True, text=True, timeout=300)
+        done = harness("check", images, "--url", server.grpc_url, "--shard", f"{k}/4", "--report", tmp_path / f"s{k}")
         assert done.returncode == 0, done.stderr
         assert (tmp_path / f"s{k}" / SHARD_FILENAME).is_file()
-    done = subprocess.run([*harness, "merge", *(tmp_path / f"s{k}" for k in range(4)), "--report", tmp_path / "m"],
-                          capture_output=True, text=True, timeout=300)
+    done = harness("merge", *(tmp_path / f"s{k}" for k in range(4)), "--report", tmp_path / "m")
     assert done.returncode == 0, done.stderr
     assert "merged 4 shards" in done.stderr and json.loads((tmp_path / "m" / "report.json").read_text())["compared"] == 3
-    refused = subprocess.run([*harness, "merge", tmp_path / "s0", "--report", tmp_path / "m2"], capture_output=True,
-                             text=True, timeout=300)
+    refused = harness("merge", tmp_path / "s0", "--report", tmp_path / "m2")
     assert refused.returncode == 2 and "missing: merging needs all 4" in refused.stderr
-    bad = subprocess.run([*harness, "check", images, "--shard", "4/4"], capture_output=True, text=True, timeout=60)
+    bad = harness("check", images, "--shard", "4/4")
     assert bad.returncode == 2 and "--shard takes K/N with 0 <= K < N" in bad.stderr
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "imagenet-sample"
 TIE = "n03047690_clog.JPEG"
@@ -36,7 +36,8 @@ def sample_slice(tmp_path_factory):
 
 
 def test_aligned_check_reports_the_near_tie_and_exits_0(server, sample_slice, tmp_path):
-    result = harness("check", sample_slice / "images", "--url", server.grpc_url, "--report", tmp_path, "--no-isolate")
+    result = harness("check", sample_slice / "images", "--url", server.grpc_url, "--report", tmp_path, "--no-isolate",
+                     html=True)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ties"] == 1 and report["first_divergent_stage"] is None

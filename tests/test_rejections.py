@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 
 BILEVEL = "bilevel.tif"

@@ -13,7 +13,7 @@ import pytest
 from harness.check.rundir import ResultsLog, RunDirectory, RunManifest
 from harness.compare.result import ImageResult
 from harness.errors import UsageError
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.robust import assert_same_run, counts_add_up, no_traceback, start_harness, strict_json, wait_for_records
 from tests.runs import result

@@ -15,8 +15,8 @@ import pytest
 
 from harness.paths import BUILD_DIR
 from harness.server import TritonServer, _shm_segments, free_port, group_members
-from tests.cli.test_serving_commands import harness
-from tests.conftest import copy_photos
+from tests.commands import harness
+from tests.conftest import DALI_CHECK_MODELS, copy_photos
 from tests.robust import assert_same_run, counts_add_up, no_traceback, start_harness, strict_json, wait_for_records
 
 PHOTOS = ["baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "squirrel_cls.jpg", "grace_hopper.jpg",
@@ -51,6 +51,7 @@ def _hint(stderr: str) -> str:
         "harness check", f"{shlex.quote(sys.executable)} -m harness check", 1)
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_sigterm_on_an_embedded_run_writes_its_reports_and_leaves_nothing(images, tmp_path):
     before = set(BUILD_DIR.glob("embedded-*"))
     report = tmp_path / "r"
@@ -68,6 +69,7 @@ def test_sigterm_on_an_embedded_run_writes_its_reports_and_leaves_nothing(images
     assert _wait_gone(triton.pid) == []  # tritonserver and its stubs
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_sigterm_while_the_embedded_server_starts_leaves_nothing(images, tmp_path):
     before = set(BUILD_DIR.glob("embedded-*"))
     run = start_harness("check", images, "--report", tmp_path / "r")
@@ -82,7 +84,7 @@ def test_sigterm_while_the_embedded_server_starts_leaves_nothing(images, tmp_pat
 
 def test_a_killed_triton_stops_the_run_its_stubs_are_reaped_and_resume_finishes(cpu_repository, images, tmp_path):
     ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
-    server = TritonServer(cpu_repository, log_file=tmp_path / "t1.log", **ports).start()
+    server = TritonServer(cpu_repository, log_file=tmp_path / "t1.log", models=DALI_CHECK_MODELS, **ports).start()
     try:
         whole = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "whole", timeout=900)
         assert whole.returncode == 0, whole.stderr
@@ -101,7 +103,7 @@ def test_a_killed_triton_stops_the_run_its_stubs_are_reaped_and_resume_finishes(
     assert run.returncode == 2 and "stopped answering" in err, err[-2000:]
     assert group_members(server.process.pid) == [] and not [s for s in segments if os.path.exists(s)]
     assert 3 <= strict_json(report / "report.json")["images"] < len(PHOTOS)
-    with TritonServer(cpu_repository, log_file=tmp_path / "t2.log", **ports):
+    with TritonServer(cpu_repository, log_file=tmp_path / "t2.log", models=DALI_CHECK_MODELS, **ports):
         resumed = subprocess.run(_hint(err), shell=True, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert_same_run(report, tmp_path / "whole")

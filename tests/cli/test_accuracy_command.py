@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from harness.model import read_labels
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.test_accuracy import LABELED_PHOTOS, build_labeled_set, write_bgr_spec
 
 TABLE_HEADER = ("| path | top-1 | diff | top-5 | diff | recall (macro) | diff | precision (macro) | diff "

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "messi5.jpg"]
@@ -16,8 +16,9 @@ def images(photos_dir, tmp_path_factory):
     return copy_photos(photos_dir, FEW, tmp_path_factory.mktemp("images"))
 
 
+@pytest.mark.end_to_end  # make test-fast's one check against the real server
 def test_aligned_check_writes_every_report_and_exits_0(server, images, tmp_path):
-    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--save-tensors")
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--save-tensors", html=True)
     assert result.returncode == 0, result.stderr
     assert "No stage diverged" in result.stdout and str(tmp_path / "report.md") in result.stderr
     report = json.loads((tmp_path / "report.json").read_text())

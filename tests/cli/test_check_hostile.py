@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.robust import HOSTILE_NAMES, counts_add_up, csv_rows, hostile_folder, no_traceback, strict_json, strict_jsonl
 
 ENTRIES = len(HOSTILE_NAMES) + 8  # the photos, then inside, passwd, environ, dangling, loop, fifo, sub, .hidden
@@ -18,7 +18,7 @@ ENTRIES = len(HOSTILE_NAMES) + 8  # the photos, then inside, passwd, environ, da
 def checked(server, photos_dir, tmp_path_factory):
     images = hostile_folder(photos_dir, tmp_path_factory.mktemp("hostile") / "images")
     report = tmp_path_factory.mktemp("report")
-    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--no-isolate", timeout=900)
+    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--no-isolate", html=True)
     return images, report, result
 
 
@@ -61,7 +61,7 @@ def test_skipped_and_failed_names_are_listed_escaped(server, photos_dir, tmp_pat
     (images / "<script>x<script>|y.jpg").write_bytes(b"not an image")
     (images / "=cmd.jpg").symlink_to("/etc/passwd")
     (images / "ok.jpg").write_bytes((photos_dir / "baboon.jpg").read_bytes())
-    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "r", "--no-isolate")
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "r", "--no-isolate", html=True)
     no_traceback(result.stderr)
     assert result.returncode == 0, result.stderr
     markdown = (tmp_path / "r" / "report.md").read_text()
@@ -79,7 +79,8 @@ def test_the_worst_images_plot_under_any_name(server, photos_dir, tmp_path):
     images.mkdir()
     for name, photo in list(HOSTILE_NAMES.items())[:3]:
         (images / os.fsdecode(name)).write_bytes((photos_dir / photo).read_bytes())
-    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "r", "--save-tensors")
+    result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "r", "--save-tensors",
+                     html=True)
     no_traceback(result.stderr)
     assert result.returncode == 0, result.stderr
     html = (tmp_path / "r" / "report.html").read_text()
@@ -117,7 +118,7 @@ def test_links_planted_in_the_report_folder_are_replaced_never_written_through(s
     for name, victim in victims.items():
         victim.write_text("keep me")
         (report / name).symlink_to(victim)
-    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--no-isolate")
+    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--no-isolate", html=True)
     assert result.returncode == 0, result.stderr
     assert all(victim.read_text() == "keep me" for victim in victims.values())
     assert not any((report / name).is_symlink() for name in victims)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from harness.server import TritonServer, free_port
 from harness.spec import load_spec
-from tests.cli.test_serving_commands import harness
-from tests.conftest import copy_photos
+from tests.commands import harness
+from tests.conftest import DALI_CHECK_MODELS, copy_photos
 
 SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "imagenet-sample"
 NEAR_TIE = "n03047690_clog.JPEG"
@@ -118,7 +118,7 @@ def test_a_server_that_stops_mid_read_exits_2_without_a_traceback(cpu_repository
     for k in range(300):  # enough requests that the server stops in the middle of them
         (many / f"{k:03d}.jpg").write_bytes((photos_dir / PHOTOS[k % len(PHOTOS)]).read_bytes())
     ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
-    server = TritonServer(cpu_repository, log_file=tmp_path / "t.log", **ports).start()
+    server = TritonServer(cpu_repository, log_file=tmp_path / "t.log", models=DALI_CHECK_MODELS, **ports).start()
 
     def stop_once_busy():
         deadline = time.monotonic() + 120

@@ -17,7 +17,7 @@ import junitparser
 import pytest
 
 from harness.cli import main
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,15 +1,11 @@
-"""The serving commands, run as a user runs them (a subprocess, real server)."""
-
-import subprocess
-import sys
+"""The serving commands, run as a user runs them (the command line's ``main``, real server)."""
 
 import pytest
 
-
-def harness(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+from tests.commands import harness
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_infer_starts_an_embedded_server_and_classifies(photos_dir):
     result = harness("infer", photos_dir / "squirrel_cls.jpg", photos_dir / "baboon.jpg", "--pipeline", "dali",
                      "--pipeline", "opencv")
@@ -57,9 +53,8 @@ def test_model_import_sets_the_class_count_of_every_config_it_concerns(repositor
     net = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 2))
     export_module(net, tmp_path / "mine", ["ant", "bee"])
     before = {p.parent.name: p.read_text() for p in repo.glob("*/config.pbtxt")}
-    run = subprocess.run([sys.executable, "-m", "harness", "model", "import", str(tmp_path / "mine" / "model.onnx"),
-                          "--class-names", str(tmp_path / "mine" / "labels.txt"), "--repository", str(repo)],
-                         capture_output=True, text=True, timeout=300)
+    run = harness("model", "import", tmp_path / "mine" / "model.onnx", "--class-names", tmp_path / "mine" / "labels.txt",
+                  "--repository", repo)
     assert run.returncode == 0, run.stdout + run.stderr
     configs = load_repository(repo)
     for model in ("classifier", "classify_dali", "classify_opencv"):

@@ -13,7 +13,7 @@ from harness.client import TritonClient
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, onnx_session, read_labels
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.training.deploy import serve_trained
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.training.conftest import hymenoptera_slice
 
 
@@ -24,6 +24,7 @@ def dataset(tmp_path_factory):
     return root
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_train_writes_a_model_that_import_accepts_and_the_server_serves(dataset, repository, spec, tmp_path):
     out = tmp_path / "model"
     result = harness("train", dataset, "--out", out, "--epochs", "2", "--batch-size", "4", "--workers", "0",

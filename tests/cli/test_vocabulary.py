@@ -19,6 +19,8 @@ import pytest
 
 from harness.arguments import TASK_NAMES, DeprecatedAlias, environment_name
 from harness.cli import COMMAND_ORDER, build_parser
+from tests.commands import harness as in_process
+from tests.commands import harness_process
 
 DEPRECATED = {
     ("check", "--labels"): "--class-names",
@@ -270,14 +272,14 @@ def test_the_positional_arguments_say_what_they_are():
 # --- real commands ---
 
 def harness(*args, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    """A subprocess: the environment it reads options from is its own."""
+    return harness_process(*args, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 def test_infer_with_old_spellings_and_with_the_environment(server, photos_dir, tmp_path):
     names = tmp_path / "classes.txt"
     names.write_text("".join(f"class {i}\n" for i in range(1000)))
-    old = harness("infer", photos_dir / "orange.jpg", "--pipeline", "both", "--labels", names, "--url", server.grpc_url)
+    old = in_process("infer", photos_dir / "orange.jpg", "--pipeline", "both", "--labels", names, "--url", server.grpc_url)
     assert old.returncode == 0, old.stderr
     assert "classify_dali" in old.stdout and "classify_opencv" in old.stdout and "orange" in old.stdout
     assert "--pipeline both is deprecated" in old.stderr and "--labels is deprecated" in old.stderr

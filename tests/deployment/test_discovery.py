@@ -9,7 +9,7 @@ import pytest
 from harness.deployment import DeploymentError, ModelDeployment, StepwiseDeployment, discover, read_model
 from harness.deployment.discovery import image_input, parse_config, scores_output
 from harness.stage import Stage
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg"]

@@ -12,14 +12,13 @@ import pytest
 from harness.client import TritonClient
 from harness.deployment import discover
 from harness.deployment.stepwise import StepwiseDeployment
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.deployment.test_discovery import text
 from tests.foreign import ENSEMBLE, STEPS, TRAINING_SPEC, serve_foreign
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "grace_hopper.jpg",
           "aero3.jpg", "china.jpg"]
-PLANTED = {"resize_antialias": False, "channel_order": "BGR"}
 
 
 @pytest.fixture(scope="module")
@@ -33,35 +32,42 @@ def images(photos_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def aligned(onnx, tmp_path_factory):
-    with serve_foreign(tmp_path_factory.mktemp("aligned") / "repository", onnx) as server:
-        yield server
+def few_images(photos_dir, tmp_path_factory):
+    """The first three photos: a twin's run over another transport (the transport itself is
+    covered request by request in tests/test_foreign_repository.py)."""
+    return copy_photos(photos_dir, PHOTOS[:3], tmp_path_factory.mktemp("few"))
 
 
-@pytest.fixture(scope="module")
-def planted(onnx, tmp_path_factory):
-    with serve_foreign(tmp_path_factory.mktemp("planted") / "repository", onnx, **PLANTED) as server:
-        yield server
+@pytest.fixture
+def aligned(foreign_aligned):
+    return foreign_aligned  # one server for every module that uses it (tests/conftest.py)
 
 
-def check(server, images, report, *options, protocol="grpc", onnx=None):
+@pytest.fixture
+def planted(foreign_planted):
+    return foreign_planted
+
+
+def check(server, images, report, *options, protocol="grpc", onnx=None, html=False):
     return harness("check", images, "--url", server.url(protocol), "--protocol", protocol, "--model", ENSEMBLE,
-                   "--spec", TRAINING_SPEC, "--reference-model", onnx, "--report", report, *options)
+                   "--spec", TRAINING_SPEC, "--reference-model", onnx, "--report", report, *options, html=html)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
-def test_the_aligned_deployment_passes_check_stage_by_stage(aligned, images, onnx, tmp_path, protocol):
-    result = check(aligned, images, tmp_path, protocol=protocol, onnx=onnx)
+def test_the_aligned_deployment_passes_check_stage_by_stage(aligned, images, few_images, onnx, tmp_path, protocol):
+    photos = images if protocol == "grpc" else few_images  # the whole set over one transport
+    count = len(list(photos.iterdir()))
+    result = check(aligned, photos, tmp_path, protocol=protocol, onnx=onnx, html=True)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     verdicts = {s["name"]: s["verdict"] for s in report["stages"]}
     assert verdicts == {"crop": "equal", "input": "equal", "output": "equal", "topk": "equal"}
-    assert report["compared"] == len(PHOTOS)
+    assert report["compared"] == count
     deployment = report["deployed"]["deployment"]
     assert deployment["image_input"] == "encoded_image STRING [1] (bytes, batched)"
     assert [(m["step"], m["stage"]) for m in deployment["mapping"]] == [
         ("jpeg_to_tensor", "crop"), ("hwc_to_chw", "input"), ("effnet_scores", "output")]
-    assert deployment["replay"] == {"images": len(PHOTOS), "mismatched": 0, "mismatched_images": [],
+    assert deployment["replay"] == {"images": count, "mismatched": 0, "mismatched_images": [],
                                     "max_abs_diff": 0.0, "trusted": True}
     isolated = {s["name"]: s["isolated"] for s in report["stages"]}
     assert isolated["input"] is not None and isolated["output"] is not None  # steps fed the reference's stages
@@ -116,15 +122,15 @@ def test_accuracy_and_infer_on_foreign_models(aligned, planted, images, onnx, tm
     assert "scores scores FP32 [1000]" in text(infer.stderr)
 
 
-def test_an_unbatched_deployment_is_checked_one_image_a_request(onnx, images, tmp_path):
-    with serve_foreign(tmp_path / "unbatched", onnx, batched=False) as server:
-        result = check(server, images, tmp_path / "report", onnx=onnx)
+def test_an_unbatched_deployment_is_checked_one_image_a_request(foreign_unbatched, onnx, images, tmp_path):
+    result = check(foreign_unbatched, images, tmp_path / "report", onnx=onnx)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["deployed"]["deployment"]["image_input"] == "encoded_image STRING [1] (bytes, one image per request)"
     assert {s["name"] for s in report["stages"]} == {"crop", "input", "output", "topk"}
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_a_step_missing_from_the_server_is_a_clear_error(onnx, images, tmp_path):
     from harness.server import TritonServer, free_port
     from tests.foreign import write_foreign_repository
@@ -152,6 +158,7 @@ def test_bad_stage_override_and_a_stage_set_in_the_spec(aligned, images, onnx, t
     assert bad.returncode == 2 and "cannot be compared as crop" in text(bad.stderr), bad.stderr
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_a_server_that_stops_mid_run_ends_it_naming_the_server(onnx, images, tmp_path):
     import subprocess
     import sys

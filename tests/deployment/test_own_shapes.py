@@ -12,10 +12,12 @@ import json
 import pytest
 from PIL import Image, ImageEnhance
 
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos, encode
 from tests.deployment.test_discovery import text
 from tests.own.deployments import CLIENTS, TRAINING_SPEC, serve
+
+pytestmark = pytest.mark.server  # every test reads deployments this module serves
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "grace_hopper.jpg"]
 SHAPES = ("normalized_nhwc", "softmax_only", "client")

@@ -16,7 +16,7 @@ import pytest
 from harness.paths import PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 
 SPECS = PROJECT_ROOT / "specs" / "detection"
 SMALL = SPECS / "small.toml"
@@ -41,9 +41,9 @@ def words(labeled):
     return labeled.parent / "images"
 
 
-def check(server, images, report, *args, protocol="grpc"):
+def check(server, images, report, *args, protocol="grpc", html=False):
     result = harness("check", images, "--task", "detection", "--url", server.url(protocol), "--protocol", protocol,
-                     "--report", report, *args, timeout=600)
+                     "--report", report, *args, html=html)
     return result, (json.loads((report / "report.json").read_text()) if (report / "report.json").exists() else None)
 
 
@@ -138,10 +138,11 @@ def test_two_planted_causes_are_named_in_one_diagnosis(detection_server, words, 
     assert sorted(causes) == ["channel order", "limit type"], diagnosis.stdout + diagnosis.stderr
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_padding_in_the_corner_fails_at_the_canvas_and_diagnose_names_it(repository, words, tmp_path):
     spec = SPECS / "letterbox_corner.toml"
     with serve(repository, spec, tmp_path) as triton:
-        result, report = check(triton, words, tmp_path / "check", "--spec", spec)
+        result, report = check(triton, words, tmp_path / "check", "--spec", spec, html=True)
         assert result.returncode == 1, result.stdout + result.stderr
         stages = {s["name"]: s for s in report["stages"]}
         # the same resized image, placed elsewhere on the canvas: the resize agrees, the canvas does not

@@ -26,7 +26,7 @@ from harness.deployment.discovery import ModelInfo, TensorInfo, task_output
 from harness.detection.data import generate
 from harness.detection.detector import model_path
 from harness.task import claimed_by
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.detection.conftest import CLEAN_PHOTOS
 from tests.foreign_detection import ENSEMBLE, NMS_MODEL, POSTPROCESS, Variant, serve_foreign_detection
 

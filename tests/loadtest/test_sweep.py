@@ -133,6 +133,7 @@ def test_drives_a_running_locust_master_as_in_docker_compose(server, photos_dir,
     assert not (tmp_path / "out" / "logs").exists()  # no Locust of its own was started
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_without_url_it_serves_the_cpu_profile_itself_and_a_point_can_end_on_a_request_count(tmp_path):
     run = subprocess.run([sys.executable, "-m", "harness", "loadtest", "--protocols", "http", "--model",
                           "classify_opencv", "--clients", "1", "--warmup", "0.5", "--duration", "30", "--requests",

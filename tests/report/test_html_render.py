@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.report.html import BAR_COLOUR
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg"]
@@ -23,7 +23,7 @@ def checked(server, photos_dir, tmp_path_factory):
     """An aligned check of a few photos, tensors saved; returns the report directory."""
     images = copy_photos(photos_dir, FEW, tmp_path_factory.mktemp("images"))
     report = tmp_path_factory.mktemp("report")
-    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--save-tensors")
+    result = harness("check", images, "--url", server.grpc_url, "--report", report, "--save-tensors", html=True)
     assert result.returncode == 0, result.stderr
     return report
 

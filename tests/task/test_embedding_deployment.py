@@ -20,7 +20,7 @@ from harness.paths import PROJECT_ROOT
 from harness.session import Session
 from harness.stage import Stage
 from harness.verdict import Verdict
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.foreign import EMBEDDING_ENSEMBLE, TRAINING_SPEC, serve_foreign_embedding
 
@@ -113,6 +113,7 @@ def embedder(repository):
     return repository / "embedder" / "model.onnx"
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_a_foreign_embedding_deployment_through_model(foreign_images, embedder, tmp_path):
     """Its own names and a BYTES input; discovery finds the task from the output's name, and
     --task embedding says the same."""
@@ -145,6 +146,7 @@ def test_a_task_the_model_does_not_serve_is_refused_in_one_line(server, photos_d
     assert "use --task classification" in line and not (tmp_path / "report.json").exists()
 
 
+@pytest.mark.server  # starts its own tritonserver
 def test_a_zero_vector_and_nan_are_their_images_divergences(foreign_images, embedder, tmp_path):
     """fruits.jpg answers a zero vector, HappyFish.jpg a NaN: each diverges, named, the other
     images are compared as usual, and the reports are written."""

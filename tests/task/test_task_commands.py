@@ -12,7 +12,7 @@ from harness.layers.repeatability import check_repeatability, repository_probes
 from harness.manifest import load_manifest
 from harness.preflight import PASS, server_rows
 from harness.session import Session
-from tests.cli.test_serving_commands import harness
+from tests.commands import harness
 from tests.conftest import copy_photos, encode
 from tests.layers.test_repeatability import drift
 
