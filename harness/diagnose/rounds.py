@@ -55,7 +55,8 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     # Every culprit, those found already too: another value of one replaces it (two crop-offset
     # roundings can tie on the first images and part on the rest).
     # ... and the task's own culprits after the model (a detector's postprocessing parameters).
-    hypotheses = [*catalogue(recipe, reference, diagnoser.deployed_spec), *diagnoser.task.diagnose_hypotheses()]
+    hypotheses = [*catalogue(recipe, reference, diagnoser.deployed_spec),
+                  *(Hypothesis(c.name, c.culprit, postprocess=c.changes) for c in diagnoser.task.diagnose_hypotheses())]
     screened = []
     for k, h in enumerate(hypotheses, 1):
         progress(f"round {number} (first divergent: {focus}): {h.name} ({k}/{len(hypotheses)})")

@@ -68,6 +68,17 @@ class Event:
         return {"image": self.image, "verdict": self.verdict.value, **self.details}
 
 
+@dataclass(frozen=True)
+class ResultCulprit:
+    """A culprit of the task's result step, for diagnose: the reference's ``[postprocess]``
+    with ``changes`` applied."""
+
+    name: str
+    culprit: str
+    changes: tuple[tuple[str, Any, Any], ...]
+    """(key, reference value, hypothesized value) of each key changed."""
+
+
 class Events:
     """Folds the run's images into the task's events (:meth:`Task.events`): one image at a
     time, memory bounded by what the task keeps per image."""
@@ -255,10 +266,10 @@ class Task:
         else 0.0). ``gallery``: :meth:`diagnose_gallery` of the deployed outputs."""
         raise NotImplementedError
 
-    def diagnose_hypotheses(self) -> list:
-        """The task's own culprits after the model, as :class:`harness.diagnose.catalogue.Hypothesis`
-        changing the reference's ``[postprocess]`` (their ``postprocess`` changes reach
-        :meth:`diagnose_result` in its ``context``); none by default."""
+    def diagnose_hypotheses(self) -> list["ResultCulprit"]:
+        """The task's own culprits after the model, as changes to the reference's ``[postprocess]``
+        (diagnose tries each as a hypothesis; the changes reach :meth:`diagnose_result` in its
+        ``context``); none by default."""
         return []
 
     def diagnose_gallery(self, deployed: Sequence[np.ndarray]) -> np.ndarray | None:

@@ -44,7 +44,7 @@ from harness.formatting import fmt
 from harness.geometry import Geometry
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, Section, Task
+from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -560,12 +560,11 @@ POSTPROCESS_CANDIDATES = {
 """Postprocessing culprits per built-in postprocessing: key -> (culprit, candidate values)."""
 
 
-def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list:
+def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list[ResultCulprit]:
     """Every candidate change of the reference's ``[postprocess]`` table, one key at a time
     (the deployed spec's value of a key among them), and the deployed spec's whole table where
     it differs: diagnose runs the reference's postprocessing with each on the reference's raw
     output against the deployment's boxes. None for a user's ``--postprocess``."""
-    from harness.diagnose.catalogue import Hypothesis
     from harness.postprocessing import parameters
 
     if not reference or reference.get("name") not in POSTPROCESS_CANDIDATES:
@@ -577,11 +576,11 @@ def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None =
         mine = (deployed or {}).get(key) if (deployed or {}).get("name") == reference["name"] else None
         for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
             if value != before:
-                out.append(Hypothesis(f"{key.replace('_', ' ')} {value}", culprit, postprocess=((key, before, value),)))
+                out.append(ResultCulprit(f"{key.replace('_', ' ')} {value}", culprit, ((key, before, value),)))
     if deployed and deployed.get("name") == reference["name"] and dict(deployed) != dict(reference):
         changed = tuple((k, getattr(params, k), v) for k, v in deployed.items() if k != "name" and getattr(params, k) != v)
         if len(changed) > 1:
-            out.append(Hypothesis("the deployed spec's postprocessing", "postprocessing parameters", postprocess=changed))
+            out.append(ResultCulprit("the deployed spec's postprocessing", "postprocessing parameters", changed))
     return out
 
 

@@ -48,7 +48,11 @@ def test_the_nms_iou_threshold_is_found_among_the_postprocessing_culprits(labele
     assert {h.culprit for h in hypotheses.values()} >= {"NMS IoU threshold", "confidence threshold",
                                                          "class-agnostic NMS", "NMS implementation"}
     right = hypotheses["iou threshold 0.7"]
-    assert right.changes(spec.preprocess) == [("postprocess.iou_threshold", 0.45, 0.7)]
+    assert right.changes == (("iou_threshold", 0.45, 0.7),)
+    from harness.diagnose.catalogue import Hypothesis
+
+    as_diagnose_tries_it = Hypothesis(right.name, right.culprit, postprocess=right.changes)
+    assert as_diagnose_tries_it.changes(spec.preprocess) == [("postprocess.iou_threshold", 0.45, 0.7)]
 
     def judged(changes):
         context = {"deployed": {Stage.POSTPROCESS: deployed_boxes.to_array(), Stage.OUTPUT: head,
