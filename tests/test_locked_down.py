@@ -117,13 +117,24 @@ def test_compose_restricts_the_control_apis_on_both_protocols_with_a_key_from_th
     assert {p["host_ip"] for p in config["services"]["triton"]["ports"]} == {"127.0.0.1"}
 
 
-def client_of(triton, protocol):
-    return (httpclient.InferenceServerClient(triton.http_url) if protocol == "http"
-            else grpcclient.InferenceServerClient(triton.grpc_url))
+@pytest.fixture
+def client_of():
+    """A client of the locked server by protocol, closed after the test (an HTTP connection left
+    open holds the server's graceful stop for its whole 30 s exit timeout)."""
+    made = []
+
+    def connect(triton, protocol):
+        made.append(httpclient.InferenceServerClient(triton.http_url) if protocol == "http"
+                    else grpcclient.InferenceServerClient(triton.grpc_url))
+        return made[-1]
+
+    yield connect
+    for client in made:
+        client.close()
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_without_the_key_no_load_unload_logging_or_trace_change(locked, protocol):
+def test_without_the_key_no_load_unload_logging_or_trace_change(locked, protocol, client_of):
     triton, root = locked
     client = client_of(triton, protocol)
     marker = root / f"pwn_{protocol}.ran"
@@ -152,7 +163,7 @@ def test_without_the_key_no_load_unload_logging_or_trace_change(locked, protocol
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_with_the_key_the_operator_loads_unloads_and_changes_logging_and_trace(locked, protocol):
+def test_with_the_key_the_operator_loads_unloads_and_changes_logging_and_trace(locked, protocol, client_of):
     triton, root = locked
     client, headers = client_of(triton, protocol), key_header(protocol)
     marker = root / f"admin_{protocol}.ran"
