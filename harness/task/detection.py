@@ -198,7 +198,10 @@ class DetectionEvents(Events):
         m = post.metrics
         self.images += 1
         for key in self.totals:
-            self.totals[key] += int(m.get(key) or 0)
+            # Near-threshold changes count where they excuse something: not in a diverged image
+            # (its changes are not ties: a change beyond the rule, or one nothing before explains).
+            if key != "near_threshold" or post.verdict is not Verdict.DIVERGED:
+                self.totals[key] += int(m.get(key) or 0)
         self.iou_sum += (m.get("mean_iou") or 0.0) * (m.get("matched") or 0)
         if post.verdict in (Verdict.TIE, Verdict.DIVERGED):
             self.events.append(Event(result.image, post.verdict, {
@@ -492,7 +495,7 @@ class Detection(Task):
         changed, ties = len(report.summary.events), report.summary.ties
         line = (f"Boxes: reference {f['reference_boxes']}, deployed {f['deployed_boxes']} over {f['images']} images; "
                 f"**{f['matched']} matched**, {f['missed']} missed, {f['extra']} extra"
-                + (f" ({f['near_threshold']} near a threshold)" if f["near_threshold"] else "")
+                + (f" ({f['near_threshold']} near a threshold, in images not diverged)" if f["near_threshold"] else "")
                 + (f"; mean IoU of the matches {f['mean_iou']:.3f}" if f.get("mean_iou") is not None else "")
                 + f". Images whose boxes changed: **{changed}**"
                 + (f" ({ties} only near a threshold)" if ties else "") + ".")
