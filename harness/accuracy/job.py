@@ -12,6 +12,7 @@ from typing import Callable, Mapping
 
 from harness.accuracy.predict import TOP_K
 from harness.check.job import Progress, no_progress
+from harness.check.rundir import report_locked
 from harness.client import PIPELINES
 from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
@@ -104,17 +105,8 @@ class EffectResult:
         return EXIT_FOUND if self.report.effect.any_changes(ties=ties_fail(self.options.fail_on)) else EXIT_OK
 
 
-def run(session, options, *args, **kwargs):
-    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a file or a link there, or
-    another run writing there, is refused in one line before anything runs; an existing folder is
-    locked for the run (:func:`harness.check.rundir.existing_report_directory`)."""
-    from harness.check.rundir import existing_report_directory
-
-    with existing_report_directory(options.report):
-        return _run(session, options, *args, **kwargs)
-
-
-def _run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda line: None,
+@report_locked
+def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress) -> AccuracyResult:
     """Classify every image of ``options.dataset`` on the reference and on every deployed path,
     score them, write accuracy.json and accuracy.md to ``options.report``."""

@@ -114,6 +114,20 @@ def existing_report_directory(path: Path):
     return RunDirectory(path) if os.path.lexists(path) else contextlib.nullcontext()
 
 
+def report_locked(job):
+    """``job(session, options, ...)`` run with ``options.report`` taken as ``check`` takes it
+    (:func:`existing_report_directory`): a file or a link there, or another run writing there,
+    is refused in one line before anything runs; an existing folder is locked for the run."""
+    import functools
+
+    @functools.wraps(job)
+    def run(session, options, *args, **kwargs):
+        with existing_report_directory(options.report):
+            return job(session, options, *args, **kwargs)
+
+    return run
+
+
 @dataclass(frozen=True)
 class RunManifest:
     """What a run is (``identity``: compared field by field on ``--resume``) and how it ran

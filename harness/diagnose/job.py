@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from harness.check.job import Progress, no_progress
+from harness.check.rundir import report_locked
 from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
 
@@ -64,17 +65,8 @@ def _quiet_status(text: str):
     yield lambda text: None
 
 
-def run(session, options, *args, **kwargs):
-    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a file or a link there, or
-    another run writing there, is refused in one line before anything runs; an existing folder is
-    locked for the run (:func:`harness.check.rundir.existing_report_directory`)."""
-    from harness.check.rundir import existing_report_directory
-
-    with existing_report_directory(options.report):
-        return _run(session, options, *args, **kwargs)
-
-
-def _run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
+@report_locked
+def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress, status=_quiet_status) -> DiagnoseResult:
     """Diagnose ``options.images`` and write ``diagnosis.md``/``.json`` to ``options.report``.
     ``status(text)``: a context yielding ``update(text)`` for the search's phases. Raises

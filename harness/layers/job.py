@@ -63,14 +63,13 @@ class LayersJobResult:
         return EXIT_FOUND if self.result.first_divergent_layer else EXIT_OK
 
 
-def run(session, options, *args, **kwargs):
-    """:func:`_run` with ``options.report`` taken as ``check`` takes it: a file or a link there, or
-    another run writing there, is refused in one line before anything runs; an existing folder is
-    locked for the run (:func:`harness.check.rundir.existing_report_directory`)."""
-    from harness.check.rundir import existing_report_directory
+def run(session, options: LayersOptions, *args, **kwargs) -> LayersJobResult:
+    """:func:`_run` under :func:`harness.check.rundir.report_locked` (``options.report`` taken as
+    ``check`` takes it), imported when a run starts: the check package brings cv2 and shapely,
+    which listing and parsing the layers command does not need."""
+    from harness.check.rundir import report_locked
 
-    with existing_report_directory(options.report):
-        return _run(session, options, *args, **kwargs)
+    return report_locked(_run)(session, options, *args, **kwargs)
 
 
 def _run(session, options: LayersOptions, progress: Callable[[int], None] | None = None) -> LayersJobResult:

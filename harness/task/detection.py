@@ -422,10 +422,10 @@ class Detection(Task):
         return StageResult(post, verdict, metrics, alone[0] if alone else None, alone[1] if alone else None)
 
     def postprocessing_differs(self, post, deployed: dict, geometry: Geometry, size) -> bool:
-        """The mirror of the isolated run, for where there is none: whether ``post`` (the
-        reference's postprocessing) run on the deployment's own raw output, with the geometry it
-        answered (else ``geometry``), fails to make the deployment's boxes. False when the
-        deployment shows no raw output (nothing to tell by)."""
+        """The mirror of the isolated run: whether ``post`` (the reference's postprocessing) run
+        on the deployment's own raw output, with the geometry it answered (else ``geometry``),
+        fails to make the deployment's boxes. False when the deployment shows no raw output
+        (nothing to tell by)."""
         if Stage.OUTPUT not in deployed or Stage.POSTPROCESS not in deployed:
             return False
         own = Geometry.from_tensor(deployed[GEOMETRY_TENSOR]) if GEOMETRY_TENSOR in deployed else geometry
@@ -573,14 +573,15 @@ def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None =
     if not reference or reference.get("name") not in POSTPROCESS_CANDIDATES:
         return []
     params = parameters(reference)
+    deployed = deployed if deployed and deployed.get("name") == reference["name"] else {}  # another kind: no values
     out = []
     for key, (culprit, values) in POSTPROCESS_CANDIDATES[reference["name"]].items():
         before = getattr(params, key)
-        mine = (deployed or {}).get(key) if (deployed or {}).get("name") == reference["name"] else None
+        mine = deployed.get(key)
         for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
             if value != before:
                 out.append(ResultCulprit(f"{key.replace('_', ' ')} {value}", culprit, ((key, before, value),)))
-    if deployed and deployed.get("name") == reference["name"] and dict(deployed) != dict(reference):
+    if deployed and dict(deployed) != dict(reference):
         changed = tuple((k, getattr(params, k), v) for k, v in deployed.items() if k != "name" and getattr(params, k) != v)
         if len(changed) > 1:
             out.append(ResultCulprit("the deployed spec's postprocessing", "postprocessing parameters", changed))
