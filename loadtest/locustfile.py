@@ -27,7 +27,14 @@ Options (each also an environment variable; defaults in brackets):
   model fed tensors rather than files (``LOCUST_CLIENT``; the file must be on every worker);
 - ``--images`` directory of photos [data/photos of this project] (``LOCUST_IMAGES``);
 - ``--bad-fraction`` share of requests sent with a bad payload [0] (``LOCUST_BAD_FRACTION``);
-- ``--request-timeout`` seconds [60] (``LOCUST_REQUEST_TIMEOUT``).
+- ``--request-timeout`` seconds [60] (``LOCUST_REQUEST_TIMEOUT``);
+- ``--no-verify``: do not check the answers (``LOCUST_NO_VERIFY``).
+
+Every answer is checked (:mod:`loadtest.answers`): before the users start, each photo is sent
+alone, one request at a time, and its answer kept (a headless run records when Locust starts,
+the web UI's or the sweep's when a test starts on a new target; the master sends the record to
+its workers); every answer to a photo under load is then judged against it, after the request's
+time is taken. A different answer is a failure of type ``wrong answer``, its detail logged once.
 
 Distributed: ``locust -f loadtest/locustfile.py --master`` and any number of
 ``locust -f loadtest/locustfile.py --worker --master-host HOST``.
@@ -44,6 +51,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gevent
@@ -61,9 +69,10 @@ try:
 except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loadtest.answers import WRONG_ANSWER, KnownAnswers, photo_key  # noqa: E402
 from loadtest.payloads import PayloadSchedule, list_photos  # noqa: E402
 from loadtest.responses import DETECTION_RESULTS, TOP_K, RequestFailed, check_detections, check_top_k  # noqa: E402
-from loadtest.samples import Sample, WindowRecorder, error_type  # noqa: E402
+from loadtest.samples import PHOTO, Sample, WindowRecorder, error_type  # noqa: E402
 from loadtest.triton import target_address  # noqa: E402
 
 DEFAULT_IMAGES = Path(__file__).resolve().parents[1] / "data" / "photos"
@@ -86,6 +95,8 @@ def add_arguments(parser) -> None:
                        help="share of requests sent with a bad payload (truncated JPEG or not an image)")
     group.add_argument("--request-timeout", type=float, default=60.0, env_var="LOCUST_REQUEST_TIMEOUT",
                        help="seconds before a request fails with a timeout (default: 60)")
+    group.add_argument("--no-verify", action="store_true", default=False, env_var="LOCUST_NO_VERIFY",
+                       help="do not check each answer against the photo's answer alone (measures the check's cost)")
 
 
 @functools.lru_cache(maxsize=4)
@@ -140,8 +151,9 @@ class TritonInferClient:
             self.output = scores_output(info, prefer="prob").name
             self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
 
-    def infer(self, data: bytes) -> int:
-        """Send one file; returns the response's size in bytes, raises on any failure."""
+    def infer(self, data: bytes) -> tuple[int, dict]:
+        """Send one file; returns the response's size in bytes and the answer (the outputs asked
+        for, batch axis removed), raises on any failure."""
         from tritonclient.utils import np_to_triton_dtype
 
         request_inputs = []
@@ -159,10 +171,14 @@ class TritonInferClient:
             size = len(json.dumps(response, separators=(",", ":"))) + sum(
                 o.get("parameters", {}).get("binary_data_size", 0) for o in response.get("outputs", []))
         if self.detector:
-            check_detections(result.as_numpy(DETECTION_RESULTS[0]), result.as_numpy(DETECTION_RESULTS[1]))
-            return size
-        check_top_k(self.output, result.as_numpy(self.output))
-        return size
+            boxes, scores = (result.as_numpy(name) for name in DETECTION_RESULTS)
+            check_detections(boxes, scores)
+            if self.request.batched:
+                boxes, scores = boxes[0], scores[0]
+            return size, dict(zip(DETECTION_RESULTS, (boxes, scores)))
+        top = result.as_numpy(self.output)
+        check_top_k(self.output, top)
+        return size, {self.output: top.reshape(-1)}
 
     def close(self) -> None:
         self.client.close()
@@ -198,6 +214,7 @@ class TritonUser(User):
         self.triton = TritonInferClient(self.protocol, self.url, options.request_timeout, self.ensemble,
                                         getattr(options, "client", ""))
         self.in_flight: gevent.Greenlet | None = None
+        self.verify = not options.no_verify
 
     def on_stop(self) -> None:
         if not hasattr(self, "triton"):  # on_start may have failed (e.g. no --host)
@@ -214,18 +231,24 @@ class TritonUser(User):
         payload, data = self.schedule.next()
         start_time = time.time()
         started = time.perf_counter()
-        size, failure = 0, None
+        size, answer, failure = 0, None, None
         try:
             # In a greenlet of its own, which Locust's stop does not kill (see on_stop).
             self.in_flight = gevent.spawn(self.triton.infer, data)
-            size = self.in_flight.get()
+            size, answer = self.in_flight.get()
         except Exception as exc:  # every failure is a result to count, never a crash of the user
             failure = as_request_failure(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0
+        verified = False
+        if answer is not None and payload == PHOTO and self.verify:  # judged off the clock
+            found, change = known.answers.judge(photo_key(data), answer)
+            verified = True if found else None  # None: no known answer to judge by
+            if change:
+                failure = RequestFailed(WRONG_ANSWER, change)
         self.environment.events.request.fire(
             request_type=self.protocol, name=self.ensemble, response_time=latency_ms, response_length=size,
             exception=failure, start_time=start_time, url=self.url,
-            context={"payload": payload, "end": time.time()},
+            context={"payload": payload, "end": time.time(), "verified": verified},
         )
 
 
@@ -250,7 +273,7 @@ def collect_sample(request_type, name, response_time, response_length, exception
         if error not in _logged_error_types:  # the full message once per type, not once per request
             _logged_error_types.add(error)
             logger.warning("first '%s' error: %s", error, getattr(exception, "detail", exception))
-    sample = Sample(context["end"], response_time, response_length, context["payload"], error)
+    sample = Sample(context["end"], response_time, response_length, context["payload"], error, context["verified"])
     if _role["worker"]:
         _outbox.append(sample.as_row())
     else:
@@ -272,9 +295,70 @@ def receive_samples(client_id, data) -> None:
                      reported_at=report["reported_at"])
 
 
+# --- The known answers (each photo's answer alone) the users judge by ---
+
+@dataclass
+class _Known:
+    answers: KnownAnswers = field(default_factory=lambda: KnownAnswers({}))
+    recorded: dict[tuple, KnownAnswers] = field(default_factory=dict)
+    """Records by target, so that a sweep records once per model and protocol."""
+
+
+known = _Known()
+
+
+def record_known_answers(environment) -> None:
+    """Make :data:`known` the answers of the test's target: recorded now, one photo at a time
+    with no user running, unless this process already recorded them."""
+    options = environment.parsed_options
+    if options.no_verify or not environment.host:
+        return
+    protocol, url = target_address(environment.host, options.protocol)
+    target = (protocol, url, options.ensemble, getattr(options, "client", ""), options.images)
+    if target not in known.recorded:
+        photos = load_photos(options.images)
+        logger.info("recording the known answers of %s: %d photos, one at a time", options.ensemble, len(photos))
+        try:
+            client = TritonInferClient(protocol, url, options.request_timeout, options.ensemble, target[3])
+        except Exception as exc:  # the users meet the same failure and count it as errors
+            logger.error("cannot record the known answers of %s: %s", options.ensemble, as_request_failure(exc))
+            known.answers = KnownAnswers({})
+            return
+        answers = {}
+        try:
+            for data in photos:
+                try:
+                    answers[photo_key(data)] = client.infer(data)[1]
+                except Exception as exc:  # failing alone, it fails under load too: an error there, not unverified
+                    logger.warning("no known answer for a photo: %s", as_request_failure(exc))
+        finally:
+            client.close()
+        known.recorded[target] = KnownAnswers(answers)
+    known.answers = known.recorded[target]
+
+
+@events.test_start.add_listener
+def on_test_start(environment, **kwargs) -> None:
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        return  # the master's record arrives in a message
+    record_known_answers(environment)
+    if isinstance(runner, MasterRunner):  # sent before the spawn messages, so it arrives first
+        runner.send_message("known_answers", known.answers.to_message())
+
+
+def receive_known_answers(environment, msg, **kwargs) -> None:
+    known.answers = KnownAnswers.from_message(msg.data)
+
+
 @events.init.add_listener
 def on_init(environment, runner=None, web_ui=None, **kwargs) -> None:
     _role["worker"] = isinstance(runner, WorkerRunner)
+    if _role["worker"]:
+        runner.register_message("known_answers", receive_known_answers)
+    elif environment.parsed_options.headless:
+        # Before the run's clock starts (it starts with test_start), so the record costs no run time.
+        record_known_answers(environment)
     if web_ui is None:
         return
     from flask import jsonify, request

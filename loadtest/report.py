@@ -32,6 +32,8 @@ class ComparisonRow:
     stats: RunStats
     qps_improvement: float | None
     """(candidate QPS / baseline QPS - 1) on the candidate's row, else None."""
+    avg_batch: float
+    """The batch size the server ran (:attr:`loadtest.sweep.PointResult.avg_batch`)."""
 
 
 def compared_pair(results) -> tuple[str, str | None]:
@@ -45,7 +47,7 @@ def improvement_title(results) -> str:
     candidate, baseline = compared_pair(results)
     if (candidate, baseline) == (CANDIDATE, BASELINE):
         return "DALI vs OpenCV QPS"
-    return f"{candidate} vs {baseline} QPS"
+    return f"{candidate} vs {baseline} QPS" if baseline else "QPS change (one model: none)"
 
 
 def comparison_rows(results) -> list[ComparisonRow]:
@@ -59,7 +61,7 @@ def comparison_rows(results) -> list[ComparisonRow]:
         baseline = qps.get((p.protocol, p.clients, baseline_model))
         if p.ensemble == candidate and baseline:
             improvement = r.stats.qps / baseline - 1.0
-        rows.append(ComparisonRow(p.protocol, p.ensemble, p.clients, r.stats, improvement))
+        rows.append(ComparisonRow(p.protocol, p.ensemble, p.clients, r.stats, improvement, r.avg_batch))
     return rows
 
 
@@ -74,24 +76,34 @@ def _errors(stats: RunStats) -> str:
     return f"{stats.error_count} ({by_type})"
 
 
+def _wrong(stats: RunStats) -> str:
+    """Wrong answers of the verified ones; ``not verified`` when none was."""
+    return f"{stats.wrong_answers} of {stats.verified}" if stats.verified else "not verified"
+
+
+def _batch(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
 def _improvement(value: float | None) -> str:
     return "" if value is None else f"{value * 100:+.1f}%"
 
 
 def comparison_markdown(results) -> str:
-    header = ("| protocol | ensemble | clients | QPS | avg ms | TP50 ms | TP90 ms | TP99 ms | errors | "
-              f"{improvement_title(results)} |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+    header = ("| protocol | ensemble | clients | QPS | avg ms | TP50 ms | TP90 ms | TP99 ms | errors | wrong answers | "
+              f"avg batch | {improvement_title(results)} |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     lines = [header]
     for row in comparison_rows(results):
         s = row.stats
         lines.append(f"| {row.protocol} | {row.ensemble} | {row.clients} | {s.qps:.1f} | {_ms(s.avg_ms)} | "
-                     f"{_ms(s.p50_ms)} | {_ms(s.p90_ms)} | {_ms(s.p99_ms)} | {_errors(s)} | "
-                     f"{_improvement(row.qps_improvement)} |")
+                     f"{_ms(s.p50_ms)} | {_ms(s.p90_ms)} | {_ms(s.p99_ms)} | {_errors(s)} | {_wrong(s)} | "
+                     f"{_batch(row.avg_batch)} | {_improvement(row.qps_improvement)} |")
     return "\n".join(lines)
 
 
 COMPARISON_CSV_FIELDS = ("protocol", "ensemble", "clients", "seconds", "requests", "qps", "avg_ms", "p50_ms",
-                         "p90_ms", "p99_ms", "max_ms", "errors", "errors_by_type", "qps_improvement_pct")
+                         "p90_ms", "p99_ms", "max_ms", "errors", "errors_by_type", "wrong_answers", "verified",
+                         "avg_batch", "qps_improvement_pct")
 
 
 def write_comparison_csv(results, path: Path) -> None:
@@ -102,7 +114,8 @@ def write_comparison_csv(results, path: Path) -> None:
             s = row.stats
             writer.writerow([row.protocol, row.ensemble, row.clients, f"{s.seconds:.3f}", s.requests, f"{s.qps:.3f}",
                              f"{s.avg_ms:.3f}", f"{s.p50_ms:.3f}", f"{s.p90_ms:.3f}", f"{s.p99_ms:.3f}",
-                             f"{s.max_ms:.3f}", s.error_count, json.dumps(s.errors, sort_keys=True),
+                             f"{s.max_ms:.3f}", s.error_count, json.dumps(s.errors, sort_keys=True), s.wrong_answers,
+                             s.verified, f"{row.avg_batch:.3f}",
                              "" if row.qps_improvement is None else f"{row.qps_improvement * 100:.2f}"])
 
 
@@ -120,9 +133,8 @@ def breakdown_markdown(results) -> str:
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         for b in r.breakdown:
-            batch = "n/a" if math.isnan(b.avg_batch) else f"{b.avg_batch:.2f}"
             lines.append(f"| {r.point.protocol} | {r.point.ensemble} | {r.point.clients} | {b.model} | {b.requests} | "
-                         f"{batch} | {_us(b.queue_us)} | {_us(b.compute_input_us)} | {_us(b.compute_infer_us)} | "
+                         f"{_batch(b.avg_batch)} | {_us(b.queue_us)} | {_us(b.compute_input_us)} | {_us(b.compute_infer_us)} | "
                          f"{_us(b.compute_output_us)} | {_us(b.request_us)} |")
     return "\n".join(lines)
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from loadtest.answers import WRONG_ANSWER
+
 PHOTO = "photo"
 """Payload kind of a request carrying an unmodified photo of the corpus."""
 
@@ -29,19 +31,29 @@ class Sample:
     """:data:`PHOTO` or the kind of bad payload sent (see :mod:`loadtest.payloads`)."""
     error: str | None = None
     """The error type of a failed request (see :func:`error_type`); ``None`` on success."""
+    verified: bool | None = False
+    """The answer was judged against the photo's answer alone (:mod:`loadtest.answers`); None:
+    it was to be, but its photo has no known answer; False: not judged (not an answered photo,
+    or ``--no-verify``)."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def answered(self) -> bool:
+        """The server answered: right, or wrong (a wrong answer costs what a right one does)."""
+        return self.error is None or self.error == WRONG_ANSWER
+
     def as_row(self) -> list:
         """A compact, msgpack/JSON-friendly form (workers send these to the master)."""
-        return [self.end, self.latency_ms, self.response_bytes, self.payload, self.error]
+        return [self.end, self.latency_ms, self.response_bytes, self.payload, self.error, self.verified]
 
     @classmethod
     def from_row(cls, row: Sequence) -> "Sample":
-        end, latency_ms, response_bytes, payload, error = row
-        return cls(float(end), float(latency_ms), int(response_bytes), str(payload), error)
+        end, latency_ms, response_bytes, payload, error, verified = row
+        return cls(float(end), float(latency_ms), int(response_bytes), str(payload), error,
+                   None if verified is None else bool(verified))
 
 
 _ENSEMBLE_PREFIX = re.compile(r"^in ensemble '[^']*', ")

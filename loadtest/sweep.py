@@ -7,8 +7,12 @@ breakdown per model, and PNG plots, all in ``--report``. The command line
 (:data:`DESCRIPTION`, :data:`EXAMPLES`, :func:`add_arguments`) is ``harness loadtest`` and
 ``python -m loadtest.sweep`` alike.
 
+Every answer is judged against the photo's answer alone (:mod:`loadtest.answers`, recorded
+before a model's first point), unless ``--no-verify``.
+
 Exit status (the harness's one policy, :mod:`harness.errors`): 0 every point was measured
-and every good photo served; 1 a point had no successful request or a good photo failed
+and every good photo served its known answer; 1 a point had no successful request, a wrong
+answer, an answer not verified, or a good photo failed
 (bad payloads failing, ``--bad-fraction``, are expected, not a failure); 2 bad arguments,
 the server (or Locust, or the metrics endpoint) unreachable, not ready or stopped, no
 successful request in the whole sweep (nothing measured), or interrupted.
@@ -59,6 +63,8 @@ class SweepConfig:
     request_timeout: float = 60.0
     client: str | None = None
     """``file.py:name``: the client's preprocessing the users run on each photo (``--client``)."""
+    verify: bool = True
+    """Judge every answer against the photo's answer alone (:mod:`loadtest.answers`)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,29 @@ class PointResult:
         return cls(Point(d["protocol"], d["ensemble"], d["clients"]), RunStats.from_dict(d["stats"]),
                    tuple(ModelBreakdown.from_dict(b) for b in d["breakdown"]))
 
+    @property
+    def problem(self) -> str | None:
+        """Why this point fails the sweep, or None: nothing answered, a wrong answer, a good photo
+        that failed, or answers that were not verified (a run that checked nothing does not pass)."""
+        s = self.stats
+        errors = ", ".join(f"{kind} {n}" for kind, n in s.errors.items()) or "none"
+        if s.requests == 0:
+            return f"no successful request (errors: {errors})"
+        if s.wrong_answers:
+            return f"{s.wrong_answers} wrong answers of {s.verified} verified (errors: {errors})"
+        if s.failed_photos:
+            return f"{s.failed_photos} good photos failed (errors: {errors})"
+        if s.unverified:
+            return f"{s.unverified} answers not verified: no known answer for their photo"
+        return None
+
+    @property
+    def avg_batch(self) -> float:
+        """The largest average batch size among the models the ensemble runs (where a
+        batch-dependent fault acts); NaN when none executed."""
+        sizes = [b.avg_batch for b in self.breakdown[1:] or self.breakdown if b.avg_batch == b.avg_batch]
+        return max(sizes, default=float("nan"))
+
 
 def sweep_points(config: SweepConfig) -> list[Point]:
     """Protocol by protocol, client count by client count, the ensembles side by side (so
@@ -97,9 +126,12 @@ def run_point(locust: LocustControl, endpoints: Endpoints, point: Point, config:
               models: list[str]) -> PointResult:
     """One bounded run: spawn, warm up, measure, stop."""
     locust.swarm(point.clients, endpoints.url(point.protocol), protocol=point.protocol, ensemble=point.ensemble,
-                 bad_fraction=config.bad_fraction, request_timeout=config.request_timeout, client=config.client or "")
+                 bad_fraction=config.bad_fraction, request_timeout=config.request_timeout, client=config.client or "",
+                 no_verify=str(not config.verify).lower())
     try:
-        locust.wait_running(point.clients)
+        # The first point of a model and protocol starts after its known answers are recorded, one
+        # photo at a time (on the cpu profile about 0.5 s a photo for the detector).
+        locust.wait_running(point.clients, timeout=300.0)
         time.sleep(config.warmup)
         locust.reset_stats()
         start = locust.open_window()
@@ -150,8 +182,9 @@ EXAMPLES = """examples:
 def epilog() -> str:
     from harness.arguments import epilog as command_epilog
 
-    return command_epilog("every point measured and every good photo served",
-                          "a point had no successful request, or a good photo failed (bad payloads of "
+    return command_epilog("every point measured and every good photo served its known answer",
+                          "a point had no successful request, a wrong answer (unlike the photo's answer alone), "
+                          "an answer not verified, or a good photo failed (bad payloads of "
                           "--bad-fraction failing are expected)",
                           "bad arguments; the server, Locust or the metrics unreachable, not ready or stopped; "
                           "nothing measured at all; or interrupted", EXAMPLES)
@@ -176,6 +209,9 @@ def add_arguments(parser: argparse.ArgumentParser):
     sweep.add_argument("--bad-fraction", type=float, default=0.0,
                        help="share of requests with a bad payload, counted as errors by type (default: %(default)s)")
     sweep.add_argument("--images", type=Path, default=DEFAULT_IMAGES, help="photos to send (default: %(default)s)")
+    sweep.add_argument("--no-verify", action="store_true",
+                       help="do not judge each answer against the photo's answer alone (recorded one request at a "
+                            "time before a model's first point); to measure what the judging costs")
     load = parser.add_argument_group("load generator")
     load.add_argument("--locust", default=None, metavar="URL",
                       help="drive this running Locust master (e.g. http://locust-master:8089) instead of "
@@ -229,7 +265,8 @@ def config_from_args(args: argparse.Namespace, parsed) -> SweepConfig:
     if deployed.client and not deployed.models:
         raise UsageError("--client needs --model: the model on the server its tensors are sent to")
     return SweepConfig(deployed.models or ENSEMBLES, tuple(args.clients), tuple(args.protocols), args.warmup,
-                       args.duration, args.requests, args.bad_fraction, parsed.server.timeout, deployed.client)
+                       args.duration, args.requests, args.bad_fraction, parsed.server.timeout, deployed.client,
+                       not args.no_verify)
 
 
 def endpoints_of(server) -> Endpoints | None:
@@ -271,17 +308,9 @@ class SweepResult:
     meta: dict
 
     def findings(self) -> list[str]:
-        """Each point that fails the run, in words (rich markup): no successful request, or
-        good photos that failed."""
-        found = []
-        for r in self.results:
-            where = f"{r.point.protocol} {r.point.ensemble} x{r.point.clients}"
-            if r.stats.requests == 0:
-                found.append(f"[bold red]no successful request[/] in {where} (errors: {r.stats.errors})")
-            elif r.stats.failed_photos:
-                found.append(f"[bold red]{r.stats.failed_photos} good photos failed[/] in {where} "
-                             f"(errors: {r.stats.errors})")
-        return found
+        """Each point that fails the run, in words (rich markup): :attr:`PointResult.problem`."""
+        return [f"{r.point.protocol} {r.point.ensemble} x{r.point.clients}: [bold red]{r.problem}[/]"
+                for r in self.results if r.problem]
 
     # -- the report interface (harness.results.interface) --
 
@@ -296,8 +325,8 @@ class SweepResult:
 
     @property
     def verdict(self) -> str:
-        """``served`` (every point measured, every good photo served), ``failed`` (a point
-        with no successful request or a good photo failing) or ``nothing measured``."""
+        """``served`` (every point measured, every good photo served its known answer),
+        ``failed`` (a point with a :attr:`PointResult.problem`) or ``nothing measured``."""
         if not any(r.stats.requests for r in self.results):
             return "nothing measured"
         return "failed" if self.findings() else "served"
@@ -307,19 +336,17 @@ class SweepResult:
         return self.verdict == "served"
 
     def cases(self) -> list[Case]:
-        """One case per point: failed with no successful request, or when good photos failed
-        (bad payloads of ``--bad-fraction`` failing are expected); passed with its QPS and
-        latency; an error when no point measured anything."""
+        """One case per point: failed with its :attr:`PointResult.problem` (bad payloads of
+        ``--bad-fraction`` failing are expected); passed with its QPS and latency; an error when
+        no point measured anything."""
         cases = []
         for r in self.results:
             s, errors = r.stats, ", ".join(f"{kind} {n}" for kind, n in r.stats.errors.items()) or "none"
-            if s.requests == 0:
-                status, reason = Status.FAILED, f"no successful request (errors: {errors})"
-            elif s.failed_photos:
-                status, reason = Status.FAILED, f"{s.failed_photos} good photos failed (errors: {errors})"
+            if r.problem:
+                status, reason = Status.FAILED, r.problem
             else:
                 status, reason = Status.PASSED, (f"{s.qps:.1f} QPS, TP50 {s.p50_ms:.1f} ms, TP99 {s.p99_ms:.1f} ms, "
-                                                 f"{s.requests} requests, errors: {errors}")
+                                                 f"{s.requests} requests ({s.verified} verified), errors: {errors}")
             cases.append(Case(f"{r.point.ensemble} x{r.point.clients}", f"loadtest.{r.point.protocol}", status, reason,
                               seconds=s.seconds))
         if self.results and not any(r.stats.requests for r in self.results):
@@ -439,7 +466,8 @@ def _run_with_progress(locust, endpoints, config, console) -> list[PointResult]:
             progress.advance(task)
             s = result.stats
             console.print(f"{point.protocol:4} {point.ensemble:16} {point.clients:3} clients: {s.qps:7.1f} QPS, "
-                          f"TP50 {s.p50_ms:7.1f} ms, TP99 {s.p99_ms:7.1f} ms, {s.error_count} errors")
+                          f"TP50 {s.p50_ms:7.1f} ms, TP99 {s.p99_ms:7.1f} ms, {s.error_count} errors"
+                          + (f", {s.wrong_answers} wrong answers of {s.verified}" if s.verified else ""))
 
         return run_sweep(locust, endpoints, config, on_point)
 

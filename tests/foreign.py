@@ -66,6 +66,53 @@ def serve_foreign(out: Path, onnx: Path, **parameters) -> Iterator[TritonServer]
     assert not server.is_running(), "tritonserver did not exit"
 
 
+BATCH_DEPENDENT_MODEL = '''"""The example's classifier step with a batch-dependent fault planted (written by the tests):
+every request after the first of an executed batch gets its class-0 logit raised by 20, as an
+engine whose batched kernels differ answers (NVIDIA/TensorRT #4796). Alone, it answers right."""
+
+import importlib.util
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+_spec = importlib.util.spec_from_file_location("effnet_scores_example", {example!r})
+_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_example)
+
+
+class TritonPythonModel(_example.TritonPythonModel):
+    def execute(self, requests):
+        responses = []
+        for position, request in enumerate(requests):
+            x = pb_utils.get_input_tensor_by_name(request, "pixels_nchw").as_numpy()
+            scores = np.array(self.session.run([self.output], {{self.input: x}})[0], np.float32)
+            if position:
+                scores[:, 0] += 20.0
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("class_scores", scores)]))
+        return responses
+'''
+BATCH_WINDOW_US = 20000
+"""The batch-dependent classifier's dynamic batching waits this long for company, so that a
+few concurrent clients make batches (on 2 cores the steps before it rarely queue otherwise)."""
+
+
+@contextlib.contextmanager
+def serve_batch_dependent(out: Path, onnx: Path) -> Iterator[TritonServer]:
+    """The foreign repository (:func:`write_foreign_repository`, nothing else planted) whose
+    classifier step answers wrongly inside a batch (:data:`BATCH_DEPENDENT_MODEL`), served for
+    the block; stopped by its PID, checked exited."""
+    repository = write_foreign_repository(out, onnx)
+    step = repository / STEPS[2]
+    (step / "1" / "model.py").write_text(BATCH_DEPENDENT_MODEL.format(example=str(REPOSITORY / STEPS[2] / "1" / "model.py")))
+    _edit(step / "config.pbtxt",
+          lambda config: setattr(config.dynamic_batching, "max_queue_delay_microseconds", BATCH_WINDOW_US))
+    server = TritonServer(repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                          log_file=out.parent / f"{out.name}.log")
+    with server:
+        yield server
+    assert not server.is_running(), "tritonserver did not exit"
+
+
 EMBEDDING_ENSEMBLE = "photo_search"
 EMBEDDING_STEP = "image_descriptor"
 DESCRIPTOR_MODEL = '''"""The embedder ONNX in ONNX Runtime, its output returned as ``descriptor`` (written by the

@@ -11,20 +11,22 @@ from loadtest.stats import RunStats
 from loadtest.sweep import Point, PointResult
 
 
-def result(protocol, ensemble, clients, qps, errors=None):
+def result(protocol, ensemble, clients, qps, errors=None, wrong=0, verified=True):
     stats = RunStats(seconds=10.0, requests=int(qps * 10), qps=qps, avg_ms=20.0, p50_ms=18.0, p90_ms=30.0,
                      p99_ms=45.0, max_ms=60.0, avg_response_bytes=230.0, errors=errors or {},
-                     payloads={"photo": int(qps * 10)})
+                     payloads={"photo": int(qps * 10)}, wrong_answers=wrong, verified=int(qps * 10) if verified else 0)
     models = [ensemble, "preprocess_" + ensemble.split("_")[1], "classifier"]
-    parts = tuple(ModelBreakdown(m, int(qps * 10), 0, 1.5, 900.0, 10.0, 50.0, 700.0, 20.0) for m in models)
+    parts = tuple(ModelBreakdown(m, int(qps * 10), 0, batch, 900.0, 10.0, 50.0, 700.0, 20.0)
+                  for m, batch in zip(models, (1.0, 1.25, clients * 0.75)))
     return PointResult(Point(protocol, ensemble, clients), stats, parts)
 
 
 @pytest.fixture
 def results():
     return [result("grpc", CANDIDATE, 1, 90.0), result("grpc", BASELINE, 1, 70.0),
-            result("grpc", CANDIDATE, 5, 321.0), result("grpc", BASELINE, 5, 276.0, {"truncated JPEG": 3}),
-            result("http", CANDIDATE, 1, 80.0)]  # no baseline at this point
+            result("grpc", CANDIDATE, 5, 321.0, {"wrong answer": 40}, wrong=40),
+            result("grpc", BASELINE, 5, 276.0, {"truncated JPEG": 3}),
+            result("http", CANDIDATE, 1, 80.0, verified=False)]  # no baseline at this point
 
 
 def test_improvement_of_dali_over_opencv_at_equal_protocol_and_clients(results):
@@ -38,8 +40,13 @@ def test_markdown_table(results):
     lines = comparison_markdown(results).splitlines()
     assert lines[0].startswith("| protocol | ensemble | clients | QPS | avg ms | TP50 ms | TP90 ms | TP99 ms | errors")
     assert len(lines) == 2 + len(results)
-    assert "| grpc | classify_dali | 1 | 90.0 | 20.0 | 18.0 | 30.0 | 45.0 | 0 | +28.6% |" in lines
-    assert "| grpc | classify_opencv | 5 | 276.0 | 20.0 | 18.0 | 30.0 | 45.0 | 3 (truncated JPEG 3) |  |" in lines
+    assert "| grpc | classify_dali | 1 | 90.0 | 20.0 | 18.0 | 30.0 | 45.0 | 0 | 0 of 900 | 1.25 | +28.6% |" in lines
+    # The largest batch of the models the ensemble runs (the classifier's at 5 clients: 3.75).
+    assert ("| grpc | classify_dali | 5 | 321.0 | 20.0 | 18.0 | 30.0 | 45.0 | 40 (wrong answer 40) | 40 of 3210 | 3.75 "
+            "| +16.3% |") in lines
+    assert ("| grpc | classify_opencv | 5 | 276.0 | 20.0 | 18.0 | 30.0 | 45.0 | 3 (truncated JPEG 3) | 0 of 2760 | 3.75 "
+            "|  |") in lines
+    assert "| http | classify_dali | 1 | 80.0 | 20.0 | 18.0 | 30.0 | 45.0 | 0 | not verified | 1.25 |  |" in lines
     assert len(breakdown_markdown(results).splitlines()) == 2 + 3 * len(results)
 
 
@@ -53,6 +60,7 @@ def test_every_report_file(results, tmp_path):
         [(r.point.protocol, r.point.ensemble, r.point.clients) for r in results]
     assert float(rows[0]["qps_improvement_pct"]) == pytest.approx(100 * (90 / 70 - 1), abs=0.01)
     assert rows[3]["errors"] == "3" and rows[3]["errors_by_type"] == '{"truncated JPEG": 3}'
+    assert (rows[2]["wrong_answers"], rows[2]["verified"], rows[2]["avg_batch"]) == ("40", "3210", "3.750")
     with by_name["breakdown.csv"].open() as f:
         assert len(list(csv.DictReader(f))) == 3 * len(results)
     for name in ("throughput.png", "latency.png"):
@@ -69,7 +77,13 @@ def test_the_sweeps_exit_status_is_the_harness_policy(results):
     def failing(r, **change):
         return dataclasses.replace(r, stats=dataclasses.replace(r.stats, **change))
 
+    wrong = SweepResult(results, [], {})
+    assert wrong.exit_status() == 1 and wrong.findings() == [
+        "grpc classify_dali x5: [bold red]40 wrong answers of 3210 verified (errors: wrong answer 40)[/]"]
+    results = [r for r in results if not r.stats.wrong_answers]
     assert SweepResult(results, [], {}).exit_status() == 0 and not SweepResult(results, [], {}).findings()
+    unverified = SweepResult([failing(results[0], unverified=7), *results[1:]], [], {})
+    assert unverified.exit_status() == 1 and "7 answers not verified" in unverified.findings()[0]
     photo_failed = SweepResult([failing(results[0], failed_photos=2), *results[1:]], [], {})
     assert photo_failed.exit_status() == 1 and "2 good photos failed" in photo_failed.findings()[0]
     none_served = SweepResult([failing(results[0], requests=0), *results[1:]], [], {})

@@ -48,6 +48,7 @@ def test_every_point_has_qps_and_ordered_percentiles(full_sweep):
         assert 0 < s["p50_ms"] <= s["p90_ms"] <= s["p99_ms"] <= s["max_ms"], key
         assert s["errors"] == {} and s["payloads"] == {"photo": s["requests"]} and s["failed_photos"] == 0, key
         assert s["avg_response_bytes"] > 0  # top-5 labels came back
+        assert s["verified"] == s["requests"] and s["wrong_answers"] == 0, key  # each answer its photo's alone
 
 
 def test_server_side_breakdown_matches_the_clients(full_sweep):
@@ -118,7 +119,9 @@ def test_locust_distributed_mode_master_and_worker(server, tmp_path):
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["load_generator"] == "local Locust, master + 1 workers"
-    assert results["points"][0]["stats"]["requests"] > 0
+    stats = results["points"][0]["stats"]
+    # The master recorded the known answers and sent them to its worker: every answer judged.
+    assert stats["requests"] > 0 and stats["verified"] == stats["requests"] and stats["wrong_answers"] == 0
     assert {p.name for p in (tmp_path / "logs").iterdir()} == {"locust-master.log", "locust-worker-1.log"}
 
 

@@ -1,0 +1,124 @@
+"""Every answer under load checked against the photo's known answer.
+
+Before the users start, each photo is sent alone, one request at a time, and its answer kept
+(:class:`KnownAnswers`, recorded where the test starts: the single Locust process, or the
+master, which sends it to its workers). During the run every answer to a photo is judged
+against that one, by the rule of what the model answers:
+
+- **top-k classes** (a classifier asked for ``class_count``): the top-1 class must not change
+  and its score must stay within the drift rule (one deployment against itself: 0.5 in logits,
+  :data:`harness.compare.tolerance.DRIFT_TOLERANCES`; 0.05 in probability,
+  :data:`harness.scores.PROBABILITY_ATOL`);
+- **boxes** (a detector's ``BOXES``/``SCORES``): the detection task's comparison
+  (:func:`harness.detection.compare.compare_detections`, its documented tolerance); a box that
+  comes or goes with a score near the threshold is a tie there, not a wrong answer.
+
+A wrong answer is a failed request of its own type (:data:`WRONG_ANSWER`) whose detail says
+what changed. The judging runs after the request's time is taken, so it never counts in the
+latency. Free of Locust and gevent (importable by the tests and the harness).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from harness.compare.tolerance import DRIFT_TOLERANCES
+from harness.scores import PROBABILITY_ATOL
+from harness.stage import Stage
+from loadtest.responses import DETECTION_RESULTS
+
+WRONG_ANSWER = "wrong answer"
+"""The error type of an answer that differs from the photo's answer alone."""
+DB_BOX_THRESHOLD = 0.5
+"""The score threshold a detector's boxes are judged near (the DB postprocessing's default
+``box_thresh``, this repository's): a box that comes or goes within 0.05 of it is a tie."""
+
+Answer = Mapping[str, np.ndarray]
+"""One request's outputs by name, batch axis removed."""
+
+
+def photo_key(data: bytes) -> str:
+    """A photo's name in the record, the same in every process that has the same bytes."""
+    return hashlib.sha1(data).hexdigest()[:16]
+
+
+def top_k(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Triton's classification answer (``b"score:index[:label]"`` each) -> (indices, scores)."""
+    fields = [(s.decode() if isinstance(s, bytes) else str(s)).split(":") for s in np.asarray(strings).reshape(-1)]
+    return np.array([int(f[1]) for f in fields], np.int64), np.array([float(f[0]) for f in fields], np.float64)
+
+
+def _is_distribution(scores: np.ndarray) -> bool:
+    # Probabilities' top-k lie in [0, 1] and sum to at most 1; logits' top-k practically never do.
+    return bool(scores.size and scores.min() >= 0 and scores.max() <= 1 and scores.sum() <= 1 + 1e-3)
+
+
+def judge_top_k(known: Answer, answer: Answer) -> str | None:
+    """What changed in a classifier's top-k answer, or None when it is the known one."""
+    [name] = known
+    (k_index, k_score), (a_index, a_score) = top_k(known[name]), top_k(answer[name])
+    if not a_index.size:
+        return f"{name}: no class in the answer"
+    if a_index[0] != k_index[0]:
+        return (f"{name}: top-1 class {a_index[0]} ({a_score[0]:.4g}) where the photo alone answers "
+                f"{k_index[0]} ({k_score[0]:.4g})")
+    atol = PROBABILITY_ATOL if _is_distribution(k_score) else DRIFT_TOLERANCES[Stage.OUTPUT].atol
+    moved = abs(a_score[0] - k_score[0])
+    if not math.isfinite(moved) or moved > atol:
+        return f"{name}: top-1 score {a_score[0]:.4g} where the photo alone answers {k_score[0]:.4g} (tolerance {atol:g})"
+    return None
+
+
+def judge_boxes(known: Answer, answer: Answer) -> str | None:
+    """What changed in a detector's boxes, by the detection task's rule, or None."""
+    from harness.detection.boxes import Detections
+    from harness.detection.compare import compare_detections
+    from harness.verdict import Verdict
+
+    boxes, scores = DETECTION_RESULTS
+    comparison = compare_detections(Detections(known[boxes], known[scores]), Detections(answer[boxes], answer[scores]),
+                                    DB_BOX_THRESHOLD)
+    if comparison.verdict is not Verdict.DIVERGED:
+        return None
+    worst = max((m.corner_px for m in comparison.matches), default=0.0)
+    return (f"{len(answer[scores])} boxes where the photo alone answers {len(known[scores])}: "
+            f"{len(comparison.missed)} missed, {len(comparison.extra)} extra, worst corner moved {worst:.1f} px"
+            + (f"; {'; '.join(comparison.problems)}" if comparison.problems else ""))
+
+
+def rule_for(answer: Answer) -> Callable[[Answer, Answer], str | None]:
+    """The rule judging answers shaped like ``answer``."""
+    return judge_boxes if set(DETECTION_RESULTS) <= set(answer) else judge_top_k
+
+
+@dataclass
+class KnownAnswers:
+    """Each photo's answer alone, by :func:`photo_key`."""
+
+    answers: dict[str, dict[str, np.ndarray]]
+
+    def judge(self, key: str, answer: Answer) -> tuple[bool, str | None]:
+        """(whether a known answer was there to judge by, what changed or None)."""
+        known = self.answers.get(key)
+        if known is None:
+            return False, None
+        return True, rule_for(known)(known, answer)
+
+    def to_message(self) -> dict:
+        """A form Locust's messages carry (msgpack: bytes, strings, lists)."""
+        return {key: {name: [a.dtype.str, list(a.shape), a.tobytes()] if a.dtype != object
+                      else ["O", list(a.shape), [bytes(s) for s in a.reshape(-1)]]
+                      for name, a in answer.items()} for key, answer in self.answers.items()}
+
+    @classmethod
+    def from_message(cls, message: dict) -> "KnownAnswers":
+        def array(dtype, shape, data) -> np.ndarray:
+            if dtype == "O":
+                return np.array(list(data), dtype=object).reshape(shape)
+            return np.frombuffer(data, np.dtype(dtype)).reshape(shape).copy()
+        return cls({key: {name: array(*value) for name, value in answer.items()} for key, answer in message.items()})
