@@ -39,8 +39,9 @@ time is taken. A different answer is a failure of type ``wrong answer``, its det
 Distributed: ``locust -f loadtest/locustfile.py --master`` and any number of
 ``locust -f loadtest/locustfile.py --worker --master-host HOST``.
 
-Depends only on locust, gevent, tritonclient and numpy (the Locust image stays slim), and on
-``harness.deployment``'s discovery, which needs nothing more (the image mounts ``harness/``).
+Depends only on locust, gevent, tritonclient and numpy (the Locust image stays slim), shapely
+for a detector's boxes (:mod:`loadtest.answers`), and on ``harness.deployment``'s discovery,
+which needs nothing more (the image mounts ``harness/``).
 """
 
 from __future__ import annotations

@@ -89,3 +89,27 @@ def test_known_answers_travel_in_a_locust_message():
     assert back.judge("a1", {"prob": np.array([b"0.9:0"], dtype=object)})[0] is True
     assert back.judge("unknown", {"prob": np.array([b"0.9:0"], dtype=object)}) == (False, None)
     assert back.judge("b2", record.answers["b2"]) == (True, None)
+
+
+def test_the_rules_need_only_what_the_locust_image_has():
+    """docker/locust.Dockerfile installs tritonclient, numpy, matplotlib, rich and shapely: the
+    judging of both answer kinds runs with everything else unimportable."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"cv2", "PIL", "torch", "torchvision", "nvidia", "onnxruntime", "pyclipper", "scipy"}:
+            raise ImportError(f"{name} is not in the Locust image")
+sys.meta_path.insert(0, Refuse())
+import numpy as np
+from loadtest.answers import judge_boxes, judge_top_k
+import harness.deployment.discovery
+q = np.array([[[10, 10], [110, 10], [110, 40], [10, 40]]], np.float32)
+assert judge_boxes({"BOXES": q, "SCORES": np.ones(1)}, {"BOXES": q + 30, "SCORES": np.ones(1)})
+assert judge_top_k({"p": np.array([b"0.6:3"], dtype=object)}, {"p": np.array([b"0.6:3"], dtype=object)}) is None
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
