@@ -58,24 +58,36 @@ def _is_distribution(scores: np.ndarray) -> bool:
     return bool(scores.size and scores.min() >= 0 and scores.max() <= 1 and scores.sum() <= 1 + 1e-3)
 
 
-def judge_top_k(known: Answer, answer: Answer) -> str | None:
-    """What changed in a classifier's top-k answer, or None when it is the known one."""
+@dataclass(frozen=True)
+class Judgement:
+    """One answer against the known one."""
+
+    change: str | None
+    """What changed, in words; None: the answer is the known one (within the rule)."""
+    error: float
+    """How far it moved: the top-1 score's change (inf when the class changed), or the worst
+    box corner's move in pixels (inf when a box came or went)."""
+
+
+def judge_top_k(known: Answer, answer: Answer) -> Judgement:
+    """A classifier's top-k answer against the known one."""
     [name] = known
     (k_index, k_score), (a_index, a_score) = top_k(known[name]), top_k(answer[name])
     if not a_index.size:
-        return f"{name}: no class in the answer"
+        return Judgement(f"{name}: no class in the answer", math.inf)
     if a_index[0] != k_index[0]:
-        return (f"{name}: top-1 class {a_index[0]} ({a_score[0]:.4g}) where the photo alone answers "
-                f"{k_index[0]} ({k_score[0]:.4g})")
+        return Judgement(f"{name}: top-1 class {a_index[0]} ({a_score[0]:.4g}) where the photo alone answers "
+                         f"{k_index[0]} ({k_score[0]:.4g})", math.inf)
     atol = PROBABILITY_ATOL if _is_distribution(k_score) else DRIFT_TOLERANCES[Stage.OUTPUT].atol
     moved = abs(a_score[0] - k_score[0])
     if not math.isfinite(moved) or moved > atol:
-        return f"{name}: top-1 score {a_score[0]:.4g} where the photo alone answers {k_score[0]:.4g} (tolerance {atol:g})"
-    return None
+        return Judgement(f"{name}: top-1 score {a_score[0]:.4g} where the photo alone answers {k_score[0]:.4g} "
+                         f"(tolerance {atol:g})", moved if math.isfinite(moved) else math.inf)
+    return Judgement(None, moved)
 
 
-def judge_boxes(known: Answer, answer: Answer) -> str | None:
-    """What changed in a detector's boxes, by the detection task's rule, or None."""
+def judge_boxes(known: Answer, answer: Answer) -> Judgement:
+    """A detector's boxes against the known ones, by the detection task's rule."""
     from harness.detection.boxes import Detections
     from harness.detection.compare import compare_detections
     from harness.verdict import Verdict
@@ -83,15 +95,16 @@ def judge_boxes(known: Answer, answer: Answer) -> str | None:
     boxes, scores = DETECTION_RESULTS
     comparison = compare_detections(Detections(known[boxes], known[scores]), Detections(answer[boxes], answer[scores]),
                                     DB_BOX_THRESHOLD)
-    if comparison.verdict is not Verdict.DIVERGED:
-        return None
     worst = max((m.corner_px for m in comparison.matches), default=0.0)
-    return (f"{len(answer[scores])} boxes where the photo alone answers {len(known[scores])}: "
-            f"{len(comparison.missed)} missed, {len(comparison.extra)} extra, worst corner moved {worst:.1f} px"
-            + (f"; {'; '.join(comparison.problems)}" if comparison.problems else ""))
+    error = math.inf if comparison.missed or comparison.extra else worst
+    if comparison.verdict is not Verdict.DIVERGED:
+        return Judgement(None, error)
+    return Judgement(f"{len(answer[scores])} boxes where the photo alone answers {len(known[scores])}: "
+                     f"{len(comparison.missed)} missed, {len(comparison.extra)} extra, worst corner moved {worst:.1f} px"
+                     + (f"; {'; '.join(comparison.problems)}" if comparison.problems else ""), error)
 
 
-def rule_for(answer: Answer) -> Callable[[Answer, Answer], str | None]:
+def rule_for(answer: Answer) -> Callable[[Answer, Answer], Judgement]:
     """The rule judging answers shaped like ``answer``."""
     return judge_boxes if set(DETECTION_RESULTS) <= set(answer) else judge_top_k
 
@@ -102,12 +115,10 @@ class KnownAnswers:
 
     answers: dict[str, dict[str, np.ndarray]]
 
-    def judge(self, key: str, answer: Answer) -> tuple[bool, str | None]:
-        """(whether a known answer was there to judge by, what changed or None)."""
+    def judge(self, key: str, answer: Answer) -> Judgement | None:
+        """``answer`` to the photo ``key`` judged against its known one; None: none is known."""
         known = self.answers.get(key)
-        if known is None:
-            return False, None
-        return True, rule_for(known)(known, answer)
+        return None if known is None else rule_for(known)(known, answer)
 
     def to_message(self) -> dict:
         """A form Locust's messages carry (msgpack: bytes, strings, lists)."""

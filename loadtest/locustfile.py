@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import logging
 import sys
 import time
@@ -71,8 +70,9 @@ except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.answers import WRONG_ANSWER, KnownAnswers, photo_key  # noqa: E402
+from loadtest.inference import TritonInferClient, as_request_failure  # noqa: E402
 from loadtest.payloads import PayloadSchedule, list_photos  # noqa: E402
-from loadtest.responses import DETECTION_RESULTS, TOP_K, RequestFailed, check_detections, check_top_k  # noqa: E402
+from loadtest.responses import RequestFailed  # noqa: E402
 from loadtest.samples import PHOTO, Sample, WindowRecorder, error_type  # noqa: E402
 from loadtest.triton import target_address  # noqa: E402
 
@@ -104,99 +104,6 @@ def add_arguments(parser) -> None:
 def load_photos(directory: str) -> list[bytes]:
     """The photos' bytes, read once per process."""
     return [p.read_bytes() for p in list_photos(Path(directory))]
-
-
-def model_config(client, protocol: str, model: str) -> dict:
-    """A model's config as JSON field names, over either protocol."""
-    if protocol == "grpc":
-        from google.protobuf.json_format import MessageToDict
-
-        return MessageToDict(client.get_model_config(model).config, preserving_proto_field_name=True)
-    return client.get_model_config(model)
-
-
-class TritonInferClient:
-    """One tritonclient connection sending photos to one model; returns response sizes.
-
-    How a photo goes in and which output holds the scores come from the model's config
-    (:mod:`harness.deployment.discovery`), so any classification model can be loaded, and a
-    detector (:data:`DETECTION_RESULTS`); with ``client`` (``file.py:name``) the photo goes
-    through the client's own preprocessing and its tensors are sent
-    (:mod:`harness.deployment.client_side`)."""
-
-    def __init__(self, protocol: str, url: str, timeout: float, model: str, client: str = ""):
-        from harness.deployment.base import ImageRequest
-        from harness.deployment.discovery import image_input, parse_config, scores_output
-
-        self.protocol, self.timeout, self.model = protocol, timeout, model
-        if protocol == "grpc":
-            import tritonclient.grpc as module
-            self.client = module.InferenceServerClient(url)
-            options = {}
-        else:
-            import tritonclient.http as module
-            self.client = module.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
-            options = {"binary_data": True}
-        self.module = module
-        info = parse_config(model_config(self.client, protocol, model))
-        if client:
-            from harness.deployment.client_side import ClientRequest, load_client
-
-            self.request = ClientRequest(model, client, load_client(client), info.inputs, info.batched)
-        else:
-            self.request = ImageRequest(model, image_input(info), info.batched)
-        self.detector = set(DETECTION_RESULTS) <= {t.name for t in info.outputs}
-        if self.detector:
-            self.outputs = [module.InferRequestedOutput(name, **options) for name in DETECTION_RESULTS]
-        else:
-            self.output = scores_output(info, prefer="prob").name
-            self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
-
-    def infer(self, data: bytes) -> tuple[int, dict]:
-        """Send one file; returns the response's size in bytes and the answer (the outputs asked
-        for, batch axis removed), raises on any failure."""
-        from tritonclient.utils import np_to_triton_dtype
-
-        request_inputs = []
-        for name, tensor in self.request.inputs([data]).items():
-            request_input = self.module.InferInput(name, list(tensor.shape), np_to_triton_dtype(tensor.dtype))
-            request_input.set_data_from_numpy(tensor)
-            request_inputs.append(request_input)
-        if self.protocol == "grpc":
-            result = self.client.infer(self.model, request_inputs, outputs=self.outputs, client_timeout=self.timeout)
-            size = result.get_response().ByteSize()  # the serialized ModelInferResponse
-        else:
-            result = self.client.infer(self.model, request_inputs, outputs=self.outputs)
-            response = result.get_response()
-            # The body: Triton's compact JSON header, then the binary output data.
-            size = len(json.dumps(response, separators=(",", ":"))) + sum(
-                o.get("parameters", {}).get("binary_data_size", 0) for o in response.get("outputs", []))
-        if self.detector:
-            boxes, scores = (result.as_numpy(name) for name in DETECTION_RESULTS)
-            check_detections(boxes, scores)
-            if self.request.batched:
-                boxes, scores = boxes[0], scores[0]
-            return size, dict(zip(DETECTION_RESULTS, (boxes, scores)))
-        top = result.as_numpy(self.output)
-        check_top_k(self.output, top)
-        return size, {self.output: top.reshape(-1)}
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def as_request_failure(exc: Exception) -> RequestFailed:
-    """Any exception of a request -> :class:`RequestFailed` carrying its error type."""
-    if isinstance(exc, RequestFailed):
-        return exc
-    from tritonclient.utils import InferenceServerException
-
-    if isinstance(exc, InferenceServerException):
-        message = exc.message() or ""
-        fallback = str(exc.status()) if exc.status() else type(exc).__name__
-    else:
-        message, fallback = str(exc), type(exc).__name__
-    return RequestFailed(error_type(message, fallback), message)
 
 
 _user_numbers = itertools.count()
@@ -242,10 +149,10 @@ class TritonUser(User):
         latency_ms = (time.perf_counter() - started) * 1000.0
         verified = False
         if answer is not None and payload == PHOTO and self.verify:  # judged off the clock
-            found, change = known.answers.judge(photo_key(data), answer)
-            verified = True if found else None  # None: no known answer to judge by
-            if change:
-                failure = RequestFailed(WRONG_ANSWER, change)
+            judgement = known.answers.judge(photo_key(data), answer)
+            verified = True if judgement else None  # None: no known answer to judge by
+            if judgement and judgement.change:
+                failure = RequestFailed(WRONG_ANSWER, judgement.change)
         self.environment.events.request.fire(
             request_type=self.protocol, name=self.ensemble, response_time=latency_ms, response_length=size,
             exception=failure, start_time=start_time, url=self.url,

@@ -58,25 +58,28 @@ def test_a_wrong_answer_is_a_locust_failure_of_its_own_type(batch_dependent, tmp
 def test_top_k_rule_on_tritons_classification_strings():
     known = {"prob": np.array([b"0.61:335:fox squirrel", b"0.20:336:marmot", b"0.05:0"], dtype=object)}
     assert top_k(known["prob"])[0].tolist() == [335, 336, 0]
-    assert judge_top_k(known, {"prob": np.array([b"0.63:335", b"0.19:336"], dtype=object)}) is None
-    assert "top-1 class 0" in judge_top_k(known, {"prob": np.array([b"0.9:0", b"0.05:335"], dtype=object)})
-    assert "tolerance 0.05" in judge_top_k(known, {"prob": np.array([b"0.45:335", b"0.4:336"], dtype=object)})
+    same = judge_top_k(known, {"prob": np.array([b"0.63:335", b"0.19:336"], dtype=object)})
+    assert same.change is None and same.error == pytest.approx(0.02)
+    flipped = judge_top_k(known, {"prob": np.array([b"0.9:0", b"0.05:335"], dtype=object)})
+    assert "top-1 class 0" in flipped.change and flipped.error == np.inf
+    assert "tolerance 0.05" in judge_top_k(known, {"prob": np.array([b"0.45:335", b"0.4:336"], dtype=object)}).change
     logits = {"logits": np.array([b"11.2:335", b"9.0:336"], dtype=object)}  # logits: the drift rule's 0.5
-    assert judge_top_k(logits, {"logits": np.array([b"11.6:335", b"9.1:336"], dtype=object)}) is None
-    assert "tolerance 0.5" in judge_top_k(logits, {"logits": np.array([b"12.0:335", b"9.1:336"], dtype=object)})
+    assert judge_top_k(logits, {"logits": np.array([b"11.6:335", b"9.1:336"], dtype=object)}).change is None
+    assert "tolerance 0.5" in judge_top_k(logits, {"logits": np.array([b"12.0:335", b"9.1:336"], dtype=object)}).change
 
 
 def test_boxes_rule_is_the_detection_tasks():
     quads = np.array([[[10, 10], [110, 10], [110, 40], [10, 40]], [[200, 50], [260, 50], [260, 70], [200, 70]]],
                      np.float32)
     known = {"BOXES": quads, "SCORES": np.array([0.9, 0.8], np.float32)}
-    assert judge_boxes(known, {"BOXES": quads + 1, "SCORES": known["SCORES"]}) is None  # a pixel: close
+    close = judge_boxes(known, {"BOXES": quads + 1, "SCORES": known["SCORES"]})  # a pixel: close
+    assert close.change is None and close.error == pytest.approx(np.sqrt(2))
     moved = quads.copy()
     moved[1] += 30
-    assert "worst corner moved" in judge_boxes(known, {"BOXES": moved, "SCORES": known["SCORES"]})
-    assert "1 missed" in judge_boxes(known, {"BOXES": quads[:1], "SCORES": known["SCORES"][:1]})
+    assert "worst corner moved" in judge_boxes(known, {"BOXES": moved, "SCORES": known["SCORES"]}).change
+    assert "1 missed" in judge_boxes(known, {"BOXES": quads[:1], "SCORES": known["SCORES"][:1]}).change
     near = {"BOXES": quads, "SCORES": np.array([0.9, 0.52], np.float32)}  # near the 0.5 threshold: a tie
-    assert judge_boxes(near, {"BOXES": quads[:1], "SCORES": near["SCORES"][:1]}) is None
+    assert judge_boxes(near, {"BOXES": quads[:1], "SCORES": near["SCORES"][:1]}).change is None
 
 
 def test_known_answers_travel_in_a_locust_message():
@@ -86,9 +89,9 @@ def test_known_answers_travel_in_a_locust_message():
 
     back = KnownAnswers.from_message(msgpack.unpackb(msgpack.packb(record.to_message()), raw=False))
     assert back.answers["b2"]["BOXES"].shape == (0, 4, 2) and back.answers["b2"]["SCORES"].dtype == np.float32
-    assert back.judge("a1", {"prob": np.array([b"0.9:0"], dtype=object)})[0] is True
-    assert back.judge("unknown", {"prob": np.array([b"0.9:0"], dtype=object)}) == (False, None)
-    assert back.judge("b2", record.answers["b2"]) == (True, None)
+    assert back.judge("a1", {"prob": np.array([b"0.9:0"], dtype=object)}).change
+    assert back.judge("unknown", {"prob": np.array([b"0.9:0"], dtype=object)}) is None
+    assert back.judge("b2", record.answers["b2"]).change is None
 
 
 def test_the_rules_need_only_what_the_locust_image_has():
@@ -108,8 +111,8 @@ import numpy as np
 from loadtest.answers import judge_boxes, judge_top_k
 import harness.deployment.discovery
 q = np.array([[[10, 10], [110, 10], [110, 40], [10, 40]]], np.float32)
-assert judge_boxes({"BOXES": q, "SCORES": np.ones(1)}, {"BOXES": q + 30, "SCORES": np.ones(1)})
-assert judge_top_k({"p": np.array([b"0.6:3"], dtype=object)}, {"p": np.array([b"0.6:3"], dtype=object)}) is None
+assert judge_boxes({"BOXES": q, "SCORES": np.ones(1)}, {"BOXES": q + 30, "SCORES": np.ones(1)}).change
+assert judge_top_k({"p": np.array([b"0.6:3"], dtype=object)}, {"p": np.array([b"0.6:3"], dtype=object)}).change is None
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
