@@ -1,0 +1,88 @@
+"""``harness watch``: known-answer probes against a live server on a schedule, as Prometheus
+metrics (see loadtest/watch.py), or one round (``--once``) for a Kubernetes CronJob.
+
+Exit status (:mod:`harness.errors`), with ``--once``: 0 every answer was the known one; 1 a
+wrong answer or a failed request; 2 bad arguments, nothing answered (the server unreachable)
+or interrupted. Without it, the watch runs until SIGTERM or Ctrl-C (status 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from harness.arguments import DeploymentArgs, Groups, RepositoryArgs, ServerArgs
+from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
+from harness.session import embedded_server
+
+DEFAULT_RECORD = BUILD_DIR / "watch" / "known_answers.npz"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    from loadtest.watch import DEFAULT_LISTEN, DEFAULT_MODELS
+
+    parser = commands.add_parser(
+        "watch", help="known-answer probes against a live server on a schedule, as Prometheus metrics",
+        description="Send a few photos with known answers to each model on a schedule, alone and in batches of the "
+                    "sizes the served models form, and export per model and mode the agreement with the known "
+                    "answers, the worst change, wrong answers, failed requests and the last success's time as "
+                    "Prometheus metrics. The known answers are each photo's answer alone, recorded in --record on "
+                    "the first round that finds none for a model: record on a deployment you trust.",
+        epilog=__doc__.split("\n\n", 1)[1])
+    watch = parser.add_argument_group("watch")
+    watch.add_argument("--images", type=Path, default=DEFAULT_PHOTOS, help="the photos' directory (default: %(default)s)")
+    watch.add_argument("--photos", type=int, default=4, help="how many of them, by name (default: %(default)s)")
+    watch.add_argument("--record", type=Path, default=DEFAULT_RECORD, help="the known answers (default: %(default)s)")
+    watch.add_argument("--interval", type=float, default=60.0, help="seconds between rounds (default: %(default)s)")
+    watch.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                       help="where the metrics are served (default: %(default)s; 0.0.0.0:9108 in a pod)")
+    watch.add_argument("--once", action="store_true", help="one round, then exit (a CronJob's)")
+    watch.add_argument("--push-gateway", default=None, metavar="URL",
+                       help="with --once: push the metrics to this Prometheus Pushgateway")
+    groups = Groups(parser, server=ServerArgs(30.0), deployment=DeploymentArgs(("model",), several=True, notes={
+        "model": f"the models probed (default: {' and '.join(DEFAULT_MODELS)})"}), repository=RepositoryArgs())
+    parser.set_defaults(run=lambda args: run_watch(args, groups))
+
+
+def run_watch(args: argparse.Namespace, groups: Groups) -> int:
+    from loadtest.payloads import list_photos
+    from loadtest.watch import DEFAULT_MODELS, WatchOptions, run, summary
+
+    parsed = groups.parse(args)
+    if args.photos < 1 or args.interval <= 0:
+        raise UsageError("--photos must be >= 1 and --interval > 0")
+    if args.push_gateway and not args.once:
+        raise UsageError("--push-gateway needs --once (a running watch is scraped on --listen)")
+    try:
+        photos = {p.name: p.read_bytes() for p in list_photos(args.images)[:args.photos]}
+    except FileNotFoundError as exc:
+        raise UsageError(f"--images: {exc}") from None
+    with contextlib.ExitStack() as stack:
+        log = logging.getLogger("harness.watch")
+        handler = logging.StreamHandler(sys.stderr)  # a running watch's log: each line with its time
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        log.addHandler(handler)
+        stack.callback(log.removeHandler, handler)
+        server = parsed.server
+        url = server.url
+        if url is None:
+            paths = parsed.repository
+            url = stack.enter_context(embedded_server(paths.repository, paths.spec)).url(server.protocol)
+        options = WatchOptions(server.protocol, url, tuple(parsed.deployment.models or DEFAULT_MODELS), photos,
+                               args.record, server.timeout, args.interval, args.once, args.listen, args.push_gateway)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # a clean end of a running watch (restored after)
+            stack.callback(signal.signal, sig, signal.signal(sig, lambda *_: stop.set()))
+        probes = run(options, stop)
+    sys.stdout.write(summary(probes) + "\n")
+    if not args.once:
+        return EXIT_OK  # stopped as asked; its findings were the metrics
+    if not any(p.judgement for p in probes):
+        raise NothingCompared(f"no probe was answered by {url}: nothing was compared")
+    return EXIT_FOUND if any(p.judgement is None or p.judgement.change for p in probes) else EXIT_OK

@@ -1,0 +1,312 @@
+"""``harness watch``: known-answer probes against a live server, as Prometheus metrics.
+
+A deployment that passed preflight once can change its answers later: a new container's
+decoder, an engine rebuilt by a new TensorRT, a changed batching setting. The watch sends a few
+photos with known answers on a schedule and says, per model and way of sending, whether the
+answers are still the known ones:
+
+- ``alone``: each photo in a request of its own, one at a time;
+- ``batched``: as many requests at once as each batch size the served model forms (its
+  preferred batch sizes and its ``max_batch_size``, up to the photos there are), so that the
+  server's dynamic batcher puts them in one batch: a batch-dependent engine is caught in
+  production, not only in the lab (``harness repeat``).
+
+The known answers are each photo's answer alone (:mod:`loadtest.answers`, judged by the same
+rules as the load test's): kept in ``--record`` (an ``.npz``), recorded on the first round that
+finds none for a model (record once on a deployment you trust: after preflight passed), so
+that a later redeployment is judged against them.
+
+Metrics (``prometheus_client``; served on ``--listen``, or with ``--once`` pushed to a
+Pushgateway for a Kubernetes CronJob), labels ``model`` and ``mode``:
+``harness_watch_agreement`` (share of the last round's answers that were the known ones),
+``harness_watch_worst_error`` (the last round's largest change: top-1 score, box corner pixels;
++Inf when a class or a box changed), ``harness_watch_wrong_answers_total``,
+``harness_watch_probes_total``, ``harness_watch_probe_errors_total`` (requests that failed),
+``harness_watch_last_success_timestamp_seconds`` (per model: the end of the last round the
+server answered every probe: staleness), ``harness_watch_server_info`` (its version).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info
+
+from loadtest.answers import Judgement, KnownAnswers, photo_key
+from loadtest.inference import TritonInferClient, as_request_failure, model_config
+
+MODES = ("alone", "batched")
+logger = logging.getLogger("harness.watch")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One answer of a round."""
+
+    model: str
+    mode: str
+    judgement: Judgement | None
+    """None: the request failed (``error`` says how)."""
+    error: str | None = None
+
+
+class Record:
+    """The known answers of every watched model, in one ``.npz`` (``model|photo key|output``
+    -> array; classification strings as fixed-width bytes)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.models: dict[str, KnownAnswers] = {}
+        if self.path.is_file():
+            with np.load(self.path) as npz:
+                for key in npz.files:
+                    model, photo, output = key.split("|")
+                    answers = self.models.setdefault(model, KnownAnswers({})).answers
+                    answers.setdefault(photo, {})[output] = npz[key]
+
+    def save(self) -> None:
+        arrays = {f"{model}|{photo}|{output}": (value.astype(bytes) if value.dtype == object else value)
+                  for model, known in self.models.items() for photo, answer in known.answers.items()
+                  for output, value in answer.items()}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial.npz")
+        np.savez(partial, **arrays)
+        os.replace(partial, self.path)  # never a half-written record
+
+
+MAX_TOGETHER = 16
+"""The most requests a batched probe sends at once (a ``max_batch_size`` of 128 is probed at 16)."""
+
+
+def batch_sizes(configs: list[dict]) -> list[int]:
+    """The batch sizes (2 or more, at most :data:`MAX_TOGETHER`) the served models form: each
+    dynamic batcher's preferred sizes and ``max_batch_size``; none without dynamic batching.
+    ``configs``: the model's and, for an ensemble, its steps' (the steps batch, not the ensemble)."""
+    sizes = set()
+    for config in configs:
+        top = int(config.get("max_batch_size", 0))
+        if top >= 2 and "dynamic_batching" in config:
+            preferred = [int(s) for s in config["dynamic_batching"].get("preferred_batch_size", [])]
+            sizes |= {min(size, MAX_TOGETHER) for size in (*preferred, top) if size >= 2}
+    return sorted(sizes)
+
+
+def served_configs(client, protocol: str, model: str) -> list[dict]:
+    """The config of ``model`` and of each model its ensemble steps run."""
+    config = model_config(client, protocol, model)
+    steps = config.get("ensemble_scheduling", {}).get("step", [])
+    return [config, *(model_config(client, protocol, step["model_name"]) for step in steps)]
+
+
+class Watch:
+    """Rounds of probes against one server; each round updates the metrics in ``registry``."""
+
+    def __init__(self, protocol: str, url: str, models: list[str], photos: dict[str, bytes], record: Record,
+                 timeout: float, registry: CollectorRegistry):
+        self.protocol, self.url, self.models, self.timeout, self.record = protocol, url, models, timeout, record
+        self.photos = list(photos.values())
+        labels = ("model", "mode")
+        self.agreement = Gauge("harness_watch_agreement", "Share of the last round's answers that were the known ones",
+                               labels, registry=registry)
+        self.worst = Gauge("harness_watch_worst_error", "The last round's largest change from a known answer "
+                           "(top-1 score, or box corner pixels; +Inf: a class or a box changed)", labels,
+                           registry=registry)
+        self.wrong = Counter("harness_watch_wrong_answers", "Answers unlike the photo's known answer", labels,
+                             registry=registry)
+        self.probes = Counter("harness_watch_probes", "Known-answer requests sent", labels, registry=registry)
+        self.errors = Counter("harness_watch_probe_errors", "Known-answer requests that failed", labels,
+                              registry=registry)
+        self.last_success = Gauge("harness_watch_last_success_timestamp_seconds",
+                                  "End of the last round in which the server answered every probe", ["model"],
+                                  registry=registry)
+        self.server = Info("harness_watch_server", "The watched server", registry=registry)
+        for model in models:  # every series exists from the start (an alert on absent data needs none)
+            for mode in MODES:
+                for metric in (self.wrong, self.probes, self.errors):
+                    metric.labels(model, mode)
+
+    def _client(self, model: str) -> TritonInferClient:
+        return TritonInferClient(self.protocol, self.url, self.timeout, model)
+
+    def _ask(self, client: TritonInferClient, model: str, mode: str, data: bytes) -> Probe:
+        try:
+            answer = client.infer(data)[1]
+        except Exception as exc:  # a failed request is a probe error, never the end of the watch
+            return Probe(model, mode, None, str(as_request_failure(exc)))
+        return Probe(model, mode, self.record.models[model].judge(photo_key(data), answer))
+
+    def round(self) -> list[Probe]:
+        """One round over every model; updates the metrics and returns the probes."""
+        probes: list[Probe] = []
+        self._server_info()
+        for model in self.models:
+            try:
+                probes += self._model_round(model)
+            except Exception as exc:  # unreachable, or the model is gone: every probe of the round failed
+                failure = str(as_request_failure(exc))
+                logger.warning("%s: %s", model, failure)
+                probes += [Probe(model, mode, None, failure) for mode in MODES]
+        for model in self.models:
+            ours = [p for p in probes if p.model == model]
+            for mode in MODES:
+                self._publish(model, mode, [p for p in ours if p.mode == mode])
+            if ours and all(p.judgement for p in ours):
+                self.last_success.labels(model).set(time.time())
+        return probes
+
+    def _model_round(self, model: str) -> list[Probe]:
+        client = self._client(model)
+        try:
+            if model not in self.record.models:
+                logger.warning("%s: no known answers in %s: recording them now, each photo alone", model,
+                               self.record.path)
+                self.record.models[model] = KnownAnswers({photo_key(p): client.infer(p)[1] for p in self.photos})
+                self.record.save()
+            probes = [self._ask(client, model, "alone", data) for data in self.photos]
+            sizes = batch_sizes(served_configs(client.client, self.protocol, model))
+        finally:
+            client.close()
+        for size in sizes:
+            probes += self._together(model, size)
+        return probes
+
+    def _together(self, model: str, size: int) -> list[Probe]:
+        """``size`` requests sent at once (each its own connection, released together), so the
+        dynamic batcher can put them in one batch."""
+        start = threading.Barrier(size)
+
+        def send(i: int) -> Probe:
+            # Made in the thread that uses it: the HTTP client's connections belong to their thread.
+            try:
+                client = self._client(model)
+            except Exception as exc:
+                start.abort()
+                return Probe(model, "batched", None, str(as_request_failure(exc)))
+            try:
+                start.wait()
+                return self._ask(client, model, "batched", self.photos[i % len(self.photos)])
+            except threading.BrokenBarrierError:
+                return Probe(model, "batched", None, "another probe of the batch could not connect")
+            finally:
+                client.close()
+        with concurrent.futures.ThreadPoolExecutor(size) as pool:
+            return list(pool.map(send, range(size)))
+
+    def _publish(self, model: str, mode: str, probes: list[Probe]) -> None:
+        judged = [p.judgement for p in probes if p.judgement]
+        wrong = sum(1 for j in judged if j.change)
+        self.probes.labels(model, mode).inc(len(probes))
+        self.errors.labels(model, mode).inc(len(probes) - len(judged))
+        self.wrong.labels(model, mode).inc(wrong)
+        if judged:
+            self.agreement.labels(model, mode).set(1 - wrong / len(judged))
+            self.worst.labels(model, mode).set(max(j.error for j in judged))
+        elif probes:  # nothing answered: no agreement to speak of
+            self.agreement.labels(model, mode).set(math.nan)
+        for probe in probes:
+            if probe.judgement and probe.judgement.change:
+                logger.warning("%s (%s): wrong answer: %s", model, mode, probe.judgement.change)
+        failure = next((p.error for p in probes if p.judgement is None), None)
+        if failure:
+            logger.warning("%s (%s): %d requests failed, the first: %s", model, mode, len(probes) - len(judged), failure)
+
+    def _server_info(self) -> None:
+        import json
+        import urllib.request
+
+        if self.protocol != "http":
+            return self._grpc_server_info()
+        try:
+            with urllib.request.urlopen(f"http://{self.url}/v2", timeout=self.timeout) as response:
+                self.server.info({"version": json.loads(response.read()).get("version", "")})
+        except (OSError, ValueError):
+            pass  # the probes say the server is gone
+
+    def _grpc_server_info(self) -> None:
+        import tritonclient.grpc as grpcclient
+
+        client = grpcclient.InferenceServerClient(self.url)
+        try:
+            self.server.info({"version": client.get_server_metadata(client_timeout=self.timeout).version})
+        except Exception:  # the probes say the server is gone
+            pass
+        finally:
+            client.close()
+
+
+# --- The command ---
+
+DEFAULT_MODELS = ("classify_dali", "classify_opencv")
+DEFAULT_LISTEN = "127.0.0.1:9108"
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    protocol: str
+    url: str
+    models: tuple[str, ...]
+    photos: dict[str, bytes]
+    record: Path
+    timeout: float
+    interval: float = 60.0
+    """Seconds from the start of a round to the start of the next."""
+    once: bool = False
+    listen: str = DEFAULT_LISTEN
+    """``host:port`` the metrics are served on (not with ``once``)."""
+    push_gateway: str | None = None
+    """With ``once``: the Pushgateway the metrics are pushed to."""
+
+
+def summary(probes: list[Probe]) -> str:
+    """The round as a Markdown table: per model and mode, the answers, the wrong ones, the
+    failed requests and the worst change."""
+    lines = ["| model | mode | probes | wrong answers | failed requests | worst change |", "|---|---|---:|---:|---:|---:|"]
+    for model in dict.fromkeys(p.model for p in probes):
+        for mode in MODES:
+            ours = [p for p in probes if p.model == model and p.mode == mode]
+            judged = [p.judgement for p in ours if p.judgement]
+            worst = max((j.error for j in judged), default=math.nan)
+            lines.append(f"| {model} | {mode} | {len(ours)} | {sum(1 for j in judged if j.change)} | "
+                         f"{len(ours) - len(judged)} | {worst:.4g} |")
+    return "\n".join(lines)
+
+
+def run(options: WatchOptions, stop: threading.Event | None = None) -> list[Probe]:
+    """Rounds until ``stop`` is set (every ``interval`` seconds, the metrics served on
+    ``listen``), or one round with ``once`` (pushed to ``push_gateway`` if given); returns the
+    last round's probes."""
+    from prometheus_client import disable_created_metrics, push_to_gateway, start_http_server
+
+    from loadtest.triton import split_host_port
+
+    disable_created_metrics()  # a counter's creation time is noise on every scrape
+    registry = CollectorRegistry()
+    watch = Watch(options.protocol, options.url, list(options.models), options.photos, Record(options.record),
+                  options.timeout, registry)
+    if options.once:
+        probes = watch.round()
+        if options.push_gateway:
+            push_to_gateway(options.push_gateway, job="harness_watch", registry=registry, timeout=options.timeout)
+        return probes
+    host, port = split_host_port(options.listen, 9108)
+    http, _ = start_http_server(port, addr=host, registry=registry)
+    logger.warning("serving the watch's metrics on http://%s:%d/metrics, a round every %g s", host, port,
+                   options.interval)
+    stop = stop or threading.Event()
+    probes: list[Probe] = []
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            probes = watch.round()
+            stop.wait(max(0.0, options.interval - (time.monotonic() - started)))
+    finally:
+        http.shutdown()
+    return probes
