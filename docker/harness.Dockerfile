@@ -15,7 +15,7 @@ RUN pip install --no-cache-dir -r requirements.lock
 COPY harness harness
 COPY loadtest loadtest
 RUN pip install --no-cache-dir --no-deps -e . && harness --help >/dev/null
-COPY deploy deploy
+COPY deploy/versions.toml deploy/versions.toml
 COPY docker/build_engine.py docker/build_engine.py
 COPY model_repository model_repository
 COPY data/photos data/photos
@@ -26,6 +26,7 @@ ENV PYTHONDONTWRITEBYTECODE=1
 
 # Not root (issue 35): every pod runs as uid 1000 (deploy/kubernetes sets runAsNonRoot), with a
 # read-only root filesystem: what it writes goes to its volumes and /tmp.
-RUN useradd --uid 1000 --user-group --no-create-home --home-dir /tmp harness
+RUN useradd --uid 1000 --user-group --no-create-home --home-dir /tmp harness \
+    && mkdir -p build/watch && chown harness:harness build/watch   # harness watch's record (a volume)
 USER 1000:1000
 ENV HOME=/tmp

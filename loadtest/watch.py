@@ -110,7 +110,9 @@ class Watch:
     """Rounds of probes against one server; each round updates the metrics in ``registry``."""
 
     def __init__(self, protocol: str, url: str, models: list[str], photos: dict[str, bytes], record: Record,
-                 timeout: float, registry: CollectorRegistry):
+                 timeout: float, registry: CollectorRegistry, success_registry: CollectorRegistry | None = None):
+        """``success_registry`` (default ``registry``) holds the last success's time: a one-shot
+        watch pushes it only after a success, so that the Pushgateway keeps the previous one."""
         self.protocol, self.url, self.models, self.timeout, self.record = protocol, url, models, timeout, record
         self.photos = list(photos.values())
         labels = ("model", "mode")
@@ -126,7 +128,7 @@ class Watch:
                               registry=registry)
         self.last_success = Gauge("harness_watch_last_success_timestamp_seconds",
                                   "End of the last round in which the server answered every probe", ["model"],
-                                  registry=registry)
+                                  registry=success_registry or registry)
         self.server = Info("harness_watch_server", "The watched server", registry=registry)
         for model in models:  # every series exists from the start (an alert on absent data needs none)
             for mode in MODES:
@@ -283,18 +285,23 @@ def run(options: WatchOptions, stop: threading.Event | None = None) -> list[Prob
     """Rounds until ``stop`` is set (every ``interval`` seconds, the metrics served on
     ``listen``), or one round with ``once`` (pushed to ``push_gateway`` if given); returns the
     last round's probes."""
-    from prometheus_client import disable_created_metrics, push_to_gateway, start_http_server
+    from prometheus_client import disable_created_metrics, pushadd_to_gateway, start_http_server
 
     from loadtest.triton import split_host_port
 
     disable_created_metrics()  # a counter's creation time is noise on every scrape
-    registry = CollectorRegistry()
+    registry, successes = CollectorRegistry(), CollectorRegistry()
     watch = Watch(options.protocol, options.url, list(options.models), options.photos, Record(options.record),
-                  options.timeout, registry)
+                  options.timeout, registry, successes if options.once else None)
     if options.once:
         probes = watch.round()
         if options.push_gateway:
-            push_to_gateway(options.push_gateway, job="harness_watch", registry=registry, timeout=options.timeout)
+            # Counters restart at each run (Prometheus' increase() takes resets); the last success
+            # is pushed only when there is one (a POST replaces just what it carries).
+            for pushed in (registry, successes):
+                if any(family.samples for family in pushed.collect()):
+                    pushadd_to_gateway(options.push_gateway, job="harness_watch", registry=pushed,
+                                       timeout=options.timeout)
         return probes
     host, port = split_host_port(options.listen, 9108)
     http, _ = start_http_server(port, addr=host, registry=registry)

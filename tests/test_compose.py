@@ -65,7 +65,7 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 def test_services(config):
     assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "triton", "preflight", "locust-master",
-                                       "locust-worker", "sweep", "layers"}
+                                       "locust-worker", "sweep", "layers", "watch"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
@@ -88,7 +88,7 @@ def test_pinned_images_of_one_release(config):
         assert not service["image"].endswith(":latest") and ":" in service["image"]
 
 
-@pytest.mark.parametrize("service", ["triton", "layers"])
+@pytest.mark.parametrize("service", ["triton", "layers", "watch"])
 def test_build_context_holds_what_its_dockerfile_copies(config, service):
     """The context is the project root, kept small by the Dockerfile-specific ignore file
     (everything out, a few paths back in): each COPY source exists and is let in."""

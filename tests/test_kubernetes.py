@@ -28,7 +28,7 @@ KUBERNETES_VERSION = "1.32"
 """The Kubernetes version the manifests target (docs/kubernetes.md names it: the kubectl and
 Kustomize here); they are also checked against the newest schemas the package ships."""
 KUSTOMIZATIONS = ("base", "check", "merge", "overlays/production")
-CUSTOM_KINDS = {"ServiceMonitor"}
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 """Kinds of a CRD (the Prometheus Operator's), which have no schema in kubernetes-validate:
 checked below for what they refer to."""
 MANIFEST = load_manifest()
@@ -68,8 +68,14 @@ def production(rendered) -> dict[tuple[str, str], dict]:
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
 
+def template(obj: dict) -> dict | None:
+    """The pod template of a Deployment, Job or CronJob (None for other kinds)."""
+    spec = obj.get("spec", {})
+    return spec["jobTemplate"]["spec"]["template"] if "jobTemplate" in spec else spec.get("template")
+
+
 def pod(obj: dict) -> dict:
-    return obj["spec"]["template"]["spec"]
+    return template(obj)["spec"]
 
 
 def container(obj: dict, name: str) -> dict:
@@ -79,7 +85,7 @@ def container(obj: dict, name: str) -> dict:
 
 
 def images(objects) -> set[str]:
-    return {c["image"] for o in objects if "template" in o.get("spec", {})
+    return {c["image"] for o in objects if template(o)
             for c in (*pod(o).get("initContainers", ()), *pod(o)["containers"])}
 
 
@@ -363,8 +369,9 @@ def test_every_pod_is_restricted_not_root_no_escalation_read_only_with_limits(pr
     """Issue 35: every pod runs as a non-root uid under the runtime's default seccomp profile;
     every container drops all capabilities, cannot escalate, has a read-only root filesystem
     (/tmp an emptyDir) and a memory limit."""
-    pods = {key: o for key, o in production.items() if "template" in o.get("spec", {})}
-    assert {("Deployment", "triton"), ("Deployment", "locust-master"), ("Job", "harness-check")} <= set(pods)
+    pods = {key: o for key, o in production.items() if template(o)}
+    assert {("Deployment", "triton"), ("Deployment", "locust-master"), ("Job", "harness-check"),
+            ("CronJob", "harness-watch")} <= set(pods)
     for key, obj in pods.items():
         spec = pod(obj)
         assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] > 0, key
@@ -391,9 +398,9 @@ def test_the_admin_key_comes_from_a_secret_and_only_the_clients_reach_triton(pro
     assert {p["port"] for p in scrape["ports"]} == {"metrics"}
     assert scrape["from"][0]["namespaceSelector"] and scrape["from"][0]["podSelector"]
     # Every pod that talks to Triton carries the label; the others do not.
-    talks = {key for key, o in production.items() if "template" in o.get("spec", {})
+    talks = {key for key, o in production.items() if template(o)
              and "triton:80" in json.dumps(pod(o))} | {("Deployment", "locust-worker")}  # the users, via the master
-    labelled = {key for key, o in production.items() if "template" in o.get("spec", {})
+    labelled = {key for key, o in production.items() if template(o)
                 and pod_labels(o).get(client_label[0]) == client_label[1]}
     assert talks - {("Deployment", "locust-master")} == labelled  # the master runs no users itself
     locust = production["NetworkPolicy", "locust-master"]
@@ -402,4 +409,38 @@ def test_the_admin_key_comes_from_a_secret_and_only_the_clients_reach_triton(pro
 
 
 def pod_labels(obj: dict) -> dict:
-    return obj["spec"]["template"]["metadata"]["labels"]
+    return template(obj)["metadata"]["labels"]
+
+
+def test_the_watch_runs_once_a_round_against_the_service_and_keeps_its_record(production):
+    cron = production["CronJob", "harness-watch"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid" and cron["spec"]["jobTemplate"]["spec"]["backoffLimit"] == 0
+    watch = container(cron, "watch")
+    command = watch["command"]
+    assert command[:3] == ["harness", "watch", "--once"] and command[command.index("--url") + 1] == "triton:8001"
+    assert command[command.index("--push-gateway") + 1].startswith("http://")
+    record = Path(command[command.index("--record") + 1])
+    [mount] = [m for m in watch["volumeMounts"] if record.is_relative_to(m["mountPath"])]
+    [volume] = [v for v in pod(cron)["volumes"] if v["name"] == mount["name"]]
+    assert ("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"]) in production  # kept between runs
+    assert pod(cron)["securityContext"]["fsGroup"] == pod(cron)["securityContext"]["runAsUser"]  # and writable
+
+
+def test_the_alerts_use_the_metrics_the_watch_exports(production, tmp_path):
+    """Each rule is an alert with a severity and a summary, and every watch metric its
+    expression names is one a real watch's registry exports."""
+    from prometheus_client import CollectorRegistry
+
+    from loadtest.watch import Record, Watch
+
+    registry = CollectorRegistry()
+    Watch("grpc", "127.0.0.1:1", ["m"], {}, Record(tmp_path / "none.npz"), 1.0, registry)
+    exported = {s.name for family in registry.collect() for s in family.samples} | \
+        {family.name for family in registry.collect()}
+    [group] = production["PrometheusRule", "harness-watch"]["spec"]["groups"]
+    alerts = {rule["alert"]: rule for rule in group["rules"]}
+    assert set(alerts) == {"HarnessWatchWrongAnswers", "HarnessWatchStale", "HarnessWatchAbsent"}
+    for rule in alerts.values():
+        assert rule["labels"]["severity"] in ("critical", "warning") and rule["annotations"]["summary"]
+        names = set(re.findall(r"harness_watch_\w+", rule["expr"]))
+        assert names and names <= exported, (rule["alert"], names - exported)

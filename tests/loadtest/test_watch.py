@@ -97,3 +97,43 @@ def test_batch_sizes_are_the_steps_dynamic_batchers():
     assert batch_sizes([ensemble, batching, unbatched]) == [2, 4, 8]
     assert batch_sizes([ensemble, unbatched]) == []  # nothing batches: only the alone probes
     assert batch_sizes([huge]) == [16]  # at most 16 requests at once
+
+
+def test_once_pushes_to_a_pushgateway_and_the_last_success_only_after_one(server, tmp_path):
+    """A CronJob's round: its metrics POSTed to the Pushgateway's job (here a loopback HTTP
+    server that keeps what it is sent); a round against a server that is not there pushes
+    the failures but no last success, so the gateway keeps the previous one."""
+    import http.server
+    import threading
+
+    pushes = []
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            pushes.append((self.path, self.rfile.read(int(self.headers["Content-Length"])).decode()))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    gateway = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{gateway.server_address[1]}"
+    try:
+        ok = harness("watch", "--url", server.grpc_url, "--once", "--push-gateway", url, "--record", tmp_path / "k.npz",
+                     "--model", "classify_opencv", "--photos", 1)
+        assert ok.returncode == 0, ok.stderr
+        names = [{f.name for f in text_string_to_metric_families(body)} for _, body in pushes]
+        assert [path for path, _ in pushes] == ["/metrics/job/harness_watch"] * 2
+        assert "harness_watch_agreement" in names[0] and names[1] == {"harness_watch_last_success_timestamp_seconds"}
+        pushes.clear()
+        gone = harness("watch", "--url", f"127.0.0.1:{free_port()}", "--once", "--push-gateway", url,
+                       "--record", tmp_path / "k.npz", "--model", "classify_opencv", "--photos", 1, "--timeout", 5)
+        assert gone.returncode == 2, gone.stderr  # nothing answered
+        [(_, body)] = pushes
+        samples = {s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples}
+        assert samples["harness_watch_probe_errors_total"] > 0
+        assert "harness_watch_last_success_timestamp_seconds" not in samples
+    finally:
+        gateway.shutdown()
