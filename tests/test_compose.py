@@ -69,6 +69,7 @@ def test_services(config):
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
+    assert config["services"]["watch"]["profiles"] == ["watch"]  # records its known answers: after preflight
 
 
 def dockerfile_base(service) -> str:
