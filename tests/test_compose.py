@@ -33,7 +33,7 @@ def compose_cli(*args, file=COMPOSE_FILE):
     env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS", "TRITON_BIND")}
     env["TRITON_ADMIN_KEY"] = "compose-test-key"  # required: compose refuses to start Triton without one
     return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", "--profile", "preflight",
-                           "--profile", "layers", *args],
+                           "--profile", "layers", "--profile", "watch", *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
 
 
