@@ -1,8 +1,9 @@
 """``harness loadtest``: the Locust sweep of CPU decode vs GPU decode (see loadtest/sweep.py).
 
-Exit status (:mod:`harness.errors`): 0 every point measured and every good photo served; 1 a
-point had no successful request or a good photo failed; 2 bad arguments, the server, Locust
-or the metrics unreachable or stopped, nothing measured at all, or interrupted.
+Exit status (:mod:`harness.errors`): 0 every point measured and every good photo served its
+known answer; 1 a point had no successful request, a wrong or unverified answer, or a good photo
+failed; 2 bad arguments, the server, Locust or the metrics unreachable or stopped, nothing
+measured at all, or interrupted.
 """
 
 from __future__ import annotations
