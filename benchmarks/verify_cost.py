@@ -63,7 +63,8 @@ def main() -> None:
                         for verify in (True, False):
                             config = SweepConfig(ensembles=(model,), clients=(clients,), protocols=("grpc",),
                                                  warmup=args.warmup, duration=args.duration, verify=verify)
-                            result = run_point(locust, endpoints, Point("grpc", model, clients), config, steps)
+                            result = run_point(locust, endpoints, Point("grpc", model, clients), config, steps,
+                                               record_id="verify_cost")
                             assert result.stats.wrong_answers == 0 and bool(result.stats.verified) == verify, result
                             qps.setdefault((model, clients, verify), []).append(result.stats.qps)
                             print(f"{model} x{clients} {'verified' if verify else 'unverified'}: "

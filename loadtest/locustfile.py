@@ -31,10 +31,11 @@ Options (each also an environment variable; defaults in brackets):
 - ``--no-verify``: do not check the answers (``LOCUST_NO_VERIFY``).
 
 Every answer is checked (:mod:`loadtest.answers`): before the users start, each photo is sent
-alone, one request at a time, and its answer kept (a headless run records when Locust starts,
-the web UI's or the sweep's when a test starts on a new target; the master sends the record to
-its workers); every answer to a photo under load is then judged against it, after the request's
-time is taken. A different answer is a failure of type ``wrong answer``, its detail logged once.
+alone, one request at a time, and its answer kept (a headless run records when Locust starts;
+a test started from the web UI records afresh; the sweep's points share one record per model and
+protocol, ``--record-id``; the master sends the record to its workers); every answer to a photo
+under load is then judged against it, after the request's time is taken. A different answer is
+a failure of type ``wrong answer``, its detail logged once.
 
 Distributed: ``locust -f loadtest/locustfile.py --master`` and any number of
 ``locust -f loadtest/locustfile.py --worker --master-host HOST``.
@@ -98,6 +99,10 @@ def add_arguments(parser) -> None:
                        help="seconds before a request fails with a timeout (default: 60)")
     group.add_argument("--no-verify", action="store_true", default=False, env_var="LOCUST_NO_VERIFY",
                        help="do not check each answer against the photo's answer alone (measures the check's cost)")
+    # On the parser itself: only its arguments can stay out of the web UI's form.
+    parser.add_argument("--record-id", default="", env_var="LOCUST_RECORD_ID", include_in_web_ui=False,
+                       help="known answers are recorded once per value and target (the sweep sets one per sweep); "
+                            "empty: each test started from the web UI records afresh")
 
 
 @functools.lru_cache(maxsize=4)
@@ -215,17 +220,19 @@ class _Known:
 known = _Known()
 
 
-def record_known_answers(environment) -> None:
+def record_known_answers(environment, reuse: bool = True) -> None:
     """Make :data:`known` the answers of the test's target: recorded now, one photo at a time
-    with no user running, unless this process already recorded them."""
+    with no user running, unless ``reuse`` and this process recorded them under the same
+    ``--record-id`` (a sweep's points; a headless run's test start after its init)."""
     options = environment.parsed_options
     if options.no_verify or not environment.host:
         return
     protocol, url = target_address(environment.host, options.protocol)
-    target = (protocol, url, options.ensemble, getattr(options, "client", ""), options.images)
-    if target not in known.recorded:
+    target = (protocol, url, options.ensemble, getattr(options, "client", ""), options.images, options.record_id)
+    if not reuse or target not in known.recorded:
         photos = load_photos(options.images)
-        logger.info("recording the known answers of %s: %d photos, one at a time", options.ensemble, len(photos))
+        # A warning, so it shows at the sweep's log level: the pause before the users start.
+        logger.warning("recording the known answers of %s: %d photos, one at a time", options.ensemble, len(photos))
         try:
             client = TritonInferClient(protocol, url, options.request_timeout, options.ensemble, target[3])
         except Exception as exc:  # the users meet the same failure and count it as errors
@@ -250,7 +257,9 @@ def on_test_start(environment, **kwargs) -> None:
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         return  # the master's record arrives in a message
-    record_known_answers(environment)
+    # From the web UI, each test records afresh: the server may have been redeployed since.
+    options = environment.parsed_options
+    record_known_answers(environment, reuse=bool(options.record_id) or options.headless)
     if isinstance(runner, MasterRunner):  # sent before the spawn messages, so it arrives first
         runner.send_message("known_answers", known.answers.to_message())
 

@@ -123,11 +123,12 @@ def sweep_points(config: SweepConfig) -> list[Point]:
 
 
 def run_point(locust: LocustControl, endpoints: Endpoints, point: Point, config: SweepConfig,
-              models: list[str]) -> PointResult:
-    """One bounded run: spawn, warm up, measure, stop."""
+              models: list[str], record_id: str = "") -> PointResult:
+    """One bounded run: spawn, warm up, measure, stop. The points given one ``record_id`` share
+    each model's known answers (recorded at the first; empty: recorded at every point)."""
     locust.swarm(point.clients, endpoints.url(point.protocol), protocol=point.protocol, ensemble=point.ensemble,
                  bad_fraction=config.bad_fraction, request_timeout=config.request_timeout, client=config.client or "",
-                 no_verify=str(not config.verify).lower())
+                 no_verify=str(not config.verify).lower(), record_id=record_id)
     try:
         # The first point of a model and protocol starts after its known answers are recorded, one
         # photo at a time (on the cpu profile about 0.5 s a photo for the detector).
@@ -153,10 +154,11 @@ def run_sweep(locust: LocustControl, endpoints: Endpoints, config: SweepConfig,
               on_point: Callable[[Point, PointResult | None], None] = lambda point, result: None) -> list[PointResult]:
     """Every point of the sweep in turn; ``on_point`` is told before (``None``) and after each."""
     models = {e: ensemble_models(endpoints, e) for e in config.ensembles}
+    record_id = f"sweep-{os.getpid()}-{time.time():.0f}"  # this sweep's known answers, in a long-lived master too
     results = []
     for point in sweep_points(config):
         on_point(point, None)
-        result = run_point(locust, endpoints, point, config, models[point.ensemble])
+        result = run_point(locust, endpoints, point, config, models[point.ensemble], record_id)
         results.append(result)
         on_point(point, result)
     return results

@@ -12,7 +12,7 @@ answers are still the known ones:
   production, not only in the lab (``harness repeat``).
 
 The known answers are each photo's answer alone (:mod:`loadtest.answers`, judged by the same
-rules as the load test's): kept in ``--record`` (an ``.npz``), recorded on the first round that
+rules as the load test's): kept in ``--known-answers`` (an ``.npz`` there), recorded on the first round that
 finds none for a model (record once on a deployment you trust: after preflight passed), so
 that a later redeployment is judged against them.
 
@@ -36,12 +36,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 
 from loadtest.answers import Judgement, KnownAnswers, photo_key
 from loadtest.inference import TritonInferClient, as_request_failure, model_config
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 MODES = ("alone", "batched")
 logger = logging.getLogger("harness.watch")
@@ -113,6 +116,8 @@ class Watch:
                  timeout: float, registry: CollectorRegistry, success_registry: CollectorRegistry | None = None):
         """``success_registry`` (default ``registry``) holds the last success's time: a one-shot
         watch pushes it only after a success, so that the Pushgateway keeps the previous one."""
+        from prometheus_client import Counter, Gauge, Info  # not at import: `harness --help` needs none
+
         self.protocol, self.url, self.models, self.timeout, self.record = protocol, url, models, timeout, record
         self.photos = list(photos.values())
         labels = ("model", "mode")
@@ -248,6 +253,8 @@ class Watch:
 
 DEFAULT_MODELS = ("classify_dali", "classify_opencv")
 DEFAULT_LISTEN = "127.0.0.1:9108"
+RECORD_FILE = "watch_answers.npz"
+"""The watch's known answers, in its ``--known-answers`` directory."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +292,7 @@ def run(options: WatchOptions, stop: threading.Event | None = None) -> list[Prob
     """Rounds until ``stop`` is set (every ``interval`` seconds, the metrics served on
     ``listen``), or one round with ``once`` (pushed to ``push_gateway`` if given); returns the
     last round's probes."""
-    from prometheus_client import disable_created_metrics, pushadd_to_gateway, start_http_server
+    from prometheus_client import CollectorRegistry, disable_created_metrics, pushadd_to_gateway, start_http_server
 
     from loadtest.triton import split_host_port
 

@@ -419,7 +419,7 @@ def test_the_watch_runs_once_a_round_against_the_service_and_keeps_its_record(pr
     command = watch["command"]
     assert command[:3] == ["harness", "watch", "--once"] and command[command.index("--url") + 1] == "triton:8001"
     assert command[command.index("--push-gateway") + 1].startswith("http://")
-    record = Path(command[command.index("--record") + 1])
+    record = Path(command[command.index("--known-answers") + 1])
     [mount] = [m for m in watch["volumeMounts"] if record.is_relative_to(m["mountPath"])]
     [volume] = [v for v in pod(cron)["volumes"] if v["name"] == mount["name"]]
     assert ("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"]) in production  # kept between runs

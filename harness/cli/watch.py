@@ -21,10 +21,16 @@ from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 from harness.session import embedded_server
 
-DEFAULT_RECORD = BUILD_DIR / "watch" / "known_answers.npz"
+DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "watch"
+EXAMPLES = """examples:
+  every minute, metrics on 127.0.0.1:9108:
+    harness watch --url 127.0.0.1:8001 --model classify_dali --model detect_dali
+  one round pushed to a Pushgateway (a CronJob's):
+    harness watch --url triton:8001 --once --push-gateway http://pushgateway:9091"""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
+    from harness.arguments import epilog
     from loadtest.watch import DEFAULT_LISTEN, DEFAULT_MODELS
 
     parser = commands.add_parser(
@@ -32,13 +38,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Send a few photos with known answers to each model on a schedule, alone and in batches of the "
                     "sizes the served models form, and export per model and mode the agreement with the known "
                     "answers, the worst change, wrong answers, failed requests and the last success's time as "
-                    "Prometheus metrics. The known answers are each photo's answer alone, recorded in --record on "
+                    "Prometheus metrics. The known answers are each photo's answer alone, recorded in --known-answers on "
                     "the first round that finds none for a model: record on a deployment you trust.",
-        epilog=__doc__.split("\n\n", 1)[1])
+        epilog=epilog("(--once) every answer was the known one; without --once, stopped by SIGTERM or Ctrl-C",
+                      "(--once) a wrong answer or a failed request",
+                      "bad arguments, nothing answered (the server unreachable), or interrupted", EXAMPLES))
     watch = parser.add_argument_group("watch")
     watch.add_argument("--images", type=Path, default=DEFAULT_PHOTOS, help="the photos' directory (default: %(default)s)")
-    watch.add_argument("--photos", type=int, default=4, help="how many of them, by name (default: %(default)s)")
-    watch.add_argument("--record", type=Path, default=DEFAULT_RECORD, help="the known answers (default: %(default)s)")
+    watch.add_argument("--photo-count", type=int, default=4, metavar="N",
+                       help="how many of them, by name (default: %(default)s)")
+    watch.add_argument("--known-answers", type=Path, default=DEFAULT_KNOWN_ANSWERS, metavar="DIR",
+                       help="where the watch keeps its known answers (default: %(default)s)")
     watch.add_argument("--interval", type=float, default=60.0, help="seconds between rounds (default: %(default)s)")
     watch.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                        help="where the metrics are served (default: %(default)s; 0.0.0.0:9108 in a pod)")
@@ -52,15 +62,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_watch(args: argparse.Namespace, groups: Groups) -> int:
     from loadtest.payloads import list_photos
-    from loadtest.watch import DEFAULT_MODELS, WatchOptions, run, summary
+    from loadtest.watch import DEFAULT_MODELS, RECORD_FILE, WatchOptions, run, summary
 
     parsed = groups.parse(args)
-    if args.photos < 1 or args.interval <= 0:
-        raise UsageError("--photos must be >= 1 and --interval > 0")
+    if args.photo_count < 1 or args.interval <= 0:
+        raise UsageError("--photo-count must be >= 1 and --interval > 0")
     if args.push_gateway and not args.once:
         raise UsageError("--push-gateway needs --once (a running watch is scraped on --listen)")
     try:
-        photos = {p.name: p.read_bytes() for p in list_photos(args.images)[:args.photos]}
+        photos = {p.name: p.read_bytes() for p in list_photos(args.images)[:args.photo_count]}
     except FileNotFoundError as exc:
         raise UsageError(f"--images: {exc}") from None
     with contextlib.ExitStack() as stack:
@@ -75,7 +85,8 @@ def run_watch(args: argparse.Namespace, groups: Groups) -> int:
             paths = parsed.repository
             url = stack.enter_context(embedded_server(paths.repository, paths.spec)).url(server.protocol)
         options = WatchOptions(server.protocol, url, tuple(parsed.deployment.models or DEFAULT_MODELS), photos,
-                               args.record, server.timeout, args.interval, args.once, args.listen, args.push_gateway)
+                               args.known_answers / RECORD_FILE, server.timeout, args.interval, args.once, args.listen,
+                               args.push_gateway)
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):  # a clean end of a running watch (restored after)
             stack.callback(signal.signal, sig, signal.signal(sig, lambda *_: stop.set()))

@@ -21,13 +21,13 @@ from tests.foreign import ENSEMBLE, serve_batch_dependent
 
 
 def test_one_round_records_the_known_answers_and_the_next_agrees(server, tmp_path):
-    record = tmp_path / "known.npz"
-    first = harness("watch", "--url", server.grpc_url, "--once", "--record", record, "--model", "classify_dali",
-                    "--model", "detect_opencv", "--photos", 2)
+    record = tmp_path / "known"
+    first = harness("watch", "--url", server.grpc_url, "--once", "--known-answers", record, "--model", "classify_dali",
+                    "--model", "detect_opencv", "--photo-count", 2)
     assert first.returncode == 0, first.stderr
-    assert "recording them now" in first.stderr and record.is_file()
-    again = harness("watch", "--url", server.http_url, "--protocol", "http", "--once", "--record", record,
-                    "--model", "classify_dali", "--model", "detect_opencv", "--photos", 2)
+    assert "recording them now" in first.stderr and (record / "watch_answers.npz").is_file()
+    again = harness("watch", "--url", server.http_url, "--protocol", "http", "--once", "--known-answers", record,
+                    "--model", "classify_dali", "--model", "detect_opencv", "--photo-count", 2)
     assert again.returncode == 0, again.stderr
     assert "recording" not in again.stderr
     rows = [line.split("|")[1:-1] for line in again.stdout.splitlines()[2:]]
@@ -63,7 +63,7 @@ def test_the_running_watch_sees_a_batch_dependent_model_and_a_server_that_stops(
     port = free_port()
     with serve_batch_dependent(tmp_path / "repository", repository / "classifier" / "model.onnx") as triton:
         watch = subprocess.Popen([sys.executable, "-m", "harness", "watch", "--url", triton.grpc_url, "--model", ENSEMBLE,
-                                  "--record", tmp_path / "known.npz", "--interval", "1", "--listen", f"127.0.0.1:{port}"],
+                                  "--known-answers", tmp_path / "known", "--interval", "1", "--listen", f"127.0.0.1:{port}"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             samples = wait_for(port, lambda s: s.get(("harness_watch_probes_total", ENSEMBLE, "batched"), 0) > 0)
@@ -121,15 +121,15 @@ def test_once_pushes_to_a_pushgateway_and_the_last_success_only_after_one(server
     threading.Thread(target=gateway.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{gateway.server_address[1]}"
     try:
-        ok = harness("watch", "--url", server.grpc_url, "--once", "--push-gateway", url, "--record", tmp_path / "k.npz",
-                     "--model", "classify_opencv", "--photos", 1)
+        ok = harness("watch", "--url", server.grpc_url, "--once", "--push-gateway", url, "--known-answers", tmp_path / "k",
+                     "--model", "classify_opencv", "--photo-count", 1)
         assert ok.returncode == 0, ok.stderr
         names = [{f.name for f in text_string_to_metric_families(body)} for _, body in pushes]
         assert [path for path, _ in pushes] == ["/metrics/job/harness_watch"] * 2
         assert "harness_watch_agreement" in names[0] and names[1] == {"harness_watch_last_success_timestamp_seconds"}
         pushes.clear()
         gone = harness("watch", "--url", f"127.0.0.1:{free_port()}", "--once", "--push-gateway", url,
-                       "--record", tmp_path / "k.npz", "--model", "classify_opencv", "--photos", 1, "--timeout", 5)
+                       "--known-answers", tmp_path / "k", "--model", "classify_opencv", "--photo-count", 1, "--timeout", 5)
         assert gone.returncode == 2, gone.stderr  # nothing answered
         [(_, body)] = pushes
         samples = {s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples}
