@@ -10,10 +10,10 @@ from pathlib import Path
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.check.files import saved_image_name
 from harness.compare.aggregate import RunSummary
-from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.compare.ties import default_tie_margin
 from harness.report import versions, write_reports
+from harness.result import ImageResult, one_line
 from harness.results import RunComparison, SpecInfo
 from harness.scores import score_kind
 from harness.stage import Stage

@@ -158,7 +158,7 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     per_image.csv, written to ``out``)."""
     from harness.check.visuals import VisualStore
     from harness.compare.aggregate import RunSummary
-    from harness.compare.result import ImageResult
+    from harness.result import ImageResult
     from harness.results import CheckReport
     from harness.results.parse import check_run, deployed_info, reference_info, spec_info
 

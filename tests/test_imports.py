@@ -18,7 +18,7 @@ from harness.paths import PROJECT_ROOT
 
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
-                    "names", "files", "validation", "scores"}),
+                    "names", "files", "validation", "scores", "result"}),
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
     # them), the model repository and its server, the user's own code.
     ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",

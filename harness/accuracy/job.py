@@ -266,11 +266,11 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
 
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.scoring import outcome_of
-    from harness.compare.result import one_line
     from harness.detection.boxes import Detections
     from harness.detection.effect import evaluate_detection, load_labels
     from harness.listing import InputFile, read_input
     from harness.report import versions
+    from harness.result import one_line
     from harness.results import ReferenceInfo
     from harness.stage import Stage
 

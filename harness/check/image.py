@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from harness.client import InferenceError
-from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.deployment.base import NotComparable
@@ -18,6 +17,7 @@ from harness.listing import InputFile, read_input
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
+from harness.result import ImageResult, one_line
 from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
 from harness.task.detection import PostprocessError

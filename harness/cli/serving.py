@@ -261,7 +261,7 @@ def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> l
     reason why this image has none. Any failure of this image stays in its row; only a
     server that stopped answering ends the command (exit 2)."""
     from harness.client import ServerUnavailable
-    from harness.compare.result import one_line
+    from harness.result import one_line
 
     try:
         data = read_input(InputFile.of(path))
@@ -354,7 +354,7 @@ def run_infer_embedding(asked: Asked, client, files) -> int:
     import numpy as np
 
     from harness.client import ServerUnavailable
-    from harness.compare.result import one_line
+    from harness.result import one_line
     from harness.task.embedding import nearest, normalized, similarities
 
     embedders = _embedders(client, asked)
@@ -433,7 +433,7 @@ def run_infer_detection(asked: Asked, client, files) -> int:
     """Each image's boxes through each detector: how many, and the best ``top_k`` (score, the
     box's corners in the image's pixels)."""
     from harness.client import ServerUnavailable
-    from harness.compare.result import one_line
+    from harness.result import one_line
 
     detectors = _detectors(client, asked)
     table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels)")

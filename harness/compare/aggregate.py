@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from harness.compare.result import SIDES, ImageResult, StageResult
+from harness.result import SIDES, ImageResult, StageResult
 from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, StageStats
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict

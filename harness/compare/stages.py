@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
-from harness.compare.result import StageResult
 from harness.compare.ties import default_tie_margin, explained_by_upstream
+from harness.result import StageResult
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
 from harness.tolerance import Tolerance

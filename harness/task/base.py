@@ -24,7 +24,7 @@ from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
-    from harness.compare.result import ImageResult, StageResult
+    from harness.result import ImageResult, StageResult
     from harness.scores import ScoreKind
 
 

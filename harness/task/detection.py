@@ -36,12 +36,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.compare.result import StageResult
 from harness.detection.boxes import Detections
 from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
 from harness.errors import UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
+from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
 from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task

@@ -40,8 +40,8 @@ import numpy as np
 
 from harness.compare.metrics import compare_arrays
 from harness.compare.paired import McNemar, mcnemar_exact
-from harness.compare.result import StageResult
 from harness.formatting import fmt
+from harness.result import StageResult
 from harness.scores import EMBEDDING
 from harness.stage import Stage
 from harness.task.base import Event, Events, OutputChoice, Section, Task
