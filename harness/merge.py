@@ -169,7 +169,7 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     from harness.task import get_task
 
     first = shards[0].report
-    task = get_task(first.get("task", "classification"))  # reports before issue 26: classification
+    task = get_task(first.get("task"))  # reports before issue 26: the default task
     summary, seen = RunSummary(events=task.events(first["run"]["tie_margin"])), {}
     judge = VerdictCheck(spec_info(first["spec"]).tolerances, float(first["run"]["tie_margin"]))
     with (out / RESULTS_FILENAME).open("w") as results, (out / CSV_FILENAME).open("w", newline="") as table:

@@ -14,10 +14,10 @@ from harness.accuracy.predict import TOP_K
 from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
 from harness.client import PIPELINES
-from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.results import AccuracyReport, AccuracyRun, EffectReport
 from harness.shard import Shard
+from harness.target import Target
 from harness.verdict import ties_fail
 
 
@@ -114,10 +114,10 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.shards import shard_dataset, write_shard
     from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions
     from harness.report.formats import require_formats
     from harness.results import ReferenceInfo
+    from harness.target import open_deployment, require_reference_model
 
     require_formats(options.formats)
     if options.batch_size < 1:

@@ -132,7 +132,7 @@ class ImageChecker:
         expected = self.reference_model.input_shape
         if expected and not shape_fits(tuple(model_input.shape), expected):
             return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
-                    f"the {'classifier' if self.task.name == 'classification' else 'model'} takes {list(expected)}")
+                    f"the {self.task.model_words} takes {list(expected)}")
         return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:

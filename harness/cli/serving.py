@@ -29,6 +29,7 @@ from harness.names import identifier, terminal_text
 from harness.packing import pack_images
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 from harness.session import Session
+from harness.task import TASKS
 
 DONE = epilog("done", "(infer) an image had no answer", "usage or setup error")
 
@@ -313,7 +314,7 @@ def _classifiers(client, asked: Asked) -> dict:
     for name in deployed.models:
         info = read_model(client, name)
         if deployed.task is not None:  # a task named for a model serving another is refused, saying why
-            task_output(info, deployed.task, deployed.output)
+            task_output(info, deployed.task, deployed.output, tasks=TASKS)
         request = ImageRequest(name, image_input(info), info.batched)
         scores = scores_output(info, deployed.output, prefer="prob")
         say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
@@ -329,20 +330,20 @@ def _classifiers(client, asked: Asked) -> dict:
 
 def _embedders(client, asked: Asked) -> dict:
     """Column name -> ``embed(data)`` (the raw output row), for ``--task embedding``."""
-    from harness.client import REPOSITORY_TASKS
     from harness.deployment.base import ImageRequest
     from harness.deployment.discovery import image_input, read_model, task_output
+    from harness.task import repository_models
 
     deployed = asked.deployed
     if not deployed.models:
-        models = REPOSITORY_TASKS["embedding"]
+        models = repository_models("embedding")
         return {models.ensemble(p): (lambda data, p=p: client.infer(
             models.ensemble(p), {"IMAGE": pack_images([data])}, [models.ensemble_output])[models.ensemble_output][0])
             for p in asked.pipelines}
     out = {}
     for name in deployed.models:
         info = read_model(client, name)
-        _, tensor, _ = task_output(info, deployed.task, deployed.output)
+        _, tensor, _ = task_output(info, deployed.task, deployed.output, tasks=TASKS)
         request = ImageRequest(name, image_input(info), info.batched)
         say(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
         out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
@@ -399,14 +400,14 @@ def _detectors(client, asked: Asked) -> dict:
     """Column name -> ``detect(data)`` (the image's :class:`~harness.detection.boxes.Detections`),
     for ``--task detection``: this repository's ``detect_<pipeline>``, or each ``--model``'s
     boxes read by name (:mod:`harness.detection.outputs`)."""
-    from harness.client import REPOSITORY_TASKS
     from harness.deployment.base import ImageRequest
     from harness.deployment.discovery import DeploymentError, image_input, read_model
     from harness.detection.outputs import BoxOutputs, find_box_outputs
+    from harness.task import repository_models
 
     deployed, out = asked.deployed, {}
     if not deployed.models:
-        models = REPOSITORY_TASKS["detection"]
+        models = repository_models("detection")
         boxes = BoxOutputs(*models.results[:2], "auto")
         for p in asked.pipelines:
             request = ImageRequest(models.ensemble(p), image_input(read_model(client, models.ensemble(p))), True)

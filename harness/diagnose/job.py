@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Callable
 
 from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
-from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
+from harness.target import Target
 
 if TYPE_CHECKING:
     from harness.results import DiagnosisReport
@@ -78,7 +78,6 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     (:mod:`harness.diagnose.training`): the deployment is diagnosed against the spec that
     reproduces it, and compared with the callable itself."""
     from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
     from harness.diagnose.training import fingerprint_training
@@ -92,6 +91,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
     from harness.results.summary import ImageIssue
     from harness.spec import SpecError
+    from harness.target import open_deployment, require_reference_model
 
     require_formats(options.formats)
     started = time.perf_counter()

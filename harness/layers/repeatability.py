@@ -28,6 +28,7 @@ import numpy as np
 
 from harness.client import TritonClient
 from harness.results.interface import Case, Status
+from harness.task import repository_models
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -258,11 +259,10 @@ def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str 
     (``embed_<pipeline>``'s embedding), its taps model's stages (alone only: no dynamic
     batching there, and decoded images vary in size), and the classifier (the embedder) alone
     on the reference's model input."""
-    from harness.client import REPOSITORY_TASKS
     from harness.packing import pack_images
     from harness.preprocessing import TAP_TENSORS
 
-    models = REPOSITORY_TASKS[task]
+    models = repository_models(task)
     return [
         Probe(models.ensemble(pipeline), "IMAGE", {"output": models.ensemble_output}, scores=("output",),
               pack=pack_images),

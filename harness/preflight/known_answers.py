@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.client import IMAGE, PIPELINES, REPOSITORY_TASKS, TritonClient
+from harness.client import IMAGE, PIPELINES, TritonClient
 from harness.files import strict_json, write_atomic
 from harness.packing import pack_images
+from harness.task import repository_models
 
 ARRAYS = "known_answers.npz"
 META = "known_answers.json"
@@ -89,14 +90,14 @@ def read_photos(directory: Path, names: tuple[str, ...] = PHOTOS) -> dict[str, b
 
 def detect(client: TritonClient, data: bytes, pipeline: str) -> dict[str, np.ndarray]:
     """One photo's :data:`DETECTION_OUTPUTS` from ``detect_<pipeline>``, batch axis removed."""
-    ensemble = REPOSITORY_TASKS["detection"].ensemble(pipeline)
+    ensemble = repository_models("detection").ensemble(pipeline)
     out = client.infer(ensemble, {IMAGE: pack_images([data])}, list(DETECTION_OUTPUTS))
     return {name: value[0] for name, value in out.items()}
 
 
 def serves_detection(client: TritonClient) -> bool:
     """Whether the server has both detection ensembles ready."""
-    return all(client.is_ready(REPOSITORY_TASKS["detection"].ensemble(p)) for p in PIPELINES)
+    return all(client.is_ready(repository_models("detection").ensemble(p)) for p in PIPELINES)
 
 
 def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_arguments: dict[str, list[str]],

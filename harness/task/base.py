@@ -15,17 +15,19 @@ kernel per type, and Polygraphy takes a comparator and a postprocess function).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from harness.result import ImageResult, StageResult
+from harness.scores import ScoreKind
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-if TYPE_CHECKING:
-    from harness.result import ImageResult, StageResult
-    from harness.scores import ScoreKind
+__all__ = ["Event", "Events", "OutputChoice", "ResultCulprit", "ScoreKind", "Section", "Stage", "StageResult", "Task",
+           "Tolerance", "Verdict", "claim"]
+"""A task needs nothing but this module: the vocabulary it speaks comes with it."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,25 @@ class ResultCulprit:
     """(key, reference value, hypothesized value) of each key changed."""
 
 
+def claim(model, tasks: Sequence["Task"]) -> tuple["Task", str]:
+    """The task ``model`` (a ``ModelInfo``) serves among ``tasks`` (in order; the first is the
+    default), and why: the first whose signs it shows, a task whose sign is a structure
+    (:attr:`Task.claims_first`) asked first; else the default."""
+    for task in sorted(tasks, key=lambda t: not t.claims_first):
+        why = task.claims(model)
+        if why:
+            return task, why
+    return tasks[0], "the default task"
+
+
 class Events:
     """Folds the run's images into the task's events (:meth:`Task.events`): one image at a
     time, memory bounded by what the task keeps per image."""
+
+    task: ClassVar[str]
+    """The task's name (recorded in the summary)."""
+    flips_are_events: ClassVar[bool] = False
+    """The events are top-1 flips, which the summary also keeps as its ``flips`` (classification)."""
 
     def add(self, result: "ImageResult") -> None:
         raise NotImplementedError
@@ -96,6 +114,10 @@ class Task:
 
     name: ClassVar[str]
     """How ``--task`` names it."""
+    repository: ClassVar[Any] = None
+    """This repository's models serving the task (a :class:`harness.client.TaskModels`: the
+    ensemble of each pipeline, the model it ends in, the spec they read): what ``--pipeline``
+    reads. None: the repository deploys no model of it (``--model`` only)."""
     result_stage: ClassVar[Stage] = Stage.POSTPROCESS
     """The stage holding the task's result, compared after ``output``."""
     result_in_table: ClassVar[bool] = True
@@ -123,6 +145,10 @@ class Task:
         return self
 
     # -- discovery ------------------------------------------------------------------------
+    output_label: ClassVar[str] = "output"
+    """How a deployment's description names the output read (``scores``)."""
+    model_words: ClassVar[str] = "model"
+    """How messages name the model (``classifier``)."""
     noun: ClassVar[str] = "a result"
     """What the output holds, with its article (``class scores``, ``an embedding``), for messages."""
 
@@ -205,6 +231,10 @@ class Task:
     def default_margin(self, tolerances: Mapping[str, Tolerance], kind: "ScoreKind") -> float:
         """The near-threshold margin (``--tie-margin``) by default, in the units of :attr:`margin_units`."""
         raise NotImplementedError
+
+    margin_follows_tolerance: ClassVar[bool] = False
+    """The default margin is the output tolerance's (so ``harness compare`` derives it again from
+    run A's tolerances, as classification always did); else run A's recorded margin is kept."""
 
     def margin_units(self, kind: "ScoreKind") -> str:
         return ""

@@ -14,6 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.client import CLASSIFIER, TaskModels
+from harness.client import LOGITS as LOGITS_OUTPUT
 from harness.compare.aggregate import TopKFlips
 from harness.compare.stages import topk_result
 from harness.compare.ties import default_tie_margin, flip_verdict
@@ -42,7 +44,10 @@ def describe(tensor) -> str:
 
 class Classification(Task):
     name = "classification"
+    repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT)
     noun = "class scores"
+    output_label = "scores"
+    model_words = "classifier"
     result_stage = Stage.TOPK
     result_in_table = True
     """``topk`` is a row of the stage table (it can fail a run), with the summary line under it."""
@@ -99,6 +104,8 @@ class Classification(Task):
 
     def default_margin(self, tolerances, kind):
         return default_tie_margin(tolerances)
+
+    margin_follows_tolerance = True
 
     def margin_units(self, kind):
         return kind.unit

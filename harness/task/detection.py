@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from harness.client import TaskModels
 from harness.detection.boxes import Detections
 from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
 from harness.errors import UsageError
@@ -221,6 +222,15 @@ class Detection(Task):
     ``Detection()`` only discovers and names)."""
 
     name = "detection"
+    # PP-OCRv6's text detector (docs/detection.md): its own spec and preprocessing models, the
+    # probability map as the raw output, the boxes from the ensemble's DB postprocessing step.
+    repository = TaskModels("detect", "detector", "x", "fetch_name_0", "PROBABILITY", spec="detection.toml",
+                            preprocess_prefix="detect_", results=("BOXES", "SCORES"),
+                            postprocess_model="detect_postprocess",
+                            added=("detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
+                                   "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector",
+                                   "detect_postprocess", "detect_dali", "detect_opencv"),
+                            engines=("detector",))
     noun = "boxes"
     result_stage = Stage.POSTPROCESS
     result_in_table = True

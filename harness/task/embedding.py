@@ -38,6 +38,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from harness.client import TaskModels
 from harness.compare.metrics import compare_arrays
 from harness.compare.paired import McNemar, mcnemar_exact
 from harness.formatting import fmt
@@ -180,6 +181,9 @@ class NeighbourEvents(Events):
 
 class Embedding(Task):
     name = "embedding"
+    # The embedder shares the classifier's preprocessing.
+    repository = TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING",
+                            added=("embedder", "embed_dali", "embed_opencv"))
     noun = "an embedding"
     noun = "an embedding"
     result_stage = Stage.POSTPROCESS
