@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.client import TritonClient
+from harness.compare.metrics import quick_verdict
 from harness.results.interface import Case, Status
 from harness.task import repository_models
 from harness.tolerance import Tolerance
@@ -127,13 +128,20 @@ class RepeatResult:
 
 
 class _Tally:
-    __slots__ = ("first", "answers", "max_abs", "top1", "worst_mode")
+    """One stage of one image: its first answer, and how far every later one strayed from it,
+    each judged by check's rule (:func:`harness.compare.metrics.quick_verdict`: ``atol`` and
+    ``rtol``, the fraction beyond them, the mean bound)."""
 
-    def __init__(self, first: np.ndarray):
-        self.first, self.answers, self.max_abs, self.top1, self.worst_mode = first, 1, 0.0, 0, "-"
+    __slots__ = ("first", "tolerance", "answers", "max_abs", "top1", "worst_mode", "verdict")
+
+    def __init__(self, first: np.ndarray, tolerance: Tolerance):
+        self.first, self.tolerance, self.answers, self.max_abs, self.top1, self.worst_mode = (
+            first, tolerance, 1, 0.0, 0, "-")
+        self.verdict = Verdict.EQUAL
 
     def add(self, answer: np.ndarray, mode: str, scores: bool) -> None:
         self.answers += 1
+        self.verdict = Verdict.worst((self.verdict, quick_verdict(self.first, answer, self.tolerance)[0]))
         if answer.shape != self.first.shape:
             deviation = math.inf
         else:
@@ -177,7 +185,7 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                             value = out[tensor][row]
                             tally = tallies.get((stage, i))
                             if tally is None:
-                                tallies[(stage, i)] = _Tally(value.astype(np.float64))
+                                tallies[(stage, i)] = _Tally(value.astype(np.float64), tolerances(stage))
                             else:
                                 tally.add(value, mode, stage in probe.scores)
 
@@ -202,13 +210,7 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                         record([futures[future]], future.result(), "concurrent")
                 stage_order = list(probe.outputs)
                 for (stage, i), t in sorted(tallies.items(), key=lambda kv: (stage_order.index(kv[0][0]), kv[0][1])):
-                    tolerance = tolerances(stage)
-                    if t.max_abs == 0 and not t.top1:
-                        verdict = Verdict.EQUAL
-                    elif t.top1 or not t.max_abs <= tolerance.atol:
-                        verdict = Verdict.DIVERGED
-                    else:
-                        verdict = Verdict.CLOSE
+                    verdict = Verdict.DIVERGED if t.top1 else t.verdict
                     spreads.append(Spread(probe.model, stage, names[i], t.answers, t.max_abs, t.top1, t.worst_mode,
                                           verdict))
         finally:
