@@ -288,6 +288,15 @@ class Task:
         worst error, mean error, isolated worst error, quality); None: the generic row."""
         return None
 
+    # -- harness infer ------------------------------------------------------------------------------
+    def infer(self, client, asked) -> int:
+        """``harness infer``: each image's answer through each deployed model, as a table
+        (``asked``: :class:`harness.cli.serving.Asked`: the models or pipelines, ``top_k``, the
+        files, ``say``/``console``); the exit status (1: an image had no answer)."""
+        from harness.errors import UsageError
+
+        raise UsageError(f"harness infer has no table for the {self.name} task")
+
     # -- diagnose -----------------------------------------------------------------------------------
     def diagnose_result(self, reference: np.ndarray, deployed: np.ndarray, gallery: np.ndarray | None,
                         index: int, margin: float) -> tuple[Verdict, float]:

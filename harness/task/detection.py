@@ -39,9 +39,11 @@ import numpy as np
 from harness.client import TaskModels
 from harness.detection.boxes import Detections
 from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
-from harness.errors import UsageError
+from harness.errors import ServerStopped, UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
+from harness.listing import InputFile, read_input
+from harness.names import identifier, terminal_text
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
@@ -462,6 +464,10 @@ class Detection(Task):
             made[key] = _postprocessor({**s.reference_table, **changes})
         return made[key]
 
+    # -- harness infer ---------------------------------------------------------------------------------
+    def infer(self, client, asked):
+        return infer_table(self, client, asked)
+
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         """The image's boxes under the setting (the reference's postprocessor with the setting's
         ``[postprocess]`` changes on its output, with the setting's geometry) against the
@@ -628,3 +634,83 @@ def _as_detections(boxes) -> Detections:
     if not isinstance(boxes, Detections):
         raise TypeError(f"the postprocessor returned {type(boxes).__name__}, not harness.detection.boxes.Detections")
     return boxes
+
+
+# -- harness infer ------------------------------------------------------------------------------
+
+
+def _detectors(task, client, asked) -> dict:
+    """Column name -> ``detect(data)`` (the image's :class:`~harness.detection.boxes.Detections`),
+    for ``--task detection``: this repository's ``detect_<pipeline>``, or each ``--model``'s
+    boxes read by name (:mod:`harness.detection.outputs`)."""
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import DeploymentError, image_input, read_model
+    from harness.detection.outputs import BoxOutputs, find_box_outputs
+
+    deployed, out = asked.deployed, {}
+    if not deployed.models:
+        models = task.repository
+        boxes = BoxOutputs(*models.results[:2], "auto")
+        for p in asked.pipelines:
+            request = ImageRequest(models.ensemble(p), image_input(read_model(client, models.ensemble(p))), True)
+            out[request.model] = (request, boxes)
+    for name in deployed.models:
+        info = read_model(client, name)
+        boxes = find_box_outputs(info.outputs)
+        if boxes is None:
+            outputs = ", ".join(t.describe() for t in info.outputs)
+            raise DeploymentError(f"{name} answers no boxes (boxes [-1, 4] or [-1, 4, 2] with scores [-1], or "
+                                  f"EfficientNMS's num_dets/det_boxes/det_scores): {outputs}")
+        request = ImageRequest(name, image_input(info), info.batched)
+        asked.say(f"{name}: image input {request.describe()}, {boxes.describe()}")
+        out[name] = (request, boxes)
+
+    def detect(data, request, boxes):
+        answer = client.infer(request.model, request.inputs([data]), list(boxes.names))
+        return boxes.read({k: v[0] if request.batched else v for k, v in answer.items()})
+
+    return {name: (lambda data, r=request, b=boxes: detect(data, r, b)) for name, (request, boxes) in out.items()}
+
+
+def infer_table(task, client, asked) -> int:
+    """Each image's boxes through each detector: how many, and the best ``top_k`` (score, the
+    box's corners in the image's pixels)."""
+    from rich.progress import track
+    from rich.table import Table
+
+    from harness.client import ServerUnavailable
+    from harness.result import one_line
+
+    files = asked.files
+
+    detectors = _detectors(task, client, asked)
+    table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels)")
+    table.add_column("image")
+    for name in detectors:
+        table.add_column(name)
+    failures = 0
+    for path in track(files, description="detecting", console=asked.console, transient=True):
+        cells = []
+        try:
+            data = read_input(InputFile.of(path))
+        except OSError as exc:
+            cells = [f"[red]unreadable: {terminal_text(getattr(exc, 'reason', None) or exc.strerror or exc)}[/]"] * len(
+                detectors)
+        for detect in (detectors.values() if not cells else ()):
+            try:
+                found = detect(data)
+                best = sorted(range(len(found)), key=lambda i: -found.scores[i])[:asked.top_k]
+                lines = [f"{len(found)} boxes"] + [
+                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i]) for i in best]
+                cells.append("\n".join(lines))
+            except ServerUnavailable as exc:
+                raise ServerStopped(client.url, identifier(path), str(exc)) from None
+            except Exception as exc:
+                cells.append(f"[red]{terminal_text(one_line(exc))}[/]")
+        failures += any(c.startswith("[red]") for c in cells)
+        table.add_row(terminal_text(identifier(path)), *cells)
+    from rich.console import Console
+
+    Console().print(table)
+    asked.say_skipped()
+    return 1 if failures else 0
