@@ -1,15 +1,16 @@
 """What the task layer costs: each task's check, before and after, in one run.
 
 On the same photos and the same server, the classification, embedding and detection checks
-by the code of ``--before`` (default ``main``: the tree before issue 37's task plugins,
-unpacked from git) against the same checks by this checkout. Target: each at most 1.05x.
+by the code of ``--before`` (default: where this branch left ``main``, the tree before issue
+37's task plugins, unpacked from git) against the same checks by this checkout. Target: each
+at most 1.05x.
 
 Each check runs as a user runs it (its own process, against a running embedded server, the
 same reference) after one uncounted warm-up check per task; rounds alternate the checks
 (each round starting with another), so noise from other work on the machine hits all alike;
 medians are compared.
 
-    .venv/bin/python benchmarks/task_cost.py [--rounds 3] [--photos 12] [--before REV]
+    .venv/bin/python benchmarks/task_cost.py [--rounds 3] [--photos 12] [--before REV] [--tasks T ...]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,11 +78,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--photos", type=int, default=12, help="the first N corpus photos (default: %(default)s)")
-    parser.add_argument("--before", default="main", help="the code before (default: %(default)s)")
+    parser.add_argument("--before", help="the code before (default: the merge base of HEAD and main)")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     args = parser.parse_args()
-    before_rev = git("rev-parse", args.before)
+    before_rev = git("rev-parse", args.before) if args.before else git("merge-base", "HEAD", "main")
     BUILD_DIR.mkdir(exist_ok=True)
-    checks = {f"{task} {when}": task for task in TASKS for when in ("before", "after")}
+    checks = {f"{task} {when}": task for task in args.tasks for when in ("before", "after")}
     runs: dict[str, list[float]] = {name: [] for name in checks}
     reports = {}
     with tempfile.TemporaryDirectory(dir=BUILD_DIR) as tmp, embedded_server(DEFAULT_REPOSITORY) as server:
@@ -89,10 +92,10 @@ def main() -> None:
         photos = tmp / "photos"
         photos.mkdir()
         for path in sorted(DEFAULT_PHOTOS.glob("*.jpg"))[:args.photos]:
-            (photos / path.name).symlink_to(path)
+            shutil.copyfile(path, photos / path.name)
         trees = {"before": before, "after": PROJECT_ROOT}
-        for task, options in TASKS.items():  # warm-up, not counted: the server's first requests are slower
-            timed_check(PROJECT_ROOT, photos, server.grpc_url, tmp / f"warm-up-{task}", *options)
+        for task in args.tasks:  # warm-up, not counted: the server's first requests are slower
+            timed_check(PROJECT_ROOT, photos, server.grpc_url, tmp / f"warm-up-{task}", *TASKS[task])
         for round_ in range(args.rounds):
             order = list(checks)[round_ % len(checks):] + list(checks)[:round_ % len(checks)]
             for name in order:
@@ -103,14 +106,16 @@ def main() -> None:
             print(f"round {round_ + 1}: " + ", ".join(f"{n} {s[-1]:.1f} s" for n, s in runs.items()), flush=True)
     median = {name: statistics.median(seconds) for name, seconds in runs.items()}
     print(f"\n{args.photos} photos, `harness check` (median of {args.rounds} rounds, each its own process); "
-          f"before = {args.before} ({before_rev[:10]}), after = this checkout:")
-    for task in TASKS:
+          f"before = {before_rev[:10]}, after = this checkout:")
+    for task in args.tasks:
         old, new = reports[f"{task} before"], reports[f"{task} after"]
         same = ([s["verdict"] for s in old["stages"]] == [s["verdict"] for s in new["stages"]]
                 and old.get("events") == new.get("events"))
         ratio = median[f"{task} after"] / median[f"{task} before"]
+        fastest = min(runs[f"{task} after"]) / min(runs[f"{task} before"])
         print(f"  {task}: before {median[f'{task} before']:.1f} s, after {median[f'{task} after']:.1f} s: "
-              f"{ratio:.3f}x (target <= {TARGET}x: {'met' if ratio <= TARGET else 'MISSED'}); "
+              f"{ratio:.3f}x (target <= {TARGET}x: {'met' if ratio <= TARGET else 'MISSED'}; fastest runs "
+              f"{fastest:.3f}x); "
               f"reports: {'the same verdicts and events' if same else 'DIFFERENT'}")
 
 
