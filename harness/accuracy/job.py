@@ -18,6 +18,7 @@ from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.results import AccuracyReport, AccuracyRun, EffectReport
 from harness.shard import Shard
 from harness.target import Target
+from harness.task import get_task
 from harness.verdict import ties_fail
 
 
@@ -128,7 +129,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                                     else () if options.models else PIPELINES))
     require_reference_model(options.models, options.reference_model)
     known = options.task or next((t.task for t in options.models if t.task), None) or (
-        "classification" if not options.models else None)
+        get_task(None).name if not options.models else None)
 
     def load(task: str):
         """The dataset (labels: the model's classes, a retrieval set's own, a detection set's

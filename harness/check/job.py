@@ -19,6 +19,7 @@ from harness.paths import DEFAULT_REPOSITORY
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
 from harness.target import Target
+from harness.task import get_task
 from harness.validation import require_int, require_number
 from harness.verdict import FAIL_ON
 
@@ -171,7 +172,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         # reference model is loaded once the deployment is found (the user's model file is the
         # same whatever the task; discovery reads its answer on the probe as evidence).
         target = options.target
-        known = target.task or ("classification" if target.model is None or _user_file(options.reference_model)
+        known = target.task or (get_task(None).name if target.model is None or _user_file(options.reference_model)
                                 else None)
         reference_model = load_reference_model(known) if known else None
 

@@ -14,6 +14,7 @@ from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
 from harness.target import Target
+from harness.task import get_task
 
 if TYPE_CHECKING:
     from harness.results import DiagnosisReport
@@ -117,7 +118,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         return loaded
 
     # The user's model file is the same whatever the task; this repository's model is the task's.
-    known = target.task or ("classification" if target.model is None or options.reference_model not in CHOICES
+    known = target.task or (get_task(None).name if target.model is None or options.reference_model not in CHOICES
                             else None)
     model = load_model(known) if known else None  # else once discovery found the task
     foreign = target.model is not None

@@ -169,7 +169,7 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
                                     list_images(options.images), log, recipe)
             probes = deployment_probes(found, recipe)
         else:
-            probes = repository_probes(options.pipeline, recipe, options.task or "classification")
+            probes = repository_probes(options.pipeline, recipe, options.task)
         result = check_repeatability(session.client_factory(client), probes, images,
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
                                      options.repeats, sizes, options.concurrency)

@@ -256,7 +256,7 @@ def deployment_probes(deployment, recipe: Callable[[bytes], dict]) -> list[Probe
     return probes
 
 
-def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str = "classification") -> list[Probe]:
+def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str | None = None) -> list[Probe]:
     """This repository's deployment of ``task``: the ``classify_<pipeline>`` ensemble's logits
     (``embed_<pipeline>``'s embedding), its taps model's stages (alone only: no dynamic
     batching there, and decoded images vary in size), and the classifier (the embedder) alone

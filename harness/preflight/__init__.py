@@ -328,7 +328,7 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     from harness.detection.boxes import Detections
     from harness.detection.compare import compare_detections
     from harness.detection.postprocess import from_table
-    from harness.preflight.known_answers import detect
+    from harness.preflight.known_answers import box_models, detect
     from harness.spec import load_spec
 
     target = own or known
@@ -336,7 +336,7 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
         return [Row("detection known answers", FAIL, record=target.profile,
                     detail=f"none in the {target.profile} record: record them again from a server with the detector "
                            "(make setup: harness preflight --record --photos data/photos)")]
-    spec = load_spec(Path(repository) / repository_models("detection").spec)
+    spec = load_spec(Path(repository) / box_models().spec)
     threshold = from_table(spec.postprocess).params.score_threshold
 
     def compared(found: dict, expected: dict, record: str, prefix: str = "", failed: dict | None = None) -> list[Row]:

@@ -25,9 +25,15 @@ from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-__all__ = ["Event", "Events", "OutputChoice", "ResultCulprit", "ScoreKind", "Section", "Stage", "StageResult", "Task",
-           "Tolerance", "Verdict", "claim"]
+__all__ = ["Event", "Events", "OutputChoice", "PostprocessError", "ResultCulprit", "ScoreKind", "Section", "Stage",
+           "StageResult", "Task", "Tolerance", "Verdict", "claim"]
 """A task needs nothing but this module: the vocabulary it speaks comes with it."""
+
+
+class PostprocessError(ValueError):
+    """A task's postprocessing (the user's ``--postprocess``) failed on one image's output: that
+    image's failed row, named as the postprocessing (not the reference, not the deployment,
+    whose outputs it read)."""
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from harness.names import identifier, terminal_text
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task
+from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -120,11 +120,6 @@ def load_postprocessor(ref: str):
         raise UsageError(f"--postprocess {ref}: {type(obj).__name__} is not callable; a postprocessor takes "
                          "(outputs by name, geometry) and returns harness.detection.boxes.Detections")
     return UserPostprocessor(obj, ref)
-
-
-class PostprocessError(ValueError):
-    """The user's ``--postprocess`` failed on one image's output: that image's failed row,
-    named as the postprocessing (not the reference, not the deployment, whose outputs it read)."""
 
 
 class UserPostprocessor:
