@@ -294,6 +294,31 @@ class Task:
         worst error, mean error, isolated worst error, quality); None: the generic row."""
         return None
 
+    # -- the effect on a labeled set (harness accuracy) ---------------------------------------------
+    labeled_by: ClassVar[str] = "labels"
+    """What a labeled set gives each image: ``classes`` (the model's class names, from an
+    ImageFolder or a CSV: classification), ``labels`` (the set's own labels: an embedding's
+    retrieval) or ``boxes`` (COCO JSON: a detector's)."""
+    effect_from: ClassVar[str] = "outputs"
+    """What ``harness accuracy`` computes the effect from: ``top-k`` (each path's top-k classes,
+    scored by :mod:`harness.accuracy.scoring`: classification), ``outputs`` (every path's raw
+    output of every image: :meth:`effect`) or ``results`` (every path's result stage, derived as
+    check derives it: :meth:`effect_of_results`)."""
+    progress_word: ClassVar[str] = "predicting"
+    """What ``harness accuracy``'s progress bar says it is doing (``classifying``)."""
+
+    def effect(self, labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], margin: float):
+        """The effect on a labeled set from the raw outputs (``outputs``: path -> [images, ...],
+        the reference first; ``labels`` by image in the same order): an object with
+        ``to_dict(names)``, ``markdown(names)`` and ``any_changes(ties)``."""
+        raise NotImplementedError(f"the {self.name} task measures no effect from raw outputs")
+
+    def effect_of_results(self, dataset, results: Mapping[str, Mapping[str, dict]], changes: Sequence[Mapping]):
+        """The effect on a labeled set from every path's stage dicts (path -> image -> stages,
+        the reference first) and each deployed path's changed images (image -> ``tie`` or
+        ``diverged``), as :meth:`effect` returns it."""
+        raise NotImplementedError(f"the {self.name} task measures no effect from its results")
+
     # -- harness infer ------------------------------------------------------------------------------
     def infer(self, client, asked) -> int:
         """``harness infer``: each image's answer through each deployed model, as a table

@@ -161,6 +161,11 @@ class Classification(Task):
                          f"reference margin ({report.scores_unit})"), rows,
                         verdict_column=1)]
 
+    # -- the effect on a labeled set: top-1/top-k accuracy (harness.accuracy.scoring) --------------------
+    labeled_by = "classes"
+    effect_from = "top-k"
+    progress_word = "classifying"
+
     # -- harness infer ---------------------------------------------------------------------------------
     def infer(self, client, asked):
         return infer_table(self, client, asked)

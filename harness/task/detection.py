@@ -459,6 +459,18 @@ class Detection(Task):
             made[key] = _postprocessor({**s.reference_table, **changes})
         return made[key]
 
+    # -- the effect on a labeled set: precision, recall, F1, mAP (harness.detection.effect) ---------------
+    labeled_by = "boxes"
+    effect_from = "results"
+    progress_word = "detecting"
+
+    def effect_of_results(self, dataset, results, changes):
+        from harness.detection.effect import evaluate_detection, load_labels
+
+        found = [(path, {image: Detections.from_array(stages[Stage.POSTPROCESS]) for image, stages in images.items()})
+                 for path, images in results.items()]
+        return evaluate_detection(load_labels(dataset.source), found, changes=changes)
+
     # -- harness infer ---------------------------------------------------------------------------------
     def infer(self, client, asked):
         return infer_table(self, client, asked)

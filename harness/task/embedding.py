@@ -326,6 +326,8 @@ class Embedding(Task):
         return (Verdict.TIE if sims_ref[ref_nn] - sims_ref[dep_nn] <= margin else Verdict.DIVERGED), 1.0
 
     # -- effect on a labeled set ----------------------------------------------------------------------
+    progress_word = "embedding"
+
     def effect(self, labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], margin: float) -> "Retrieval":
         """Retrieval on the images every path embedded (``outputs``: path -> [images, features],
         the reference first), labels by image in the same order."""
