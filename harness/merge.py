@@ -231,7 +231,7 @@ class VerdictCheck:
         self.tolerances, self.tie_margin = tolerances, tie_margin
 
     def contradiction(self, result) -> str | None:
-        from harness.compare.metrics import topk_verdict, verdict
+        from harness.compare.comparators import ARRAYS, TOP_K, TopKTolerance
         from harness.stage import TENSOR_STAGES, Stage
 
         for s in result.stages:
@@ -240,9 +240,9 @@ class VerdictCheck:
                     continue
                 try:
                     if s.stage in TENSOR_STAGES and s.stage in self.tolerances and "max_abs" in metrics:
-                        judged = verdict(metrics, self.tolerances[s.stage])
+                        judged = ARRAYS.rejudge(metrics, self.tolerances[s.stage])
                     elif s.stage is Stage.TOPK and "same_order" in metrics:
-                        judged = topk_verdict(metrics, self.tie_margin)
+                        judged = TOP_K.rejudge(metrics, TopKTolerance(self.tie_margin))
                     else:
                         continue  # a task's own result (boxes): judged by its task, not re-derivable here
                 except (KeyError, TypeError, ValueError) as exc:

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.client import TritonClient
-from harness.compare.metrics import quick_verdict
+from harness.compare.comparators import ARRAYS
 from harness.results.interface import Case, Status
 from harness.task import repository_models
 from harness.tolerance import Tolerance
@@ -129,7 +129,7 @@ class RepeatResult:
 
 class _Tally:
     """One stage of one image: its first answer, and how far every later one strayed from it,
-    each judged by check's rule (:func:`harness.compare.metrics.quick_verdict`: ``atol`` and
+    each judged by check's rule (:meth:`harness.compare.comparators.Arrays.judge`: ``atol`` and
     ``rtol``, the fraction beyond them, the mean bound)."""
 
     __slots__ = ("first", "tolerance", "answers", "max_abs", "top1", "worst_mode", "verdict")
@@ -141,7 +141,7 @@ class _Tally:
 
     def add(self, answer: np.ndarray, mode: str, scores: bool) -> None:
         self.answers += 1
-        self.verdict = Verdict.worst((self.verdict, quick_verdict(self.first, answer, self.tolerance)[0]))
+        self.verdict = Verdict.worst((self.verdict, ARRAYS.judge(self.first, answer, self.tolerance).verdict))
         if answer.shape != self.first.shape:
             deviation = math.inf
         else:

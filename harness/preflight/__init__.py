@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
-from harness.compare.metrics import quick_verdict
+from harness.compare.comparators import ARRAYS
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
@@ -151,7 +151,8 @@ def hardware_decoder_row(images: dict[str, bytes], spec: DecodeSpec, tolerance: 
         return Row(HARDWARE_DECODER, FAIL, detail=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
     worst: tuple[Verdict, float, str] | None = None
     for name, a, b in zip(names, cuda_only, with_engine):
-        verdict, rmse = quick_verdict(a, b, tolerance)
+        judged = ARRAYS.judge(a, b, tolerance)
+        verdict, rmse = judged.verdict, judged.rmse
         if worst is None or (verdict.rank, rmse) > (worst[0].rank, worst[1]):
             worst = (verdict, rmse, name)
     verdict, rmse, photo = worst
@@ -281,7 +282,8 @@ def classifier_row(client: TritonClient, record: KnownAnswers, drift: dict[str, 
         logits = client.classifier_logits(recorded["input"][None])[0]
     except InferenceError as exc:
         return Row("classifier engine: known input", FAIL, "logits", str(exc), record=record.profile)
-    verdict, rmse = quick_verdict(recorded["output"], logits, drift["output"])
+    judged = ARRAYS.judge(recorded["output"], logits, drift["output"])
+    verdict, rmse = judged.verdict, judged.rmse
     return _verdict_row("classifier engine: known input", verdict, f"{first}: logits rmse {rmse:.3g}", "drift rule",
                         record.profile)
 
@@ -299,7 +301,8 @@ def compared_rows(found: dict, expected: dict, tolerances: dict[str, Tolerance],
             worst["request"] = (Verdict.DIVERGED, 0.0, failed[pipeline])
         for photo in photos:
             for stage, reference in expected[photo][pipeline].items():
-                verdict, rmse = quick_verdict(reference, found[photo][pipeline][stage], tolerances[stage])
+                judged = ARRAYS.judge(reference, found[photo][pipeline][stage], tolerances[stage])
+                verdict, rmse = judged.verdict, judged.rmse
                 if stage not in worst or (verdict.rank, rmse) > (worst[stage][0].rank, worst[stage][1]):
                     worst[stage] = (verdict, rmse, f"worst {photo}: rmse {rmse:.3g}")
         for stage, (verdict, _, detail) in worst.items():
@@ -326,7 +329,7 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     is arithmetic on the image's size: equal. With ``own`` (this host's own record) the server
     is held to it and it to ``known``, as :func:`known_answer_rows` does."""
     from harness.detection.boxes import Detections
-    from harness.detection.compare import compare_detections
+    from harness.detection.compare import Boxes
     from harness.detection.postprocess import from_table
     from harness.preflight.known_answers import box_models, detect
     from harness.spec import load_spec
@@ -349,9 +352,8 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
                 got, want = found[photo][pipeline], recorded[pipeline]
                 if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
                     geometry_moved.append(f"{photo}: {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
-                result = compare_detections(Detections(want["BOXES"], want["SCORES"]),
-                                            Detections(got["BOXES"], got["SCORES"]), threshold,
-                                            image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
+                boxes = Boxes(threshold, image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
+                result = boxes(Detections(want["BOXES"], want["SCORES"]), Detections(got["BOXES"], got["SCORES"]))
                 events = "; ".join(result.events()) or "the same boxes"
                 if worst is None or result.verdict.rank > worst[0].rank:
                     worst = (result.verdict, f"worst {photo} ({result.reference_boxes} boxes): {events}")

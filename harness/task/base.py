@@ -25,9 +25,48 @@ from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-__all__ = ["Event", "Events", "OutputChoice", "PostprocessError", "ResultCulprit", "ScoreKind", "Section", "Stage",
-           "StageResult", "Task", "Tolerance", "Verdict", "claim"]
+__all__ = ["Comparator", "Comparison", "Event", "Events", "OutputChoice", "PostprocessError", "ResultCulprit",
+           "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim"]
 """A task needs nothing but this module: the vocabulary it speaks comes with it."""
+
+
+# -- the comparison protocol -------------------------------------------------------------------------
+# After Polygraphy's comparator: a comparator (compare function) takes two results and its own
+# tolerance type and returns a small typed result that is true unless it diverged; postprocessing
+# (a softmax, boxes from a map) happens before, apart. The array rule, top-k, neighbours, boxes and
+# a task's own comparators all speak it (harness/compare/comparators.py has the shipped ones).
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What a comparator found of one pair: its verdict and the metrics that say why (JSON-able
+    numbers, per image, aggregated by the run: ``max_abs``, ``top1_agree``, ``cosine``, ...)."""
+
+    verdict: Verdict
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        """True unless diverged (a tie is not a divergence)."""
+        return self.verdict is not Verdict.DIVERGED
+
+
+class Comparator:
+    """Compares a reference's result with a deployment's under a tolerance of its own type
+    (:attr:`tolerance_type`): ``comparator(reference, deployed, tolerance) -> Comparison``."""
+
+    tolerance_type: ClassVar[type] = Tolerance
+
+    def __call__(self, reference: Any, deployed: Any, tolerance: Any) -> Comparison:
+        raise NotImplementedError
+
+    def stage(self, stage: Stage, reference: Any, deployed: Any, isolated: Any, tolerance: Any) -> StageResult:
+        """One stage of one image: the comparison of both sides, and of the isolated run's when given."""
+        found = self(reference, deployed, tolerance)
+        alone = self(reference, isolated, tolerance) if isolated is not None else None
+        if alone is None:  # (not ``if alone``: a comparison is false when diverged)
+            return StageResult(stage, found.verdict, dict(found.metrics), histogram=list(getattr(found, "histogram", [])))
+        return StageResult(stage, found.verdict, dict(found.metrics), alone.verdict, dict(alone.metrics),
+                           list(getattr(found, "histogram", [])))
 
 
 class PostprocessError(ValueError):

@@ -38,7 +38,7 @@ import numpy as np
 
 from harness.client import TaskModels
 from harness.detection.boxes import Detections
-from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
+from harness.detection.compare import Boxes, DetectionTolerance
 from harness.errors import ServerStopped, UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
@@ -155,25 +155,6 @@ def _describe(table: Mapping | None, user: str | None) -> str:
         return "none"
     params = ", ".join(f"{k} {v}" for k, v in table.items() if k != "name")
     return f"{table['name']} ({params})" if params else str(table["name"])
-
-
-def comparison_metrics(c: DetectionComparison) -> dict:
-    """One image's comparison as a stage's metrics: counts and measures aggregate over images
-    (worst and mean), the lists are this image's details (in images.jsonl)."""
-    return {
-        "reference_boxes": c.reference_boxes, "deployed_boxes": c.deployed_boxes, "matched": len(c.matches),
-        "missed": len(c.missed), "extra": len(c.extra), "near_threshold": len(c.near_threshold),
-        "min_iou": c.worst_iou, "mean_iou": c.mean_iou, "worst_corner_px": c.worst_corner_px,
-        "max_score_delta": _finite(c.max_score_delta), "problems": len(c.problems),
-        # the ranking of the worst images: a box missed or extra first, then how far boxes moved
-        "severity": 1000.0 * (len(c.missed) + len(c.extra) + len(c.problems)) + (c.worst_corner_px or 0.0),
-        "missed_scores": [_finite(b.score) for b in c.missed], "extra_scores": [_finite(b.score) for b in c.extra],
-        "problem_lines": list(c.problems),
-    }
-
-
-def _finite(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 class DetectionEvents(Events):
@@ -376,9 +357,9 @@ class Detection(Task):
         # unconfigured (`harness compare` of two saved runs): the default rules, no threshold to be near
         tolerance = self.setup.tolerance if self.setup else DetectionTolerance()
         threshold = self.setup.score_threshold if self.setup else math.nan
-        c = compare_detections(Detections.from_array(reference), Detections.from_array(deployed), threshold,
-                               replace(tolerance, near_threshold=margin), image_size, explained)
-        return c.verdict, comparison_metrics(c)
+        c = Boxes(threshold, image_size, explained)(Detections.from_array(reference), Detections.from_array(deployed),
+                                                    replace(tolerance, near_threshold=margin))
+        return c.verdict, c.metrics
 
     def binarization_evidence(self, reference: dict, deployed: dict):
         """``explained(quads)`` for :func:`compare_detections`: whether the two raw maps differ in

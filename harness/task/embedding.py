@@ -39,7 +39,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from harness.client import TaskModels
-from harness.compare.metrics import compare_arrays
+from harness.compare.comparators import ARRAYS
 from harness.compare.paired import McNemar, mcnemar_exact
 from harness.errors import ServerStopped
 from harness.formatting import fmt
@@ -89,7 +89,7 @@ def result_metrics(reference: np.ndarray, deployed: np.ndarray) -> tuple[Verdict
         if ref is not None and dep is not None:
             metrics = {"shape_mismatch": 1.0, "reference_shape": list(ref.shape), "deployed_shape": list(dep.shape)}
         return Verdict.DIVERGED, metrics
-    metrics, _ = compare_arrays(ref, dep, Tolerance(), image=False)
+    metrics = ARRAYS(ref, dep, Tolerance()).metrics
     metrics = {k: metrics[k] for k in ("max_abs", "mean_abs", "cosine")}
     metrics["normalized_l2"] = math.sqrt(max(0.0, 2.0 - 2.0 * min(1.0, metrics["cosine"])))
     if metrics["max_abs"] == 0:

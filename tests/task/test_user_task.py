@@ -16,14 +16,22 @@ from tests.conftest import copy_photos
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "messi5.jpg"]
 
 ENTROPY_TASK = '''
+from dataclasses import dataclass
+
 import numpy as np
 
-from harness.task.base import Event, Events, OutputChoice, Section, ScoreKind, Stage, StageResult, Task, Verdict
+from harness.task.base import (Comparator, Comparison, Event, Events, OutputChoice, ScoreKind, Section, Stage, Task,
+                               Verdict)
 
 ENTROPY = ScoreKind("entropy", "nats", distribution=False)
-MAX_CHANGE = 0.05
-"""The entropy of the softmax may move by this many nats: on the four photos an aligned deployment moves it by
-at most 0.022 (baboon, an uncertain image), a planted misaligned resize by 0.057 to 0.37."""
+
+
+@dataclass(frozen=True)
+class EntropyRule:
+    """The entropy of the softmax may move by ``max_change`` nats: on the four photos an aligned deployment
+    moves it by at most 0.022 (baboon, an uncertain image), a planted misaligned resize by 0.057 to 0.37."""
+
+    max_change: float = 0.05
 
 
 def entropy(logits):
@@ -32,14 +40,18 @@ def entropy(logits):
     return float(-(p * np.log(np.clip(p, 1e-30, None))).sum())
 
 
-def compare_entropy(reference, deployed):
-    """The comparator: (verdict, metrics) of two logit vectors."""
-    change = entropy(deployed) - entropy(reference)
-    same = int(np.argmax(reference) == np.argmax(deployed))
-    verdict = (Verdict.EQUAL if change == 0 and same else Verdict.CLOSE if abs(change) <= MAX_CHANGE and same
-               else Verdict.DIVERGED)
-    return verdict, {"argmax_same": float(same), "entropy_change": change, "max_abs": abs(change),
-                     "mean_abs": abs(change)}
+class EntropyParity(Comparator):
+    """The comparator: the softmax's entropy and the argmax of two logit vectors."""
+
+    tolerance_type = EntropyRule
+
+    def __call__(self, reference, deployed, tolerance):
+        change = entropy(deployed) - entropy(reference)
+        same = int(np.argmax(reference) == np.argmax(deployed))
+        verdict = (Verdict.EQUAL if change == 0 and same else
+                   Verdict.CLOSE if abs(change) <= tolerance.max_change and same else Verdict.DIVERGED)
+        return Comparison(verdict, {"argmax_same": float(same), "entropy_change": change, "max_abs": abs(change),
+                                    "mean_abs": abs(change)})
 
 
 class Moved(Events):
@@ -78,15 +90,13 @@ class Entropy(Task):
         return 0.0
 
     def compare_result(self, reference, deployed, isolated, margin, top_k, scores):
-        verdict, metrics = compare_entropy(reference, deployed)
-        alone = compare_entropy(reference, isolated) if isolated is not None else (None, None)
-        return StageResult(Stage.POSTPROCESS, verdict, metrics, *alone)
+        return EntropyParity().stage(Stage.POSTPROCESS, reference, deployed, isolated, EntropyRule())
 
     def events(self, margin):
         return Moved()
 
     def summary_line(self, report):
-        return f"Softmax entropy moved beyond {MAX_CHANGE} nats on {len(report.summary.events)} images."
+        return f"Softmax entropy moved beyond {EntropyRule().max_change} nats on {len(report.summary.events)} images."
 
     def sections(self, report):
         rows = tuple((e.image, e.verdict.value, f"{e.details['entropy_change']:+.4f}") for e in report.summary.events)
