@@ -124,7 +124,7 @@ def _check(server, images, out, task, repository, *more):
 
 
 def test_a_users_task_checks_a_deployment_with_its_own_comparator(server, images, entropy_task, repository, tmp_path):
-    aligned = _check(server, images, tmp_path / "aligned", entropy_task, repository)
+    aligned = _check(server, images, tmp_path / "aligned", entropy_task, repository, "--save-tensors")
     assert aligned.returncode == 0, aligned.stdout + aligned.stderr
     report = json.loads((tmp_path / "aligned" / "report.json").read_text())
     assert report["task"] == "entropy"
@@ -132,6 +132,14 @@ def test_a_users_task_checks_a_deployment_with_its_own_comparator(server, images
     assert result["verdict"] in ("equal", "close") and result["metrics"]["argmax_same"]["worst"] == 1.0
     assert abs(result["metrics"]["entropy_change"]["worst"]) <= 0.05
     assert "Softmax entropy moved beyond 0.05 nats on 0 images." in (tmp_path / "aligned" / "report.md").read_text()
+
+    # `harness compare` of the saved run with itself, by the same task: its kind and its result stage read back
+    again = harness("compare", tmp_path / "aligned", tmp_path / "aligned", "--task", entropy_task,
+                    "--report", tmp_path / "self")
+    assert again.returncode == 0, again.stdout + again.stderr
+    compared = json.loads((tmp_path / "self" / "report.json").read_text())
+    assert compared["task"] == "entropy"
+    assert next(s for s in compared["stages"] if s["name"] == "postprocess")["verdict"] == "equal"
 
     # Training resized without antialias where the deployment antialiases: the entropy moves, and says so.
     planted = _check(server, images, tmp_path / "planted", entropy_task, repository,
