@@ -33,14 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from harness.check.job import DEFAULT_WORKERS, CheckOptions, run  # noqa: E402
-from harness.client import IMAGE, REPOSITORY_TASKS, TritonClient  # noqa: E402
-from harness.deployment.target import Target  # noqa: E402
+from harness.client import IMAGE, TritonClient  # noqa: E402
 from harness.detection.data import generate  # noqa: E402
 from harness.packing import pack_images  # noqa: E402
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY, PROJECT_ROOT  # noqa: E402
 from harness.preprocessing import TAP_TENSORS  # noqa: E402
 from harness.session import Session, embedded_server  # noqa: E402
 from harness.stage import GEOMETRY_TENSOR, Stage  # noqa: E402
+from harness.target import Target  # noqa: E402
+from harness.task import get_task  # noqa: E402
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
 TARGET = 1.3
@@ -50,7 +51,7 @@ def parts(session: Session, client: TritonClient, files: list[Path]) -> dict[str
     """Seconds of each part over every photo, one image at a time (what the check needs of each)."""
     task = session.deployment(client, "dali", task="detection").configure_task(session.spec)
     recipe, model = session.recipe(), session.reference_model(threads=1, task="detection")
-    m = REPOSITORY_TASKS["detection"]
+    m = get_task("detection").repository
     seconds = dict.fromkeys(("server answers", "reference pipeline", "reference model"), 0.0)
     for path in files:
         data = path.read_bytes()

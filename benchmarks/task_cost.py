@@ -1,17 +1,16 @@
-"""What the task layer costs. In one run, on the same photos and the same server:
+"""What the task layer costs: each task's check, before and after, in one run.
 
-1. the classification check before the task layer (the code of the commit before
-   ``harness/task/`` was added, unpacked from git) against the same check now. Target: at
-   most 1.05x;
-2. the embedding check (``--task embedding``: embed_dali) against the classification check,
-   both now. Target: at most 1.2x.
+On the same photos and the same server, the classification, embedding and detection checks
+by the code of ``--before`` (default: where this branch left ``main``, the tree before issue
+37's task plugins, unpacked from git) against the same checks by this checkout. Target: each
+at most 1.05x.
 
 Each check runs as a user runs it (its own process, against a running embedded server, the
-same reference) after one uncounted warm-up check; rounds alternate the three (each round
-starting with another), so noise from other work on the machine hits all alike; medians
-are compared.
+same reference) after one uncounted warm-up check per task; rounds alternate the checks
+(each round starting with another), so noise from other work on the machine hits all alike;
+medians are compared.
 
-    .venv/bin/python benchmarks/task_cost.py [--rounds 3] [--before REV]
+    .venv/bin/python benchmarks/task_cost.py [--rounds 3] [--photos 12] [--before REV] [--tasks T ...]
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,8 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY, PROJECT_ROOT  # noqa: E402
 from harness.session import embedded_server  # noqa: E402
 
-TARGETS = {"classification after/before": 1.05, "embedding/classification": 1.2}
-UNTRACKED = ("data", "model_repository/classifier/model.onnx", "model_repository/classifier/labels.txt")
+TARGET = 1.05
+TASKS = {"classification": (), "embedding": ("--task", "embedding"), "detection": ("--task", "detection")}
+UNTRACKED = ("data", "model_repository/classifier/model.onnx", "model_repository/classifier/labels.txt",
+             "model_repository/embedder/model.onnx", "model_repository/detector/model.onnx")
 """What the unpacked old tree needs from this checkout: built, not in git."""
 RUN = ("import sys, harness, harness.cli; assert harness.__file__.startswith(sys.argv[1]), harness.__file__; "
        "sys.exit(harness.cli.main(sys.argv[2:]))")
@@ -42,12 +44,6 @@ RUN = ("import sys, harness, harness.cli; assert harness.__file__.startswith(sys
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.strip()
-
-
-def before_task_layer() -> str:
-    """The commit before the one that added ``harness/task/``."""
-    added = git("log", "--diff-filter=A", "--format=%H", "--", "harness/task/__init__.py").splitlines()[-1]
-    return git("rev-parse", f"{added}~1")
 
 
 def unpack(rev: str, out: Path) -> Path:
@@ -65,10 +61,10 @@ def unpack(rev: str, out: Path) -> Path:
     return out
 
 
-def timed_check(tree: Path, url: str, report: Path, *options: str) -> tuple[float, dict]:
-    """Seconds of one `harness check` of the photos by the code in ``tree``, and its report.json."""
+def timed_check(tree: Path, photos: Path, url: str, report: Path, *options: str) -> tuple[float, dict]:
+    """Seconds of one `harness check` of ``photos`` by the code in ``tree``, and its report.json."""
     start = time.perf_counter()
-    run = subprocess.run([sys.executable, "-c", RUN, str(tree / "harness"), "check", str(DEFAULT_PHOTOS), "--url",
+    run = subprocess.run([sys.executable, "-c", RUN, str(tree / "harness"), "check", str(photos), "--url",
                           url, "--report", str(report), *options],
                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
                          text=True)
@@ -81,39 +77,46 @@ def timed_check(tree: Path, url: str, report: Path, *options: str) -> tuple[floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--before", help="the code before the task layer (default: the commit before harness/task/)")
+    parser.add_argument("--photos", type=int, default=12, help="the first N corpus photos (default: %(default)s)")
+    parser.add_argument("--before", help="the code before (default: the merge base of HEAD and main)")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     args = parser.parse_args()
-    before_rev = args.before or before_task_layer()
+    before_rev = git("rev-parse", args.before) if args.before else git("merge-base", "HEAD", "main")
     BUILD_DIR.mkdir(exist_ok=True)
-    runs = {"classification before": [], "classification after": [], "embedding": []}
+    checks = {f"{task} {when}": task for task in args.tasks for when in ("before", "after")}
+    runs: dict[str, list[float]] = {name: [] for name in checks}
     reports = {}
     with tempfile.TemporaryDirectory(dir=BUILD_DIR) as tmp, embedded_server(DEFAULT_REPOSITORY) as server:
-        before = unpack(before_rev, Path(tmp) / "before")
-        checks = {"classification before": (before, ()), "classification after": (PROJECT_ROOT, ()),
-                  "embedding": (PROJECT_ROOT, ("--task", "embedding"))}
-        # Warm-up, not counted: the server's first requests and the first imports are slower.
-        timed_check(PROJECT_ROOT, server.grpc_url, Path(tmp) / "warm-up")
+        tmp = Path(tmp)
+        before = unpack(before_rev, tmp / "before")
+        photos = tmp / "photos"
+        photos.mkdir()
+        for path in sorted(DEFAULT_PHOTOS.glob("*.jpg"))[:args.photos]:
+            shutil.copyfile(path, photos / path.name)
+        trees = {"before": before, "after": PROJECT_ROOT}
+        for task in args.tasks:  # warm-up, not counted: the server's first requests are slower
+            timed_check(PROJECT_ROOT, photos, server.grpc_url, tmp / f"warm-up-{task}", *TASKS[task])
         for round_ in range(args.rounds):
             order = list(checks)[round_ % len(checks):] + list(checks)[:round_ % len(checks)]
             for name in order:
-                tree, options = checks[name]
-                seconds, reports[name] = timed_check(tree, server.grpc_url, Path(tmp) / name.replace(" ", "-"),
-                                                     *options)
+                task, when = name.split()
+                seconds, reports[name] = timed_check(trees[when], photos, server.grpc_url,
+                                                     tmp / name.replace(" ", "-"), *TASKS[task])
                 runs[name].append(seconds)
             print(f"round {round_ + 1}: " + ", ".join(f"{n} {s[-1]:.1f} s" for n, s in runs.items()), flush=True)
     median = {name: statistics.median(seconds) for name, seconds in runs.items()}
-    old, new = reports["classification before"], reports["classification after"]
-    same = ([s["verdict"] for s in old["stages"]] == [s["verdict"] for s in new["stages"]]
-            and old["flips"] == new["flips"])
-    print(f"\n{new['images']} photos, `harness check` (median of {args.rounds} rounds, each its own process); "
-          f"before = {before_rev[:10]}:")
-    for name, seconds in median.items():
-        print(f"  {name}: {seconds:.1f} s")
-    print(f"classification reports before and after: {'the same verdicts and flips' if same else 'DIFFERENT'}")
-    ratios = {"classification after/before": median["classification after"] / median["classification before"],
-              "embedding/classification": median["embedding"] / median["classification after"]}
-    for name, ratio in ratios.items():
-        print(f"{name}: {ratio:.3f}x (target <= {TARGETS[name]}x): {'met' if ratio <= TARGETS[name] else 'MISSED'}")
+    print(f"\n{args.photos} photos, `harness check` (median of {args.rounds} rounds, each its own process); "
+          f"before = {before_rev[:10]}, after = this checkout:")
+    for task in args.tasks:
+        old, new = reports[f"{task} before"], reports[f"{task} after"]
+        same = ([s["verdict"] for s in old["stages"]] == [s["verdict"] for s in new["stages"]]
+                and old.get("events") == new.get("events"))
+        ratio = median[f"{task} after"] / median[f"{task} before"]
+        fastest = min(runs[f"{task} after"]) / min(runs[f"{task} before"])
+        print(f"  {task}: before {median[f'{task} before']:.1f} s, after {median[f'{task} after']:.1f} s: "
+              f"{ratio:.3f}x (target <= {TARGET}x: {'met' if ratio <= TARGET else 'MISSED'}; fastest runs "
+              f"{fastest:.3f}x); "
+              f"reports: {'the same verdicts and events' if same else 'DIFFERENT'}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ options to a parser and parsing them into a typed value, after Polygraphy's ``to
   ``--protocol``), ``--protocol``, ``--timeout``, and where a command reads them
   ``--metrics-url`` and the other endpoints' ports;
 - :class:`RepositoryArgs` -> :class:`RepositoryPaths`: ``--repository``, ``--spec``;
-- :class:`DeploymentArgs` -> :class:`~harness.deployment.target.Target` (or
+- :class:`DeploymentArgs` -> :class:`~harness.target.Target` (or
   :class:`Deployments` where a command takes several): ``--pipeline``, ``--model``,
   ``--stage``, ``--client``, ``--output``, ``--postprocess``, ``--task``;
 - :class:`ReferenceArgs` -> :class:`Reference`: ``--reference``, ``--reference-model``,
@@ -36,15 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from harness.errors import UsageError
+from harness.task import TASKS, task_name
+
 if TYPE_CHECKING:
-    from harness.deployment.target import Target
     from harness.report.formats import JobReports
     from harness.session import Session
+    from harness.target import Target
 
 ENVIRONMENT_PREFIX = "HARNESS_"
-TASK_NAMES = ("classification", "embedding", "detection")
-"""The names of :data:`harness.task.TASKS` (a test holds them equal), here so that a command
-that must stay light (preflight, in the Triton image) loads no task code for ``--task``."""
 FAIL_ON_HELP = ("exit 1 when a verdict is this or worse: diverged; tie (a top-1 change within the tie margin "
                 "too); close (any difference beyond equal) (default: %(default)s)")
 YES, NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
@@ -420,7 +420,7 @@ class _Pipelines(argparse._AppendAction):
 @dataclass(frozen=True)
 class Deployments:
     """What a command taking several deployed sides reads: ``pipelines`` of this repository
-    (None: not named) and one :class:`~harness.deployment.target.Target` per ``--model``."""
+    (None: not named) and one :class:`~harness.target.Target` per ``--model``."""
 
     pipelines: tuple[str, ...] | None
     targets: tuple["Target", ...]
@@ -495,10 +495,10 @@ class DeploymentArgs(ArgGroup):
             add_task(group, self.notes.get("task"))
 
     def parse(self, args: argparse.Namespace):
-        """A :class:`~harness.deployment.target.Target`, or with ``several``, :class:`Deployments`."""
+        """A :class:`~harness.target.Target`, or with ``several``, :class:`Deployments`."""
         from harness.deployment.mapping import parse_overrides
-        from harness.deployment.target import Target
         from harness.errors import UsageError
+        from harness.target import Target
 
         try:
             stages = parse_overrides(getattr(args, "stage", None))
@@ -517,12 +517,22 @@ class DeploymentArgs(ArgGroup):
 
 def add_task(group, note: str | None = None, default: str | None = None) -> None:
     """``--task``: what is compared after the model input (:mod:`harness.task`)."""
-    group.add_argument("--task", choices=TASK_NAMES, default=default,
+    group.add_argument("--task", type=_task, default=default, metavar="{" + ",".join(TASKS) + "} or FILE.py:NAME",
                        help=note or ("what the model is for, so what is compared after its input (default: "
                                      "classification for --pipeline; --task embedding reads embed_PIPELINE, --task "
                                      "detection detect_PIPELINE with the repository's detection.toml; for --model, what "
                                      "its outputs show: a label file or logits for classification, a name like "
-                                     "embedding for embedding, boxes for detection)"))
+                                     "embedding for embedding, boxes for detection; FILE.py:NAME: your own task, "
+                                     "a harness.task.Task)"))
+
+
+def _task(name: str) -> str:
+    """``--task``'s value: a registered task's name (the user's ``FILE.py:NAME`` loaded and
+    registered now, so a bad one is refused while parsing); loads no built-in task's code."""
+    try:
+        return task_name(name)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--task {name}: ")) from None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ CLASSIFIER = "classifier"
 
 @dataclass(frozen=True)
 class TaskModels:
-    """This repository's models of one task (:mod:`harness.task`): the ensemble of each
+    """This repository's models of one task (:attr:`harness.task.Task.repository`): the ensemble of each
     pipeline (``<prefix>_<pipeline>``), the model they end in, the outputs read, the spec
     their preprocessing reads and the models that tap it."""
 
@@ -60,6 +60,11 @@ class TaskModels:
     detector's ``BOXES`` and ``SCORES``: the ``postprocess`` stage)."""
     postprocess_model: str | None = None
     """The model computing :attr:`results` from the raw output (run alone on the reference's)."""
+    added: tuple[str, ...] = ()
+    """The models this task adds to the repository's classification models (``preflight --task``
+    checks them ready)."""
+    engines: tuple[str, ...] = ()
+    """Of those, the models built as engines on a GPU (their platform and build stamp checked)."""
 
     def ensemble(self, pipeline: str) -> str:
         return f"{self.prefix}_{pipeline}"
@@ -69,16 +74,6 @@ class TaskModels:
         return self.preprocess_prefix + PIPELINES[pipeline].taps_model
 
 
-REPOSITORY_TASKS = {
-    "classification": TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS),
-    "embedding": TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING"),
-    # PP-OCRv6's text detector (docs/detection.md): its own spec and preprocessing models, the
-    # probability map as the raw output, the boxes from the ensemble's DB postprocessing step.
-    "detection": TaskModels("detect", "detector", "x", "fetch_name_0", "PROBABILITY", spec="detection.toml",
-                            preprocess_prefix="detect_", results=("BOXES", "SCORES"),
-                            postprocess_model="detect_postprocess"),
-}
-"""Task -> this repository's models serving it (``--pipeline`` with ``--task``)."""
 
 
 class InferenceError(HarnessError, RuntimeError):

@@ -10,10 +10,9 @@ from pathlib import Path
 from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.check.files import saved_image_name
 from harness.compare.aggregate import RunSummary
-from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
-from harness.compare.ties import default_tie_margin
 from harness.report import versions, write_reports
+from harness.result import ImageResult, one_line
 from harness.results import RunComparison, SpecInfo
 from harness.scores import score_kind
 from harness.stage import Stage
@@ -54,14 +53,15 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str |
     meta = [json.loads((run / "report.json").read_text()) for run in (run_a, run_b)]
     files_a, files_b = (_saved(d) for d in dirs)
     tolerances = _tolerances(meta[0])
-    tasks = [m.get("task", "classification") for m in meta]  # reports before issue 26: classification
+    tasks = [m.get("task") or get_task(None).name for m in meta]  # reports before issue 26: the default task
     if len(set(tasks + ([task] if task else []))) > 1:
         raise UsageError(f"run A checked {tasks[0]}, run B {tasks[1]}" + (f", --task says {task}" if task else "")
                          + ": compare runs of one task")
     chosen = get_task(tasks[0])
     scores = score_kind(meta[0].get("run", {}).get("scores_kind", "logits"))  # older reports: logits
-    # Classification's margin is the output tolerance (as always); another task's, run A's.
-    margin = default_tie_margin(tolerances) if chosen.name == "classification" else meta[0]["run"]["tie_margin"]
+    # A margin that follows the output tolerance is derived again (classification's, as always); another, run A's.
+    margin = (chosen.default_margin(tolerances, scores) if chosen.margin_follows_tolerance
+              else meta[0]["run"]["tie_margin"])
     summary = RunSummary(events=chosen.events(margin))
     for image in sorted(files_a.keys() | files_b.keys()):
         if image not in files_a or image not in files_b:

@@ -158,7 +158,7 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     per_image.csv, written to ``out``)."""
     from harness.check.visuals import VisualStore
     from harness.compare.aggregate import RunSummary
-    from harness.compare.result import ImageResult
+    from harness.result import ImageResult
     from harness.results import CheckReport
     from harness.results.parse import check_run, deployed_info, reference_info, spec_info
 
@@ -169,7 +169,7 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     from harness.task import get_task
 
     first = shards[0].report
-    task = get_task(first.get("task", "classification"))  # reports before issue 26: classification
+    task = get_task(first.get("task"))  # reports before issue 26: the default task
     summary, seen = RunSummary(events=task.events(first["run"]["tie_margin"])), {}
     judge = VerdictCheck(spec_info(first["spec"]).tolerances, float(first["run"]["tie_margin"]))
     with (out / RESULTS_FILENAME).open("w") as results, (out / CSV_FILENAME).open("w", newline="") as table:
@@ -231,7 +231,7 @@ class VerdictCheck:
         self.tolerances, self.tie_margin = tolerances, tie_margin
 
     def contradiction(self, result) -> str | None:
-        from harness.compare.metrics import topk_verdict, verdict
+        from harness.compare.comparators import ARRAYS, TOP_K, TopKTolerance
         from harness.stage import TENSOR_STAGES, Stage
 
         for s in result.stages:
@@ -240,9 +240,9 @@ class VerdictCheck:
                     continue
                 try:
                     if s.stage in TENSOR_STAGES and s.stage in self.tolerances and "max_abs" in metrics:
-                        judged = verdict(metrics, self.tolerances[s.stage])
+                        judged = ARRAYS.rejudge(metrics, self.tolerances[s.stage])
                     elif s.stage is Stage.TOPK and "same_order" in metrics:
-                        judged = topk_verdict(metrics, self.tie_margin)
+                        judged = TOP_K.rejudge(metrics, TopKTolerance(self.tie_margin))
                     else:
                         continue  # a task's own result (boxes): judged by its task, not re-derivable here
                 except (KeyError, TypeError, ValueError) as exc:

@@ -44,6 +44,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+SCORE_KINDS: dict[str, "ScoreKind"] = {}
+"""Every kind made, by name (those below, and each task's own)."""
+
+
 @dataclass(frozen=True)
 class ScoreKind:
     """What a scores output holds."""
@@ -54,6 +58,11 @@ class ScoreKind:
     """The unit a margin or a tolerance of these scores is in (``logits``, ``probability``)."""
     distribution: bool
     """The scores are probabilities already (a softmax of them would be wrong)."""
+
+    def __post_init__(self):
+        # Known by name from its making on (a task's own kind, made in its module, as much as
+        # these): a run's report names the kind it compared, and reading it back looks it up.
+        SCORE_KINDS.setdefault(self.name, self)
 
     def from_logits(self, logits: np.ndarray) -> np.ndarray:
         """The reference model's logits as scores of this kind (float32)."""
@@ -85,7 +94,6 @@ they are; its margin is in cosine similarity and its output rule is the task's."
 DETECTION = ScoreKind("detection", "score", distribution=False)
 """Not class scores: a detector's raw output (a text probability map, a raw head), compared as
 it is (:mod:`harness.task.detection`); its margin is in the boxes' score units."""
-SCORE_KINDS = {kind.name: kind for kind in (LOGITS, PROBABILITIES, EMBEDDING, DETECTION)}
 
 
 def score_kind(name: str | ScoreKind) -> ScoreKind:

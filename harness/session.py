@@ -150,10 +150,11 @@ class Session:
 
     @property
     def spec_name(self) -> str:
-        """The repository's spec file of this session's task (:data:`harness.client.REPOSITORY_TASKS`)."""
-        from harness.client import REPOSITORY_TASKS
+        """The repository's spec file of this session's task (:attr:`harness.task.Task.repository`)."""
+        from harness.task import get_task
 
-        return REPOSITORY_TASKS[self.task or "classification"].spec
+        models = get_task(self.task).repository
+        return models.spec if models is not None else "preprocessing.toml"
 
     @property
     def spec_path(self) -> Path:
@@ -171,12 +172,13 @@ class Session:
 
         return self.repository / "classifier" / ONNX_FILENAME
 
-    def model_path(self, task: str = "classification") -> Path:
-        """The ONNX of this repository's model serving ``task`` (the classifier, the embedder)."""
-        from harness.client import REPOSITORY_TASKS
+    def model_path(self, task: str | None = None) -> Path:
+        """The ONNX of this repository's model serving ``task`` (None: the default task's; the
+        classifier, the embedder)."""
         from harness.model import ONNX_FILENAME
+        from harness.task import repository_models
 
-        return self.repository / REPOSITORY_TASKS[task].model / ONNX_FILENAME
+        return self.repository / repository_models(task).model / ONNX_FILENAME
 
     def classes(self) -> list[str]:
         """The classifier's class names, in output order."""
@@ -191,12 +193,14 @@ class Session:
         return load_recipe(self.spec, reference)
 
     def reference_model(self, choice: str = "auto", threads: int | None = None,
-                        task: str = "classification") -> "ReferenceModel":
+                        task: str | None = None) -> "ReferenceModel":
         """The model of ``task`` as training ran it (``auto``: PyTorch for the default model,
         else the ONNX): the classifier, or for embeddings the embedder."""
-        from harness.reference.model import load_reference_model
+        from harness.reference.model import CHOICES, load_reference_model
 
-        return load_reference_model(self.model_path(task), choice, threads)
+        # the user's own model file serves whatever task, one this repository deploys or not
+        path = self.model_path(task) if choice in CHOICES else Path(choice)
+        return load_reference_model(path, choice, threads)
 
     def deployment(self, client: TritonClient, pipeline: str = "dali", model: str | None = None,
                    probe: bytes | None = None, output: str | None = None,
@@ -208,16 +212,16 @@ class Session:
         (an encoded image) to match its tensors to stages, against ``reference`` (the
         reference's stages of the probe: the evidence of each tensor's scale and stage);
         ``output`` and ``stages`` (set where ``sources`` says) override what discovery finds
-        (:func:`harness.deployment.target.open_deployment` picks the probe and logs what was
+        (:func:`harness.target.open_deployment` picks the probe and logs what was
         found). ``client_function`` (``file.py:name``): the client's own preprocessing makes
         what ``model`` is fed (:mod:`harness.deployment.client_side`). ``task`` (``--task``;
         None: classification for a pipeline, what discovery finds for a model). Raises
         :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
         from harness.deployment import TapsDeployment, discover
-        from harness.task import get_task
+        from harness.task import TASKS, get_task
 
         if model is None:
-            return TapsDeployment(pipeline, self.spec.preprocess, get_task(task))
+            return TapsDeployment(pipeline, get_task(task), self.spec.preprocess)
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
         # The model input's size: a detector's resize makes it (a letterbox's canvas; -1 where it
@@ -228,8 +232,8 @@ class Session:
             from harness.deployment.client_side import discover_client
 
             return discover_client(client, model, client_function, probe, size, output, stages, reference, sources,
-                                   task)
-        return discover(client, model, probe, size, output, stages, reference, sources, task)
+                                   task, tasks=TASKS)
+        return discover(client, model, probe, size, output, stages, reference, sources, task, tasks=TASKS)
 
     def tolerances(self, scores: "str | ScoreKind" = "logits", task: "Task | None" = None) -> dict["Stage", "Tolerance"]:
         """The spec's tolerances; the output's default is the rule of the ``scores`` compared

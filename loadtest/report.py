@@ -16,12 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.report.formats import JobReports
+from loadtest.result import BASELINE, CANDIDATE, SweepResult, compared_pair
 from loadtest.stats import RunStats
-
-BASELINE = "classify_opencv"
-"""CPU decode: what the improvement is measured against."""
-CANDIDATE = "classify_dali"
-"""GPU decode (in the cpu profile: DALI's CPU decoder)."""
 
 
 @dataclass(frozen=True)
@@ -34,13 +30,6 @@ class ComparisonRow:
     """(candidate QPS / baseline QPS - 1) on the candidate's row, else None."""
     avg_batch: float
     """The batch size the server ran (:attr:`loadtest.sweep.PointResult.avg_batch`)."""
-
-
-def compared_pair(results) -> tuple[str, str | None]:
-    """(candidate, baseline): the first two models of the sweep, in its order (the default
-    sweep's order puts :data:`CANDIDATE` first); baseline None with a single model."""
-    models = list(dict.fromkeys(r.point.ensemble for r in results))
-    return (models[0] if models else CANDIDATE), (models[1] if len(models) > 1 else None)
 
 
 def improvement_title(results) -> str:
@@ -247,8 +236,6 @@ loadtest.html and loadtest.junit.xml (one test case per point)."""
 def write_report(results, out: Path, meta: dict, formats: Sequence[str] | None = None) -> list[Path]:
     """Every report of a sweep into ``out`` (or those of ``formats``, and the plots); returns
     their paths (those of today's files named and ordered as in REPORT_FILES, then the others)."""
-    from loadtest.sweep import SweepResult
-
     files = LOADTEST_REPORTS.write(SweepResult(list(results), [], meta), Path(out), formats)
     return [files[name] for name in REPORT_FILES if name in files] + [
         path for name, path in files.items() if name not in REPORT_FILES]

@@ -10,7 +10,7 @@ TOP_K = 5
 """Each request asks for the top-5 classes (Triton's classification extension), as a
 client of the classifier would; the answer is checked to hold them."""
 DETECTION_RESULTS = ("BOXES", "SCORES")
-"""A detector's answer (this repository's ``detect_*`` ensembles: ``REPOSITORY_TASKS["detection"].results``
+"""A detector's answer (this repository's ``detect_*`` ensembles: ``get_task("detection").repository.results``
 of :mod:`harness.client`, which the Locust image cannot import): a model with both outputs is
 asked for them, without ``class_count``, and the answer is checked to hold one [4, 2] quad per
 score (their number varies with the image, zero included)."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from harness.compare.aggregate import RunSummary
-from harness.compare.result import ImageResult
 from harness.compare.stages import compare_stages
 from harness.compare.tolerance import DEFAULT_TOLERANCES
+from harness.result import ImageResult
 from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo
 from harness.stage import Stage
 from harness.tolerance import Tolerance

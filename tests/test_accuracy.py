@@ -16,6 +16,7 @@ from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.results import AccuracyReport, ReferenceInfo, ServerInfo
 from harness.spec import load_spec
+from harness.task import get_task
 from tests.conftest import copy_photos
 
 LABELED_PHOTOS = {"squirrel_cls.jpg": "fox squirrel", "baboon.jpg": "baboon", "orange.jpg": "orange",
@@ -63,7 +64,7 @@ def reference_model(repository):
 def deployed(server, labeled_set):
     """Both ensembles' predictions, asked of the server once: they do not depend on the reference's spec."""
     with TritonClient(server.grpc_url, "grpc") as client:
-        return [predict_deployed(labeled_set.samples, pipeline_side(client, pipeline)) for pipeline in PIPELINES]
+        return [predict_deployed(labeled_set.samples, pipeline_side(client, pipeline, get_task(None))) for pipeline in PIPELINES]
 
 
 def score(spec, dataset, deployed, reference_model, classes):
@@ -128,7 +129,8 @@ def test_failed_images_are_listed_and_excluded_from_every_path(server, spec, pho
     assert dataset.layout == "csv" and [s.label for s in dataset.samples] == [372, 372, 950, 950, 950, 335]
     with TritonClient(server.grpc_url, "grpc") as client:
         predictions = [predict_reference(dataset.samples, load_recipe(spec), reference_model),
-                       *(predict_deployed(dataset.samples, pipeline_side(client, p), batch_size=4) for p in PIPELINES)]
+                       *(predict_deployed(dataset.samples, pipeline_side(client, p, get_task(None)),
+                                          batch_size=4) for p in PIPELINES)]
     result = evaluate(dataset, predictions, classes)
     assert list(result.failed) == ["cut.jpg", "notes.txt", "missing.jpg"]
     assert set(result.outcomes.values()) == {"failed"}  # failed on every side: not a one-sided rejection
@@ -152,7 +154,7 @@ def test_an_unlabeled_directory_gets_flip_rates_only(server, repository, photos_
     bgr = load_spec(write_bgr_spec(tmp_path, repository))
     with TritonClient(server.http_url, "http") as client:
         result = evaluate(dataset, [predict_reference(dataset.samples, load_recipe(bgr), reference_model),
-                                    predict_deployed(dataset.samples, pipeline_side(client, "dali"))], classes)
+                                    predict_deployed(dataset.samples, pipeline_side(client, "dali", get_task(None)))], classes)
     reference, dali = result.scores
     assert reference.top1 is None and dali.top1 is None and dali.mcnemar is None and dali.per_class == ()
     top1 = {path: [result.predictions[path][s.name][0] for s in result.evaluated] for path in (REFERENCE, "dali")}

@@ -18,6 +18,7 @@ from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
 from harness.server import TritonServer, free_port
 from harness.spec import load_spec
+from harness.task import get_task
 from tests.conftest import DALI_CHECK_MODELS, copy_photos
 
 FEW = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "rocket.jpg", "grace_hopper.jpg"]
@@ -35,7 +36,7 @@ def reference_model(repository):
 
 def checker_for(server, spec, reference_model, pipeline="dali", reference=None, retries=3):
     url = server.grpc_url
-    side = DeployedSide(TapsDeployment(pipeline, spec.preprocess), lambda: TritonClient(url, "grpc"), retries)
+    side = DeployedSide(TapsDeployment(pipeline, get_task(None), spec.preprocess), lambda: TritonClient(url, "grpc"), retries)
     tolerances = tolerances_for(spec.preprocess, spec.tolerances)
     return ImageChecker(side, load_recipe(spec, reference), reference_model, tolerances,
                         tie_margin=default_tie_margin(tolerances))

@@ -21,6 +21,7 @@ from harness.reference import BUILT_IN
 from harness.reference.model import OnnxModel, TorchModel
 from harness.server import TritonServer, free_port
 from harness.spec import SPEC_FILENAME, load_spec, with_overrides
+from harness.task import get_task
 from tests.conftest import DALI_CHECK_MODELS, copy_photos
 
 PHOTOS = ["squirrel_cls.jpg", "baboon.jpg", "fruits.jpg", "orange.jpg", "messi5.jpg", "rocket.jpg", "grace_hopper.jpg",
@@ -49,7 +50,7 @@ DEPLOYED_SPEC = "model_repository/preprocessing.toml"
 
 def dali_side(url: str, retries: int = RETRIES) -> DeployedSide:
     """The repository's DALI pipeline through its taps model, as the diagnose command reads it."""
-    return DeployedSide(TapsDeployment("dali", load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess),
+    return DeployedSide(TapsDeployment("dali", get_task(None), load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess),
                         lambda: TritonClient(url, "grpc"), retries)
 
 

@@ -1,15 +1,18 @@
-"""The import graph of ``harness/``: no circle between its packages and top-level modules (the
-unit is ``harness.X``), none between its modules, and no arrow up the :data:`LAYERS`.
+"""The import graphs of ``harness/`` and ``loadtest/``: no circle between their packages and
+top-level modules (the unit is ``harness.X``, or a sub-unit named in the layers, such as
+``task.base``), none between their modules, and no arrow up the :data:`LAYERS` (:data:`LOADTEST_LAYERS`).
 
-Every ``import`` of every module counts, those inside functions too (a lazy import is still a
-dependency), and ``importlib.import_module`` of a literal name; only those under ``if
-TYPE_CHECKING:`` do not (annotations, never run). A new unit must be given a layer here. A
-failure names each offending import as ``path:line``.
+Every ``import`` of every module counts: those inside functions (a lazy import is still a
+dependency), those under ``if TYPE_CHECKING:`` (an annotation naming a type of a layer above is
+a dependency on it all the same), and ``importlib.import_module`` of a literal name. A new unit
+must be given a layer here. A failure names each offending import as ``path:line``.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +21,28 @@ from harness.paths import PROJECT_ROOT
 
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
-                    "names", "files", "validation", "scores"}),
+                    "names", "files", "validation", "scores", "result"}),
+    # What a task is (harness/task/base.py): the API every task implements and the mechanisms speak.
+    ("task API", {"task.base"}),
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
     # them), the model repository and its server, the user's own code.
     ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",
                 "repository", "server", "user_code"}),
-    # How each side computes, how they are compared, what a run found and how it is written.
-    ("mechanisms", {"preprocessing", "reference", "deployed", "serving", "client", "deployment", "compare", "results",
-                    "report", "run_identity", "detection", "task"}),
-    ("session", {"session"}),
+    # The mechanisms, in the order they build on each other: how each side computes (and talks to the server) ...
+    ("computing", {"preprocessing", "reference", "deployed", "client", "run_identity"}),
+    # ... what a run found (the typed run model) ...
+    ("run model", {"results"}),
+    # ... how results are compared (arrays, top-k, a detector's boxes) ...
+    ("comparison", {"compare", "detection"}),
+    # ... and the deployed side read through the server (the repository's Python-backend models too).
+    ("deployed side", {"deployment", "serving"}),
+    # The tasks, each a plugin of the API, then the one registry that finds them by name.
+    ("tasks", {"task.classification", "task.embedding", "task.detection"}),
+    ("task registry", {"task"}),
+    # The report writers (a run read back knows its task by name: they ask the registry).
+    ("writers", {"report"}),
+    # What every job sets up, and the deployed side a job names (--pipeline, --model) opened in it.
+    ("session", {"session", "target"}),
     # The command line's vocabulary: the argument groups every command (and preflight's and the load test's own
     # command lines) parse their options with.
     ("command-line vocabulary", {"arguments"}),
@@ -34,6 +50,16 @@ LAYERS = (
     ("command line", {"cli", "__main__"}),
 )
 """Bottom first: a unit imports its own layer or those below, never above."""
+LOADTEST_LAYERS = (
+    # What a request is, how its answer is judged (answers) and asked for (inference), and what a run measured.
+    ("measurements", {"loadtest", "samples", "metrics", "responses", "stats", "payloads", "triton", "answers",
+                      "inference"}),
+    ("runs", {"locust_control", "locustfile", "result", "watch"}),
+    ("reports", {"report"}),
+    ("sweep", {"sweep"}),
+)
+"""``loadtest/``'s layers (it sits above the whole harness, whose units it imports freely)."""
+SUB_UNITS = {u for layers in (LAYERS, LOADTEST_LAYERS) for _, units in layers for u in units if "." in u}
 
 
 @dataclass(frozen=True)
@@ -44,11 +70,6 @@ class Import:
     """The imported module (``harness.results``)."""
     where: str
     """``path:line`` of the import statement."""
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _dynamic_prefix(call: ast.Call) -> str | None:
@@ -67,17 +88,13 @@ def _dynamic_prefix(call: ast.Call) -> str | None:
 
 
 def module_imports(tree: ast.Module, module: str, is_package: bool) -> list[tuple[str, int]]:
-    """(imported name, line) of every import in ``tree``, at any depth, except under ``if
-    TYPE_CHECKING:``; relative imports resolved against ``module``. ``from a import b`` gives
+    """(imported name, line) of every import in ``tree``, at any depth (under ``if
+    TYPE_CHECKING:`` too); relative imports resolved against ``module``. ``from a import b`` gives
     ``a.b`` (a submodule, or a name: :func:`import_graph` keeps what exists)."""
     package = module if is_package else module.rpartition(".")[0]
     found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             found.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -125,8 +142,11 @@ def import_graph(root: Path) -> list[Import]:
 
 
 def unit(module: str) -> str:
-    """``harness.check.job`` -> ``check``; the package's own ``__init__`` -> its name."""
+    """``harness.check.job`` -> ``check``, ``harness.task.base`` -> ``task.base`` (a sub-unit the
+    layers name: :data:`SUB_UNITS`); the package's own ``__init__`` -> its name."""
     parts = module.split(".")
+    if ".".join(parts[1:3]) in SUB_UNITS:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else parts[0]
 
 
@@ -225,10 +245,34 @@ def test_no_import_goes_up_the_layers():
 
 
 def test_every_unit_has_one_layer():
-    every = [u for _, units in LAYERS for u in units]
-    assert len(every) == len(set(every))
-    units = {unit(m) for m in modules_under(PROJECT_ROOT / "harness")}
-    assert units == set(every), f"in no layer: {sorted(units - set(every))}; no such unit: {sorted(set(every) - units)}"
+    for root, layers in (("harness", LAYERS), ("loadtest", LOADTEST_LAYERS)):
+        every = [u for _, units in layers for u in units]
+        assert len(every) == len(set(every))
+        units = {unit(m) for m in modules_under(PROJECT_ROOT / root)}
+        assert units == set(every), f"{root}: in no layer: {sorted(units - set(every))}; no such unit: " \
+                                    f"{sorted(set(every) - units)}"
+
+
+def loadtest_graph() -> list[Import]:
+    return import_graph(PROJECT_ROOT / "loadtest")
+
+
+def test_no_circle_in_loadtest():
+    cycles = unit_cycles(loadtest_graph()) + unit_cycles(loadtest_graph(), key=str)
+    assert not cycles, "\n".join(_describe(c) for c in cycles)
+
+
+def test_no_import_goes_up_the_layers_of_loadtest():
+    problems = upward_imports(loadtest_graph(), LOADTEST_LAYERS)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_task_registry_loads_no_task_until_asked():
+    """``import harness.task`` (the registry and the API) loads no task's own dependencies."""
+    code = ("import sys, harness.task; print(sorted(m for m in ('shapely', 'cv2', 'harness.task.detection', "
+            "'harness.task.classification', 'harness.compare') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]", run.stdout
 
 
 def test_errors_imports_no_library_module():
@@ -248,14 +292,15 @@ def _package(root: Path, files: dict[str, str]) -> Path:
     return root / "pkg"
 
 
-def test_a_lazy_import_closes_a_circle_and_type_checking_does_not(tmp_path):
+def test_a_lazy_import_closes_a_circle_and_type_checking_is_an_arrow(tmp_path):
     pkg = _package(tmp_path, {
         "__init__.py": "",
+        "names.py": "Name = str\n",
         "low.py": """\
             from typing import TYPE_CHECKING
 
             if TYPE_CHECKING:
-                from pkg.jobs import Job  # annotations only: no arrow
+                from pkg.names import Name  # annotations only: an arrow all the same
 
 
             def f():
@@ -268,7 +313,8 @@ def test_a_lazy_import_closes_a_circle_and_type_checking_does_not(tmp_path):
     })
     edges = import_graph(pkg)
     assert {(e.source, e.target) for e in edges} == {
-        ("pkg.low", "pkg.top"), ("pkg.jobs", "pkg.jobs.run"), ("pkg.jobs.run", "pkg"), ("pkg.jobs.run", "pkg.low"),
+        ("pkg.low", "pkg.names"), ("pkg.low", "pkg.top"), ("pkg.jobs", "pkg.jobs.run"), ("pkg.jobs.run", "pkg"),
+        ("pkg.jobs.run", "pkg.low"),
         ("pkg.top", "pkg.jobs")}
     [cycle] = unit_cycles(edges)
     assert {(unit(e.source), unit(e.target)) for e in cycle} == {("low", "top"), ("top", "jobs"), ("jobs", "low")}
@@ -277,9 +323,20 @@ def test_a_lazy_import_closes_a_circle_and_type_checking_does_not(tmp_path):
     [modules] = unit_cycles(edges, key=str)
     assert _describe(modules, key=str).startswith("circle pkg.jobs -> pkg.jobs.run -> pkg.low -> pkg.top -> pkg.jobs:")
 
-    layers = (("bottom", {"pkg", "low"}), ("jobs", {"jobs"}), ("top", {"top"}))
+    layers = (("bottom", {"pkg", "low", "names"}), ("jobs", {"jobs"}), ("top", {"top"}))
     assert upward_imports(edges, layers) == ["pkg/low.py:8: pkg.low (bottom) imports pkg.top (top), a layer above"]
     assert upward_imports(edges, layers[:2]) == ["top is in no layer (LAYERS in tests/test_imports.py): give it one"]
+
+
+def test_a_type_checking_import_closes_a_circle(tmp_path):
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "model.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.job import Result\n",
+        "job.py": "from pkg.model import Report\n\nclass Result:\n    pass\n",
+    })
+    [cycle] = unit_cycles(import_graph(pkg))
+    assert {(unit(e.source), unit(e.target)) for e in cycle} == {("model", "job"), ("job", "model")}
+    assert "pkg/model.py:4: pkg.model imports pkg.job" in _describe(cycle)
 
 
 def test_a_clean_package_passes(tmp_path):

@@ -11,12 +11,12 @@ import pytest
 
 from harness.check.job import CheckOptions, run
 from harness.corpus import list_images
-from harness.deployment.target import Target
 from harness.errors import UsageError
 from harness.merge import merge
 from harness.paths import PROJECT_ROOT
 from harness.session import Session
 from harness.shard import SHARD_FILENAME, Shard, ShardRecord
+from harness.target import Target
 from tests.commands import harness
 
 IMAGENET_SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample"

@@ -251,10 +251,10 @@ def test_detection_ensembles_feed_the_detector_and_its_postprocessing(gpu):
 
 
 def test_detection_models_read_the_detection_spec_in_both_profiles(gpu, cpu, repository):
-    from harness.client import REPOSITORY_TASKS
     from harness.spec import load_spec
+    from harness.task import get_task
 
-    spec_file = REPOSITORY_TASKS["detection"].spec
+    spec_file = get_task("detection").repository.spec
     readers = DETECTION_MODELS - {"detect_dali", "detect_opencv", "detect_preprocess_dali_taps"}
     for profile in (gpu, cpu):
         for name in readers:

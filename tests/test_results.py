@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from harness.compare.result import ImageResult
 from harness.files import json_safe
+from harness.result import ImageResult
 from harness.results import RunComparison, SpecInfo
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict

@@ -14,10 +14,11 @@ from harness.accuracy.predict import TOP_K
 from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
 from harness.client import PIPELINES
-from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.results import AccuracyReport, AccuracyRun, EffectReport
 from harness.shard import Shard
+from harness.target import Target
+from harness.task import get_task
 from harness.verdict import ties_fail
 
 
@@ -114,10 +115,10 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.shards import shard_dataset, write_shard
     from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
     from harness.report import versions
     from harness.report.formats import require_formats
     from harness.results import ReferenceInfo
+    from harness.target import open_deployment, require_reference_model
 
     require_formats(options.formats)
     if options.batch_size < 1:
@@ -128,17 +129,18 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                                     else () if options.models else PIPELINES))
     require_reference_model(options.models, options.reference_model)
     known = options.task or next((t.task for t in options.models if t.task), None) or (
-        "classification" if not options.models else None)
+        get_task(None).name if not options.models else None)
 
-    def load(task: str):
+    def load(name: str):
         """The dataset (labels: the model's classes, a retrieval set's own, a detection set's
-        boxes) and the reference model."""
-        full = load_dataset(options.dataset, session.classes() if task == "classification" else None, options.labels)
-        if (full.layout == "coco") != (task == "detection"):
+        boxes: the task's :attr:`~harness.task.base.Task.labeled_by`) and the reference model."""
+        task = get_task(name)
+        full = load_dataset(options.dataset, session.classes() if task.labeled_by == "classes" else None, options.labels)
+        if (full.layout == "coco") != (task.labeled_by == "boxes"):
             raise UsageError(f"{options.dataset}: a {'COCO detection' if full.layout == 'coco' else full.layout} "
-                             f"dataset, but the task is {task}: a detector is scored on COCO JSON labels (--task "
+                             f"dataset, but the task is {name}: a detector is scored on COCO JSON labels (--task "
                              "detection), other tasks on labeled images")
-        return full, session.reference_model(options.reference_model, task=task)
+        return full, session.reference_model(options.reference_model, task=name)
 
     full, reference_model = load(known) if known else (None, None)  # a DatasetError exits 2 (harness.errors)
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
@@ -164,18 +166,19 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         dataset = shard_dataset(full, options.shard) if options.shard else full
         samples = dataset.samples
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
-        if task.name == "detection":
+        # What the effect is computed from is the task's to say (Task.effect_from).
+        if task.effect_from == "results":
             task = deployments[0].configure_task(session.spec, options.postprocess)
             for d in deployments[1:]:
                 d.configure_task(session.spec, options.postprocess)
             tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
-            return _detection(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
-                              server_metadata, start, progress)
-        if task.name != "classification":
+            return _results_effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin,
+                                   server, server_metadata, start, progress)
+        if task.effect_from == "outputs":
             tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
             return _effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
                            server_metadata, start, log, progress)
-        with progress(len(samples) * (1 + len(sides)), "classifying") as advance:
+        with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
             predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
                                              on_image=lambda name: advance(f"reference {name}"), k=k)]
             for side in sides:
@@ -221,7 +224,7 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
         raise UsageError(f"--shard: {task.name}'s effect needs every image at once (each is searched for among all "
                          "the others); score the whole set in one run")
     samples = dataset.samples
-    with progress(len(samples) * (1 + len(sides)), "embedding" if task.name == "embedding" else "predicting") as advance:
+    with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
         predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
                                          on_image=lambda name: advance(f"reference {name}"))]
         for side in sides:
@@ -256,28 +259,27 @@ DETECT_WORKERS = 4
 """Images in flight while detecting: the server works on some while the reference runs others."""
 
 
-def _detection(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides, tie_margin: float,
-               server, server_metadata, start: float, progress) -> EffectResult:
-    """A detector's effect on a COCO labeled set: every path's boxes of every image (the
-    reference's by its postprocessing, each deployment's as it answers them), scored against
-    the labels (:func:`harness.detection.effect.evaluate_detection`), and each path's box
-    changes against the reference's (near-threshold ones within ``tie_margin`` of the score)."""
+def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides,
+                    tie_margin: float, server, server_metadata, start: float, progress) -> EffectResult:
+    """The task's effect from its result stage (a detector's on a COCO labeled set): every
+    path's result of every image (the reference's by its postprocessing, each deployment's as
+    it answers it), each deployed path's changes against the reference's, as check judges them
+    (near-threshold ones within ``tie_margin``), then :meth:`harness.task.base.Task.effect_of_results`
+    (a detector's: :func:`harness.detection.effect.evaluate_detection`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.scoring import outcome_of
-    from harness.compare.result import one_line
-    from harness.detection.boxes import Detections
-    from harness.detection.effect import evaluate_detection, load_labels
     from harness.listing import InputFile, read_input
     from harness.report import versions
+    from harness.result import one_line
     from harness.results import ReferenceInfo
     from harness.stage import Stage
 
     if options.shard is not None:
-        raise UsageError("--shard: a detector's effect is scored over the whole labeled set (COCO mAP ranks every "
-                         "image's boxes together); score it in one run")
-    samples, labels = dataset.samples, load_labels(dataset.source)
+        raise UsageError(f"--shard: {task.name}'s effect is scored over the whole labeled set (a detector's COCO mAP "
+                         "ranks every image's boxes together); score it in one run")
+    samples = dataset.samples
 
     def reference_boxes(sample):
         stages = recipe(read_input(InputFile.of(sample.path)))
@@ -297,18 +299,16 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
             return None, one_line(exc)
 
     paths = ["reference", *(side.deployment.label for side in sides)]
-    found: dict[str, dict] = {p: {} for p in paths}
     failed: dict[str, dict] = {p: {} for p in paths}
     references: dict[str, dict] = {}
     deployed: dict[str, dict] = {p: {} for p in paths[1:]}
-    with progress(len(samples) * len(paths), "detecting") as advance, ThreadPoolExecutor(DETECT_WORKERS) as pool:
+    with progress(len(samples) * len(paths), task.progress_word) as advance, ThreadPoolExecutor(DETECT_WORKERS) as pool:
         for sample, (stages, error) in zip(samples, pool.map(lambda s: attempt(reference_boxes, s), samples)):
             advance(f"reference {sample.name}")
             if error:
                 failed["reference"][sample.name] = error
             else:
                 references[sample.name] = stages
-                found["reference"][sample.name] = Detections.from_array(stages[Stage.POSTPROCESS])
         for side, path in zip(sides, paths[1:]):
             answers = pool.map(lambda s, side=side: attempt(deployed_boxes, side, s, references.get(s.name)), samples)
             for sample, (boxes, error) in zip(samples, answers):
@@ -317,7 +317,6 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
                     failed[path][sample.name] = error
                 else:
                     deployed[path][sample.name] = boxes
-                    found[path][sample.name] = Detections.from_array(boxes[Stage.POSTPROCESS])
     changes = []
     for path in paths[1:]:  # each image's boxes against the reference's, as check judges them
         verdicts = {}
@@ -327,7 +326,7 @@ def _detection(session, options: AccuracyOptions, task, dataset, recipe, referen
                 if result.verdict.value in ("tie", "diverged"):
                     verdicts[name] = result.verdict.value
         changes.append(verdicts)
-    effect = evaluate_detection(labels, [(p, found[p]) for p in paths], changes=changes)
+    effect = task.effect_of_results(dataset, {"reference": references, **deployed}, changes)
     reasons = {s.name: "; ".join(f"{p}: {failed[p][s.name]}" for p in paths if s.name in failed[p]) for s in samples}
     failures = {name: why for name, why in reasons.items() if why}
     outcomes = {name: str(outcome_of(name in failed["reference"], [name in failed[p] for p in paths[1:]]))

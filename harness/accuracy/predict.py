@@ -10,11 +10,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from harness.accuracy.dataset import Sample
-from harness.compare.result import one_line
 from harness.deployment import DeployedSide
 from harness.listing import InputFile, read_input
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel, shape_fits
+from harness.result import one_line
 from harness.stage import DEFAULT_TOP_K, Stage
 
 REFERENCE = "reference"

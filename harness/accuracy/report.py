@@ -8,10 +8,10 @@ from pathlib import Path
 from harness.accuracy.dataset import Sample
 from harness.accuracy.predict import REFERENCE
 from harness.accuracy.scoring import AccuracyResult, PathScore
-from harness.compare.result import SIDES
 from harness.files import strict_json, write_atomic
 from harness.names import markdown_code, markdown_text
 from harness.report.formats import JobReports
+from harness.result import SIDES
 from harness.results.accuracy import AccuracyReport, EffectReport, compared_scores, ensemble, points, rate
 
 JSON_FILENAME = "accuracy.json"

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from harness.check.image import ImageTensors
-from harness.compare.result import ImageResult
 from harness.files import write_atomic
 from harness.names import bounded_filename, csv_text
+from harness.result import ImageResult
 from harness.stage import TENSOR_STAGES
 
 RESULTS_FILENAME = "images.jsonl"

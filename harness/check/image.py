@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from harness.client import InferenceError
-from harness.compare.result import ImageResult, one_line
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.deployment.base import NotComparable
@@ -18,9 +17,10 @@ from harness.listing import InputFile, read_input
 from harness.outcome import Side
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel
+from harness.result import ImageResult, one_line
 from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
-from harness.task.detection import PostprocessError
+from harness.task.base import PostprocessError
 from harness.tolerance import Tolerance
 
 
@@ -132,7 +132,7 @@ class ImageChecker:
         expected = self.reference_model.input_shape
         if expected and not shape_fits(tuple(model_input.shape), expected):
             return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "
-                    f"the {'classifier' if self.task.name == 'classification' else 'model'} takes {list(expected)}")
+                    f"the {self.task.model_words} takes {list(expected)}")
         return None
 
     def _isolate(self, name: str, t: ImageTensors) -> None:

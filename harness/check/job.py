@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Callable, ContextManager
 
 from harness.check.budget import DEFAULT_MEMORY_BUDGET
 from harness.deployment.side import RETRIES
-from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, RunStopped, StopSignals, UsageError
 from harness.files import strict_json
 from harness.names import path_text
 from harness.paths import DEFAULT_REPOSITORY
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
+from harness.target import Target
+from harness.task import get_task
 from harness.validation import require_int, require_number
 from harness.verdict import FAIL_ON
 
@@ -131,10 +132,10 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     from harness.check.run import run_check
     from harness.check.rundir import RunDirectory
     from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
     from harness.listing import list_inputs
     from harness.report import versions, write_reports
     from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
+    from harness.target import open_deployment, require_reference_model
 
     options.validate()
     spec = session.spec
@@ -171,7 +172,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         # reference model is loaded once the deployment is found (the user's model file is the
         # same whatever the task; discovery reads its answer on the probe as evidence).
         target = options.target
-        known = target.task or ("classification" if target.model is None or _user_file(options.reference_model)
+        known = target.task or (get_task(None).name if target.model is None or _user_file(options.reference_model)
                                 else None)
         reference_model = load_reference_model(known) if known else None
 
@@ -261,7 +262,7 @@ def run_manifest(session, options: CheckOptions, recipe: str):
         "spec": {"file": path_text(Path(session.spec_path).resolve()), "sha256": _digest(strict_json(
             session.spec.raw, sort_keys=True).encode())},
         "reference": {"recipe": options.reference or recipe, "model": options.reference_model,
-                      "model_sha256": _file_digest(reference_file or session.model_path(target.task or "classification")),
+                      "model_sha256": _file_digest(reference_file or session.model_path(target.task)),
                       "labels": path_text(session.labels) if session.labels else None},
         "options": {"top_k": options.top_k, "isolate": options.isolate, "tie_margin": options.tie_margin,
                     "fail_on": options.fail_on, "allow_rejected": options.allow_rejected,

@@ -24,10 +24,10 @@ from harness.check.image import ImageChecker, ImageTensors
 from harness.check.rundir import Recovered, ResultsLog, RunDirectory
 from harness.check.visuals import VisualStore
 from harness.compare.aggregate import RunSummary
-from harness.compare.result import ImageResult
 from harness.errors import Interrupted, RunStopped, ServerStopped, real_interrupt
 from harness.listing import InputFile, Skipped
 from harness.names import path_text
+from harness.result import ImageResult
 
 Checked = tuple[ImageResult, "ImageTensors | None"]
 

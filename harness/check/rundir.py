@@ -6,7 +6,7 @@
 - ``run.json``: the :class:`RunManifest`, what the run is (images, deployment, server,
   spec, options, versions); ``--resume`` refuses to continue a run that was something else,
   naming every difference.
-- ``images.jsonl``: one :class:`~harness.compare.result.ImageResult` a line in strict JSON,
+- ``images.jsonl``: one :class:`~harness.result.ImageResult` a line in strict JSON,
   each line appended with one ``write`` (a record is whole or, after a crash or a full
   disk, a torn last line that the next ``--resume`` drops and redoes); ``per_image.csv``
   the same rows for spreadsheets, rebuilt from images.jsonl on resume.
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, csv_header, csv_row
-from harness.compare.result import ImageResult
 from harness.errors import UsageError
 from harness.files import atomic_file, open_regular, read_limited, strict_json, write_atomic
 from harness.names import path_text
+from harness.result import ImageResult
 
 LOCK_FILENAME = "run.lock"
 MANIFEST_FILENAME = "run.json"

@@ -11,8 +11,8 @@ import numpy as np
 from harness.check.files import write_npz
 from harness.check.image import ImageTensors
 from harness.compare.aggregate import severity
-from harness.compare.result import ImageResult
 from harness.names import bounded_filename
+from harness.result import ImageResult
 from harness.stage import IMAGE_STAGES, STAGES, Stage
 from harness.verdict import Verdict
 

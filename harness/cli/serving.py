@@ -8,9 +8,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.progress import track
-from rich.table import Table
-
 from harness.arguments import (
     DeploymentArgs,
     Deployments,
@@ -22,13 +19,11 @@ from harness.arguments import (
     make_session,
 )
 from harness.cli.common import connect, console, say
-from harness.client import PIPELINES, TopK
-from harness.errors import ServerStopped, UsageError
-from harness.listing import InputFile, read_input
-from harness.names import identifier, terminal_text
-from harness.packing import pack_images
+from harness.errors import UsageError
+from harness.names import terminal_text
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
 from harness.session import Session
+from harness.task import TASKS, get_task
 
 DONE = epilog("done", "(infer) an image had no answer", "usage or setup error")
 
@@ -256,28 +251,6 @@ def _say_skipped(skipped: list) -> None:
         console.print(f"skipped {terminal_text(entry.name)}: {terminal_text(entry.reason)}", markup=False)
 
 
-def _classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> list:
-    """Per classifier (name -> ``classify(data, top_k)``), the top-k answer or a one-line
-    reason why this image has none. Any failure of this image stays in its row; only a
-    server that stopped answering ends the command (exit 2)."""
-    from harness.client import ServerUnavailable
-    from harness.compare.result import one_line
-
-    try:
-        data = read_input(InputFile.of(path))
-    except OSError as exc:
-        return [f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"] * len(classifiers)
-    cells = []
-    for classify in classifiers.values():
-        try:
-            cells.append(classify(data, top_k))
-        except ServerUnavailable as exc:
-            raise ServerStopped(client.url, identifier(path), str(exc)) from None
-        except Exception as exc:
-            cells.append(one_line(exc))
-    return cells
-
-
 def _claimed(client, models) -> str:
     """The task discovery finds for the first ``--model``."""
     from harness.deployment.discovery import read_model
@@ -288,240 +261,41 @@ def _claimed(client, models) -> str:
 
 @dataclass(frozen=True)
 class Asked:
-    """What ``harness infer`` is asked: the deployed sides, the session, the class names of a
-    ``--model`` without its own, and how many classes (or neighbours) per image."""
+    """What ``harness infer`` is asked (what :meth:`harness.task.base.Task.infer` reads): the
+    deployed sides, the session, the class names of a ``--model`` without its own, how many
+    classes (or neighbours, or boxes) per image, the images and the folders' entries skipped."""
 
     deployed: Deployments
     session: Session
     class_names: Path | None
     top_k: int
+    files: list[Path]
+    skipped: list
+    tasks = TASKS
+    """The registry: a task named for a model is checked against the others' signs."""
+    console = console
+
+    @staticmethod
+    def say(line: str) -> None:
+        say(line)
+
+    def say_skipped(self) -> None:
+        _say_skipped(self.skipped)
 
     @property
     def pipelines(self) -> tuple[str, ...]:
         return self.deployed.pipelines or ("dali",)
 
 
-def _classifiers(client, asked: Asked) -> dict:
-    """Column name -> ``classify(data, top_k)``: this repository's pipelines, or each ``--model``."""
-    deployed = asked.deployed
-    if not deployed.models:
-        return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in asked.pipelines}
-    from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import classes_of, image_input, read_model, scores_output, task_output
-
-    out = {}
-    for name in deployed.models:
-        info = read_model(client, name)
-        if deployed.task is not None:  # a task named for a model serving another is refused, saying why
-            task_output(info, deployed.task, deployed.output)
-        request = ImageRequest(name, image_input(info), info.batched)
-        scores = scores_output(info, deployed.output, prefer="prob")
-        say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
-        named = _class_names(asked, classes_of(scores))
-
-        def classify(data, k, r=request, s=scores.name, named=named):
-            return [t if t.label != str(t.index) or not named else TopK(t.index, named[t.index], t.score)
-                    for t in client.top_k(r.model, r.inputs([data]), s, k)]
-
-        out[name] = classify
-    return out
-
-
-def _embedders(client, asked: Asked) -> dict:
-    """Column name -> ``embed(data)`` (the raw output row), for ``--task embedding``."""
-    from harness.client import REPOSITORY_TASKS
-    from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import image_input, read_model, task_output
-
-    deployed = asked.deployed
-    if not deployed.models:
-        models = REPOSITORY_TASKS["embedding"]
-        return {models.ensemble(p): (lambda data, p=p: client.infer(
-            models.ensemble(p), {"IMAGE": pack_images([data])}, [models.ensemble_output])[models.ensemble_output][0])
-            for p in asked.pipelines}
-    out = {}
-    for name in deployed.models:
-        info = read_model(client, name)
-        _, tensor, _ = task_output(info, deployed.task, deployed.output)
-        request = ImageRequest(name, image_input(info), info.batched)
-        say(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
-        out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
-    return out
-
-
-def run_infer_embedding(asked: Asked, client, files) -> int:
-    """Each image's embedding through each model, and its nearest among the other images given."""
-    import numpy as np
-
-    from harness.client import ServerUnavailable
-    from harness.compare.result import one_line
-    from harness.task.embedding import nearest, normalized, similarities
-
-    embedders = _embedders(client, asked)
-    rows: dict[str, dict[str, object]] = {name: {} for name in embedders}
-    for path in track(files, description="embedding", console=console, transient=True):
-        try:
-            data = read_input(InputFile.of(path))
-        except OSError as exc:
-            for found in rows.values():
-                found[identifier(path)] = f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"
-            continue
-        for name, embed in embedders.items():
-            try:
-                vector = np.asarray(embed(data), np.float64)
-                unit = normalized(vector)
-                rows[name][identifier(path)] = (unit if unit is not None
-                                                else f"a zero or non-finite embedding ({vector.size} values)")
-            except ServerUnavailable as exc:
-                raise ServerStopped(client.url, identifier(path), str(exc)) from None
-            except Exception as exc:
-                rows[name][identifier(path)] = one_line(exc)
-    table = Table(title=f"nearest {asked.top_k} of the other images (cosine similarity)")
-    table.add_column("image")
-    cells: dict[str, dict[str, str]] = {}
-    for name, found in rows.items():
-        table.add_column(name)
-        good = [n for n, v in found.items() if not isinstance(v, str)]
-        cells[name] = {n: f"[red]{terminal_text(v)}[/]" for n, v in found.items() if isinstance(v, str)}
-        if good:
-            sims = similarities(np.stack([found[n] for n in good]))
-            for i, top in enumerate(nearest(sims, asked.top_k)):
-                cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {terminal_text(good[j])}" for j in top) or "-"
-    for path in files:
-        table.add_row(terminal_text(identifier(path)), *(cells[name].get(identifier(path), "") for name in rows))
-    from rich.console import Console
-
-    Console().print(table)
-    return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0
-
-
-def _detectors(client, asked: Asked) -> dict:
-    """Column name -> ``detect(data)`` (the image's :class:`~harness.detection.boxes.Detections`),
-    for ``--task detection``: this repository's ``detect_<pipeline>``, or each ``--model``'s
-    boxes read by name (:mod:`harness.detection.outputs`)."""
-    from harness.client import REPOSITORY_TASKS
-    from harness.deployment.base import ImageRequest
-    from harness.deployment.discovery import DeploymentError, image_input, read_model
-    from harness.detection.outputs import BoxOutputs, find_box_outputs
-
-    deployed, out = asked.deployed, {}
-    if not deployed.models:
-        models = REPOSITORY_TASKS["detection"]
-        boxes = BoxOutputs(*models.results[:2], "auto")
-        for p in asked.pipelines:
-            request = ImageRequest(models.ensemble(p), image_input(read_model(client, models.ensemble(p))), True)
-            out[request.model] = (request, boxes)
-    for name in deployed.models:
-        info = read_model(client, name)
-        boxes = find_box_outputs(info.outputs)
-        if boxes is None:
-            outputs = ", ".join(t.describe() for t in info.outputs)
-            raise DeploymentError(f"{name} answers no boxes (boxes [-1, 4] or [-1, 4, 2] with scores [-1], or "
-                                  f"EfficientNMS's num_dets/det_boxes/det_scores): {outputs}")
-        request = ImageRequest(name, image_input(info), info.batched)
-        say(f"{name}: image input {request.describe()}, {boxes.describe()}")
-        out[name] = (request, boxes)
-
-    def detect(data, request, boxes):
-        answer = client.infer(request.model, request.inputs([data]), list(boxes.names))
-        return boxes.read({k: v[0] if request.batched else v for k, v in answer.items()})
-
-    return {name: (lambda data, r=request, b=boxes: detect(data, r, b)) for name, (request, boxes) in out.items()}
-
-
-def run_infer_detection(asked: Asked, client, files) -> int:
-    """Each image's boxes through each detector: how many, and the best ``top_k`` (score, the
-    box's corners in the image's pixels)."""
-    from harness.client import ServerUnavailable
-    from harness.compare.result import one_line
-
-    detectors = _detectors(client, asked)
-    table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels)")
-    table.add_column("image")
-    for name in detectors:
-        table.add_column(name)
-    failures = 0
-    for path in track(files, description="detecting", console=console, transient=True):
-        cells = []
-        try:
-            data = read_input(InputFile.of(path))
-        except OSError as exc:
-            cells = [f"[red]unreadable: {terminal_text(getattr(exc, 'reason', None) or exc.strerror or exc)}[/]"] * len(
-                detectors)
-        for detect in (detectors.values() if not cells else ()):
-            try:
-                found = detect(data)
-                best = sorted(range(len(found)), key=lambda i: -found.scores[i])[:asked.top_k]
-                lines = [f"{len(found)} boxes"] + [
-                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i]) for i in best]
-                cells.append("\n".join(lines))
-            except ServerUnavailable as exc:
-                raise ServerStopped(client.url, identifier(path), str(exc)) from None
-            except Exception as exc:
-                cells.append(f"[red]{terminal_text(one_line(exc))}[/]")
-        failures += any(c.startswith("[red]") for c in cells)
-        table.add_row(terminal_text(identifier(path)), *cells)
-    from rich.console import Console
-
-    Console().print(table)
-    return 1 if failures else 0
-
-
-def _class_names(asked: Asked, classes: int) -> list[str] | None:
-    """Names for a model without a label file: --class-names, else the repository's, when their
-    count is the model's class count (else the class indices stay)."""
-    from harness.model import ModelError, read_labels
-
-    try:
-        names = read_labels(asked.class_names) if asked.class_names else asked.session.classes()
-    except (OSError, ModelError):
-        return None
-    return names if len(names) == classes else None
-
-
 def run_infer(args, groups: Groups) -> int:
     parsed = groups.parse(args)
     deployed = parsed.deployment
-    asked = Asked(deployed, make_session(parsed.repository, parsed.server, task=deployed.task), args.class_names,
-                  args.top_k)
     files, skipped = _expand(args.images)
+    asked = Asked(deployed, make_session(parsed.repository, parsed.server, task=deployed.task), args.class_names,
+                  args.top_k, files, skipped)
     with connect(asked.session) as client:
-        task = deployed.task or (_claimed(client, deployed.models) if deployed.models else None)
-        if task == "embedding":
-            status = run_infer_embedding(asked, client, files)
-            _say_skipped(skipped)
-            return status
-        if task == "detection":
-            status = run_infer_detection(asked, client, files)
-            _say_skipped(skipped)
-            return status
-        classifiers = _classifiers(client, asked)
-        names = list(classifiers)
-        table = Table(title=f"top-{asked.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
-        table.add_column("image")
-        for name in names:
-            table.add_column(name)
-        if len(names) > 1:
-            table.add_column("agree")
-        failures = 0
-        for path in track(files, description="classifying", console=console, transient=True):
-            cells = _classify_everywhere(client, path, classifiers, asked.top_k)
-            ok = [c for c in cells if not isinstance(c, str)]
-            failures += len(ok) < len(cells)
-            texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)
-                     else "\n".join(f"{t.score:.3f} {terminal_text(t.label)}" for t in c) for c in cells]
-            if len(names) == 1:
-                table.add_row(terminal_text(identifier(path)), *texts)
-            else:
-                agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
-                table.add_row(terminal_text(identifier(path)), *texts, "yes" if agree else "[yellow]no[/]")
-        for entry in skipped:  # every entry a row, as check lists them (not a failure)
-            why = f"[dim]skipped: {terminal_text(entry.reason)}[/]"
-            table.add_row(terminal_text(entry.name), *([why] * len(names)), *(["-"] if len(names) > 1 else []))
-    from rich.console import Console
-
-    Console().print(table)
-    return 1 if failures else 0
+        task = get_task(deployed.task or (_claimed(client, deployed.models) if deployed.models else None))
+        return task.infer(client, asked)  # each task's own table
 
 
 def run_corpus(args) -> int:

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from harness.compare.result import SIDES, ImageResult, StageResult
+from harness.result import SIDES, ImageResult, StageResult
 from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, StageStats
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict
@@ -121,6 +121,8 @@ class TopKFlips:
     class changed, a tie or a divergence, with the reference's margin."""
 
     task = "classification"
+    flips_are_events = True
+    """The events are top-1 flips: the summary keeps them as its ``flips`` too (reports before tasks)."""
 
     def __init__(self):
         self.flips: list[Flip] = []
@@ -172,9 +174,9 @@ class RunSummary:
         depends on the threads)."""
         by_image = lambda rows: tuple(sorted(rows, key=lambda r: r.image))  # noqa: E731
         events, figures = self.events.result()
-        classification = self.events.task == "classification"
+        flips = self.events.flips_are_events
         return CheckSummary(
             self.compared, tuple(s.freeze() for s in self.stages.values() if s.verdicts), by_image(self.failed),
-            {side: by_image(rows) for side, rows in self.rejected.items()}, events if classification else (),
+            {side: by_image(rows) for side, rows in self.rejected.items()}, events if flips else (),
             {k: self.first_divergent[k] for k in [*STAGES, "none"] if k in self.first_divergent},
             by_image(self.skipped), self.events.task, events, figures)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.compare.metrics import compare_arrays, topk_metrics, topk_verdict, verdict
-from harness.compare.result import StageResult
+from harness.compare.comparators import TOP_K, Arrays, TopKTolerance
 from harness.compare.ties import default_tie_margin, explained_by_upstream
+from harness.result import StageResult
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K, TENSOR_STAGES, Stage
 from harness.tolerance import Tolerance
@@ -44,13 +44,11 @@ def compare_stages(reference: dict[str, np.ndarray], deployed: dict[str, np.ndar
     for stage in TENSOR_STAGES:
         if stage not in reference or stage not in deployed:
             continue
-        tol, image = tolerances[stage], stage.is_image
+        image = stage.is_image
         convert = as_8bit if image else (lambda x: x)
-        ref, distribution = convert(reference[stage]), stage is Stage.OUTPUT and scores.distribution
-        metrics, histogram = compare_arrays(ref, convert(deployed[stage]), tol, image, distribution)
-        alone = compare_arrays(ref, convert(isolated[stage]), tol, image, distribution)[0] if stage in isolated else None
-        results.append(StageResult(stage, verdict(metrics, tol), metrics,
-                                   verdict(alone, tol) if alone else None, alone, histogram))
+        arrays = Arrays(image, distribution=stage is Stage.OUTPUT and scores.distribution)
+        results.append(arrays.stage(stage, convert(reference[stage]), convert(deployed[stage]),
+                                    convert(isolated[stage]) if stage in isolated else None, tolerances[stage]))
     last = (result or topk_of_outputs)(reference, deployed, isolated, tie_margin, top_k, scores)
     if last is None:
         return tuple(results)
@@ -71,7 +69,4 @@ def topk_of_outputs(reference: dict, deployed: dict, isolated: dict, tie_margin:
 def topk_result(reference: np.ndarray, deployed: np.ndarray, isolated: np.ndarray | None, tie_margin: float,
                 top_k: int, scores: ScoreKind = LOGITS) -> StageResult:
     """Classification's result stage, ``topk``, of one image's scores (and the isolated classifier's)."""
-    top = topk_metrics(reference, deployed, top_k, scores)
-    alone = topk_metrics(reference, isolated, top_k, scores) if isolated is not None else None
-    return StageResult(Stage.TOPK, topk_verdict(top, tie_margin), top,
-                       topk_verdict(alone, tie_margin) if alone else None, alone)
+    return TOP_K.stage(Stage.TOPK, reference, deployed, isolated, TopKTolerance(tie_margin, top_k, scores))

@@ -26,7 +26,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.compare.result import StageResult
+from harness.result import StageResult
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict

@@ -30,9 +30,9 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def pipeline_side(client, pipeline: str, preprocess=None):
-    """This repository's ``pipeline`` read through one ``client`` (a single-threaded job)."""
+def pipeline_side(client, pipeline: str, task, preprocess=None):
+    """This repository's ``pipeline`` of ``task`` read through one ``client`` (a single-threaded job)."""
     from harness.deployment.side import DeployedSide
     from harness.deployment.taps import TapsDeployment
 
-    return DeployedSide(TapsDeployment(pipeline, preprocess), lambda: client)
+    return DeployedSide(TapsDeployment(pipeline, task, preprocess), lambda: client)

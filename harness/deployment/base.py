@@ -24,10 +24,10 @@ from harness.deployment.discovery import IMAGE_KINDS, TensorInfo
 from harness.packing import pack_images
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import Stage
+from harness.task.base import Task
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
-    from harness.task import Task
 
 
 class NotComparable(ValueError):
@@ -78,15 +78,13 @@ class Deployment:
     scores_output: str
     scores_kind: ScoreKind = LOGITS
     """What the deployed output holds (logits, probabilities; an embedding), so what is compared."""
-    _task: "Task | None" = None
+    _task: Task
 
     @property
-    def task(self) -> "Task":
-        """The task the output serves (:mod:`harness.task`): what is compared after the model
-        input (default classification). Imported on use: the Locust image has no OpenCV."""
-        from harness.task import get_task
-
-        return self._task or get_task(None)
+    def task(self) -> Task:
+        """The task the output serves (:mod:`harness.task.base`): what is compared after the
+        model input; given by whoever opens the deployment (it knows the registry, this does not)."""
+        return self._task
 
     def configure_task(self, spec, postprocess: str | None = None) -> "Task":
         """Bind the task to the job's spec (:meth:`harness.task.Task.configure`: a detector's
@@ -112,8 +110,7 @@ class Deployment:
 
     def describe(self) -> list[str]:
         """What was found, one line each, for people (printed before a run, kept in reports)."""
-        words = "scores" if self.task.name == "classification" else "output"
-        output = (f"{words} {self.scores_output} ({self.scores_kind.name})" if self.scores_output
+        output = (f"{self.task.output_label} {self.scores_output} ({self.scores_kind.name})" if self.scores_output
                   else "no raw output")
         lines = [f"model {self.model}: image input {self.request.describe()}, {output}"]
         if self.box_outputs is not None:

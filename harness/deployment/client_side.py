@@ -35,6 +35,7 @@ from harness.deployment.stepwise import decoded_size, expected_input, map_output
 from harness.errors import call_user, raised
 from harness.scores import ScoreKind
 from harness.stage import STAGES, Stage
+from harness.task.base import Task
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
@@ -148,8 +149,7 @@ class ClientDeployment(Deployment):
         self._local = threading.local()
 
     def describe(self) -> list[str]:
-        words = "scores" if self.task.name == "classification" else "output"
-        lines = [f"model {self.model}: inputs {self.request.describe()}, {words} {self.scores_output} "
+        lines = [f"model {self.model}: inputs {self.request.describe()}, {self.task.output_label} {self.scores_output} "
                  f"({self.scores_kind.name})", f"stages exposed: {', '.join(self.stages)}"]
         lines += [f"  {m.describe()}" for m in self.mappings]
         if self._source:
@@ -192,17 +192,18 @@ class ClientDeployment(Deployment):
 def discover_client(client: "TritonClient", model: str, function_ref: str, probe: bytes, input_size: tuple[int, int],
                     scores: str | None = None, overrides: Mapping[str, str] | None = None,
                     reference: Mapping[str, np.ndarray] | None = None,
-                    sources: Mapping[str, str] | None = None, task: str | None = None) -> ClientDeployment:
+                    sources: Mapping[str, str] | None = None, task: str | None = None, *,
+                    tasks: Mapping[str, Task]) -> ClientDeployment:
     """``model`` on ``client``'s server fed by the client function ``function_ref``, probed with
     ``probe``: the function's tensors checked against the model's inputs and matched to stages
     (``overrides`` as ``NAME.TENSOR=STAGE``, ``NAME`` the function's name); ``task``: ``--task``
-    (None: the one the outputs show). Raises :class:`DeploymentError`."""
+    (None: the one the outputs show, among ``tasks``: the registry). Raises :class:`DeploymentError`."""
     info = read_model(client, model)
     if info.stateful:
         raise DeploymentError(f"model {model!r} uses the sequence batcher (its answer depends on earlier requests): "
                               "the harness checks models that answer each image alone")
     request = ClientRequest(model, function_ref, load_client(function_ref), info.inputs, info.batched)
-    chosen, out, _ = task_output(info, task, scores)
+    chosen, out, _ = task_output(info, task, scores, tasks=tasks)
     if out is None:
         raise DeploymentError(f"--client {function_ref} with --model {model}: the model answers only its result "
                               f"({chosen.result_outputs(info).describe()}); --client compares a model's raw output: "

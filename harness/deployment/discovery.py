@@ -13,13 +13,13 @@ Anything the harness cannot use is refused with a :class:`DeploymentError` that 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from harness.errors import UsageError
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
-    from harness.task import Task
+    from harness.task.base import Task
 
 
 class DeploymentError(UsageError):
@@ -150,21 +150,22 @@ def image_input(model: ModelInfo) -> TensorInfo:
     return tensor
 
 
-def task_output(model: ModelInfo, task: str | None = None,
-                choice: str | None = None) -> tuple["Task", TensorInfo | None, str]:
-    """(the task, the output it reads, why that task) of ``model``: ``task`` as ``--task`` names
-    it, or (None) the one the model's outputs show signs of (:func:`harness.task.claimed_by`);
+def task_output(model: ModelInfo, task: str | None = None, choice: str | None = None, *,
+                tasks: Mapping[str, Task]) -> tuple[Task, TensorInfo | None, str]:
+    """(the task, the output it reads, why that task) of ``model``, among ``tasks`` (the
+    registry, given by the caller: :data:`harness.task.TASKS`): ``task`` as ``--task`` names
+    it, or (None) the one the model's outputs show signs of (:func:`harness.task.base.claim`);
     ``choice``: ``--output``. The output is None when the model answers only the task's result
     (a detector's boxes: :meth:`harness.task.Task.result_outputs`), whose raw output, if any,
     is found elsewhere (an ensemble's step). Refuses, in one line saying why, a model with no
     output the task can read, and a task named for an output that is plainly another task's
     (unless ``--output`` names it)."""
-    from harness.task import TASKS, claimed_by, get_task
+    from harness.task.base import claim
 
-    chosen, why = (get_task(task), f"--task {task}") if task is not None else claimed_by(model)
+    chosen, why = (tasks[task], f"--task {task}") if task is not None else claim(model, list(tasks.values()))
     pick = chosen.choose_output(model, choice)
     if pick.name is None and (choice is not None or chosen.result_outputs(model) is None):
-        others = [t.name for t in TASKS.values() if t is not chosen and t.claims(model)]
+        others = [t.name for t in tasks.values() if t is not chosen and t.claims(model)]
         hint = f" (it looks like {others[0]}: --task {others[0]})" if others else ""
         raise DeploymentError(pick.why + hint)
     if pick.name is None:
@@ -172,7 +173,7 @@ def task_output(model: ModelInfo, task: str | None = None,
     tensor = model.output(pick.name)
     if (task is not None and choice is None and not chosen.signs(tensor, tensor.name in model.labelled)
             and not (chosen.claims_first and chosen.claims(model))):
-        for other in TASKS.values():
+        for other in tasks.values():
             sign = other.signs(tensor, tensor.name in model.labelled) if other is not chosen else None
             if sign:
                 raise DeploymentError(

@@ -90,6 +90,6 @@ class DeployedSide:
 
 def _reason(exc: Exception, model: str) -> str:
     """The server's message, without Triton's "in ensemble 'NAME', " (the path is named beside it)."""
-    from harness.compare.result import one_line
+    from harness.result import one_line
 
     return one_line(exc).removeprefix(f"in ensemble '{model}', ")

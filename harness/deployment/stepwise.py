@@ -46,6 +46,7 @@ from harness.deployment.discovery import (
 from harness.deployment.mapping import TensorMapping, image_layout, map_tensor, overridden
 from harness.scores import ScoreKind
 from harness.stage import GEOMETRY_TENSOR, STAGES, Stage
+from harness.task.base import Task
 
 REPLAY_RTOL = REPLAY_ATOL = 1e-4
 """How close the replay's scores must come to the ensemble's to trust the step tensors
@@ -119,7 +120,8 @@ class ModelDeployment(Deployment):
         if self.box_outputs is not None:
             shown = "the raw output and the boxes are" if self.scores_output else "only the boxes are"
         else:
-            shown = "only the scores are" if self.task.name == "classification" else "only the output is"
+            label = self.task.output_label
+            shown = f"only the {label} {'are' if label.endswith('s') else 'is'}"
         return [*super().describe(), f"{self.model} is a single {self.info.platform} model: its internal stages "
                                      f"are hidden; {shown} compared"]
 
@@ -359,18 +361,18 @@ def ordered_steps(info: ModelInfo) -> list[Step]:
 def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[int, int],
              scores: str | None = None, overrides: Mapping[str, str] | None = None,
              reference: Mapping[str, np.ndarray] | None = None, sources: Mapping[str, str] | None = None,
-             task: str | None = None) -> Deployment:
+             task: str | None = None, *, tasks: Mapping[str, Task]) -> Deployment:
     """The deployment ``model`` on ``client``'s server, read from its config, with one probe
     image run through it to match step outputs to stages. ``input_size``: the model input's
     (height, width) where the model's config does not fix it; ``task``: ``--task`` (None: the
-    one the outputs show, :func:`~harness.deployment.discovery.task_output`); ``scores``: the
+    one the outputs show among ``tasks``, the registry: :func:`~harness.deployment.discovery.task_output`); ``scores``: the
     output the task reads (default: found); ``overrides``: ``{step or step.tensor: stage}``,
     set where ``sources`` says (default ``--stage``); ``reference``: the reference's stages of
     the probe, the evidence each step output's scale and stage are read against
     (:mod:`harness.deployment.mapping`). Raises :class:`DeploymentError`."""
     info = read_model(client, model)
     request = ImageRequest(model, image_input(info), info.batched)
-    chosen, out, _ = task_output(info, task, scores)
+    chosen, out, _ = task_output(info, task, scores, tasks=tasks)
     boxes = chosen.result_outputs(info)
     extras = tuple(name for name in chosen.answer_extras if any(t.name == name for t in info.outputs))
     asked = [*([out.name] if out else []), *(boxes.names if boxes is not None else ())]

@@ -14,14 +14,14 @@ import threading
 
 import numpy as np
 
-from harness.client import IMAGE, PIPELINES, REPOSITORY_TASKS, Pipeline, TritonClient
+from harness.client import IMAGE, PIPELINES, Pipeline, TritonClient
 from harness.deployed import stage_runner
 from harness.deployment.base import Deployment, ImageRequest
 from harness.deployment.discovery import TensorInfo
 from harness.packing import pack_images
 from harness.spec import Preprocess
 from harness.stage import GEOMETRY_TENSOR, ISOLATED_INPUT, TENSOR_STAGES, Stage
-from harness.task import Task, get_task
+from harness.task.base import Task
 
 
 class TapsDeployment(Deployment):
@@ -30,13 +30,14 @@ class TapsDeployment(Deployment):
     stages = TENSOR_STAGES
     isolates = {**ISOLATED_INPUT, Stage.OUTPUT: Stage.INPUT}
 
-    def __init__(self, pipeline: str, preprocess: Preprocess | None = None, task: Task | None = None):
-        """``preprocess``: the deployed spec, which the in-process isolation runners read
-        (None: only the model can run alone). ``task``: which of the repository's ensembles
-        of this pipeline (default classification's, ``classify_<pipeline>``)."""
+    def __init__(self, pipeline: str, task: Task, preprocess: Preprocess | None = None):
+        """``task``: which of the repository's ensembles of this pipeline (its
+        :attr:`~harness.task.base.Task.repository`: classification's ``classify_<pipeline>``);
+        ``preprocess``: the deployed spec, which the in-process isolation runners read (None:
+        only the model can run alone)."""
         self.pipeline: Pipeline = PIPELINES[pipeline]
-        self._task = task or get_task(None)
-        self.models = REPOSITORY_TASKS[self.task.name]
+        self._task = task
+        self.models = task.repository
         self.model, self.label, self.taps_model = self.models.ensemble(pipeline), pipeline, self.models.taps(pipeline)
         self.request = ImageRequest(self.model, TensorInfo(IMAGE, "TYPE_UINT8", (-1,)), batched=True)
         self.scores_output = self.models.ensemble_output
@@ -56,8 +57,6 @@ class TapsDeployment(Deployment):
                                      f"({self.pipeline.name}) and through {self.models.model}"]
 
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
-        if self.task.name == "classification":
-            return client.deployed(data, self.pipeline.name)
         out = client.stages(data, self.pipeline.name, taps_model=self.taps_model)
         names = [self.scores_output, *((*self.box_outputs.names, GEOMETRY_TENSOR) if self.box_outputs else ())]
         answer = {k: v[0] for k, v in client.infer(self.model, {IMAGE: pack_images([data])}, names).items()}

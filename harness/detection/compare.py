@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
+from harness.task.base import Comparator
 from harness.verdict import Verdict
 
 
@@ -93,6 +94,27 @@ class DetectionComparison:
     """Deployed boxes the reference did not find."""
     problems: tuple[str, ...] = ()
     """Why the output cannot be trusted (non-finite values, boxes outside the image)."""
+
+    def __bool__(self) -> bool:
+        """True unless diverged (the comparison protocol, :class:`harness.task.base.Comparison`)."""
+        return self.verdict is not Verdict.DIVERGED
+
+    @property
+    def metrics(self) -> dict:
+        """One image's comparison as a stage's metrics: counts and measures aggregate over images
+        (worst and mean), the lists are this image's details (in images.jsonl)."""
+        return {
+            "reference_boxes": self.reference_boxes, "deployed_boxes": self.deployed_boxes,
+            "matched": len(self.matches), "missed": len(self.missed), "extra": len(self.extra),
+            "near_threshold": len(self.near_threshold), "min_iou": self.worst_iou, "mean_iou": self.mean_iou,
+            "worst_corner_px": self.worst_corner_px, "max_score_delta": _finite(self.max_score_delta),
+            "problems": len(self.problems),
+            # the ranking of the worst images: a box missed or extra first, then how far boxes moved
+            "severity": 1000.0 * (len(self.missed) + len(self.extra) + len(self.problems))
+            + (self.worst_corner_px or 0.0),
+            "missed_scores": [_finite(b.score) for b in self.missed],
+            "extra_scores": [_finite(b.score) for b in self.extra], "problem_lines": list(self.problems),
+        }
 
     @property
     def mean_iou(self) -> float | None:
@@ -183,6 +205,28 @@ def problems_of(side: str, d: Detections, image_size: tuple[int, int] | None, to
         if outside:
             out.append(f"{side}: {outside} of {len(d)} boxes reach outside the {width}x{height} image")
     return out
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+class Boxes(Comparator):
+    """A detector's result as a comparator (the protocol: :class:`harness.task.base.Comparator`):
+    one image's boxes under a :class:`DetectionTolerance` (:func:`compare_detections`), given
+    the postprocessor's ``score_threshold``, the source ``image_size`` and the raw outputs'
+    evidence of near-threshold changes (``explained``)."""
+
+    tolerance_type = DetectionTolerance
+
+    def __init__(self, score_threshold: float, image_size: tuple[int, int] | None = None,
+                 explained: Callable[[np.ndarray], bool] | None = None):
+        self.score_threshold, self.image_size, self.explained = score_threshold, image_size, explained
+
+    def __call__(self, reference: Detections, deployed: Detections,
+                 tolerance: DetectionTolerance = DetectionTolerance()) -> "DetectionComparison":
+        return compare_detections(reference, deployed, self.score_threshold, tolerance, self.image_size,
+                                  self.explained)
 
 
 def compare_detections(reference: Detections, deployed: Detections, score_threshold: float,

@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from harness.compare.metrics import quick_verdict
+from harness.compare.comparators import ARRAYS
 from harness.compare.stages import as_8bit
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
@@ -231,7 +231,8 @@ class Diagnoser:
         return (ImageOutcome(verdicts, errors), ref[Stage.INPUT], source), (middle - start, time.perf_counter() - middle)
 
     def _compare(self, stage: Stage, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
-        v, rmse = quick_verdict(reference, deployed, self.tolerances[stage])
+        judged = ARRAYS.judge(reference, deployed, self.tolerances[stage])
+        v, rmse = judged.verdict, judged.rmse
         return v.value, rmse
 
     def close(self) -> None:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Callable
 
 from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
-from harness.deployment.target import Target
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, ServerStopped, UsageError
+from harness.target import Target
+from harness.task import get_task
 
 if TYPE_CHECKING:
     from harness.results import DiagnosisReport
@@ -78,7 +79,6 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     (:mod:`harness.diagnose.training`): the deployment is diagnosed against the spec that
     reproduces it, and compared with the callable itself."""
     from harness.deployment import DeployedSide
-    from harness.deployment.target import open_deployment, require_reference_model
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
     from harness.diagnose.training import fingerprint_training
@@ -92,6 +92,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
     from harness.results.summary import ImageIssue
     from harness.spec import SpecError
+    from harness.target import open_deployment, require_reference_model
 
     require_formats(options.formats)
     started = time.perf_counter()
@@ -117,7 +118,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         return loaded
 
     # The user's model file is the same whatever the task; this repository's model is the task's.
-    known = target.task or ("classification" if target.model is None or options.reference_model not in CHOICES
+    known = target.task or (get_task(None).name if target.model is None or options.reference_model not in CHOICES
                             else None)
     model = load_model(known) if known else None  # else once discovery found the task
     foreign = target.model is not None

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from harness.compare.result import one_line
 from harness.diagnose.catalogue import candidate_hypotheses
 from harness.diagnose.deployed import Deployed
 from harness.diagnose.evaluation import Diagnoser
@@ -23,6 +22,7 @@ from harness.diagnose.findings import Diagnosis
 from harness.diagnose.outcomes import Evaluation
 from harness.diagnose.rounds import diagnose
 from harness.outcome import Outcome
+from harness.result import one_line
 from harness.results import ImageIssue
 from harness.spec import Preprocess
 from harness.stage import Stage

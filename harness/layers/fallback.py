@@ -20,13 +20,12 @@ from typing import Callable
 
 import numpy as np
 
-from harness.compare.metrics import quick_verdict
+from harness.compare.comparators import ARRAYS
 from harness.errors import HarnessError
 from harness.layers.compare import LayerTolerance, PairResult, batches_of, compare_layers, finite_or_text
 from harness.layers.executions import LayerGraph, OnnxExecution, open_executions
 from harness.model import INPUT_NAME, LOGITS
 from harness.tolerance import Tolerance
-from harness.verdict import Verdict
 
 
 class FallbackError(HarnessError, RuntimeError):
@@ -85,7 +84,7 @@ def _fp16_run(path: Path, graph: LayerGraph, inputs: np.ndarray, batch: int = 8)
 
 def fp16_agrees(reference: np.ndarray, logits: np.ndarray, tolerance: Tolerance) -> tuple[bool, float, float]:
     """(every image within ``tolerance`` with the same top-1, worst |logit error|, top-1 agreement)."""
-    ok = all(quick_verdict(r, d, tolerance)[0] is not Verdict.DIVERGED for r, d in zip(reference, logits))
+    ok = all(ARRAYS.judge(r, d, tolerance) for r, d in zip(reference, logits))  # none diverged
     same = reference.argmax(1) == logits.argmax(1)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(logits.astype(np.float64) - reference)

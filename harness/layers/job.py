@@ -138,10 +138,10 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     no usable image."""
     from harness.compare.tolerance import tolerances_for
     from harness.corpus import list_images
-    from harness.deployment.target import Target, open_deployment
     from harness.layers.repeatability import check_repeatability, deployment_probes, repository_probes, summary_rows
     from harness.report.formats import require_formats
     from harness.stage import Stage
+    from harness.target import Target, open_deployment
 
     require_formats(options.formats)
     sizes = list(options.batch_sizes)
@@ -169,7 +169,7 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
                                     list_images(options.images), log, recipe)
             probes = deployment_probes(found, recipe)
         else:
-            probes = repository_probes(options.pipeline, recipe, options.task or "classification")
+            probes = repository_probes(options.pipeline, recipe, options.task)
         result = check_repeatability(session.client_factory(client), probes, images,
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],
                                      options.repeats, sizes, options.concurrency)

@@ -27,7 +27,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.client import TritonClient
+from harness.compare.comparators import ARRAYS
 from harness.results.interface import Case, Status
+from harness.task import repository_models
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -126,13 +128,20 @@ class RepeatResult:
 
 
 class _Tally:
-    __slots__ = ("first", "answers", "max_abs", "top1", "worst_mode")
+    """One stage of one image: its first answer, and how far every later one strayed from it,
+    each judged by check's rule (:meth:`harness.compare.comparators.Arrays.judge`: ``atol`` and
+    ``rtol``, the fraction beyond them, the mean bound)."""
 
-    def __init__(self, first: np.ndarray):
-        self.first, self.answers, self.max_abs, self.top1, self.worst_mode = first, 1, 0.0, 0, "-"
+    __slots__ = ("first", "tolerance", "answers", "max_abs", "top1", "worst_mode", "verdict")
+
+    def __init__(self, first: np.ndarray, tolerance: Tolerance):
+        self.first, self.tolerance, self.answers, self.max_abs, self.top1, self.worst_mode = (
+            first, tolerance, 1, 0.0, 0, "-")
+        self.verdict = Verdict.EQUAL
 
     def add(self, answer: np.ndarray, mode: str, scores: bool) -> None:
         self.answers += 1
+        self.verdict = Verdict.worst((self.verdict, ARRAYS.judge(self.first, answer, self.tolerance).verdict))
         if answer.shape != self.first.shape:
             deviation = math.inf
         else:
@@ -176,7 +185,7 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                             value = out[tensor][row]
                             tally = tallies.get((stage, i))
                             if tally is None:
-                                tallies[(stage, i)] = _Tally(value.astype(np.float64))
+                                tallies[(stage, i)] = _Tally(value.astype(np.float64), tolerances(stage))
                             else:
                                 tally.add(value, mode, stage in probe.scores)
 
@@ -201,13 +210,7 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                         record([futures[future]], future.result(), "concurrent")
                 stage_order = list(probe.outputs)
                 for (stage, i), t in sorted(tallies.items(), key=lambda kv: (stage_order.index(kv[0][0]), kv[0][1])):
-                    tolerance = tolerances(stage)
-                    if t.max_abs == 0 and not t.top1:
-                        verdict = Verdict.EQUAL
-                    elif t.top1 or not t.max_abs <= tolerance.atol:
-                        verdict = Verdict.DIVERGED
-                    else:
-                        verdict = Verdict.CLOSE
+                    verdict = Verdict.DIVERGED if t.top1 else t.verdict
                     spreads.append(Spread(probe.model, stage, names[i], t.answers, t.max_abs, t.top1, t.worst_mode,
                                           verdict))
         finally:
@@ -253,16 +256,15 @@ def deployment_probes(deployment, recipe: Callable[[bytes], dict]) -> list[Probe
     return probes
 
 
-def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str = "classification") -> list[Probe]:
+def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str | None = None) -> list[Probe]:
     """This repository's deployment of ``task``: the ``classify_<pipeline>`` ensemble's logits
     (``embed_<pipeline>``'s embedding), its taps model's stages (alone only: no dynamic
     batching there, and decoded images vary in size), and the classifier (the embedder) alone
     on the reference's model input."""
-    from harness.client import REPOSITORY_TASKS
     from harness.packing import pack_images
     from harness.preprocessing import TAP_TENSORS
 
-    models = REPOSITORY_TASKS[task]
+    models = repository_models(task)
     return [
         Probe(models.ensemble(pipeline), "IMAGE", {"output": models.ensemble_output}, scores=("output",),
               pack=pack_images),

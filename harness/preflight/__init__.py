@@ -31,12 +31,13 @@ from typing import Callable
 import numpy as np
 
 from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
-from harness.compare.metrics import quick_verdict
+from harness.compare.comparators import ARRAYS
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
 from harness.spec import DecodeSpec
+from harness.task import repository_models
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -44,13 +45,6 @@ PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 """Row statuses; ``info`` is printed, never judged (what the container has)."""
 MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
           "classifier", "classify_dali", "classify_opencv")
-TASK_MODELS = {"classification": (), "embedding": ("embedder", "embed_dali", "embed_opencv"),
-               "detection": ("detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
-                             "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
-                             "detect_dali", "detect_opencv")}
-"""Models a ``--task`` adds to the ready check (the embedder shares the classifier's
-preprocessing; the detector has its own, reading detection.toml)."""
-DETECTOR = "detector"
 
 
 @dataclass(frozen=True)
@@ -87,10 +81,10 @@ def _dali_version() -> str | None:
 
 
 def environment_rows(manifest: Manifest, profile: str, repository: Path | None, known: KnownAnswers | None,
-                     task: str = "classification") -> list[Row]:
+                     task: str | None = None) -> list[Row]:
     """Versions and the DALI schema of *this* process's environment: the server's own when
     preflight runs in the Triton image (or, for the cpu profile, the embedded server's virtualenv);
-    for ``task`` detection, the detector's engine stamp too."""
+    for a ``task`` with engines of its own (the detector), their build stamps too."""
     gpu = profile == "gpu"
     python = ".".join(map(str, sys.version_info[:3]))
     rows = [
@@ -105,9 +99,9 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
         rows.extend(engine_rows(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
-        if task == "detection":
-            rows.extend(Row(f"{DETECTOR} {r.check}", r.status, r.expected, r.found, r.detail, r.record)
-                        for r in engine_rows(repository / DETECTOR / "1" / "model.plan.stamp.json", manifest))
+        for engine in repository_models(task).engines:
+            rows.extend(Row(f"{engine} {r.check}", r.status, r.expected, r.found, r.detail, r.record)
+                        for r in engine_rows(repository / engine / "1" / "model.plan.stamp.json", manifest))
     rows.extend(decode_stack_rows(manifest))
     rows.extend(dali_schema_rows(repository, known))
     if gpu and repository is not None and known is not None:
@@ -157,7 +151,8 @@ def hardware_decoder_row(images: dict[str, bytes], spec: DecodeSpec, tolerance: 
         return Row(HARDWARE_DECODER, FAIL, detail=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
     worst: tuple[Verdict, float, str] | None = None
     for name, a, b in zip(names, cuda_only, with_engine):
-        verdict, rmse = quick_verdict(a, b, tolerance)
+        judged = ARRAYS.judge(a, b, tolerance)
+        verdict, rmse = judged.verdict, judged.rmse
         if worst is None or (verdict.rank, rmse) > (worst[0].rank, worst[1]):
             worst = (verdict, rmse, name)
     verdict, rmse, photo = worst
@@ -232,16 +227,16 @@ def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> lis
     return rows
 
 
-def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: str = "classification") -> list[Row]:
+def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: str | None = None) -> list[Row]:
     expected = manifest.server.version if profile == "gpu" else manifest.embedded.version
     found = client.server_metadata().get("version")
     rows = [_version_row("server version", expected, found, "the server does not report its version")]
-    models = (*MODELS, *TASK_MODELS[task])
+    models = (*MODELS, *repository_models(task).added)
     not_ready = [m for m in models if not client.is_ready(m)]
     rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(models)} models",
                     f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
     want = "tensorrt_plan" if profile == "gpu" else "python"
-    for model in (CLASSIFIER, DETECTOR) if task == "detection" else (CLASSIFIER,):
+    for model in (CLASSIFIER, *repository_models(task).engines):
         config = client.model_config(model)
         platform = config.get("platform") or config.get("backend")
         rows.append(Row(f"{model} platform", PASS if platform == want else FAIL, want, platform or "?"))
@@ -287,7 +282,8 @@ def classifier_row(client: TritonClient, record: KnownAnswers, drift: dict[str, 
         logits = client.classifier_logits(recorded["input"][None])[0]
     except InferenceError as exc:
         return Row("classifier engine: known input", FAIL, "logits", str(exc), record=record.profile)
-    verdict, rmse = quick_verdict(recorded["output"], logits, drift["output"])
+    judged = ARRAYS.judge(recorded["output"], logits, drift["output"])
+    verdict, rmse = judged.verdict, judged.rmse
     return _verdict_row("classifier engine: known input", verdict, f"{first}: logits rmse {rmse:.3g}", "drift rule",
                         record.profile)
 
@@ -305,7 +301,8 @@ def compared_rows(found: dict, expected: dict, tolerances: dict[str, Tolerance],
             worst["request"] = (Verdict.DIVERGED, 0.0, failed[pipeline])
         for photo in photos:
             for stage, reference in expected[photo][pipeline].items():
-                verdict, rmse = quick_verdict(reference, found[photo][pipeline][stage], tolerances[stage])
+                judged = ARRAYS.judge(reference, found[photo][pipeline][stage], tolerances[stage])
+                verdict, rmse = judged.verdict, judged.rmse
                 if stage not in worst or (verdict.rank, rmse) > (worst[stage][0].rank, worst[stage][1]):
                     worst[stage] = (verdict, rmse, f"worst {photo}: rmse {rmse:.3g}")
         for stage, (verdict, _, detail) in worst.items():
@@ -331,11 +328,10 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     side has near the score threshold is a tie, listed), and the geometry each applied, which
     is arithmetic on the image's size: equal. With ``own`` (this host's own record) the server
     is held to it and it to ``known``, as :func:`known_answer_rows` does."""
-    from harness.client import REPOSITORY_TASKS
     from harness.detection.boxes import Detections
-    from harness.detection.compare import compare_detections
+    from harness.detection.compare import Boxes
     from harness.detection.postprocess import from_table
-    from harness.preflight.known_answers import detect
+    from harness.preflight.known_answers import box_models, detect
     from harness.spec import load_spec
 
     target = own or known
@@ -343,7 +339,7 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
         return [Row("detection known answers", FAIL, record=target.profile,
                     detail=f"none in the {target.profile} record: record them again from a server with the detector "
                            "(make setup: harness preflight --record --photos data/photos)")]
-    spec = load_spec(Path(repository) / REPOSITORY_TASKS["detection"].spec)
+    spec = load_spec(Path(repository) / box_models().spec)
     threshold = from_table(spec.postprocess).params.score_threshold
 
     def compared(found: dict, expected: dict, record: str, prefix: str = "", failed: dict | None = None) -> list[Row]:
@@ -356,9 +352,8 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
                 got, want = found[photo][pipeline], recorded[pipeline]
                 if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
                     geometry_moved.append(f"{photo}: {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
-                result = compare_detections(Detections(want["BOXES"], want["SCORES"]),
-                                            Detections(got["BOXES"], got["SCORES"]), threshold,
-                                            image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
+                boxes = Boxes(threshold, image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
+                result = boxes(Detections(want["BOXES"], want["SCORES"]), Detections(got["BOXES"], got["SCORES"]))
                 events = "; ".join(result.events()) or "the same boxes"
                 if worst is None or result.verdict.rank > worst[0].rank:
                     worst = (result.verdict, f"worst {photo} ({result.reference_boxes} boxes): {events}")
@@ -457,7 +452,7 @@ def concurrent_rows(client_factory, photos: list[bytes], metrics_url: str | None
 def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: KnownAnswers | None,
                tolerances: dict[str, Tolerance] | None = None, repository: Path | None = None,
                in_server_env: bool = False, metrics_url: str | None = None,
-               own: KnownAnswers | None = None, task: str = "classification") -> list[Row]:
+               own: KnownAnswers | None = None, task: str | None = None) -> list[Row]:
     """Every check, in order: versions, schema, models, known answers, concurrent load.
 
     ``known`` is the cpu profile's record; ``own`` this host's own record (a GPU host's,
@@ -488,7 +483,7 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
         drift = tolerances_for(spec.preprocess, drift=True)
         rows += known_answer_rows(client, known, tolerances, drift, profile, own)
-        if task == "detection":
+        if repository_models(task).results:  # the repository's own postprocessing: its boxes against the record
             rows += detection_rows(client, known, Path(repository or "model_repository"), own)
         rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows

@@ -52,7 +52,7 @@ class PreflightOptions:
     photos: Path | None = None
     """With ``record``: read the known-answer photos from this folder (``make setup``: data/photos);
     None: take the very bytes the cpu record in ``known_answers`` holds (every later record does)."""
-    task: str = "classification"
+    task: str | None = None
     """``--task``: the deployment serves this task too (its models are checked ready; for
     ``detection``, its engine and its known answers too)."""
     formats: tuple[str, ...] | None = None

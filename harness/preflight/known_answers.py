@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.client import IMAGE, PIPELINES, REPOSITORY_TASKS, TritonClient
+from harness.client import IMAGE, PIPELINES, TritonClient
 from harness.files import strict_json, write_atomic
 from harness.packing import pack_images
+from harness.task import TASKS
 
 ARRAYS = "known_answers.npz"
 META = "known_answers.json"
@@ -87,16 +88,24 @@ def read_photos(directory: Path, names: tuple[str, ...] = PHOTOS) -> dict[str, b
     return {p.name: p.read_bytes() for p in paths}
 
 
+def box_models():
+    """This repository's models whose ensembles answer boxes: those of the task whose result its
+    server computes (:attr:`harness.client.TaskModels.results`: the detector's); None: none."""
+    return next((t.repository for t in TASKS.values() if t.repository is not None and t.repository.results), None)
+
+
 def detect(client: TritonClient, data: bytes, pipeline: str) -> dict[str, np.ndarray]:
-    """One photo's :data:`DETECTION_OUTPUTS` from ``detect_<pipeline>``, batch axis removed."""
-    ensemble = REPOSITORY_TASKS["detection"].ensemble(pipeline)
+    """One photo's :data:`DETECTION_OUTPUTS` from the box models' ensemble of ``pipeline``
+    (``detect_<pipeline>``), batch axis removed."""
+    ensemble = box_models().ensemble(pipeline)
     out = client.infer(ensemble, {IMAGE: pack_images([data])}, list(DETECTION_OUTPUTS))
     return {name: value[0] for name, value in out.items()}
 
 
 def serves_detection(client: TritonClient) -> bool:
     """Whether the server has both detection ensembles ready."""
-    return all(client.is_ready(REPOSITORY_TASKS["detection"].ensemble(p)) for p in PIPELINES)
+    models = box_models()
+    return models is not None and all(client.is_ready(models.ensemble(p)) for p in PIPELINES)
 
 
 def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_arguments: dict[str, list[str]],

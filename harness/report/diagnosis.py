@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.files import strict_json, write_atomic
 from harness.formatting import fmt
 from harness.names import markdown_code, markdown_text
 from harness.outcome import Outcome
 from harness.report.formats import JobReports
-from harness.results.diagnosis import DiagnosisReport, HypothesisRow, applied_before
-
-if TYPE_CHECKING:
-    from harness.diagnose import Cause, Round
+from harness.results.diagnosis import (  # the job's types, named by the run model
+    Cause,
+    DiagnosisReport,
+    HypothesisRow,
+    Round,
+    applied_before,
+)
 
 FAILED_OUTCOMES = {
     Outcome.REJECTED_BY_DEPLOYMENT: "were rejected by the deployment but processed by training "

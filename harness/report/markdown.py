@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.compare.result import SIDES
 from harness.formatting import fmt
 from harness.names import markdown_code, markdown_text
+from harness.result import SIDES
 from harness.stage import RESULT_STAGES, Stage
 from harness.task import Section, Task, get_task
 from harness.verdict import Verdict

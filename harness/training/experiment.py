@@ -26,6 +26,7 @@ from harness.accuracy import REFERENCE, Predictions, evaluate, predict_deployed,
 from harness.client import PIPELINES, TritonClient
 from harness.deployment import pipeline_side
 from harness.spec import Preprocess
+from harness.task import get_task
 from harness.training.config import TrainConfig
 from harness.training.data import TrainingSet, stratified_fraction
 from harness.training.deploy import serve_trained
@@ -126,7 +127,8 @@ def _one_run(data: TrainingSet, preprocess: Preprocess, repository: Path, work: 
     predictions = [Predictions(REFERENCE, dict(zip(val_features.names, top_k_classes(logits))), val_skipped)]
     with serve_trained(repository, model_dir, model_dir / "serving") as server:
         with TritonClient(server.url("grpc"), "grpc") as client:
-            predictions += [predict_deployed(data.val.samples, pipeline_side(client, pipeline)) for pipeline in PIPELINES]
+            predictions += [predict_deployed(data.val.samples, pipeline_side(client, pipeline, get_task(None)))
+                            for pipeline in PIPELINES]
     result = evaluate(data.val, predictions, data.classes)
     paths = []
     for score in result.scores:

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from harness.check.job import CheckOptions, run
-from harness.deployment.target import Target
 from harness.errors import NothingCompared, UsageError
 from harness.session import Session
+from harness.target import Target
 from tests.conftest import copy_photos
 
 

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from harness.check.rundir import ResultsLog, RunDirectory, RunManifest
-from harness.compare.result import ImageResult
 from harness.errors import UsageError
+from harness.result import ImageResult
 from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.robust import assert_same_run, counts_add_up, no_traceback, start_harness, strict_json, wait_for_records

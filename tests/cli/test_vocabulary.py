@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.arguments import TASK_NAMES, DeprecatedAlias, environment_name
+from harness.arguments import DeprecatedAlias, environment_name
 from harness.cli import COMMAND_ORDER, build_parser
 from tests.commands import harness as in_process
 from tests.commands import harness_process
@@ -186,10 +186,14 @@ def test_repeat_takes_only_the_repositorys_pipelines(capsys):
     assert refused.value.code == 2 and "invalid choice: 'tensorrt'" in capsys.readouterr().err
 
 
-def test_the_task_names_are_the_tasks():
+def test_the_task_names_are_the_tasks(capsys):
+    """``--task`` takes the one registry's names (harness.task.TASKS), and refuses others naming them."""
     from harness.task import TASKS
 
-    assert TASK_NAMES == tuple(TASKS)
+    assert build_parser().parse_args(["check", "I", "--task", "embedding"]).task == "embedding"
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(["check", "I", "--task", "segmentation"])
+    assert refused.value.code == 2 and f"tasks: {', '.join(TASKS)}" in capsys.readouterr().err
 
 
 # --- the environment ---

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from harness.compare.aggregate import WORST_KEPT, MetricStats, RunSummary
-from harness.compare.result import ImageResult
+from harness.result import ImageResult
 from harness.results import ImageIssue
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict

@@ -36,8 +36,8 @@ def test_a_tie_stands_only_where_what_came_before_explains_it():
     """issue 34: a near-threshold change is a tie when the outputs differ and the result step run
     alone on the reference's output agrees; a result step that diverges alone, or a tie on
     identical outputs, is the result step's own doing: diverged, and the metrics say why."""
-    from harness.compare.result import StageResult
     from harness.compare.ties import explained_by_upstream
+    from harness.result import StageResult
     from harness.stage import Stage
 
     tie = StageResult(Stage.POSTPROCESS, Verdict.TIE, {"missed": 1}, Verdict.CLOSE, {})

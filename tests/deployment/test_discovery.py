@@ -9,6 +9,7 @@ import pytest
 from harness.deployment import DeploymentError, ModelDeployment, StepwiseDeployment, discover, read_model
 from harness.deployment.discovery import image_input, parse_config, scores_output
 from harness.stage import Stage
+from harness.task import TASKS
 from tests.commands import harness
 from tests.conftest import copy_photos
 
@@ -29,7 +30,7 @@ def test_an_ensemble_is_read_from_its_config_over_either_protocol(client):
 
 
 def test_the_ensemble_replayed_step_by_step_matches_its_stages_and_its_answer(client, photo):
-    deployment = discover(client, "classify_dali", photo("squirrel_cls.jpg"), (224, 224))
+    deployment = discover(client, "classify_dali", photo("squirrel_cls.jpg"), (224, 224), tasks=TASKS)
     assert isinstance(deployment, StepwiseDeployment)
     assert deployment.stages == (Stage.INPUT, Stage.OUTPUT) and deployment.isolates == {Stage.OUTPUT: Stage.INPUT}
     mapped = {(m.step, m.tensor): m.stage for m in deployment.mappings}
@@ -63,7 +64,7 @@ def test_a_one_model_deployment_config_is_understood():
 ])
 def test_what_discovery_cannot_use_is_refused_naming_it(client, photo, model, message):
     with pytest.raises(DeploymentError, match=message):
-        discover(client, model, photo("squirrel_cls.jpg"), (224, 224))
+        discover(client, model, photo("squirrel_cls.jpg"), (224, 224), tasks=TASKS)
 
 
 def test_check_through_model_gives_the_pipelines_verdicts_on_the_stages_both_read(server, images, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from harness.client import TritonClient
 from harness.deployment import discover
 from harness.deployment.stepwise import StepwiseDeployment
+from harness.task import TASKS
 from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.deployment.test_discovery import text
@@ -77,7 +78,7 @@ def test_the_aligned_deployment_passes_check_stage_by_stage(aligned, images, few
 
 def test_the_step_by_step_replay_equals_the_ensemble_on_every_photo(aligned, photos_dir):
     with TritonClient(aligned.grpc_url, "grpc") as client:
-        deployment = discover(client, ENSEMBLE, (photos_dir / PHOTOS[0]).read_bytes(), (224, 224))
+        deployment = discover(client, ENSEMBLE, (photos_dir / PHOTOS[0]).read_bytes(), (224, 224), tasks=TASKS)
         assert isinstance(deployment, StepwiseDeployment) and [s.model for s, _ in deployment.steps] == list(STEPS)
         for name in PHOTOS:
             data = (photos_dir / name).read_bytes()

@@ -25,7 +25,7 @@ import pytest
 from harness.deployment.discovery import ModelInfo, TensorInfo, task_output
 from harness.detection.data import generate
 from harness.detection.detector import model_path
-from harness.task import claimed_by
+from harness.task import TASKS, claimed_by
 from tests.commands import harness
 from tests.detection.conftest import CLEAN_PHOTOS
 from tests.foreign_detection import ENSEMBLE, NMS_MODEL, POSTPROCESS, Variant, serve_foreign_detection
@@ -253,17 +253,17 @@ FP32, INT32 = "TYPE_FP32", "TYPE_INT32"
 def test_discovery_reads_each_convention_by_name_and_finds_the_raw_output():
     nms = model(("num_dets", INT32, (1,)), ("det_boxes", FP32, (100, 4)), ("det_scores", FP32, (100,)),
                 ("det_classes", INT32, (100,)))
-    task, out, why = task_output(nms)
+    task, out, why = task_output(nms, tasks=TASKS)
     assert (task.name, out) == ("detection", None) and "count num_dets" in why
     assert task.result_outputs(nms).names == ("det_boxes", "det_scores", "det_classes", "num_dets")
     # boxes and scores, and the map beside them: the map is the raw output, whatever the order
     both = model(("scores", FP32, (-1,)), ("heatmap", FP32, (1, -1, -1)), ("boxes", FP32, (-1, 4)))
-    task, out, _ = task_output(both)
+    task, out, _ = task_output(both, tasks=TASKS)
     assert task.name == "detection" and out.name == "heatmap"
     assert task.result_outputs(both).layout == "xyxy"
     quads = model(("polys", FP32, (-1, 4, 2)), ("confidence", FP32, (-1,)))
-    assert task_output(quads)[0].result_outputs(quads).layout == "quads"
+    assert task_output(quads, tasks=TASKS)[0].result_outputs(quads).layout == "quads"
     # a map alone is detection only when asked; then it is the raw output
     raw = model(("prob_map", FP32, (1, -1, -1)))
     assert claimed_by(raw)[0].name == "classification"
-    assert task_output(raw, "detection")[1].name == "prob_map"
+    assert task_output(raw, "detection", tasks=TASKS)[1].name == "prob_map"

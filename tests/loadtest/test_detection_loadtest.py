@@ -51,10 +51,10 @@ def test_the_sweep_compares_cpu_and_gpu_decode_of_the_detector(server, text_phot
 
 
 def test_a_detectors_answer_is_checked_for_one_quad_per_score():
-    from harness.client import REPOSITORY_TASKS
+    from harness.task import get_task
     from loadtest.responses import DETECTION_RESULTS, RequestFailed, check_detections
 
-    assert DETECTION_RESULTS == REPOSITORY_TASKS["detection"].results
+    assert DETECTION_RESULTS == get_task("detection").repository.results
     check_detections(np.zeros((1, 3, 4, 2), np.float32), np.zeros((1, 3), np.float32))
     check_detections(np.zeros((1, 0, 4, 2), np.float32), np.zeros((1, 0), np.float32))  # no text, no boxes
     for boxes, scores in ((np.zeros((1, 3, 4, 2)), np.zeros((1, 2))), (np.zeros((1, 3, 4)), np.zeros((1, 3))),

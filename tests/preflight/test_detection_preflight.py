@@ -14,9 +14,10 @@ import pytest
 
 from harness.client import TritonClient
 from harness.manifest import load_manifest
-from harness.preflight import FAIL, PASS, TASK_MODELS, detection_rows, passed, run_checks
+from harness.preflight import FAIL, PASS, detection_rows, passed, run_checks
 from harness.preflight.known_answers import DETECTION_PHOTOS, META, load, read_photos, record
 from harness.preprocessing.dali_graph import production_arguments
+from harness.task import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / "model_repository"
@@ -57,7 +58,7 @@ def test_preflight_with_the_detection_task_passes_on_the_cpu_profile(server, kno
                           metrics_url=server.metrics_url, task="detection")
     by_name = {row.check: row for row in rows}
     assert passed(rows), [r for r in rows if r.status == FAIL]
-    assert by_name["models ready"].expected == f"{8 + len(TASK_MODELS['detection'])} models"
+    assert by_name["models ready"].expected == f"{8 + len(get_task('detection').repository.added)} models"
     assert by_name["detector platform"].status == PASS and by_name["detector platform"].found == "python"
     for pipeline in ("dali", "opencv"):
         boxes = by_name[f"detection {pipeline}: boxes"]

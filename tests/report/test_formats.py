@@ -75,7 +75,7 @@ def test_fail_on_decides_which_cases_fail_and_passed_is_no_failing_case():
 
 
 def test_entries_not_compared_are_skipped_and_one_sided_rejections_fail():
-    from harness.compare.result import ImageResult
+    from harness.result import ImageResult
 
     report = check_report(result("a.jpg"), ImageResult("notes.txt", error="not an image: no known signature"),
                           ImageResult("sub", error="a directory", skipped=True),

@@ -3,9 +3,9 @@ small arrays: no server."""
 
 import json
 
-from harness.compare.result import ImageResult
 from harness.report import write_reports
 from harness.report.markdown import headline, render_markdown, stage_rows, topk_line
+from harness.result import ImageResult
 from harness.results import RunComparison, SpecInfo
 from tests.runs import TOLERANCES, check_report, result, summary
 

@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
-from harness.client import REPOSITORY_TASKS, InferenceError, TritonClient
+from harness.client import InferenceError, TritonClient
 from harness.detection.boxes import Detections
 from harness.detection.compare import compare_detections
 from harness.detection.detector import TextDetector
@@ -26,9 +26,10 @@ from harness.geometry import Geometry
 from harness.packing import pack_images
 from harness.paths import PROJECT_ROOT
 from harness.spec import load_spec
+from harness.task import get_task
 from harness.verdict import Verdict
 
-DETECTION = REPOSITORY_TASKS["detection"]
+DETECTION = get_task("detection").repository
 RESULTS = ["BOXES", "SCORES", "PROBABILITY", "GEOMETRY"]
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
 TEXT_PHOTOS = ("n04487081_trolleybus.JPEG", "n03891332_parking_meter.JPEG")

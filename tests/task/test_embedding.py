@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from harness.compare.aggregate import RunSummary
-from harness.compare.result import ImageResult
 from harness.model import EMBEDDER_DIR, ONNX_FILENAME, onnx_session
 from harness.preprocessing import opencv
+from harness.result import ImageResult
 from harness.spec import with_overrides
 from harness.stage import Stage
 from harness.task import TASKS, claimed_by, get_task

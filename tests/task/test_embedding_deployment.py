@@ -13,12 +13,12 @@ from harness.accuracy.job import AccuracyOptions
 from harness.accuracy.job import run as run_accuracy
 from harness.check.job import CheckOptions
 from harness.check.job import run as run_check
-from harness.deployment.target import Target
 from harness.diagnose.job import DiagnoseOptions
 from harness.diagnose.job import run as run_diagnose
 from harness.paths import PROJECT_ROOT
 from harness.session import Session
 from harness.stage import Stage
+from harness.target import Target
 from harness.verdict import Verdict
 from tests.commands import harness
 from tests.conftest import copy_photos

@@ -43,9 +43,11 @@ class Target:
     def foreign(self) -> bool:
         """A model that is not one of this repository's (its ensembles, the models they end in):
         its training side is the user's."""
-        from harness.client import PIPELINES, REPOSITORY_TASKS
+        from harness.client import PIPELINES
+        from harness.task import BUILT_IN, TASKS
 
-        own = {name for models in REPOSITORY_TASKS.values() for name in (models.model, *map(models.ensemble, PIPELINES))}
+        own = {name for task in BUILT_IN for name in (TASKS[task].repository.model,
+                                                      *map(TASKS[task].repository.ensemble, PIPELINES))}
         return self.model is not None and self.model not in own
 
     def note(self) -> tuple[str, ...]:
@@ -121,9 +123,9 @@ def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: s
     """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
     model ready on the server, else a one-line refusal naming the models the server has (give
     ``--model`` for one of those)."""
-    from harness.client import REPOSITORY_TASKS
+    from harness.task import repository_models
 
-    models = REPOSITORY_TASKS[task or "classification"]
+    models = repository_models(task)
     missing = [m for m in (models.ensemble(pipeline), models.taps(pipeline)) if not client.is_ready(m)]
     if missing:
         ready = client.ready_models()
