@@ -26,6 +26,7 @@ import numpy as np
 from harness.layers.executions import Execution, LayerGraph
 from harness.model import LOGITS
 from harness.results.interface import Case, Status
+from harness.task.base import Comparison, Fold
 from harness.verdict import Verdict
 
 
@@ -180,8 +181,11 @@ def pair_line(pair: PairResult) -> str:
             f"{pair.trend}{top1}")
 
 
-class _Running:
-    """Running aggregates of one layer of one pair: O(1) memory per layer."""
+class _Running(Fold):
+    """Running aggregates of one layer of one pair: O(1) memory per layer (the comparison
+    protocol's streaming :class:`~harness.task.base.Fold`, judged by a :class:`LayerTolerance`)."""
+
+    tolerance_type = LayerTolerance
 
     __slots__ = ("max_abs", "sum_abs", "count", "rel_rms", "cosine", "nan", "inf", "ref_nonfinite",
                  "worst", "present")
@@ -228,15 +232,20 @@ class _Running:
         if rel[worst] > self.rel_rms or not self.worst:
             self.rel_rms, self.worst = max(float(rel[worst]), self.rel_rms), names[worst]
 
-    def row(self, node: str, op: str, depth: int, tolerance: LayerTolerance) -> LayerRow:
+    def result(self, tolerance: LayerTolerance) -> Comparison:
         if self.max_abs == 0 and not (self.nan or self.inf):
             verdict = Verdict.EQUAL
         elif self.nan or self.inf or not self.rel_rms <= tolerance.rel_rms:
             verdict = Verdict.DIVERGED
         else:
             verdict = Verdict.CLOSE
-        return LayerRow(node, op, depth, self.max_abs, self.sum_abs / self.count if self.count else 0.0, self.rel_rms,
-                        self.cosine, self.nan, self.inf, self.ref_nonfinite, self.worst, verdict)
+        return Comparison(verdict, {"max_abs": self.max_abs, "mean_abs": self.sum_abs / self.count if self.count else 0.0,
+                                    "rel_rms": self.rel_rms, "cosine": self.cosine, "nan": self.nan, "inf": self.inf,
+                                    "reference_nonfinite": self.ref_nonfinite, "worst_image": self.worst})
+
+    def row(self, node: str, op: str, depth: int, tolerance: LayerTolerance) -> LayerRow:
+        found = self.result(tolerance)
+        return LayerRow(node, op, depth, **found.metrics, verdict=found.verdict)
 
 
 def _float32(x: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-__all__ = ["Comparator", "Comparison", "Event", "Events", "OutputChoice", "PostprocessError", "ResultCulprit",
+__all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "OutputChoice", "PostprocessError", "ResultCulprit",
            "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim"]
 """A task needs nothing but this module: the vocabulary it speaks comes with it."""
 
@@ -67,6 +67,20 @@ class Comparator:
             return StageResult(stage, found.verdict, dict(found.metrics), histogram=list(getattr(found, "histogram", [])))
         return StageResult(stage, found.verdict, dict(found.metrics), alone.verdict, dict(alone.metrics),
                            list(getattr(found, "histogram", [])))
+
+
+class Fold:
+    """A comparator over a stream, in bounded memory (a layer's activations, batch by batch):
+    :meth:`add` each pair of batches, then :meth:`result` under a tolerance of :attr:`tolerance_type`."""
+
+    __slots__ = ()
+    tolerance_type: ClassVar[type] = Tolerance
+
+    def add(self, reference: Any, deployed: Any, names: Sequence[str]) -> None:
+        raise NotImplementedError
+
+    def result(self, tolerance: Any) -> Comparison:
+        raise NotImplementedError
 
 
 class PostprocessError(ValueError):

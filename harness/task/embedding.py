@@ -46,10 +46,9 @@ from harness.formatting import fmt
 from harness.listing import InputFile, read_input
 from harness.names import identifier, terminal_text
 from harness.packing import pack_images
-from harness.result import StageResult
 from harness.scores import EMBEDDING
 from harness.stage import Stage
-from harness.task.base import Event, Events, OutputChoice, Section, Task
+from harness.task.base import Comparator, Comparison, Event, Events, OutputChoice, Section, Task
 from harness.task.classification import describe, vector_outputs
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -77,9 +76,10 @@ def normalized(vector: np.ndarray) -> np.ndarray | None:
     return v / norm if norm and math.isfinite(norm) else None
 
 
-def result_metrics(reference: np.ndarray, deployed: np.ndarray) -> tuple[Verdict, dict]:
+def result_metrics(reference: np.ndarray, deployed: np.ndarray, min_cosine: float = MIN_COSINE) -> tuple[Verdict, dict]:
     """(verdict, metrics) of one image's normalized embeddings: the normalized vectors'
-    errors (max, mean, L2) and cosine; diverged when either vector is zero or not finite."""
+    errors (max, mean, L2) and cosine, ``close`` down to ``min_cosine``; diverged when either
+    vector is zero or not finite."""
     ref, dep = normalized(reference), normalized(deployed)
     if ref is None or dep is None or ref.shape != dep.shape:
         finite = np.isfinite(reference).all(), np.isfinite(deployed).all()
@@ -94,7 +94,24 @@ def result_metrics(reference: np.ndarray, deployed: np.ndarray) -> tuple[Verdict
     metrics["normalized_l2"] = math.sqrt(max(0.0, 2.0 - 2.0 * min(1.0, metrics["cosine"])))
     if metrics["max_abs"] == 0:
         return Verdict.EQUAL, metrics
-    return (Verdict.CLOSE if metrics["cosine"] >= MIN_COSINE else Verdict.DIVERGED), metrics
+    return (Verdict.CLOSE if metrics["cosine"] >= min_cosine else Verdict.DIVERGED), metrics
+
+
+@dataclass(frozen=True)
+class CosineRule:
+    """The normalized vectors of one image are ``close`` down to ``min_cosine``."""
+
+    min_cosine: float = MIN_COSINE
+
+
+class NormalizedVectors(Comparator):
+    """The embedding's result stage, a comparator (:class:`harness.task.base.Comparator`):
+    one image's L2-normalized vectors (:func:`result_metrics`)."""
+
+    tolerance_type = CosineRule
+
+    def __call__(self, reference: np.ndarray, deployed: np.ndarray, tolerance: CosineRule) -> Comparison:
+        return Comparison(*result_metrics(reference, deployed, tolerance.min_cosine))
 
 
 def _encode(vector: np.ndarray) -> str:
@@ -150,6 +167,35 @@ class NeighbourChanges:
         return Verdict.TIE if self.margins[i] <= margin else Verdict.DIVERGED
 
 
+@dataclass(frozen=True)
+class NeighbourRule:
+    """A nearest-neighbour change is a tie within ``margin`` (cosine similarity), else a divergence."""
+
+    margin: float = SIMILARITY_MARGIN
+
+
+@dataclass(frozen=True)
+class NeighbourComparison(Comparison):
+    changes: NeighbourChanges | None = None
+
+
+class Neighbours(Comparator):
+    """Each image's nearest neighbour among a set of images, reference vs deployed
+    ([images, features] unit rows of both sides, the same images in the same order): the
+    worst change's verdict, the changes and the mean top-k overlap."""
+
+    tolerance_type = NeighbourRule
+
+    def __call__(self, reference: np.ndarray, deployed: np.ndarray, tolerance: NeighbourRule) -> NeighbourComparison:
+        changes = NeighbourChanges.of(reference, deployed)
+        verdicts = [changes.verdict(i, tolerance.margin) for i in changes.changed()]
+        same = np.array_equal(reference, deployed)
+        verdict = Verdict.worst(verdicts) if verdicts else Verdict.EQUAL if same else Verdict.CLOSE
+        metrics = {"neighbour_changes": len(verdicts), "ties": sum(v is Verdict.TIE for v in verdicts),
+                   "neighbour_overlap": float(changes.overlap.mean()) if len(reference) > 1 else None}
+        return NeighbourComparison(verdict, metrics, changes)
+
+
 class NeighbourEvents(Events):
     """The run's neighbour changes: every compared image's two normalized embeddings are kept
     (2 x 4 bytes a feature: 10 KB an image for 1280 features) and compared at the end."""
@@ -173,8 +219,8 @@ class NeighbourEvents(Events):
         figures = {"gallery": len(names), "tie_margin": self.margin, "neighbours": NEIGHBOURS}
         if len(names) < 2:
             return (), {**figures, "neighbour_changes": 0, "neighbour_overlap": None}
-        changes = NeighbourChanges.of(np.stack([self.vectors[i][0] for i in order]),
-                                      np.stack([self.vectors[i][1] for i in order]))
+        changes = Neighbours()(np.stack([self.vectors[i][0] for i in order]),
+                               np.stack([self.vectors[i][1] for i in order]), NeighbourRule(self.margin)).changes
         events = tuple(Event(names[i], changes.verdict(i, self.margin),
                              {"reference_neighbour": names[changes.reference[i]],
                               "deployed_neighbour": names[changes.deployed[i]],
@@ -241,10 +287,7 @@ class Embedding(Task):
         return "cosine similarity"
 
     def compare_result(self, reference, deployed, isolated, margin, top_k, scores=EMBEDDING):
-        verdict, metrics = result_metrics(reference, deployed)
-        alone = result_metrics(reference, isolated) if isolated is not None else None
-        return StageResult(Stage.POSTPROCESS, verdict, metrics, alone[0] if alone else None,
-                           alone[1] if alone else None)
+        return NormalizedVectors().stage(Stage.POSTPROCESS, reference, deployed, isolated, CosineRule())
 
     def image_data(self, reference, deployed):
         ref, dep = normalized(reference), normalized(deployed)
@@ -440,7 +483,7 @@ def retrieval(labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], m
         if p == reference:
             out.append(PathRetrieval(p, recall))
             continue
-        changes = NeighbourChanges.of(unit[reference], unit[p])
+        changes = Neighbours()(unit[reference], unit[p], NeighbourRule(margin)).changes
         changed = changes.changed()
         rows = tuple((int(i), int(changes.reference[i]), int(changes.deployed[i]), float(changes.margins[i]),
                       changes.verdict(i, margin).value) for i in changed)
