@@ -235,7 +235,6 @@ class Embedding(Task):
     repository = TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING",
                             added=("embedder", "embed_dali", "embed_opencv"))
     noun = "an embedding"
-    noun = "an embedding"
     result_stage = Stage.POSTPROCESS
     result_in_table = True
     output_words = "the raw embedding"
