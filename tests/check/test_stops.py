@@ -28,10 +28,17 @@ def images(photos_dir, tmp_path_factory):
     return copy_photos(photos_dir, PHOTOS, tmp_path_factory.mktemp("images"))
 
 
+def _name(process: psutil.Process) -> str | None:
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:  # a short-lived child, gone between the listing and the reading
+        return None
+
+
 def _tritonserver_of(process: subprocess.Popen, timeout: float = 300) -> psutil.Process:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [c for c in psutil.Process(process.pid).children(recursive=True) if c.name() == "tritonserver"]
+        found = [c for c in psutil.Process(process.pid).children(recursive=True) if _name(c) == "tritonserver"]
         if found:
             return found[0]
         time.sleep(0.2)
