@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.paths import BUILD_DIR, DEFAULT_PHOTOS, DEFAULT_REPOSITORY
 from harness.session import embedded_server
-from loadtest.answers import photo_key, rule_for
+from loadtest.answers import rule_for
 from loadtest.locust_control import LocalLocust
 from loadtest.payloads import list_photos
 from loadtest.sweep import Point, SweepConfig, run_point
@@ -30,14 +30,15 @@ MODELS = ("classify_dali", "detect_dali")
 
 def judge_microseconds(url: str, model: str, photos: list[bytes]) -> float:
     """The judging's CPU per answer (µs), on each photo's real answer judged against itself."""
-    from loadtest.inference import TritonInferClient
+    from loadtest.inference import TritonInferClient, record_answers
 
     client = TritonInferClient("grpc", url, 60.0, model)
-    answers = {photo_key(p): client.infer(p)[1] for p in photos}
+    known, failures = record_answers(client, photos)
     client.close()
+    assert not failures, failures
     start, count = time.process_time(), 0
     while time.process_time() - start < 2.0:
-        for answer in answers.values():
+        for answer in known.answers.values():
             rule_for(answer)(answer, answer)
             count += 1
     return (time.process_time() - start) / count * 1e6

@@ -141,6 +141,11 @@ class TritonClient:
     def close(self) -> None:
         self._client.close()
 
+    @property
+    def _deadline(self) -> dict:
+        """A gRPC call's bound (HTTP's is the connection's timeout): a stalled server hangs no caller."""
+        return {"client_timeout": self.timeout} if self.protocol == "grpc" else {}
+
     def __enter__(self):
         return self
 
@@ -166,7 +171,7 @@ class TritonClient:
     def server_metadata(self) -> dict:
         """The server's name and version, or {} if it does not say (informative only)."""
         try:
-            meta = self._client.get_server_metadata()
+            meta = self._client.get_server_metadata(**self._deadline)
         except Exception:  # an old or odd server: the report just lacks the version
             return {}
         return meta if isinstance(meta, dict) else {"version": meta.version, "name": meta.name}
@@ -196,8 +201,7 @@ class TritonClient:
         kwargs = {"binary_data": True} if self.protocol == "http" else {}
         request_outputs = [self._module.InferRequestedOutput(name, class_count=class_count, **kwargs) for name in outputs]
         try:
-            kw = {"client_timeout": self.timeout} if self.protocol == "grpc" else {}
-            result = self._client.infer(model, request_inputs, outputs=request_outputs, **kw)
+            result = self._client.infer(model, request_inputs, outputs=request_outputs, **self._deadline)
         except self._exception as exc:
             message = exc.message() if hasattr(exc, "message") else str(exc)
             text = str(message).lower()

@@ -5,7 +5,9 @@ send. Free of Locust and gevent (the locustfile makes gRPC use gevent before it 
 from __future__ import annotations
 
 import json
+from typing import Iterable
 
+from loadtest.answers import KnownAnswers, photo_key
 from loadtest.responses import DETECTION_RESULTS, TOP_K, RequestFailed, check_detections, check_top_k
 from loadtest.samples import error_type
 
@@ -103,3 +105,15 @@ def as_request_failure(exc: Exception) -> RequestFailed:
     return RequestFailed(error_type(message, fallback), message)
 
 
+
+
+def record_answers(client: TritonInferClient, photos: Iterable[bytes]) -> tuple[KnownAnswers, list[RequestFailed]]:
+    """Each photo's answer alone, one request at a time, by :func:`loadtest.answers.photo_key`;
+    and the failures of the photos that got none."""
+    answers, failures = {}, []
+    for data in photos:
+        try:
+            answers[photo_key(data)] = client.infer(data)[1]
+        except Exception as exc:
+            failures.append(as_request_failure(exc))
+    return KnownAnswers(answers), failures

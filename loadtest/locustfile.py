@@ -73,7 +73,7 @@ except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.answers import WRONG_ANSWER, KnownAnswers, photo_key  # noqa: E402
-from loadtest.inference import TritonInferClient, as_request_failure  # noqa: E402
+from loadtest.inference import TritonInferClient, as_request_failure, record_answers  # noqa: E402
 from loadtest.payloads import PayloadSchedule, list_photos  # noqa: E402
 from loadtest.responses import RequestFailed  # noqa: E402
 from loadtest.samples import PHOTO, Sample, WindowRecorder, error_type  # noqa: E402
@@ -264,16 +264,12 @@ def record_known_answers(environment, reuse: bool = True) -> None:
             logger.error("cannot record the known answers of %s: %s", options.ensemble, as_request_failure(exc))
             known.answers = KnownAnswers({})
             return
-        answers = {}
         try:
-            for data in photos:
-                try:
-                    answers[photo_key(data)] = client.infer(data)[1]
-                except Exception as exc:  # failing alone, it fails under load too: an error there, not unverified
-                    logger.warning("no known answer for a photo: %s", as_request_failure(exc))
+            known.recorded[target], failures = record_answers(client, photos)
         finally:
             client.close()
-        known.recorded[target] = KnownAnswers(answers)
+        for failure in failures:  # failing alone, it fails under load too: an error there, not unverified
+            logger.warning("no known answer for a photo: %s", failure)
     known.answers = known.recorded[target]
 
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from loadtest.answers import Judgement, KnownAnswers, photo_key
-from loadtest.inference import TritonInferClient, as_request_failure, model_config
+from loadtest.inference import TritonInferClient, as_request_failure, model_config, record_answers
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -175,7 +175,10 @@ class Watch:
             if model not in self.record.models:
                 logger.warning("%s: no known answers in %s: recording them now, each photo alone", model,
                                self.record.path)
-                self.record.models[model] = KnownAnswers({photo_key(p): client.infer(p)[1] for p in self.photos})
+                known, failures = record_answers(client, self.photos)
+                if failures:  # no partial record: the next round records again
+                    raise failures[0]
+                self.record.models[model] = known
                 self.record.save()
             probes = [self._ask(client, model, "alone", data) for data in self.photos]
             sizes = batch_sizes(served_configs(client.client, self.protocol, model))
@@ -226,27 +229,12 @@ class Watch:
             logger.warning("%s (%s): %d requests failed, the first: %s", model, mode, len(probes) - len(judged), failure)
 
     def _server_info(self) -> None:
-        import json
-        import urllib.request
+        from harness.client import TritonClient
 
-        if self.protocol != "http":
-            return self._grpc_server_info()
-        try:
-            with urllib.request.urlopen(f"http://{self.url}/v2", timeout=self.timeout) as response:
-                self.server.info({"version": json.loads(response.read()).get("version", "")})
-        except (OSError, ValueError):
-            pass  # the probes say the server is gone
-
-    def _grpc_server_info(self) -> None:
-        import tritonclient.grpc as grpcclient
-
-        client = grpcclient.InferenceServerClient(self.url)
-        try:
-            self.server.info({"version": client.get_server_metadata(client_timeout=self.timeout).version})
-        except Exception:  # the probes say the server is gone
-            pass
-        finally:
-            client.close()
+        with TritonClient(self.url, self.protocol, self.timeout) as client:
+            version = client.server_metadata().get("version")
+        if version:  # none: the probes say the server is gone
+            self.server.info({"version": version})
 
 
 # --- The command ---
