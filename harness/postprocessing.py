@@ -1,4 +1,5 @@
-"""The detector postprocessings' parameters: what a spec's ``[postprocess]`` table holds.
+"""The postprocessings' parameters (detectors' ``db``, ``yolo``; segmentation's ``saliency``,
+``argmax``): what a spec's ``[postprocess]`` table holds.
 
 The spec reads them (:mod:`harness.spec` validates a table when it loads one); the
 postprocessors themselves (:mod:`harness.detection.db`, :mod:`harness.detection.yolo`) take
@@ -82,7 +83,65 @@ class YoloParams:
         return self.conf_threshold
 
 
-PARAMETERS = {"db": DbParams, "yolo": YoloParams}
+SEGMENTATION_INTERPOLATIONS = ("nearest", "linear", "cubic", "lanczos", "area")
+"""How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
+BICUBIC, LANCZOS, BOX; all antialiased when shrinking, as PIL is)."""
+
+
+@dataclass(frozen=True)
+class SaliencyParams:
+    """A saliency map [1, H, W] (a background-removal model's, already a sigmoid) to a matte and
+    a binary mask at the source size. Defaults: rembg's own (``session_simple.py``): min-max
+    rescale, to uint8 (truncated), LANCZOS back to the source size; the mask is the matte
+    above half."""
+
+    minmax: bool = True
+    """Rescale the map to [0, 1] by its own minimum and maximum (rembg does); a flat map is all 0."""
+    interpolation: str = "lanczos"
+    """How the matte goes back to the source size."""
+    threshold: float = 0.5
+    """A pixel is in the mask when its matte value (0 to 1) exceeds this."""
+    threshold_after_upsampling: bool = True
+    """True: threshold the upsampled matte; False: threshold the map at the model's resolution
+    and upsample the binary mask (nearest)."""
+    output: str | None = None
+    """The map's output name; None: the model's only output."""
+
+    def __post_init__(self):
+        if self.interpolation not in SEGMENTATION_INTERPOLATIONS:
+            raise ValueError(f"saliency interpolation must be one of {', '.join(SEGMENTATION_INTERPOLATIONS)}, "
+                             f"not {self.interpolation!r}")
+        if not 0 <= self.threshold <= 1:
+            raise ValueError(f"saliency threshold is a probability (got {self.threshold})")
+
+    @property
+    def score_threshold(self) -> float:
+        return self.threshold
+
+
+@dataclass(frozen=True)
+class ArgmaxParams:
+    """C-class logits [C, H, W] to a class-index mask at the source size (the matte: the
+    probability of the winning class, softmax over the classes)."""
+
+    interpolation: str = "linear"
+    """How the logits (or the class mask, nearest) go back to the source size."""
+    threshold_after_upsampling: bool = True
+    """True: upsample the logits, then the argmax; False: the argmax at the model's
+    resolution, the class mask upsampled (nearest)."""
+    output: str | None = None
+
+    def __post_init__(self):
+        if self.interpolation not in SEGMENTATION_INTERPOLATIONS:
+            raise ValueError(f"argmax interpolation must be one of {', '.join(SEGMENTATION_INTERPOLATIONS)}, "
+                             f"not {self.interpolation!r}")
+
+    @property
+    def score_threshold(self) -> float:
+        return 0.5  # two classes: the winning probability's tie point
+
+
+PARAMETERS = {"db": DbParams, "yolo": YoloParams, "saliency": SaliencyParams, "argmax": ArgmaxParams}
 """A built-in postprocessing's name -> its parameter record."""
 
 

@@ -24,6 +24,7 @@ from harness.model import (
     EMBEDDER_DIR,
     LABELS_FILENAME,
     ONNX_FILENAME,
+    SEGMENTER_DIR,
     check_detector_onnx,
     check_embedder_onnx,
     check_onnx,
@@ -76,8 +77,13 @@ CPU_REPLACEMENTS = {
     "detect_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
     "detect_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "detector": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
+    # The segmentation task's (model_repository/segmentation.toml): the same, for U2-Net-p (about
+    # 0.3 s a 320x320 image on one thread).
+    "segment_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
+    "segment_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
+    "segmenter": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
 }
-ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR)
+ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR, SEGMENTER_DIR)
 """The models whose ONNX the cpu profile runs (linked, not copied) and the engine builder builds."""
 
 

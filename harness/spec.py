@@ -22,6 +22,7 @@ A spec file looks like this (every key has a default, see the dataclasses)::
     size = [224, 224]
     [normalize]
     pixel_range = 255.0
+    divide_by = "range"         # or "max": by the image's own maximum first (rembg)
     mean = [127.0, 127.0, 127.0]
     std = [128.0, 128.0, 128.0]
     [input]
@@ -89,6 +90,7 @@ PAD_ROUNDINGS = ("yolo", "half_up")
 LIMIT_TYPES = ("min", "max")
 CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
+DIVIDE_BY = ("range", "max")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
@@ -234,6 +236,11 @@ class NormalizeSpec:
 
     pixel_range: float = 255.0
     """255 keeps raw pixel values; 1.0 is torchvision's ``ToTensor()`` scaling."""
+    divide_by: str = "range"
+    """``range``: pixels as they are (0 to 255, then ``pixel_range``); ``max``: first scaled by
+    255 over the resized image's own maximum (over every pixel and channel), so its brightest
+    value is 255: rembg's ``im / np.max(im)`` before its mean and std (an all-black image is
+    left as it is)."""
     mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
     std: tuple[float, float, float] = (128.0, 128.0, 128.0)
 
@@ -338,7 +345,7 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         raise SpecError(f"{source}: {exc}") from None
     for where, p, post in ((source, base, postprocess), (f"{source} [reference]", reference.preprocess,
                                                          reference.postprocess)):
-        if post is not None and not p.resize.for_detector:
+        if post is not None and post.get("name") in ("db", "yolo") and not p.resize.for_detector:
             raise SpecError(f"{where}: [postprocess] makes boxes of a detector's output, but resize.mode is "
                             f"{p.resize.mode!r}; a detector resizes with one of {', '.join(DETECTOR_MODES)}")
     return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages, postprocess=postprocess)
@@ -415,6 +422,8 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
     out["resize"] = {k: v for k, v in out["resize"].items() if k not in _RESIZE_KEYS_OF_OTHER_MODES[mode]}
     if preprocess.resize.for_detector:
         del out["crop"]
+    if preprocess.normalize.divide_by == "range":  # the default, left out as before the key existed
+        del out["normalize"]["divide_by"]
     if postprocess is not None:
         out["postprocess"] = dict(postprocess)
     return out
@@ -569,6 +578,7 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: resize.interpolation", p.resize.interpolation, INTERPOLATIONS)
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
     _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
+    _check_choice(f"{source}: normalize.divide_by", p.normalize.divide_by, DIVIDE_BY)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
     if p.resize.for_detector:

@@ -33,7 +33,7 @@ LAYERS = (
     # ... what a run found (the typed run model) ...
     ("run model", {"results"}),
     # ... how results are compared (arrays, top-k, a detector's boxes) ...
-    ("comparison", {"compare", "detection"}),
+    ("comparison", {"compare", "detection", "segmentation"}),
     # ... and the deployed side read through the server (the repository's Python-backend models too).
     ("deployed side", {"deployment", "serving"}),
     # The tasks, each a plugin of the API, then the one registry that finds them by name.

@@ -122,7 +122,7 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args, groups: Groups) -> int:
-    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, export_default, export_embedder
+    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, SEGMENTER_DIR, export_default, export_embedder
 
     paths = groups.parse(args).repository
     session, repository = make_session(paths), paths.repository
@@ -139,6 +139,13 @@ def run_model_export(args, groups: Groups) -> int:
             detector = _install_detector(repository / DETECTOR_DIR)
             console.print(f"installed PP-OCRv6's text detector (the detection task's model) as {detector}, with its "
                           "licence notice (MODEL_LICENSES.md, LICENSE)")
+        if (repository / SEGMENTER_DIR).is_dir():  # nor a segmenter
+            from harness.paths import PROJECT_ROOT
+            from harness.segmentation.model import install_model
+
+            segmenter = install_model(repository / SEGMENTER_DIR, PROJECT_ROOT)
+            console.print(f"installed U2-Net-p (the segmentation task's model) as {segmenter}, its batch made dynamic, "
+                          "with its notices (LICENSE.txt, NOTICE)")
     if args.fp16:
         _export_fp16(session, path, args.out, args.calibration)
     return 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import nvidia.dali.fn as fn
+import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
@@ -121,7 +122,7 @@ def canvas(image, p: Preprocess):
     return crop(image, p.crop)
 
 
-def geometry(decoded, resized, p: Preprocess):
+def geometry_of(decoded, resized, p: Preprocess):
     """A detector's ``GEOMETRY`` output (:func:`harness.preprocessing.dali_resize.geometry_tensor`)."""
     from harness.preprocessing import dali_resize
 
@@ -136,6 +137,10 @@ def normalize(image, p: Preprocess):
     bgr = p.input.channel_order == "BGR"
     if bgr:  # mean/std are given in model (BGR) order; the image is still RGB here
         mean, std = mean[::-1], std[::-1]
+    if p.normalize.divide_by == "max":  # the image's own maximum, computed in the graph per sample
+        image = fn.cast(image, dtype=types.FLOAT)
+        brightest = fn.reductions.max(image)
+        image = image * (255.0 / dmath.max(brightest, 1e-30))  # (an all-black image stays black)
     chw = fn.crop_mirror_normalize(image, dtype=types.FLOAT, output_layout="CHW", mean=list(mean), std=list(std))
     if bgr:
         chw = fn.cat(chw[2:3], chw[1:2], chw[0:1], axis=0)
@@ -153,9 +158,10 @@ def steps(decoder_device: str) -> dict[Stage, Step]:
     }
 
 
-def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False):
+def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False, geometry: bool | None = None):
     """The whole graph from the ``IMAGE`` input: the model input, or every stage if ``taps``;
-    a detector's graph also answers its ``GEOMETRY`` last (:data:`harness.stage.GEOMETRY_TENSOR`).
+    a detector's graph also answers its ``GEOMETRY`` last (:data:`harness.stage.GEOMETRY_TENSOR`),
+    and so does any graph with ``geometry`` (a segmenter's: the source size its masks go back to).
 
     Tap order matches the taps model's outputs (:data:`harness.stage.TAP_TENSORS`). The
     image taps after the decode are sent as float32 whatever ``resize.dtype`` is (lossless),
@@ -164,7 +170,8 @@ def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = 
     check_supported(p)
     encoded = fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1)
     nodes = dict(run_steps(steps(decoder_device), encoded, p))
-    extra = (geometry(nodes[Stage.DECODE], nodes[Stage.RESIZE], p),) if p.resize.for_detector else ()
+    answer_geometry = p.resize.for_detector if geometry is None else geometry
+    extra = (geometry_of(nodes[Stage.DECODE], nodes[Stage.RESIZE], p),) if answer_geometry else ()
     if not taps:
         return (nodes[Stage.INPUT], *extra) if extra else nodes[Stage.INPUT]
     return tuple(fn.cast(node, dtype=types.FLOAT) if stage.is_image and stage is not Stage.DECODE else node
@@ -197,17 +204,17 @@ class CpuPipelineRunner:
     """The decoder device of the graph: ``cpu``, or ``mixed`` (nvJPEG) in a GPU subclass."""
 
     def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
-                 isolate_failures: bool = True, device_id: int | None = None):
+                 isolate_failures: bool = True, device_id: int | None = None, geometry: bool | None = None):
         self.max_batch_size = max_batch_size
         self.isolate_failures = isolate_failures
         self.resize = p.resize
         self.device_id = device_id
-        self._pipe = self.define(p, max_batch_size, num_threads, taps, device_id)
+        self._pipe = self.define(p, max_batch_size, num_threads, taps, device_id, geometry)
         self._pipe.build()
 
     @classmethod
     def define(cls, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
-               device_id: int | None = None):
+               device_id: int | None = None, geometry: bool | None = None):
         """The runner's pipeline, defined but not built: ``serialize()`` works without a GPU
         even for the ``mixed`` decoder (``device_id=None``); building it needs one."""
         if cls.decoder == "cpu" and not p.decode.fancy_upsampling:
@@ -216,7 +223,7 @@ class CpuPipelineRunner:
 
         @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1)
         def pipeline():
-            return preprocess_graph(p, decoder_device=cls.decoder, taps=taps)
+            return preprocess_graph(p, decoder_device=cls.decoder, taps=taps, geometry=geometry)
 
         return pipeline()
 
@@ -264,7 +271,7 @@ def _dali_reason(exc: Exception) -> str:
     return lines[0].rstrip(" :") if lines else "DALI decoder error"
 
 
-def production_pipeline(model_file: str, taps: bool):
+def production_pipeline(model_file: str, taps: bool, geometry: bool | None = None):
     """The ``pipeline_def`` a model repository's ``dali.py`` hands to ``@autoserialize``.
 
     Reads the model's spec at the repository root (two levels above ``<model>/1/dali.py``:
@@ -281,7 +288,7 @@ def production_pipeline(model_file: str, taps: bool):
 
     @pipeline_def(batch_size=1, num_threads=1, device_id=0)
     def preprocess():
-        return preprocess_graph(spec, decoder_device="mixed", taps=taps)
+        return preprocess_graph(spec, decoder_device="mixed", taps=taps, geometry=geometry)
 
     return preprocess
 

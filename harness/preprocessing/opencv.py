@@ -28,7 +28,7 @@ INTERPOLATION = {
 def check_supported(p: Preprocess, decode: bool = True) -> None:
     """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them);
     ``decode=False`` when another decoder handles the decode options."""
-    if p.resize.antialias and p.resize.interpolation != "area":
+    if p.resize.antialias and p.resize.interpolation not in ("area", "lanczos"):
         raise SpecError(
             f"cv2.resize cannot antialias with interpolation '{p.resize.interpolation}': "
             "set resize.antialias = false, or interpolation = \"area\" (which averages when shrinking)"
@@ -53,6 +53,11 @@ def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
     """HWC -> HWC of ``spec.output_size`` (a detector's: before any padding); float32 input or
     ``dtype = "float32"`` keeps fractions."""
     height, width = spec.output_size(*image.shape[:2])
+    if spec.interpolation == "lanczos" and spec.antialias and image.dtype == np.uint8 and spec.dtype == "uint8":
+        # cv2's LANCZOS4 does not antialias; PIL's LANCZOS does (what rembg trains with)
+        from PIL import Image
+
+        return np.asarray(Image.fromarray(image).resize((width, height), Image.LANCZOS))
     if spec.dtype == "float32":
         image = image.astype(np.float32)
     return cv2.resize(image, (width, height), interpolation=INTERPOLATION[spec.interpolation])
@@ -91,6 +96,8 @@ def geometry(decoded: np.ndarray, p: Preprocess) -> np.ndarray:
 def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
     """HWC RGB -> CHW float32 model input in the model's channel order."""
     x = image.astype(np.float32)
+    if p.normalize.divide_by == "max" and (brightest := x.max()) > 0:  # rembg's im / np.max(im), in pixels
+        x = x * np.float32(255.0 / brightest)
     if p.input.channel_order == "BGR":
         x = x[..., ::-1]
     mean, std = p.normalize.mean_std_in_pixels()

@@ -154,8 +154,10 @@ class TorchvisionRecipe(Recipe):
         import torch
         from torchvision.transforms.functional import pil_to_tensor
 
-        tensor = pil_to_tensor(image) if not isinstance(image, torch.Tensor) else image
-        x = self._normalize(tensor.to(torch.float32) / 255.0)
+        tensor = (pil_to_tensor(image) if not isinstance(image, torch.Tensor) else image).to(torch.float32)
+        if self.p.normalize.divide_by == "max" and (brightest := float(tensor.max())) > 0:
+            tensor = tensor * (255.0 / brightest)  # rembg's im / np.max(im)
+        x = self._normalize(tensor / 255.0)
         if self.p.input.channel_order == "BGR":
             x = x.flip(0)
         return x.numpy()

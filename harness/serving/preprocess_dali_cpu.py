@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.preprocessing import TAP_TENSORS
 from harness.preprocessing.dali_graph import CpuPipelineRunner
 from harness.serving.preprocess import PreprocessModel
-from harness.stage import Stage
+from harness.stage import GEOMETRY_TENSOR, Stage
 
 
 class TritonPythonModel(PreprocessModel):
@@ -19,7 +19,10 @@ class TritonPythonModel(PreprocessModel):
         # answers INPUT and GEOMETRY, without taps.
         taps = any(name in self.names for name in TAP_TENSORS.values() if name != TAP_TENSORS[Stage.INPUT])
         # A decoding error fails the whole dynamic batch, as in the DALI backend.
-        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=taps, isolate_failures=False)
+        # A segmenter's preprocessing answers GEOMETRY too (its config lists it): the source size.
+        geometry = True if GEOMETRY_TENSOR in self.names else None
+        self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=taps, isolate_failures=False,
+                                        geometry=geometry)
 
     def preprocess(self, images, outputs):
         return [

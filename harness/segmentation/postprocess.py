@@ -1,0 +1,113 @@
+"""Segmentation's postprocessings: one image's raw map to its result at the source size.
+
+The result (the ``postprocess`` stage) is one float32 array [2, H, W]: the matte (0 to 1;
+the saliency's uint8 matte / 255, an argmax's winning probability) and the mask (0/1, or
+class indices). The served ``segment_postprocess`` model and the harness's reference run
+this same code with their spec's ``[postprocess]`` table (:mod:`harness.postprocessing`).
+
+PIL resizes, as rembg does (``Image.resize`` of the uint8 matte with LANCZOS): PIL filters
+antialias when shrinking, which cv2's do not.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from harness.postprocessing import ArgmaxParams, SaliencyParams, parameters
+
+MATTE, MASK = 0, 1
+"""The result's two planes."""
+
+
+def _filter(name: str):
+    from PIL import Image
+
+    return {"nearest": Image.NEAREST, "linear": Image.BILINEAR, "cubic": Image.BICUBIC, "lanczos": Image.LANCZOS,
+            "area": Image.BOX}[name]
+
+
+def _plane(output: np.ndarray, planes: int | None = 1) -> np.ndarray:
+    """The raw output without its leading axes of one: [H, W] (``planes`` 1) or [C, H, W] (None)."""
+    array = np.asarray(output, np.float32)
+    while array.ndim > (2 if planes == 1 else 3) and array.shape[0] == 1:
+        array = array[0]
+    if planes == 1 and array.ndim == 3 and array.shape[0] == 1:
+        array = array[0]
+    want = "[1, H, W] map" if planes == 1 else "[C, H, W] logits"
+    if array.ndim != (2 if planes == 1 else 3) or 0 in array.shape:
+        raise ValueError(f"a segmentation output must be a {want}, got {list(np.shape(output))}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"the segmentation output holds {int((~np.isfinite(array)).sum())} non-finite values "
+                         "(NaN or infinity)")
+    return array
+
+
+def _resize(array: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
+    """A uint8 or float32 [h, w] plane to ``size`` (height, width) by PIL."""
+    from PIL import Image
+
+    height, width = size
+    if array.shape == (height, width):
+        return array
+    mode = "L" if array.dtype == np.uint8 else "F"
+    return np.asarray(Image.fromarray(array, mode).resize((width, height), _filter(interpolation)))
+
+
+def saliency(output: np.ndarray, size: tuple[int, int], p: SaliencyParams) -> np.ndarray:
+    """rembg's postprocessing (min-max, x 255 truncated to uint8, back to ``size``), then the mask."""
+    pred = _plane(output)
+    if p.minmax:
+        lo, hi = pred.min(), pred.max()
+        pred = (pred - lo) / (hi - lo) if hi > lo else np.zeros_like(pred)
+    matte = _resize((np.clip(pred, 0, 1) * 255).astype(np.uint8), size, p.interpolation).astype(np.float32) / 255
+    if p.threshold_after_upsampling:
+        mask = matte > p.threshold
+    else:
+        mask = _resize((pred > p.threshold).astype(np.uint8), size, "nearest") > 0
+    return np.stack([matte, mask.astype(np.float32)])
+
+
+def argmax(output: np.ndarray, size: tuple[int, int], p: ArgmaxParams) -> np.ndarray:
+    """C-class logits to the winning class per source pixel and its softmax probability."""
+    logits = _plane(output, planes=None)
+    if p.threshold_after_upsampling:
+        logits = np.stack([_resize(np.ascontiguousarray(c), size, p.interpolation) for c in logits])
+    e = np.exp(logits - logits.max(axis=0, keepdims=True))
+    prob = e / e.sum(axis=0, keepdims=True)
+    mask, matte = logits.argmax(axis=0).astype(np.float32), prob.max(axis=0).astype(np.float32)
+    if not p.threshold_after_upsampling:
+        mask = _resize(mask, size, "nearest")
+        matte = _resize(matte, size, "nearest")
+    return np.stack([matte, mask])
+
+
+class SegmentationPostprocess:
+    """A built-in postprocessing from its ``[postprocess]`` table: ``(outputs by name, source
+    size) -> [2, H, W]``."""
+
+    def __init__(self, table: Mapping):
+        self.params = parameters(table)
+        if not isinstance(self.params, (SaliencyParams, ArgmaxParams)):
+            raise ValueError(f"[postprocess] {table.get('name')!r} is not a segmentation postprocessing "
+                             "(saliency, argmax)")
+        self.table = dict(table)
+
+    def __call__(self, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> np.ndarray:
+        name = self.params.output
+        if name is not None and name in outputs:
+            output = outputs[name]
+        elif len(outputs) == 1:
+            output = next(iter(outputs.values()))
+        else:
+            raise ValueError(f"[postprocess] output {name!r} is not among the outputs {', '.join(outputs)}")
+        size = (int(size[0]), int(size[1]))
+        if min(size) < 1:
+            raise ValueError(f"a source size of {size[1]}x{size[0]} has no pixels")
+        run = saliency if isinstance(self.params, SaliencyParams) else argmax
+        return run(output, size, self.params)
+
+
+def is_segmentation(table: Mapping | None) -> bool:
+    return bool(table) and table.get("name") in ("saliency", "argmax")
