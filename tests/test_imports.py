@@ -37,7 +37,7 @@ LAYERS = (
     # ... and the deployed side read through the server (the repository's Python-backend models too).
     ("deployed side", {"deployment", "serving"}),
     # The tasks, each a plugin of the API, then the one registry that finds them by name.
-    ("tasks", {"task.classification", "task.embedding", "task.detection"}),
+    ("tasks", {"task.classification", "task.embedding", "task.detection", "task.segmentation"}),
     ("task registry", {"task"}),
     # The report writers (a run read back knows its task by name: they ask the registry).
     ("writers", {"report"}),

@@ -18,7 +18,8 @@ from harness.results import CheckSummary, Flip, ImageIssue, MetricSummary, Stage
 from harness.stage import STAGES, Stage
 from harness.verdict import Verdict
 
-HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order", "min_iou", "mean_iou"}
+HIGHER_IS_BETTER = {"psnr_db", "cosine", "sqnr_db", "top1_agree", "topk_overlap", "same_order", "min_iou", "mean_iou",
+                    "iou", "dice", "boundary_f"}
 SIGNED = {"top1_prob_change", "max_score_delta"}
 """Signed metrics: the worst is the one furthest from zero, either way."""
 NOT_AGGREGATED = {"reference_shape", "deployed_shape", "reference_top1", "deployed_top1", "k", "reference_margin",

@@ -46,9 +46,7 @@ class TapsDeployment(Deployment):
         self._local = threading.local()
         self.box_outputs = None
         if self.models.results:  # the server postprocesses (a detector's boxes): read them, run it alone too
-            from harness.detection.outputs import BoxOutputs
-
-            self.box_outputs = BoxOutputs(*self.models.results[:2], "auto")
+            self.box_outputs = self.task.served_results(self.models.results)
             self.stages = (*TENSOR_STAGES, Stage.POSTPROCESS)
             self.isolates = {**self.isolates, Stage.POSTPROCESS: (Stage.OUTPUT, GEOMETRY_TENSOR)}
 

@@ -238,6 +238,11 @@ class Task:
         :meth:`read_answer`); None: the result is made here from the raw output."""
         return None
 
+    def served_results(self, names: tuple[str, ...]):
+        """How :meth:`read_answer` reads this repository's ensembles' result outputs ``names``
+        (:attr:`harness.client.TaskModels.results`): an object with ``names``."""
+        raise NotImplementedError(f"the {self.name} task reads no result from a deployment's answer")
+
     answer_extras: ClassVar[tuple[str, ...]] = ()
     """Outputs a deployment's answer may hold beside the output and the result, read when the
     model has them (a detector's ``GEOMETRY``: what its resize did)."""

@@ -280,6 +280,11 @@ class Detection(Task):
 
         return find_box_outputs(model.outputs)
 
+    def served_results(self, names):
+        from harness.detection.outputs import BoxOutputs
+
+        return BoxOutputs(*names[:2], "auto")
+
     def output_kind(self, name, probe):
         return DETECTION
 

@@ -1,0 +1,399 @@
+"""Segmentation: a mask out. The raw ``output`` (the map at the model's resolution) is
+compared as a tensor; the result (``postprocess``) is the matte and the mask at the source
+size; an image whose mask changed is the event.
+
+- **Output**: the segmenter's raw map (U²-Net-p's saliency [1, 320, 320], a probability per
+  pixel), compared by :data:`OUTPUT_TOLERANCE`.
+- **Result** (``postprocess``): [2, H, W], the matte (0 to 1) and the mask
+  (:mod:`harness.segmentation.postprocess`), from the server when the deployment
+  postprocesses (``MATTE``/``MASK``), else from its raw output by the spec's ``[postprocess]``;
+  the reference's by the reference's ``[postprocess]`` on its own output, at the decoded
+  image's size. Compared by :func:`harness.segmentation.compare.compare_masks`: IoU, Dice,
+  boundary F (2 px), the matte's mean absolute error, the pixels flipped.
+- **Events**: the images whose mask changed beyond the close rule; where every pixel flipped
+  beyond the rule sat within the margin (default :data:`NEAR_THRESHOLD`) of the threshold on
+  both sides, a near-threshold change, a **tie**: listed, not failed; but only where the
+  deployed postprocessing run alone on the reference's own output makes the reference's
+  result exactly (:data:`ISOLATED`), and the reference's postprocessing on the deployment's
+  own output makes the deployment's: a postprocessing difference is never excused by the
+  map's noise (:func:`harness.compare.ties.explained_by_upstream`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from harness.client import TaskModels
+from harness.errors import UsageError
+from harness.formatting import fmt
+from harness.geometry import Geometry
+from harness.result import StageResult
+from harness.scores import ScoreKind
+from harness.segmentation.compare import MaskTolerance, compare_masks
+from harness.segmentation.postprocess import SegmentationPostprocess, is_segmentation
+from harness.stage import GEOMETRY_TENSOR, Stage
+from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
+
+SEGMENTATION = ScoreKind("segmentation", "probability", distribution=False)
+"""Not class scores: a segmenter's raw map, compared as it is; its margin is in the matte's
+probability (0 to 1)."""
+OUTPUT_TOLERANCE = Tolerance(atol=0.1, max_fraction=0.05, mean_atol=0.01)
+"""The raw map: at most 5% of its pixels beyond 0.1 and a mean error within 0.01
+(docs/segmentation.md: what DALI's LANCZOS3 against PIL's LANCZOS leaves on real photos)."""
+NEAR_THRESHOLD = 0.1
+"""A flipped pixel whose matte lies within this of the threshold on both sides is near it."""
+TOLERANCE = MaskTolerance()
+ISOLATED = MaskTolerance(max_flipped=0.0, max_matte_mae=1e-6, max_far=0.0)
+"""The postprocessing alone on the reference's own map has no noise to excuse: any flipped
+pixel is the step's own."""
+POSTPROCESSED_ALONE = "postprocess_alone"
+MATTE, MASK = "MATTE", "MASK"
+WORDS = ("mask", "matte", "segment", "saliency", "alpha")
+"""An output named with one of these holds a segmentation (discovery's sign)."""
+
+
+@dataclass(frozen=True)
+class ResultOutputs:
+    """A deployment's outputs holding the result: the matte and the mask, by name."""
+
+    names: tuple[str, str] = (MATTE, MASK)
+
+    def describe(self) -> str:
+        return f"a matte {self.names[0]} and a mask {self.names[1]}"
+
+
+@dataclass(frozen=True)
+class SegmentationSetup:
+    reference_postprocess: SegmentationPostprocess
+    deployed_postprocess: SegmentationPostprocess | None
+    reference_table: Mapping[str, Any]
+    deployed_table: Mapping[str, Any] | None
+
+    @property
+    def threshold(self) -> float:
+        return float(self.reference_postprocess.params.score_threshold)
+
+
+class SegmentationEvents(Events):
+    """The run's images whose mask changed, and the run's mean IoU, Dice, boundary F and matte error."""
+
+    task = "segmentation"
+
+    def __init__(self, margin: float):
+        self.margin = margin
+        self.events: list[Event] = []
+        self.sums = dict.fromkeys(("iou", "dice", "boundary_f", "matte_mae"), 0.0)
+        self.flipped = self.images = 0
+
+    def add(self, result) -> None:
+        post = result.stage(Stage.POSTPROCESS)
+        if post is None:
+            return
+        m = post.metrics
+        self.images += 1
+        for key in self.sums:
+            self.sums[key] += float(m.get(key) or 0.0)
+        self.flipped += int(m.get("flipped") or 0)
+        if post.verdict in (Verdict.TIE, Verdict.DIVERGED):
+            self.events.append(Event(result.image, post.verdict, {
+                k: m.get(k) for k in ("iou", "dice", "boundary_f", "matte_mae", "flipped", "near_threshold",
+                                      "far_flipped")} | {"problem": m.get("problem") or m.get("unexplained") or ""}))
+
+    def result(self):
+        n = self.images
+        figures = {"images": n, "flipped": self.flipped, "near_threshold_margin": self.margin,
+                   **{f"mean_{k}": (v / n if n else None) for k, v in self.sums.items()}}
+        return tuple(sorted(self.events, key=lambda e: e.image)), figures
+
+
+class Segmentation(Task):
+    """The segmentation task; :meth:`configure` binds it to a spec's ``[postprocess]``."""
+
+    name = "segmentation"
+    # U²-Net-p (docs/segmentation.md): its own spec and models, the saliency map as the raw
+    # output, the matte and the mask from the ensemble's postprocessing step.
+    repository = TaskModels("segment", "segmenter", "input.1", "1959", "MAP", spec="segmentation.toml",
+                            preprocess_prefix="segment_", results=(MATTE, MASK), postprocess_model="segment_postprocess",
+                            added=("segment_validate_image", "segment_preprocess_dali", "segment_preprocess_dali_stages",
+                                   "segment_preprocess_dali_taps", "segment_preprocess_opencv", "segmenter",
+                                   "segment_postprocess", "segment_dali", "segment_opencv"),
+                            engines=("segmenter",))
+    noun = "a mask"
+    output_label = "map"
+    model_words = "segmenter"
+    output_words = "the segmenter's raw map at the model's resolution"
+    event_words = ("mask change", "mask changes")
+    flip_words = "images whose mask changed"
+    agreement_words = "mask agreement"
+    tie_words = ("mask change is near the threshold", "mask changes are near the threshold")
+    csv_fields = ("postprocess_verdict", "iou", "dice", "boundary_f", "matte_mae", "flipped", "near_threshold",
+                  "far_flipped")
+    output_shaped = True
+    claims_first = True
+    answer_extras = (GEOMETRY_TENSOR,)
+
+    def __init__(self, setup: SegmentationSetup | None = None):
+        self.setup = setup
+        self._changed: dict[tuple, SegmentationPostprocess] = {}
+
+    # -- set-up -------------------------------------------------------------------------------
+    def configure(self, spec, postprocess: str | None = None) -> "Segmentation":
+        if postprocess is not None:
+            raise UsageError("--postprocess: the segmentation task reads its postprocessing from the spec's "
+                             "[postprocess] table (name = \"saliency\" or \"argmax\")")
+        table, deployed = spec.reference.postprocess, spec.postprocess
+        if not is_segmentation(table):
+            raise UsageError(f"--task segmentation: the reference's mask needs a [postprocess] table in the spec "
+                             f"({spec.source}: name = \"saliency\" or \"argmax\" and its parameters)")
+        return Segmentation(SegmentationSetup(
+            SegmentationPostprocess(table), SegmentationPostprocess(deployed) if is_segmentation(deployed) else None,
+            table, deployed))
+
+    def _setup(self) -> SegmentationSetup:
+        if self.setup is None:
+            raise RuntimeError("the segmentation task was not configured with a spec (Task.configure)")
+        return self.setup
+
+    # -- discovery ------------------------------------------------------------------------------
+    def choose_output(self, model, choice):
+        if choice is not None:
+            named = [t for t in model.outputs if t.name == choice]
+            if not named:
+                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; outputs: "
+                                              f"{', '.join(t.describe() for t in model.outputs)}")
+            return OutputChoice(choice, "map", why="named by --output")
+        results = self.result_outputs(model)
+        maps = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
+                and (results is None or t.name not in results.names) and len(t.shape) >= 2]
+        if len(maps) == 1:
+            return OutputChoice(maps[0].name, "map", why="the one float map")
+        return OutputChoice(None, why=f"model {model.name!r} answers no single map ([1, H, W] or [C, H, W]); outputs: "
+                                      f"{', '.join(t.describe() for t in model.outputs) or 'none'}: name the map with "
+                                      "--output")
+
+    def result_outputs(self, model):
+        names = {t.name for t in model.outputs}
+        return ResultOutputs() if {MATTE, MASK} <= names else None
+
+    def served_results(self, names):
+        return ResultOutputs(tuple(names[:2]))
+
+    def claims(self, model):
+        results = self.result_outputs(model)
+        if results:
+            return f"it answers {results.describe()}"
+        named = [t for t in model.outputs if any(w in t.name.lower() for w in WORDS) and len(t.shape) >= 2]
+        return f"its output {named[0].name} is named as a mask" if named else None
+
+    def output_kind(self, name, probe):
+        return SEGMENTATION
+
+    # -- the stages a segmenter adds ------------------------------------------------------------
+    def derive_reference(self, stages: dict) -> dict:
+        """The reference's source size (a GEOMETRY of its spec's resize on its decoded image) and
+        its result (its postprocessing on its own output at that size)."""
+        decoded = stages.get(Stage.DECODE)
+        if decoded is None:
+            raise ValueError("a segmenter's reference needs the decoded image's size (a decode stage)")
+        size = tuple(np.asarray(decoded).shape[:2])
+        geometry = Geometry(size, size)
+        result = self._setup().reference_postprocess(_outputs(stages[Stage.OUTPUT]), size)
+        return {GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: result}
+
+    def derive_deployed(self, deployed: dict, reference: dict) -> dict:
+        """The deployment's result when it answers only its raw output (its spec's postprocessing,
+        at the size it answered, else the reference's), and that postprocessing alone on the
+        reference's output."""
+        if Stage.POSTPROCESS in deployed or Stage.OUTPUT not in deployed:
+            return {}
+        s = self._setup()
+        if s.deployed_postprocess is None:
+            raise ValueError("the deployment answers its raw map only, and the spec has no [postprocess] to make its "
+                             "mask: add one (name = \"saliency\" or \"argmax\")")
+        size = self._source_size(deployed, reference)
+        out = {Stage.POSTPROCESS: s.deployed_postprocess(_outputs(deployed[Stage.OUTPUT]), size)}
+        if Stage.OUTPUT in reference:
+            out[POSTPROCESSED_ALONE] = s.deployed_postprocess(_outputs(reference[Stage.OUTPUT]), size)
+        return out
+
+    def _source_size(self, deployed: dict, reference: dict) -> tuple[int, int]:
+        for side in (deployed, reference):
+            if GEOMETRY_TENSOR in side:
+                return tuple(Geometry.from_tensor(side[GEOMETRY_TENSOR]).source)
+            if Stage.DECODE in side:
+                return tuple(np.asarray(side[Stage.DECODE]).shape[:2])
+        raise ValueError("neither side shows the source image's size (a GEOMETRY or a decode stage)")
+
+    def read_answer(self, answer: Mapping[str, np.ndarray], outputs) -> dict:
+        """A deployment's own result (one image): its matte and mask as ``postprocess`` [2, H, W]."""
+        matte_name, mask_name = outputs.names
+        matte, mask = np.asarray(answer[matte_name], np.float32), np.asarray(answer[mask_name], np.float32)
+        if matte.dtype == np.uint8 or matte.max(initial=0) > 1.0 + 1e-6:  # a uint8 matte: 0 to 255
+            matte = matte / 255.0
+        if matte.shape != mask.shape:
+            raise ValueError(f"{matte_name} is {list(matte.shape)} but {mask_name} {list(mask.shape)}")
+        out = {Stage.POSTPROCESS: np.stack([matte.reshape(matte.shape[-2:]), mask.reshape(mask.shape[-2:])])}
+        if GEOMETRY_TENSOR in answer:
+            out[GEOMETRY_TENSOR] = np.asarray(answer[GEOMETRY_TENSOR]).reshape(-1)
+        return out
+
+    # -- comparison -----------------------------------------------------------------------------
+    def output_tolerance(self, kind):
+        return OUTPUT_TOLERANCE
+
+    def default_margin(self, tolerances, kind):
+        return NEAR_THRESHOLD
+
+    def margin_units(self, kind):
+        return "probability"
+
+    def _tolerance(self) -> MaskTolerance:
+        from dataclasses import replace
+
+        return replace(TOLERANCE, threshold=self.setup.threshold) if self.setup else TOLERANCE
+
+    def result_of(self, reference, deployed, isolated, margin, top_k, scores=SEGMENTATION):
+        post = Stage.POSTPROCESS
+        if post not in reference or post not in deployed:
+            return None
+        verdict, metrics = compare_masks(reference[post], deployed[post], margin, self._tolerance())
+        alone_result = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
+        alone = compare_masks(reference[post], alone_result, 0.0, ISOLATED) if alone_result is not None else None
+        if verdict is Verdict.TIE and self.setup is not None and Stage.OUTPUT in deployed:
+            # The mirror of the isolated run: the reference's postprocessing on the deployment's own map
+            # must make the deployment's result, else the postprocessing differs and noise excuses nothing.
+            mirror = self.setup.reference_postprocess(_outputs(deployed[Stage.OUTPUT]), deployed[post].shape[-2:])
+            if compare_masks(mirror, deployed[post], 0.0, ISOLATED)[0] is Verdict.DIVERGED:
+                verdict, metrics = Verdict.DIVERGED, {**metrics, "unexplained": (
+                    "the reference's postprocessing, run on the deployment's own map, does not make the deployment's "
+                    "mask: the postprocessing differs")}
+        return StageResult(post, verdict, metrics, alone[0] if alone else None, alone[1] if alone else None)
+
+    def events(self, margin):
+        return SegmentationEvents(margin)
+
+    def csv_values(self, stage):
+        if stage is None:
+            return [""] * len(self.csv_fields)
+        m = stage.metrics
+        return [stage.verdict.value, *("" if m.get(f) is None else m.get(f) for f in self.csv_fields[1:])]
+
+    # -- reports --------------------------------------------------------------------------------
+    def output_note(self, report):
+        return (f"{self.output_words}; `postprocess` compares the matte and the mask at the source size: IoU, Dice, "
+                "boundary F (2 px), the matte's mean absolute error and the pixels flipped.")
+
+    def summary_line(self, report):
+        f = report.summary.figures
+        if not f.get("images"):
+            return None
+        changed, ties = len(report.summary.events), report.summary.ties
+        return (f"Masks over {f['images']} images: mean IoU **{fmt(f['mean_iou'])}**, Dice {fmt(f['mean_dice'])}, "
+                f"boundary F {fmt(f['mean_boundary_f'])}, matte error {fmt(f['mean_matte_mae'])}; {f['flipped']} pixels "
+                f"flipped. Images whose mask changed: **{changed}**" + (f" ({ties} only near the threshold)" if ties else "")
+                + ".")
+
+    def result_row(self, stats):
+        counts = " / ".join(str(stats.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+        ties = stats.count(Verdict.TIE)
+        counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
+        verdict = f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value
+        iou = stats.metric("iou")
+        return ["postprocess", verdict, counts, f"matte {fmt(stats.metric('matte_mae'))}",
+                f"matte {fmt(stats.metric('matte_mae', 'mean'))}", f"matte {fmt(stats.metric('matte_mae', isolated=True))}",
+                "-" if iou is None else f"IoU {fmt(iou)}"]
+
+    def headline(self, report):
+        ties = report.summary.ties
+        if not ties:
+            return ""
+        return (f" {ties} {'image changes' if ties == 1 else 'images change'} only by pixels near the threshold (both "
+                f"sides' matte within {fmt(report.tie_margin)} of it): not a divergence.")
+
+    def sections(self, report):
+        events = report.summary.events
+        if not events:
+            return []
+        rows = tuple((e.image, Verdict(e.verdict).value, fmt(e.details["iou"]), fmt(e.details["dice"]),
+                      fmt(e.details["boundary_f"]), fmt(e.details["matte_mae"]), str(e.details["flipped"]),
+                      str(e.details["near_threshold"]), str(e.details["far_flipped"]), e.details.get("problem") or "")
+                     for e in events)
+        note = ("A mask whose flipped pixels beyond the close rule all lay near the threshold on both sides (the matte "
+                "within the margin of it) is a **tie**: listed, not counted as a divergence, unless the postprocessing "
+                "alone makes the change.")
+        return [Section("Images whose mask changed", note,
+                        ("image", "verdict", "IoU", "Dice", "boundary F", "matte error", "flipped", "near threshold",
+                         "far from it", "problem"), rows, verdict_column=1)]
+
+    # -- diagnose -------------------------------------------------------------------------------
+    def diagnose_hypotheses(self):
+        return postprocess_hypotheses(self._setup().reference_table, self._setup().deployed_table)
+
+    def _postprocess_with(self, changes: Mapping) -> SegmentationPostprocess:
+        s = self._setup()
+        if not changes:
+            return s.reference_postprocess
+        key = tuple(sorted(changes.items()))
+        if key not in self._changed:
+            self._changed[key] = SegmentationPostprocess({**s.reference_table, **changes})
+        return self._changed[key]
+
+    def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
+        """The image's mask under the setting (the reference's postprocessing with the setting's
+        ``[postprocess]`` changes, on its output) against the deployment's: a mask change is the
+        event; a tie only where the setting's postprocessing on the deployment's own map makes
+        the deployment's mask."""
+        try:
+            post = self._postprocess_with(context.get("postprocess") or {})
+            dep = context["deployed"]
+            size = tuple(context["source"])
+            mine = post(_outputs(reference), size)
+            verdict, metrics = compare_masks(mine, dep[Stage.POSTPROCESS], margin, self._tolerance())
+            if verdict is Verdict.TIE and Stage.OUTPUT in dep:
+                mirror = post(_outputs(dep[Stage.OUTPUT]), size)
+                if compare_masks(mirror, dep[Stage.POSTPROCESS], 0.0, ISOLATED)[0] is Verdict.DIVERGED:
+                    verdict = Verdict.DIVERGED
+        except Exception:  # noqa: BLE001 - a setting whose mask cannot be made is as far as it gets
+            return Verdict.DIVERGED, 1.0
+        if verdict in (Verdict.EQUAL, Verdict.CLOSE):
+            # still ranked: of two settings that keep the mask, the one whose matte moves less
+            return Verdict.CLOSE, min(metrics.get("matte_mae") or 0.0, 0.5) / 10.0
+        return verdict, 1.0
+
+
+POSTPROCESS_CANDIDATES = {
+    "saliency": {"minmax": ("min-max rescale of the map", (True, False)),
+                 "threshold_after_upsampling": ("threshold before or after upsampling", (True, False)),
+                 "interpolation": ("the upsampling's interpolation", ("lanczos", "linear", "cubic", "nearest", "area")),
+                 "threshold": ("the mask's threshold", (0.3, 0.4, 0.5, 0.6, 0.7))},
+    "argmax": {"threshold_after_upsampling": ("argmax before or after upsampling", (True, False)),
+               "interpolation": ("the upsampling's interpolation", ("linear", "nearest", "cubic", "lanczos", "area"))},
+}
+"""Postprocessing culprits per segmentation postprocessing: key -> (culprit, candidate values)."""
+
+
+def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list[ResultCulprit]:
+    """Every candidate change of the reference's ``[postprocess]`` table, one key at a time."""
+    from harness.postprocessing import parameters
+
+    if not reference or reference.get("name") not in POSTPROCESS_CANDIDATES:
+        return []
+    params = parameters(reference)
+    deployed = deployed if deployed and deployed.get("name") == reference["name"] else {}
+    out = []
+    for key, (culprit, values) in POSTPROCESS_CANDIDATES[reference["name"]].items():
+        before = getattr(params, key)
+        mine = deployed.get(key)
+        for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
+            if value != before:
+                out.append(ResultCulprit(f"{key.replace('_', ' ')} {value}", culprit, ((key, before, value),)))
+    return out
+
+
+def _outputs(output: np.ndarray) -> dict[str, np.ndarray]:
+    return {"output": np.asarray(output)}
