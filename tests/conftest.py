@@ -90,7 +90,8 @@ _last_users: dict[str, str] = {}
 _open_servers: dict[str, contextlib.ExitStack] = {}
 
 
-SERVER_FIXTURES = {"server", "client", "cpu_repository", "detection_server", "noisy_server", "batch_dependent",
+SERVER_FIXTURES = {"server", "client", "cpu_repository", "detection_server", "segmentation_server", "noisy_server",
+                   "batch_dependent",
                    *SHARED_SERVERS}
 """Fixtures that start a tritonserver (``cpu_repository`` is built for one: a test given it
 starts its own). A test using one is marked ``server``; so is every test that starts a server

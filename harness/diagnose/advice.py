@@ -139,7 +139,10 @@ def reference_table(spec: Spec, recipe: str, preprocess: Preprocess, postprocess
     before, after = to_table(spec.reference.preprocess), to_table(preprocess)
     table: dict = {"recipe": recipe}
     for section, values in after.items():
-        changed = {k: v for k, v in values.items() if v != before[section][k]}
+        changed = {k: v for k, v in values.items() if v != before[section].get(k)}
+        # a key to_table leaves out at its default (normalize.divide_by "range") when only one side has it
+        changed.update({k: plain(getattr(type(getattr(preprocess, section))(), k))
+                        for k in before[section].keys() - values.keys()})
         if changed:
             table[section] = changed
     if postprocess:

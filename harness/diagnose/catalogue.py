@@ -177,6 +177,10 @@ def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hyp
         # Neither: the pixels only scaled to the spec's range (x / 255 into a model trained on normalized input).
         H("mean/std not applied", "normalization values", {"normalize": {"mean": [0.0] * 3, "std": [1.0] * 3}}),
     ]
+    other_divisor = "range" if n.divide_by == "max" else "max"
+    # rembg's im / np.max(im), or a plain / 255 where training divided by the image's maximum.
+    hs.append(H("divided by the image's maximum" if other_divisor == "max" else "divided by 255, not the image's maximum",
+                "normalization divisor", {"normalize": {"divide_by": other_divisor}}))
     if deployed.normalize != n:
         hs.append(H("the deployed spec's normalization", "normalization values",
                     {"normalize": {k2: plain(v) for k2, v in dataclasses.asdict(deployed.normalize).items()}}))

@@ -264,9 +264,10 @@ class Segmentation(Task):
         verdict, metrics = compare_masks(reference[post], deployed[post], margin, self._tolerance())
         alone_result = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
         alone = compare_masks(reference[post], alone_result, 0.0, ISOLATED) if alone_result is not None else None
-        if verdict is Verdict.TIE and self.setup is not None and Stage.OUTPUT in deployed:
+        if verdict is not Verdict.DIVERGED and self.setup is not None and Stage.OUTPUT in deployed:
             # The mirror of the isolated run: the reference's postprocessing on the deployment's own map
-            # must make the deployment's result, else the postprocessing differs and noise excuses nothing.
+            # must make the deployment's result, else the postprocessing differs and noise excuses nothing
+            # (a close mask too: a threshold before upsampling flips few pixels, all on the boundary).
             mirror = self.setup.reference_postprocess(_outputs(deployed[Stage.OUTPUT]), deployed[post].shape[-2:])
             if compare_masks(mirror, deployed[post], 0.0, ISOLATED)[0] is Verdict.DIVERGED:
                 verdict, metrics = Verdict.DIVERGED, {**metrics, "unexplained": (
@@ -354,7 +355,7 @@ class Segmentation(Task):
             size = tuple(context["source"])
             mine = post(_outputs(reference), size)
             verdict, metrics = compare_masks(mine, dep[Stage.POSTPROCESS], margin, self._tolerance())
-            if verdict is Verdict.TIE and Stage.OUTPUT in dep:
+            if verdict is not Verdict.DIVERGED and Stage.OUTPUT in dep:
                 mirror = post(_outputs(dep[Stage.OUTPUT]), size)
                 if compare_masks(mirror, dep[Stage.POSTPROCESS], 0.0, ISOLATED)[0] is Verdict.DIVERGED:
                     verdict = Verdict.DIVERGED
