@@ -1,0 +1,86 @@
+"""`harness check / diagnose --task segmentation` against this repository's segmenter, served
+for real (segment_dali, segment_opencv: the cpu profile, the segmentation models only), on
+real photos with a salient animal and one of them dimmed.
+
+The planted specs of ``specs/segmentation/planted/`` change only what training did
+([reference]), so one server serves them all.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from harness.paths import PROJECT_ROOT
+from tests.commands import harness
+
+PLANTED_DIR = PROJECT_ROOT / "specs" / "segmentation" / "planted"
+
+
+def check(server, images, report, *args, protocol="grpc"):
+    result = harness("check", images, "--task", "segmentation", "--url", server.url(protocol), "--protocol", protocol,
+                     "--report", report, *args)
+    return result, (json.loads((report / "report.json").read_text()) if (report / "report.json").exists() else None)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_aligned_segmenter_passes(segmentation_server, segmentation_photos, tmp_path, protocol):
+    result, report = check(segmentation_server, segmentation_photos, tmp_path, protocol=protocol)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stages = {s["name"]: s for s in report["stages"]}
+    assert list(stages) == ["decode", "resize", "crop", "input", "output", "postprocess"]
+    assert stages["postprocess"]["verdict"] in ("equal", "close") and stages["output"]["verdict"] in ("equal", "close")
+    # DALI's LANCZOS3 is not PIL's LANCZOS: close, not equal; the masks still agree
+    assert stages["resize"]["verdict"] == "close"
+    figures = report["task_figures"]
+    assert figures["images"] == 3 and figures["mean_iou"] > 0.95 and figures["mean_boundary_f"] > 0.95
+    # the postprocessing step alone on the reference's map makes the reference's matte and mask exactly
+    assert stages["postprocess"]["isolated_verdict"] == "equal"
+    with (tmp_path / "per_image.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert {"postprocess_verdict", "iou", "dice", "boundary_f", "matte_mae", "flipped"} <= set(rows[0])
+    assert all(float(r["iou"]) > 0.9 for r in rows)
+
+
+def test_the_cpu_twin_replays_rembg_exactly(segmentation_server, segmentation_photos, tmp_path):
+    result, report = check(segmentation_server, segmentation_photos, tmp_path, "--pipeline", "opencv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdicts = {s["name"]: s["verdict"] for s in report["stages"]}
+    assert verdicts["decode"] == verdicts["resize"] == "equal" and verdicts["postprocess"] in ("equal", "close")
+    assert report["task_figures"]["mean_iou"] > 0.999
+
+
+PLANTED = [
+    # (spec, first divergent stage, the culprit diagnose names; None: named by the two-at-once test below)
+    ("linear.toml", "resize", None),
+    ("normalization_range.toml", "input", "normalization divisor"),  # the dimmed photo's: its maximum is 150
+    ("channel_order.toml", "input", "channel order"),
+    ("threshold_before.toml", "postprocess", None),  # the result step's own
+]
+
+
+@pytest.mark.parametrize("planted, stage, culprit", PLANTED, ids=[p[0] for p in PLANTED])
+def test_a_planted_cause_fails_at_its_stage_and_diagnose_names_it(segmentation_server, segmentation_photos, tmp_path,
+                                                                   planted, stage, culprit):
+    spec = PLANTED_DIR / planted
+    result, report = check(segmentation_server, segmentation_photos, tmp_path / "check", "--spec", spec)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert report["first_divergent_stage"] == stage
+    assert {s["name"]: s["verdict"] for s in report["stages"]}["postprocess"] == "diverged"
+    if culprit is None:
+        return
+    diagnosis = harness("diagnose", segmentation_photos, "--task", "segmentation", "--url",
+                        segmentation_server.grpc_url, "--spec", spec, "--report", tmp_path / "diagnose", timeout=900)
+    found = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
+    assert [c["culprit"] for c in found["causes"]] == [culprit], diagnosis.stdout + diagnosis.stderr
+
+
+def test_two_planted_causes_are_named_in_one_diagnosis(segmentation_server, segmentation_photos, tmp_path):
+    spec = PLANTED_DIR / "linear+threshold_before.toml"
+    diagnosis = harness("diagnose", segmentation_photos, "--task", "segmentation", "--url", segmentation_server.grpc_url,
+                        "--spec", spec, "--report", tmp_path, timeout=900)
+    found = json.loads((tmp_path / "diagnosis.json").read_text())
+    causes = [c["culprit"] for c in found["causes"]]
+    assert sorted(causes) == ["resize interpolation", "threshold before or after upsampling"], diagnosis.stdout
