@@ -84,3 +84,45 @@ def test_two_planted_causes_are_named_in_one_diagnosis(segmentation_server, segm
     found = json.loads((tmp_path / "diagnosis.json").read_text())
     causes = [c["culprit"] for c in found["causes"]]
     assert sorted(causes) == ["resize interpolation", "threshold before or after upsampling"], diagnosis.stdout
+
+
+def test_a_single_pixel_a_strip_and_a_flat_photo_are_each_compared(segmentation_server, segmentation_photos, tmp_path):
+    """Made from a real photo: its 1x1 average, a 4-pixel strip of it, and its flat mean colour
+    (nothing salient). Each is compared at its own size; the flat one's masks are both empty
+    (agreement); the strip, enlarged 80 times, is where DALI's LANCZOS3 and PIL's part most."""
+    import cv2
+    import numpy as np
+
+    photo = cv2.imread(str(segmentation_photos / "n02328150_Angora.JPEG"))
+    images = tmp_path / "images"
+    images.mkdir()
+    cv2.imwrite(str(images / "one_pixel.png"), cv2.resize(photo, (1, 1), interpolation=cv2.INTER_AREA))
+    cv2.imwrite(str(images / "strip.jpg"), photo[100:104])
+    cv2.imwrite(str(images / "flat.png"), np.full_like(photo, photo.mean(axis=(0, 1)).astype(np.uint8)))
+    result, report = check(segmentation_server, images, tmp_path / "check")
+    assert report["compared"] == 3 and not report["failed"], result.stdout + result.stderr
+    with (tmp_path / "check" / "per_image.csv").open() as f:
+        rows = {r["image"]: r for r in csv.DictReader(f)}
+    for name in ("one_pixel.png", "flat.png"):
+        assert rows[name]["postprocess_verdict"] in ("equal", "close") and float(rows[name]["iou"]) == 1.0
+    assert rows["strip.jpg"]["postprocess_verdict"] in ("close", "tie", "diverged") and float(rows["strip.jpg"]["iou"]) > 0.9
+
+
+def test_the_served_postprocessing_refuses_a_nan_map_for_its_request_only(segmentation_server):
+    import numpy as np
+    import tritonclient.grpc as grpc
+
+    client = grpc.InferenceServerClient(segmentation_server.grpc_url)
+    bad = np.zeros((1, 1, 320, 320), np.float32)
+    bad[0, 0, 7, 7] = np.nan
+
+    def infer(saliency):
+        inputs = [grpc.InferInput("MAP", list(saliency.shape), "FP32"), grpc.InferInput("GEOMETRY", [1, 8], "INT32")]
+        inputs[0].set_data_from_numpy(saliency)
+        inputs[1].set_data_from_numpy(np.array([[30, 40, 320, 320, 0, 0, 0, 0]], np.int32))
+        return client.infer("segment_postprocess", inputs)
+
+    with pytest.raises(Exception, match="non-finite"):
+        infer(bad)
+    good = infer(np.full((1, 1, 320, 320), 0.25, np.float32))
+    assert good.as_numpy("MASK").shape == (1, 30, 40) and not good.as_numpy("MASK").any()

@@ -1,0 +1,73 @@
+"""Segmentation's corner cases without a server: nothing salient (two empty masks agree), a
+1x1 source, a strip, and a deployment answering NaN or a mask of the wrong size (a clear
+divergence naming it, never a crash)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.segmentation.compare import boundary_f, compare_masks
+from harness.segmentation.postprocess import SegmentationPostprocess
+from harness.stage import Stage
+from harness.task import TASKS
+from harness.task.segmentation import ResultOutputs
+from harness.verdict import Verdict
+
+SALIENCY = {"name": "saliency"}
+
+
+def test_a_flat_map_has_an_empty_mask_and_two_empty_masks_agree():
+    post = SegmentationPostprocess(SALIENCY)
+    result = post({"o": np.full((1, 320, 320), 0.02, np.float32)}, (240, 320))
+    assert result.shape == (2, 240, 320) and not result[1].any() and not result[0].any()
+    verdict, metrics = compare_masks(result, result.copy(), 0.1)
+    assert verdict is Verdict.EQUAL and metrics["iou"] == metrics["dice"] == metrics["boundary_f"] == 1.0
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 900), (900, 2)])
+def test_a_tiny_or_strip_source_gets_a_matte_of_its_own_size(size):
+    rng = np.random.default_rng(1)
+    result = SegmentationPostprocess(SALIENCY)({"o": rng.random((1, 320, 320), np.float32)}, size)
+    assert result.shape == (2, *size) and np.isfinite(result).all()
+    assert compare_masks(result, result.copy(), 0.1)[0] is Verdict.EQUAL
+
+
+def test_a_nan_map_is_refused_by_name():
+    bad = np.zeros((1, 320, 320), np.float32)
+    bad[0, 5, 5] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        SegmentationPostprocess(SALIENCY)({"o": bad}, (10, 10))
+
+
+def test_a_deployment_answering_nan_or_the_wrong_size_diverges_with_a_reason():
+    reference = SegmentationPostprocess(SALIENCY)({"o": np.linspace(0, 1, 320 * 320, dtype=np.float32).reshape(1, 320, 320)},
+                                                  (60, 80))
+    task = TASKS["segmentation"]
+    answer = {"MATTE": np.full((60, 80), np.nan, np.float32), "MASK": np.zeros((60, 80), np.uint8)}
+    deployed = task.read_answer(answer, ResultOutputs())[Stage.POSTPROCESS]
+    verdict, metrics = compare_masks(reference, deployed, 0.1)
+    assert verdict is Verdict.DIVERGED and "NaN" in metrics["problem"]
+    answer = {"MATTE": np.zeros((320, 320), np.float32), "MASK": np.zeros((320, 320), np.uint8)}
+    verdict, metrics = compare_masks(reference, task.read_answer(answer, ResultOutputs())[Stage.POSTPROCESS], 0.1)
+    assert verdict is Verdict.DIVERGED and "wrong size" in metrics["problem"] and "80x60" in metrics["problem"]
+
+
+def test_flips_near_the_threshold_are_a_tie_and_far_ones_diverge():
+    matte = np.tile(np.linspace(0, 1, 200, dtype=np.float32), (100, 1))
+    reference = np.stack([matte, (matte > 0.5).astype(np.float32)])
+    near = reference.copy()
+    near[0] = np.clip(matte + 0.008, 0, 1)  # every pixel from 0.492 to 0.5 crosses the threshold
+    near[1] = (near[0] > 0.5).astype(np.float32)
+    verdict, metrics = compare_masks(reference, near, 0.1)
+    assert verdict is Verdict.TIE and metrics["far_flipped"] == 0 and metrics["flipped"] > 0.005 * matte.size
+    far = reference.copy()
+    far[1, :, :40] = 1  # pixels at 0 to 0.2 in the mask: far from the threshold
+    assert compare_masks(reference, far, 0.1)[0] is Verdict.DIVERGED
+
+
+def test_the_boundary_f_score_allows_two_pixels():
+    a = np.zeros((50, 50), bool)
+    a[10:40, 10:40] = True
+    assert boundary_f(a, np.roll(a, 2, axis=1)) == 1.0
+    assert boundary_f(a, np.roll(a, 6, axis=1)) < 0.7
