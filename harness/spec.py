@@ -236,13 +236,13 @@ class NormalizeSpec:
 
     pixel_range: float = 255.0
     """255 keeps raw pixel values; 1.0 is torchvision's ``ToTensor()`` scaling."""
+    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
+    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
     divide_by: str = "range"
     """``range``: pixels as they are (0 to 255, then ``pixel_range``); ``max``: first scaled by
     255 over the resized image's own maximum (over every pixel and channel), so its brightest
     value is 255: rembg's ``im / np.max(im)`` before its mean and std (an all-black image is
     left as it is)."""
-    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
-    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
 
     def mean_std_in_pixels(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """mean and std on the 0-255 pixel scale, as DALI's crop_mirror_normalize takes them."""

@@ -192,7 +192,7 @@ def test_the_task_names_are_the_tasks(capsys):
 
     assert build_parser().parse_args(["check", "I", "--task", "embedding"]).task == "embedding"
     with pytest.raises(SystemExit) as refused:
-        build_parser().parse_args(["check", "I", "--task", "segmentation"])
+        build_parser().parse_args(["check", "I", "--task", "keypoints"])
     assert refused.value.code == 2 and f"tasks: {', '.join(TASKS)}" in capsys.readouterr().err
 
 

@@ -35,11 +35,13 @@ def features(repository, spec, photo):
 
 
 def test_the_registry_names_every_task_and_refuses_others():
-    assert list(TASKS) == ["classification", "embedding", "detection"] and get_task(None) is TASKS["classification"]
+    assert list(TASKS) == ["classification", "embedding", "detection", "segmentation"]
+    assert get_task(None) is TASKS["classification"]
     from harness.errors import UsageError
 
-    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding, detection"):
-        get_task("segmentation")
+    with pytest.raises(UsageError, match="--task keypoints: no such task; tasks: classification, embedding, detection, "
+                                         "segmentation"):
+        get_task("keypoints")
 
 
 def test_discovery_signs_pick_the_task():
