@@ -158,3 +158,30 @@ def parameters(table: Mapping[str, Any]):
     if unknown:
         raise ValueError(f"[postprocess] {name} has no parameter {', '.join(unknown)}; it has {', '.join(sorted(known))}")
     return record(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
+
+
+def culprit_hypotheses(reference: Mapping[str, Any] | None, deployed: Mapping[str, Any] | None,
+                       candidates: Mapping[str, Mapping[str, tuple[str, tuple]]]) -> list:
+    """Every candidate change of the reference's ``[postprocess]`` table, one key at a time
+    (``candidates``: postprocessing name -> key -> (culprit, candidate values); the deployed
+    spec's value of a key among them), and the deployed spec's whole table where it differs in
+    several keys: what diagnose tries as the result step's culprits
+    (:class:`harness.task.base.ResultCulprit`). None for a user's ``--postprocess``."""
+    from harness.task.base import ResultCulprit
+
+    if not reference or reference.get("name") not in candidates:
+        return []
+    params = parameters(reference)
+    deployed = deployed if deployed and deployed.get("name") == reference["name"] else {}  # another kind: no values
+    out = []
+    for key, (culprit, values) in candidates[reference["name"]].items():
+        before = getattr(params, key)
+        mine = deployed.get(key)
+        for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
+            if value != before:
+                out.append(ResultCulprit(f"{key.replace('_', ' ')} {value}", culprit, ((key, before, value),)))
+    if deployed and dict(deployed) != dict(reference):
+        changed = tuple((k, getattr(params, k), v) for k, v in deployed.items() if k != "name" and getattr(params, k) != v)
+        if len(changed) > 1:
+            out.append(ResultCulprit("the deployed spec's postprocessing", "postprocessing parameters", changed))
+    return out

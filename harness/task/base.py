@@ -26,7 +26,7 @@ from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 __all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "OutputChoice", "PostprocessError", "ResultCulprit",
-           "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim"]
+           "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim", "verdict_cells"]
 """A task needs nothing but this module: the vocabulary it speaks comes with it."""
 
 
@@ -138,6 +138,15 @@ class ResultCulprit:
     culprit: str
     changes: tuple[tuple[str, Any, Any], ...]
     """(key, reference value, hypothesized value) of each key changed."""
+
+
+def verdict_cells(stats) -> tuple[str, str]:
+    """A result stage's verdict (bold when diverged) and its counts (equal / close / diverged,
+    the ties beside them), as a task's :meth:`Task.result_row` shows them."""
+    counts = " / ".join(str(stats.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
+    ties = stats.count(Verdict.TIE)
+    counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
+    return (f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value), counts
 
 
 def claim(model, tasks: Sequence["Task"]) -> tuple["Task", str]:

@@ -47,7 +47,7 @@ from harness.names import identifier, terminal_text
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task
+from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -519,10 +519,7 @@ class Detection(Task):
     def result_row(self, stats):
         """Boxes have no array error: the worst corner error (px) stands in the error columns, the
         worst IoU of a match as the quality; ties (near-threshold changes) beside the counts."""
-        counts = " / ".join(str(stats.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
-        ties = stats.count(Verdict.TIE)
-        counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
-        verdict = f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value
+        verdict, counts = verdict_cells(stats)
         worst_iou = stats.metric("min_iou")
         return ["postprocess", verdict, counts, f"{fmt(stats.metric('worst_corner_px'))} px",
                 f"{fmt(stats.metric('worst_corner_px', 'mean'))} px", f"{fmt(stats.metric('worst_corner_px', isolated=True))} px",
@@ -573,28 +570,12 @@ POSTPROCESS_CANDIDATES = {
 
 
 def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list[ResultCulprit]:
-    """Every candidate change of the reference's ``[postprocess]`` table, one key at a time
-    (the deployed spec's value of a key among them), and the deployed spec's whole table where
-    it differs: diagnose runs the reference's postprocessing with each on the reference's raw
-    output against the deployment's boxes. None for a user's ``--postprocess``."""
-    from harness.postprocessing import parameters
+    """The detector's postprocessing culprits (:func:`harness.postprocessing.culprit_hypotheses`
+    of :data:`POSTPROCESS_CANDIDATES`): diagnose runs the reference's postprocessing with each on
+    the reference's raw output against the deployment's boxes."""
+    from harness.postprocessing import culprit_hypotheses
 
-    if not reference or reference.get("name") not in POSTPROCESS_CANDIDATES:
-        return []
-    params = parameters(reference)
-    deployed = deployed if deployed and deployed.get("name") == reference["name"] else {}  # another kind: no values
-    out = []
-    for key, (culprit, values) in POSTPROCESS_CANDIDATES[reference["name"]].items():
-        before = getattr(params, key)
-        mine = deployed.get(key)
-        for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
-            if value != before:
-                out.append(ResultCulprit(f"{key.replace('_', ' ')} {value}", culprit, ((key, before, value),)))
-    if deployed and dict(deployed) != dict(reference):
-        changed = tuple((k, getattr(params, k), v) for k, v in deployed.items() if k != "name" and getattr(params, k) != v)
-        if len(changed) > 1:
-            out.append(ResultCulprit("the deployed spec's postprocessing", "postprocessing parameters", changed))
-    return out
+    return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
 
 
 def _like(deployed: np.ndarray, reference: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from harness.scores import ScoreKind
 from harness.segmentation.compare import MaskTolerance, compare_masks
 from harness.segmentation.postprocess import SegmentationPostprocess, is_segmentation
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task
+from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -278,12 +278,6 @@ class Segmentation(Task):
     def events(self, margin):
         return SegmentationEvents(margin)
 
-    def csv_values(self, stage):
-        if stage is None:
-            return [""] * len(self.csv_fields)
-        m = stage.metrics
-        return [stage.verdict.value, *("" if m.get(f) is None else m.get(f) for f in self.csv_fields[1:])]
-
     # -- reports --------------------------------------------------------------------------------
     def output_note(self, report):
         return (f"{self.output_words}; `postprocess` compares the matte and the mask at the source size: IoU, Dice, "
@@ -300,10 +294,7 @@ class Segmentation(Task):
                 + ".")
 
     def result_row(self, stats):
-        counts = " / ".join(str(stats.count(v)) for v in (Verdict.EQUAL, Verdict.CLOSE, Verdict.DIVERGED))
-        ties = stats.count(Verdict.TIE)
-        counts += f" ({ties} {'tie' if ties == 1 else 'ties'})" if ties else ""
-        verdict = f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value
+        verdict, counts = verdict_cells(stats)
         iou = stats.metric("iou")
         return ["postprocess", verdict, counts, f"matte {fmt(stats.metric('matte_mae'))}",
                 f"matte {fmt(stats.metric('matte_mae', 'mean'))}", f"matte {fmt(stats.metric('matte_mae', isolated=True))}",
@@ -379,21 +370,10 @@ POSTPROCESS_CANDIDATES = {
 
 
 def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list[ResultCulprit]:
-    """Every candidate change of the reference's ``[postprocess]`` table, one key at a time."""
-    from harness.postprocessing import parameters
+    """The segmentation postprocessing's culprits (:data:`POSTPROCESS_CANDIDATES`)."""
+    from harness.postprocessing import culprit_hypotheses
 
-    if not reference or reference.get("name") not in POSTPROCESS_CANDIDATES:
-        return []
-    params = parameters(reference)
-    deployed = deployed if deployed and deployed.get("name") == reference["name"] else {}
-    out = []
-    for key, (culprit, values) in POSTPROCESS_CANDIDATES[reference["name"]].items():
-        before = getattr(params, key)
-        mine = deployed.get(key)
-        for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):
-            if value != before:
-                out.append(ResultCulprit(f"{key.replace('_', ' ')} {value}", culprit, ((key, before, value),)))
-    return out
+    return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
 
 
 def _outputs(output: np.ndarray) -> dict[str, np.ndarray]:
