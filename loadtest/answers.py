@@ -9,6 +9,9 @@ against that one, by the rule of what the model answers:
   and its score must stay within the drift rule (one deployment against itself: 0.5 in logits,
   :data:`harness.compare.tolerance.DRIFT_TOLERANCES`; 0.05 in probability,
   :data:`harness.scores.PROBABILITY_ATOL`);
+- **a mask** (a segmenter's ``MATTE``/``MASK``): the segmentation task's comparison
+  (:func:`harness.segmentation.compare.compare_masks`); pixels flipped near the threshold are
+  a tie there, not a wrong answer;
 - **boxes** (a detector's ``BOXES``/``SCORES``): the detection task's comparison
   (:func:`harness.detection.compare.compare_detections`, its documented tolerance); a box that
   comes or goes with a score near the threshold is a tie there, not a wrong answer.
@@ -30,7 +33,7 @@ import numpy as np
 from harness.compare.tolerance import DRIFT_TOLERANCES
 from harness.scores import PROBABILITY_ATOL
 from harness.stage import Stage
-from loadtest.responses import DETECTION_RESULTS
+from loadtest.responses import DETECTION_RESULTS, SEGMENTATION_RESULTS
 
 WRONG_ANSWER = "wrong answer"
 """The error type of an answer that differs from the photo's answer alone."""
@@ -104,9 +107,35 @@ def judge_boxes(known: Answer, answer: Answer) -> Judgement:
                      + (f"; {'; '.join(comparison.problems)}" if comparison.problems else ""), error)
 
 
+MASK_MARGIN = 0.1
+"""A segmenter's flipped pixels count as near its threshold within this of it (the
+segmentation task's default margin, :data:`harness.task.segmentation.NEAR_THRESHOLD`)."""
+
+
+def judge_mask(known: Answer, answer: Answer) -> Judgement:
+    """A segmenter's matte and mask against the known ones, by the segmentation task's rule
+    (:func:`harness.segmentation.compare.compare_masks`): a mask changed beyond the close rule,
+    other than by pixels near the threshold, is a wrong answer; the error is the matte's."""
+    from harness.segmentation.compare import compare_masks
+    from harness.verdict import Verdict
+
+    def result(a: Answer) -> np.ndarray:
+        matte = np.asarray(a[SEGMENTATION_RESULTS[0]], np.float32)
+        return np.stack([matte, np.asarray(a[SEGMENTATION_RESULTS[1]], np.float32).reshape(matte.shape)])
+
+    verdict, m = compare_masks(result(known), result(answer), MASK_MARGIN)
+    error = m.get("matte_mae", math.inf)
+    if verdict is not Verdict.DIVERGED:
+        return Judgement(None, error)
+    return Judgement(m.get("problem") or f"mask IoU {m['iou']:.4f} with the photo's alone: {m['flipped']} pixels flipped "
+                     f"({m['far_flipped']} far from the threshold), matte error {m['matte_mae']:.4g}", math.inf)
+
+
 def rule_for(answer: Answer) -> Callable[[Answer, Answer], Judgement]:
     """The rule judging answers shaped like ``answer``."""
-    return judge_boxes if set(DETECTION_RESULTS) <= set(answer) else judge_top_k
+    if set(DETECTION_RESULTS) <= set(answer):
+        return judge_boxes
+    return judge_mask if set(SEGMENTATION_RESULTS) <= set(answer) else judge_top_k
 
 
 @dataclass

@@ -8,7 +8,15 @@ import json
 from typing import Iterable
 
 from loadtest.answers import KnownAnswers, photo_key
-from loadtest.responses import DETECTION_RESULTS, TOP_K, RequestFailed, check_detections, check_top_k
+from loadtest.responses import (
+    DETECTION_RESULTS,
+    SEGMENTATION_RESULTS,
+    TOP_K,
+    RequestFailed,
+    check_detections,
+    check_mask,
+    check_top_k,
+)
 from loadtest.samples import error_type
 
 
@@ -26,7 +34,8 @@ class TritonInferClient:
 
     How a photo goes in and which output holds the scores come from the model's config
     (:mod:`harness.deployment.discovery`), so any classification model can be loaded, and a
-    detector (:data:`DETECTION_RESULTS`); with ``client`` (``file.py:name``) the photo goes
+    detector (:data:`DETECTION_RESULTS`), and a segmenter (:data:`SEGMENTATION_RESULTS`);
+    with ``client`` (``file.py:name``) the photo goes
     through the client's own preprocessing and its tensors are sent
     (:mod:`harness.deployment.client_side`)."""
 
@@ -52,8 +61,11 @@ class TritonInferClient:
         else:
             self.request = ImageRequest(model, image_input(info), info.batched)
         self.detector = set(DETECTION_RESULTS) <= {t.name for t in info.outputs}
+        self.segmenter = set(SEGMENTATION_RESULTS) <= {t.name for t in info.outputs}
         if self.detector:
             self.outputs = [module.InferRequestedOutput(name, **options) for name in DETECTION_RESULTS]
+        elif self.segmenter:
+            self.outputs = [module.InferRequestedOutput(name, **options) for name in SEGMENTATION_RESULTS]
         else:
             self.output = scores_output(info, prefer="prob").name
             self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
@@ -83,6 +95,12 @@ class TritonInferClient:
             if self.request.batched:
                 boxes, scores = boxes[0], scores[0]
             return size, dict(zip(DETECTION_RESULTS, (boxes, scores)))
+        if self.segmenter:
+            matte, mask = (result.as_numpy(name) for name in SEGMENTATION_RESULTS)
+            check_mask(matte, mask)
+            if self.request.batched:
+                matte, mask = matte[0], mask[0]
+            return size, dict(zip(SEGMENTATION_RESULTS, (matte, mask)))
         top = result.as_numpy(self.output)
         check_top_k(self.output, top)
         return size, {self.output: top.reshape(-1)}

@@ -1,5 +1,6 @@
 """What a load test's request counts as: a failure's type for Locust's failure table, and the
-checks of an answer's shape (top-k classes of a classifier, one quad per score of a detector).
+checks of an answer's shape (top-k classes of a classifier, one quad per score of a detector,
+a matte and a mask of one size of a segmenter).
 
 Free of Locust and gevent, so that anything (the tests, the harness) can import it without
 gevent monkey-patching the importing process, as importing the locustfile does."""
@@ -14,6 +15,11 @@ DETECTION_RESULTS = ("BOXES", "SCORES")
 of :mod:`harness.client`, which the Locust image cannot import): a model with both outputs is
 asked for them, without ``class_count``, and the answer is checked to hold one [4, 2] quad per
 score (their number varies with the image, zero included)."""
+
+SEGMENTATION_RESULTS = ("MATTE", "MASK")
+"""A segmenter's answer (this repository's ``segment_*`` ensembles: ``get_task("segmentation").repository.results``):
+a model with both outputs is asked for them, and the answer is checked to hold a matte and a
+mask of one size."""
 
 
 class RequestFailed(Exception):
@@ -42,3 +48,12 @@ def check_detections(boxes, scores) -> None:
     if boxes is None or scores is None or boxes.shape[-2:] != (4, 2) or boxes.shape[:-2] != scores.shape:
         raise RequestFailed("bad response", f"{DETECTION_RESULTS[0]} and {DETECTION_RESULTS[1]} have shapes "
                                             f"{shapes[0]} and {shapes[1]}, expected [N, 4, 2] and [N]")
+
+
+def check_mask(matte, mask) -> None:
+    """:class:`RequestFailed` unless a segmenter's answer for one image holds a matte and a mask
+    of the same [H, W] (batched or not)."""
+    shapes = (None if matte is None else matte.shape, None if mask is None else mask.shape)
+    if matte is None or mask is None or matte.shape != mask.shape or matte.ndim not in (2, 3) or 0 in matte.shape:
+        raise RequestFailed("bad response", f"{SEGMENTATION_RESULTS[0]} and {SEGMENTATION_RESULTS[1]} have shapes "
+                                            f"{shapes[0]} and {shapes[1]}, expected one [H, W] each")

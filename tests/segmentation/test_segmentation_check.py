@@ -15,6 +15,7 @@ import pytest
 
 from harness.paths import PROJECT_ROOT
 from tests.commands import harness
+from tests.loadtest.test_locustfile import locust, read_csv
 
 PLANTED_DIR = PROJECT_ROOT / "specs" / "segmentation" / "planted"
 
@@ -126,3 +127,11 @@ def test_the_served_postprocessing_refuses_a_nan_map_for_its_request_only(segmen
         infer(bad)
     good = infer(np.full((1, 1, 320, 320), 0.25, np.float32))
     assert good.as_numpy("MASK").shape == (1, 30, 40) and not good.as_numpy("MASK").any()
+
+
+def test_the_locust_user_asks_a_segmenter_for_its_mask_and_judges_it(segmentation_server, segmentation_photos, tmp_path):
+    run = locust("-u", 1, "-r", 1, "-t", "6s", "--host", segmentation_server.grpc_url, "--protocol", "grpc",
+                 "--ensemble", "segment_dali", "--images", segmentation_photos, "--csv", tmp_path / "run", timeout=180)
+    assert run.returncode == 0, run.stderr
+    [row] = [r for r in read_csv(tmp_path / "run_stats.csv") if r["Name"] == "segment_dali"]
+    assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0
