@@ -20,6 +20,16 @@ from tests.loadtest.test_locustfile import locust, read_csv
 PLANTED_DIR = PROJECT_ROOT / "specs" / "segmentation" / "planted"
 
 
+@pytest.fixture(scope="module")
+def diagnosed(segmentation_photos, tmp_path_factory):
+    """The photos diagnose reads (fewer than check: each hypothesis runs the reference model on
+    every one): a salient animal, and the dimmed photo (where max and 255 part)."""
+    folder = tmp_path_factory.mktemp("diagnosed")
+    for name in ("n01530575_brambling.JPEG", "dim_angora.jpg"):
+        (folder / name).write_bytes((segmentation_photos / name).read_bytes())
+    return folder
+
+
 def check(server, images, report, *args, protocol="grpc"):
     result = harness("check", images, "--task", "segmentation", "--url", server.url(protocol), "--protocol", protocol,
                      "--report", report, *args)
@@ -63,8 +73,8 @@ PLANTED = [
 
 
 @pytest.mark.parametrize("planted, stage, culprit", PLANTED, ids=[p[0] for p in PLANTED])
-def test_a_planted_cause_fails_at_its_stage_and_diagnose_names_it(segmentation_server, segmentation_photos, tmp_path,
-                                                                   planted, stage, culprit):
+def test_a_planted_cause_fails_at_its_stage_and_diagnose_names_it(segmentation_server, segmentation_photos, diagnosed,
+                                                                   tmp_path, planted, stage, culprit):
     spec = PLANTED_DIR / planted
     result, report = check(segmentation_server, segmentation_photos, tmp_path / "check", "--spec", spec)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -72,15 +82,15 @@ def test_a_planted_cause_fails_at_its_stage_and_diagnose_names_it(segmentation_s
     assert {s["name"]: s["verdict"] for s in report["stages"]}["postprocess"] == "diverged"
     if culprit is None:
         return
-    diagnosis = harness("diagnose", segmentation_photos, "--task", "segmentation", "--url",
-                        segmentation_server.grpc_url, "--spec", spec, "--report", tmp_path / "diagnose", timeout=900)
+    diagnosis = harness("diagnose", diagnosed, "--task", "segmentation", "--url", segmentation_server.grpc_url,
+                        "--spec", spec, "--report", tmp_path / "diagnose", timeout=900)
     found = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
     assert [c["culprit"] for c in found["causes"]] == [culprit], diagnosis.stdout + diagnosis.stderr
 
 
-def test_two_planted_causes_are_named_in_one_diagnosis(segmentation_server, segmentation_photos, tmp_path):
+def test_two_planted_causes_are_named_in_one_diagnosis(segmentation_server, diagnosed, tmp_path):
     spec = PLANTED_DIR / "linear+threshold_before.toml"
-    diagnosis = harness("diagnose", segmentation_photos, "--task", "segmentation", "--url", segmentation_server.grpc_url,
+    diagnosis = harness("diagnose", diagnosed, "--task", "segmentation", "--url", segmentation_server.grpc_url,
                         "--spec", spec, "--report", tmp_path, timeout=900)
     found = json.loads((tmp_path / "diagnosis.json").read_text())
     causes = [c["culprit"] for c in found["causes"]]
