@@ -456,7 +456,7 @@ def _result_mappings(mappings: list[TensorMapping], outputs, boxes, raw: str | N
         kind = f"{array.dtype} {list(array.shape)}"
         if boxes is not None and ens in boxes.names:
             mapping = dataclasses.replace(mapping, stage=Stage.POSTPROCESS, layout=None, compared=True, suggestion=None,
-                                          why=f"{kind}: the deployment's boxes ({boxes.describe()})")
+                                          why=f"{kind}: the deployment's result ({boxes.describe()})")
         elif ens == raw and mapping.stage is Stage.OUTPUT and not mapping.why.startswith("set by"):
             taker = post[0].model if post else "the step making the boxes"
             why = (f"{kind}: the raw output, answered by the ensemble" + ("" if boxes else ", boxes made of it here")

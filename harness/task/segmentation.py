@@ -169,7 +169,7 @@ class Segmentation(Task):
             return OutputChoice(choice, "map", why="named by --output")
         results = self.result_outputs(model)
         maps = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
-                and (results is None or t.name not in results.names) and len(t.shape) >= 2]
+                and (results is None or t.name not in results.names) and len(t.dims) >= 2]
         if len(maps) == 1:
             return OutputChoice(maps[0].name, "map", why="the one float map")
         return OutputChoice(None, why=f"model {model.name!r} answers no single map ([1, H, W] or [C, H, W]); outputs: "
@@ -187,7 +187,7 @@ class Segmentation(Task):
         results = self.result_outputs(model)
         if results:
             return f"it answers {results.describe()}"
-        named = [t for t in model.outputs if any(w in t.name.lower() for w in WORDS) and len(t.shape) >= 2]
+        named = [t for t in model.outputs if any(w in t.name.lower() for w in WORDS) and len(t.dims) >= 2]
         return f"its output {named[0].name} is named as a mask" if named else None
 
     def output_kind(self, name, probe):

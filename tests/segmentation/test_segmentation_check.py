@@ -145,3 +145,14 @@ def test_the_locust_user_asks_a_segmenter_for_its_mask_and_judges_it(segmentatio
     assert run.returncode == 0, run.stderr
     [row] = [r for r in read_csv(tmp_path / "run_stats.csv") if r["Name"] == "segment_dali"]
     assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0
+
+
+def test_the_ensemble_read_as_any_deployment_checks_alike(segmentation_server, segmentation_photos, tmp_path):
+    """``--model segment_dali``: discovered from the server (its map and its matte and mask by
+    name), replayed step by step, and checked like the repository's pipeline."""
+    result, report = check(segmentation_server, segmentation_photos, tmp_path, "--model", "segment_dali")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "result answered by segment_dali: a matte MATTE and a mask MASK" in result.stdout
+    stages = {s["name"]: s["verdict"] for s in report["stages"]}
+    assert stages["output"] in ("equal", "close") and stages["postprocess"] in ("equal", "close")
+    assert report["task_figures"]["mean_iou"] > 0.95
