@@ -71,3 +71,18 @@ def test_the_boundary_f_score_allows_two_pixels():
     a[10:40, 10:40] = True
     assert boundary_f(a, np.roll(a, 2, axis=1)) == 1.0
     assert boundary_f(a, np.roll(a, 6, axis=1)) < 0.7
+
+
+def test_two_class_logits_argmax_after_or_before_upsampling():
+    """An argmax head made from a real-looking map: logits [2, H, W] = (0, logit(p)). After
+    upsampling it is the saliency's mask at 0.5 (bilinear on the logits); before, the class
+    mask upsampled by nearest."""
+    rng = np.random.default_rng(5)
+    p = np.clip(rng.random((32, 32)).astype(np.float32), 0.01, 0.99)
+    logits = np.stack([np.zeros_like(p), np.log(p / (1 - p))])
+    after = SegmentationPostprocess({"name": "argmax"})({"o": logits}, (64, 64))
+    before = SegmentationPostprocess({"name": "argmax", "threshold_after_upsampling": False})({"o": logits}, (64, 64))
+    assert after.shape == before.shape == (2, 64, 64)
+    assert set(np.unique(after[1])) <= {0.0, 1.0} and after[0].min() >= 0.5  # the winner's probability
+    np.testing.assert_array_equal(before[1][::2, ::2], (p > 0.5).astype(np.float32))
+    assert compare_masks(after, before, 0.1)[1]["flipped"] > 0  # where they part: the planted culprit's effect
