@@ -64,8 +64,8 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "triton", "preflight", "locust-master",
-                                       "locust-worker", "sweep", "layers", "watch"}
+    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "segmenter-engine-builder", "triton",
+                                       "preflight", "locust-master", "locust-worker", "sweep", "layers", "watch"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
@@ -156,7 +156,8 @@ def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
     for name in loaded:
         assert name in models and load_config(source / name / "config.pbtxt").name == name
     # Everything the ensembles run is loaded with them.
-    for ensemble in ("classify_dali", "classify_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps"):
+    for ensemble in ("classify_dali", "classify_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps",
+                     "segment_dali", "segment_opencv", "segment_preprocess_dali_taps"):
         assert ensemble in loaded
         assert {s.model_name for s in models[ensemble].ensemble_scheduling.step} <= set(loaded)
 
@@ -344,6 +345,26 @@ def test_the_detectors_engine_lands_where_triton_and_preflight_load_the_detector
     # preflight checks what compose serves: the detector's models, engine and boxes too
     entrypoint = config["services"]["preflight"]["entrypoint"]
     assert entrypoint[entrypoint.index("--task") + 1] == "detection"
+
+
+def test_the_segmenters_engine_lands_where_triton_and_preflight_load_the_segmenter(config, tmp_path):
+    builder, triton = config["services"]["segmenter-engine-builder"], config["services"]["triton"]
+    command = builder["command"]
+    assert command[:2] == config["services"]["engine-builder"]["command"][:2]  # the same script, the same image
+    assert command[command.index("--model") + 1] == "segmenter"
+    [built] = [v for v in builder["volumes"] if v["type"] == "volume"]
+    for service in (triton, config["services"]["preflight"]):
+        [served] = [v for v in service["volumes"] if v["type"] == "volume" and v["target"] == "/models/segmenter/1"]
+        assert served["source"] == built["source"] == "segmenter-engine" and served.get("read_only") is True
+    assert load_config(ROOT / "model_repository" / "segmenter" / "config.pbtxt").platform == "tensorrt_plan"
+    # after the detector's build, before Triton serves
+    assert builder["depends_on"]["detector-engine-builder"]["condition"] == "service_completed_successfully"
+    assert triton["depends_on"]["segmenter-engine-builder"]["condition"] == "service_completed_successfully"
+    # its profile: the config's fixed 320x320 input, batch 1 to max_batch_size
+    run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--model", "segmenter", "--out", tmp_path,
+                       env={"OPT_BATCH": "1"})
+    assert run.returncode == 0, run.stderr
+    assert "--minShapes=input.1:1x3x320x320" in run.stdout and "--maxShapes=input.1:8x3x320x320" in run.stdout
 
 
 def detector_shapes(repository: Path, opt_batch: int) -> set[str]:

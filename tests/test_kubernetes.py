@@ -208,7 +208,7 @@ def test_the_engine_is_built_where_triton_waits_for_it_on_the_same_gpus(producti
 def test_the_detectors_engine_is_built_before_the_classifiers_and_triton_waits_for_both(production):
     job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
     build, detector = container(job, "build"), container(job, "build-detector")
-    assert [c["name"] for c in pod(job)["initContainers"]] == ["copy-repository", "build-detector"]
+    assert [c["name"] for c in pod(job)["initContainers"]] == ["copy-repository", "build-detector", "build-segmenter"]
     assert detector["image"] == build["image"] == MANIFEST.tensorrt.image
     assert detector["command"][:2] == build["command"][:2]  # the same script
     assert detector["command"][detector["command"].index("--model") + 1] == "detector"
@@ -223,6 +223,19 @@ def test_the_detectors_engine_is_built_before_the_classifiers_and_triton_waits_f
     assert "/opt/project/harness/spec.py" in copy and "/opt/project/harness/files.py" in copy
     wait = container(triton, "wait-for-engine")["command"][-1]
     assert "/models/detector/1/model.plan.stamp.json" in wait and "/models/classifier/1/model.plan.stamp.json" in wait
+
+
+def test_the_segmenters_engine_is_built_as_compose_builds_it_and_triton_waits_for_it(production):
+    job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
+    build, segmenter = container(job, "build"), container(job, "build-segmenter")
+    assert segmenter["image"] == build["image"] == MANIFEST.tensorrt.image
+    assert segmenter["command"][segmenter["command"].index("--model") + 1] == "segmenter"
+    repository = Path(segmenter["command"][segmenter["command"].index("--repository") + 1])
+    assert Path(segmenter["command"][segmenter["command"].index("--out") + 1]) == repository / "segmenter" / "1"
+    defaults = {k: re.fullmatch(r"\$\{\w+:-(.*)\}", v).group(1)
+                for k, v in compose_triton()["segmenter-engine-builder"]["environment"].items()}
+    assert {e["name"]: e["value"] for e in segmenter["env"]} == defaults
+    assert "/models/segmenter/1/model.plan.stamp.json" in container(triton, "wait-for-engine")["command"][-1]
 
 
 def copied_paths(command: str) -> list[str]:
