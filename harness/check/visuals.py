@@ -42,10 +42,37 @@ def boxes_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
     return {"boxes": drawn}
 
 
+def masks_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
+    """A segmenter's result ([2, H, W]: matte and mask at the photo's size): both masks' contours
+    drawn on the decoded photo, the flipped pixels marked (:mod:`harness.segmentation.draw`)."""
+    import cv2
+
+    from harness.segmentation.draw import draw_masks
+
+    ref, dep, photo = t.reference.get(Stage.POSTPROCESS), t.deployed.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)
+    if ref is None or dep is None or photo is None or ref.shape != dep.shape:
+        return None
+    drawn = draw_masks(np.asarray(photo, np.uint8), ref[1], dep[1])
+    scale = BOXES_SIDE / max(drawn.shape[:2])
+    if scale < 1:
+        drawn = cv2.resize(drawn, (round(drawn.shape[1] * scale), round(drawn.shape[0] * scale)),
+                           interpolation=cv2.INTER_AREA)
+    return {"masks": drawn}
+
+
+def _is_mask(result, photo) -> bool:
+    """A segmenter's result: [2, H, W] at the decoded photo's size (a detector's is [N, ...] boxes)."""
+    return (result is not None and photo is not None and np.ndim(result) == 3 and np.shape(result)[0] == 2
+            and tuple(np.shape(result)[1:]) == tuple(np.shape(photo)[:2]))
+
+
 def visual_arrays(stage: Stage, t: ImageTensors) -> dict[str, np.ndarray] | None:
     """Small arrays to draw for one stage: a |difference| heat map, for the crop stage the
-    two crops side by side, for a detector's result the boxes drawn on the photo."""
-    if stage is Stage.POSTPROCESS:  # in the tensors only where the task makes boxes
+    two crops side by side, for a detector's result the boxes drawn on the photo, for a
+    segmenter's both masks' contours."""
+    if stage is Stage.POSTPROCESS:  # in the tensors only where the task makes boxes or masks
+        if _is_mask(t.reference.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)):
+            return masks_visual(t)
         return boxes_visual(t)
     ref, dep = t.reference.get(stage), t.deployed.get(stage)
     if ref is None or dep is None or ref.shape != dep.shape or stage not in (*IMAGE_STAGES, Stage.INPUT):

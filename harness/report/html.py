@@ -121,6 +121,9 @@ def _visuals(stage: Stage, visuals) -> list[str]:
             figures.append(_side_by_side(arrays["reference"], arrays["deployed"], image))
         elif "boxes" in arrays:
             figures.append(_boxes(arrays["boxes"], f"{image}: reference (blue) and deployed (orange) boxes"))
+        elif "masks" in arrays:
+            figures.append(_boxes(arrays["masks"], f"{image}: reference (blue) and deployed (orange) mask contours, "
+                                                   "flipped pixels (purple)"))
         elif "diff" in arrays:
             figures.append(_heatmap(arrays["diff"], f"{image}: |difference|"))
     return figures

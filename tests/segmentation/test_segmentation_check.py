@@ -30,9 +30,9 @@ def diagnosed(segmentation_photos, tmp_path_factory):
     return folder
 
 
-def check(server, images, report, *args, protocol="grpc"):
+def check(server, images, report, *args, protocol="grpc", html=False):
     result = harness("check", images, "--task", "segmentation", "--url", server.url(protocol), "--protocol", protocol,
-                     "--report", report, *args)
+                     "--report", report, *args, html=html)
     return result, (json.loads((report / "report.json").read_text()) if (report / "report.json").exists() else None)
 
 
@@ -76,10 +76,14 @@ PLANTED = [
 def test_a_planted_cause_fails_at_its_stage_and_diagnose_names_it(segmentation_server, segmentation_photos, diagnosed,
                                                                    tmp_path, planted, stage, culprit):
     spec = PLANTED_DIR / planted
-    result, report = check(segmentation_server, segmentation_photos, tmp_path / "check", "--spec", spec)
+    drawn = planted == "linear.toml"  # one report.html: the worst photos with both masks' contours
+    result, report = check(segmentation_server, segmentation_photos, tmp_path / "check", "--spec", spec, html=drawn)
     assert result.returncode == 1, result.stdout + result.stderr
     assert report["first_divergent_stage"] == stage
     assert {s["name"]: s["verdict"] for s in report["stages"]}["postprocess"] == "diverged"
+    if drawn:
+        page = (tmp_path / "check" / "report.html").read_text()
+        assert page.count("mask contours, flipped pixels (purple)") >= 1 and "data:image/png;base64," in page
     if culprit is None:
         return
     diagnosis = harness("diagnose", diagnosed, "--task", "segmentation", "--url", segmentation_server.grpc_url,
