@@ -47,11 +47,12 @@ SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "imag
 TARGET = 1.3
 
 
-def parts(session: Session, client: TritonClient, files: list[Path]) -> dict[str, float]:
-    """Seconds of each part over every photo, one image at a time (what the check needs of each)."""
-    task = session.deployment(client, "dali", task="detection").configure_task(session.spec)
-    recipe, model = session.recipe(), session.reference_model(threads=1, task="detection")
-    m = get_task("detection").repository
+def parts(session: Session, client: TritonClient, files: list[Path], task_name: str = "detection") -> dict[str, float]:
+    """Seconds of each part over every photo, one image at a time (what the check needs of each),
+    for a task whose server postprocesses (``results``: the detector's, the segmenter's)."""
+    task = session.deployment(client, "dali", task=task_name).configure_task(session.spec)
+    recipe, model = session.recipe(), session.reference_model(threads=1, task=task_name)
+    m = get_task(task_name).repository
     seconds = dict.fromkeys(("server answers", "reference pipeline", "reference model"), 0.0)
     for path in files:
         data = path.read_bytes()

@@ -30,49 +30,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+from detection_cost import parts  # noqa: E402  (this folder: the same parts, another task)
 
 from harness.check.job import CheckOptions, run  # noqa: E402
-from harness.client import IMAGE, TritonClient  # noqa: E402
-from harness.packing import pack_images  # noqa: E402
+from harness.client import TritonClient  # noqa: E402
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY, PROJECT_ROOT  # noqa: E402
-from harness.preprocessing import TAP_TENSORS  # noqa: E402
 from harness.session import Session, embedded_server  # noqa: E402
-from harness.stage import GEOMETRY_TENSOR, Stage  # noqa: E402
 from harness.target import Target  # noqa: E402
-from harness.task import get_task  # noqa: E402
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
 SPEC = DEFAULT_REPOSITORY / "segmentation.toml"
 PLANTED = PROJECT_ROOT / "specs" / "segmentation" / "planted"
 TARGET = 1.3
 TASK = "segmentation"
-
-
-def parts(session: Session, client: TritonClient, files: list[Path]) -> dict[str, float]:
-    """Seconds of each part over every photo, one image at a time (what the check needs of each)."""
-    task = get_task(TASK).configure(session.spec)
-    recipe, model = session.recipe(), session.reference_model(threads=1, task=TASK)
-    m = task.repository
-    seconds = dict.fromkeys(("server answers", "reference pipeline", "reference model"), 0.0)
-    for path in files:
-        data = path.read_bytes()
-        start = time.perf_counter()
-        stages = recipe(data)
-        middle = time.perf_counter()
-        stages[Stage.OUTPUT] = model.logits(stages[Stage.INPUT][None])[0]
-        stages.update(task.derive_reference(stages))
-        done = time.perf_counter()
-        client.infer(m.taps("dali"), {IMAGE: pack_images([data])}, list(TAP_TENSORS.values()))
-        client.infer(m.ensemble("dali"), {IMAGE: pack_images([data])}, [m.ensemble_output, *m.results, GEOMETRY_TENSOR])
-        client.infer(m.model, {m.model_input: np.ascontiguousarray(stages[Stage.INPUT][None])}, [m.model_output])
-        client.infer(m.postprocess_model, {m.ensemble_output: stages[Stage.OUTPUT][None],
-                                           GEOMETRY_TENSOR: stages[GEOMETRY_TENSOR][None]}, list(m.results))
-        answered = time.perf_counter()
-        seconds["reference pipeline"] += middle - start
-        seconds["reference model"] += done - middle
-        seconds["server answers"] += answered - done
-    return seconds
 
 
 def check(session: Session, images: Path, report: Path):
@@ -105,7 +75,7 @@ def main() -> None:
             for round_ in range(args.rounds):
                 for k, name in enumerate(list(runs)[round_ % 2:] + list(runs)[:round_ % 2]):
                     if name == "parts":
-                        split.append(parts(session, client, files))
+                        split.append(parts(session, client, files, TASK))
                         runs[name].append(sum(split[-1].values()))
                     else:
                         runs[name].append(check(session, images, tmp / f"check-{round_}-{k}")[0])

@@ -226,6 +226,20 @@ class Task:
         ``OutputChoice(None, why=...)`` (a sentence naming the model) when none fits."""
         raise NotImplementedError
 
+    def named_output(self, model, choice: str, kind: str) -> OutputChoice:
+        """The output ``choice`` (the user's ``--output``) of ``model`` as holding ``kind``, or why
+        there is none of that name."""
+        if not any(t.name == choice for t in model.outputs):
+            return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; outputs: "
+                                          f"{', '.join(t.describe() for t in model.outputs)}")
+        return OutputChoice(choice, kind, why="named by --output")
+
+    def _setup(self):
+        """The task's configuration (:meth:`configure`'s), refused while there is none."""
+        if getattr(self, "setup", None) is None:
+            raise RuntimeError(f"the {self.name} task was not configured with a spec (Task.configure)")
+        return self.setup
+
     def signs(self, tensor, labelled: bool) -> str | None:
         """Why one output (a ``TensorInfo``; ``labelled``: it has a label file) looks like this
         task's (None: no sign of it)."""

@@ -237,21 +237,12 @@ class Detection(Task):
             spec.preprocess.resize, describe=_describe(spec.reference.postprocess, postprocess),
             reference_table=None if user else spec.reference.postprocess, deployed_table=spec.postprocess))
 
-    def _setup(self) -> DetectionSetup:
-        if self.setup is None:
-            raise RuntimeError("the detection task was not configured with a spec (Task.configure)")
-        return self.setup
-
     # -- discovery ------------------------------------------------------------------------------
     def choose_output(self, model, choice):
         from harness.detection.outputs import find_box_outputs
 
         if choice is not None:
-            named = [t for t in model.outputs if t.name == choice]
-            if not named:
-                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; outputs: "
-                                              f"{', '.join(t.describe() for t in model.outputs)}")
-            return OutputChoice(choice, "raw output", why="named by --output")
+            return self.named_output(model, choice, "raw output")
         boxes = find_box_outputs(model.outputs)
         raw = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
                and (boxes is None or t.name not in boxes.names)]

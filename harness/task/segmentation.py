@@ -154,19 +154,10 @@ class Segmentation(Task):
             SegmentationPostprocess(table), SegmentationPostprocess(deployed) if is_segmentation(deployed) else None,
             table, deployed))
 
-    def _setup(self) -> SegmentationSetup:
-        if self.setup is None:
-            raise RuntimeError("the segmentation task was not configured with a spec (Task.configure)")
-        return self.setup
-
     # -- discovery ------------------------------------------------------------------------------
     def choose_output(self, model, choice):
         if choice is not None:
-            named = [t for t in model.outputs if t.name == choice]
-            if not named:
-                return OutputChoice(None, why=f"model {model.name!r} has no output {choice!r}; outputs: "
-                                              f"{', '.join(t.describe() for t in model.outputs)}")
-            return OutputChoice(choice, "map", why="named by --output")
+            return self.named_output(model, choice, "map")
         results = self.result_outputs(model)
         maps = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
                 and (results is None or t.name not in results.names) and len(t.dims) >= 2]
