@@ -83,6 +83,7 @@ data/photos.sources.json: $(VENV)/.installed
 # What the cpu profile serves for the known-answer photos: `harness preflight` on a GPU
 # host compares the deployed server with it (docker compose run --rm preflight).
 $(KNOWN_ANSWERS): $(STUB) model_repository/classifier/model.onnx model_repository/detector/model.onnx \
+		model_repository/segmenter/model.onnx model_repository/segmentation.toml \
 		data/photos.sources.json model_repository/preprocessing.toml model_repository/detection.toml \
 		$(wildcard model_repository/*/config.pbtxt)
 	$(HARNESS) preflight --record --photos data/photos

@@ -385,6 +385,43 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     return rows
 
 
+def segmentation_rows(client: TritonClient, known: KnownAnswers) -> list[Row]:
+    """Both segmentation ensembles' matte and mask of the recorded photos against ``known`` by
+    :func:`harness.segmentation.compare.compare_masks` (the segmentation task's rule and
+    default margin: a mask changed beyond the close rule, other than near the threshold, fails),
+    and the geometry each applied (the source size): equal."""
+    from harness.preflight.known_answers import segment
+    from harness.segmentation.compare import compare_masks
+    from harness.task.segmentation import NEAR_THRESHOLD
+
+    if not known.segmentations:
+        return [Row("segmentation known answers", FAIL, record=known.profile,
+                    detail=f"none in the {known.profile} record: record them again from a server with the segmenter "
+                           "(make setup: harness preflight --record --photos data/photos)")]
+    rows = []
+    for pipeline in PIPELINES:
+        worst, problems = Verdict.EQUAL, []
+        for photo, data in known.segmentation_images.items():
+            want = known.segmentations[photo][pipeline]
+            try:
+                got = segment(client, data, pipeline)
+            except InferenceError as exc:
+                worst, problems = Verdict.DIVERGED, [*problems, f"{photo}: {exc}"]
+                continue
+            if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
+                worst = Verdict.DIVERGED
+                problems.append(f"{photo}: geometry {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
+                continue
+            verdict, m = compare_masks(np.stack([want["MATTE"], want["MASK"]]).astype(np.float32),
+                                       np.stack([got["MATTE"], got["MASK"]]).astype(np.float32), NEAR_THRESHOLD)
+            worst = max(worst, verdict, key=lambda v: v.rank)
+            problems.append(f"{photo}: IoU {m.get('iou', 0):.4f}, {m.get('flipped', 0)} pixels flipped"
+                            + (f" ({m['problem']})" if m.get("problem") else ""))
+        rows.append(Row(f"segmentation {pipeline}: masks", FAIL if worst is Verdict.DIVERGED else PASS,
+                        "equal, close or tie (compare_masks)", worst.value, "; ".join(problems), known.profile))
+    return rows
+
+
 def isolation_row(client_factory, photos: list[bytes], clients: int = 8, rounds: int = 6) -> Row:
     """A bad image among concurrent good ones fails only its own request (classify_dali).
 
@@ -483,12 +520,13 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
         drift = tolerances_for(spec.preprocess, drift=True)
         rows += known_answer_rows(client, known, tolerances, drift, profile, own)
-        from harness.preflight.known_answers import box_models
+        from harness.preflight.known_answers import box_models, mask_models
 
-        # the repository's own box postprocessing: its boxes against the record (a segmenter's masks
-        # are not recorded yet: issue 38)
+        # the repository's own postprocessing: its boxes, or its masks, against the record
         if repository_models(task).results and repository_models(task) == box_models():
             rows += detection_rows(client, known, Path(repository or "model_repository"), own)
+        elif repository_models(task).results and repository_models(task) == mask_models():
+            rows += segmentation_rows(client, known)
         rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows
 

@@ -226,7 +226,7 @@ def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
     the detection photos) from the server into the record of its ``profile``; the detection
     answers only where the server serves the detector."""
     from harness.manifest import decode_stack_versions
-    from harness.preflight.known_answers import record, record_dir, serves_detection
+    from harness.preflight.known_answers import record, record_dir, serves_detection, serves_segmentation
     from harness.preprocessing.dali_graph import production_arguments
 
     images, detection_images = photos_to_record(options) if images is None else images
@@ -234,13 +234,27 @@ def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
     versions = decode_stack_versions() if options.in_server_env or profile == "cpu" else {}
     if not serves_detection(client):
         detection_images = {}
+    segmentation_images = segmentation_photos_to_record(options) if serves_segmentation(client) else {}
     try:
         path = record(client, images, out, production_arguments(options.repository), profile, versions,
-                      detection_images)
+                      detection_images, segmentation_images)
     except OSError as exc:
         raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
                          "(in compose, build/preflight must be mounted writable to record)") from None
     return PreflightResult(manifest, profile, recorded=path, photos=len(images))
+
+
+def segmentation_photos_to_record(options: PreflightOptions) -> dict[str, bytes]:
+    """The segmentation photos ``--record`` sends, as :func:`photos_to_record` finds its own
+    (none where the cpu record has none: a GPU host records what the cpu record can hold it to)."""
+    from harness.preflight import known_answers
+
+    if options.photos is not None:
+        return known_answers.read_photos(options.photos, known_answers.SEGMENTATION_PHOTOS)
+    try:
+        return known_answers.load(options.known_answers).segmentation_images
+    except FileNotFoundError:
+        return {}
 
 
 def photos_to_record(options: PreflightOptions) -> tuple[dict[str, bytes], dict[str, bytes]]:

@@ -14,7 +14,9 @@ decoder rule (:mod:`harness.compare.tolerance`).
 Where the server serves the text detector (``detect_dali``, ``detect_opencv``), the record
 also keeps, for each photo of :data:`DETECTION_PHOTOS`, the boxes, scores and geometry both
 detection ensembles answer; ``harness preflight --task detection`` compares a server's with
-them by :func:`harness.detection.compare.compare_detections`.
+them by :func:`harness.detection.compare.compare_detections`. Where it serves the segmenter
+(``segment_*``), likewise the matte, mask and geometry of :data:`SEGMENTATION_PHOTOS`, which
+``harness preflight --task segmentation`` compares by :func:`harness.segmentation.compare.compare_masks`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ DETECTION_OUTPUTS = ("BOXES", "SCORES", "GEOMETRY")
 """What the record keeps of a detection ensemble's answer (the map is megabytes a photo)."""
 _DETECT = "detect:"
 """Prefix of the detection answers' keys in the record's arrays."""
+SEGMENTATION_PHOTOS = ("squirrel_cls.jpg", "grace_hopper.jpg")
+"""Known-answer photos with a salient subject (data/photos): the squirrel, the portrait."""
+SEGMENTATION_OUTPUTS = ("MATTE", "MASK", "GEOMETRY")
+"""What the record keeps of a segmentation ensemble's answer."""
+_SEGMENT = "segment:"
+"""Prefix of the segmentation answers' keys in the record's arrays."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,11 @@ class KnownAnswers:
     detections: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
     """``detections[photo][pipeline][output]`` (:data:`DETECTION_OUTPUTS`) of ``detect_<pipeline>``;
     empty in a record of a server without the detector (or made before it was served)."""
+    segmentation_images: dict[str, bytes] = field(default_factory=dict)
+    """The photos of the segmentation answers, by name (:data:`SEGMENTATION_PHOTOS`)."""
+    segmentations: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
+    """``segmentations[photo][pipeline][output]`` (:data:`SEGMENTATION_OUTPUTS`) of ``segment_<pipeline>``;
+    empty in a record of a server without the segmenter."""
 
     @property
     def source(self) -> str:
@@ -108,9 +121,26 @@ def serves_detection(client: TritonClient) -> bool:
     return models is not None and all(client.is_ready(models.ensemble(p)) for p in PIPELINES)
 
 
+def mask_models():
+    """This repository's segmentation models (``segment_*``)."""
+    return TASKS["segmentation"].repository
+
+
+def segment(client: TritonClient, data: bytes, pipeline: str) -> dict[str, np.ndarray]:
+    """One photo's :data:`SEGMENTATION_OUTPUTS` from ``segment_<pipeline>``, batch axis removed."""
+    out = client.infer(mask_models().ensemble(pipeline), {IMAGE: pack_images([data])}, list(SEGMENTATION_OUTPUTS))
+    return {name: value[0] for name, value in out.items()}
+
+
+def serves_segmentation(client: TritonClient) -> bool:
+    """Whether the server has both segmentation ensembles ready."""
+    return all(client.is_ready(mask_models().ensemble(p)) for p in PIPELINES)
+
+
 def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_arguments: dict[str, list[str]],
            profile: str = "cpu", versions: dict[str, str | None] | None = None,
-           detection_images: dict[str, bytes] | None = None) -> Path:
+           detection_images: dict[str, bytes] | None = None,
+           segmentation_images: dict[str, bytes] | None = None) -> Path:
     """Read the known answers of ``images`` (name -> file bytes) from a running server of
     ``profile`` into ``out``; ``versions`` (e.g. the decode stack this process loaded) are
     kept with them; ``detection_images``: photos whose boxes both detection ensembles answer."""
@@ -126,12 +156,17 @@ def record(client: TritonClient, images: dict[str, bytes], out: Path, pipeline_a
         for pipeline in PIPELINES:
             for output, tensor in detect(client, data, pipeline).items():
                 arrays[f"{_DETECT}{name}/{pipeline}/{output}"] = tensor
+    for name, data in (segmentation_images or {}).items():
+        arrays[f"{_SEGMENT}{name}/image"] = np.frombuffer(data, np.uint8)
+        for pipeline in PIPELINES:
+            for output, tensor in segment(client, data, pipeline).items():
+                arrays[f"{_SEGMENT}{name}/{pipeline}/{output}"] = tensor
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / ARRAYS, **arrays)
     server = client.server_metadata().get("version", "")
     meta = {"photos": names, "server": server, "pipeline_arguments": pipeline_arguments, "profile": profile,
             "versions": {"server": server, **{k: v for k, v in (versions or {}).items() if v}},
-            "detection_photos": list(detection_images or {})}
+            "detection_photos": list(detection_images or {}), "segmentation_photos": list(segmentation_images or {})}
     write_atomic(out / META, strict_json(meta, indent=2) + "\n")  # written last: marks the record complete
     return out / META
 
@@ -154,5 +189,11 @@ def load(directory: Path) -> KnownAnswers:
         detection_images[photo] = arrays[f"{_DETECT}{photo}/image"].tobytes()
         detections[photo] = {pipeline: {name: arrays[f"{_DETECT}{photo}/{pipeline}/{name}"] for name in DETECTION_OUTPUTS}
                              for pipeline in PIPELINES}
+    segmentation_images, segmentations = {}, {}
+    for photo in meta.get("segmentation_photos", []):
+        segmentation_images[photo] = arrays[f"{_SEGMENT}{photo}/image"].tobytes()
+        segmentations[photo] = {pipeline: {name: arrays[f"{_SEGMENT}{photo}/{pipeline}/{name}"]
+                                           for name in SEGMENTATION_OUTPUTS} for pipeline in PIPELINES}
     return KnownAnswers(images, stages, meta.get("server", ""), meta.get("pipeline_arguments", {}),
-                        meta.get("profile", "cpu"), meta.get("versions", {}), detection_images, detections)
+                        meta.get("profile", "cpu"), meta.get("versions", {}), detection_images, detections,
+                        segmentation_images, segmentations)

@@ -160,3 +160,27 @@ def test_the_ensemble_read_as_any_deployment_checks_alike(segmentation_server, s
     stages = {s["name"]: s["verdict"] for s in report["stages"]}
     assert stages["output"] in ("equal", "close") and stages["postprocess"] in ("equal", "close")
     assert report["task_figures"]["mean_iou"] > 0.95
+
+
+def test_preflight_records_the_masks_and_holds_the_server_to_them(segmentation_server, photos_dir, tmp_path):
+    """The known answers keep both ensembles' matte, mask and geometry of the segmentation photos;
+    ``preflight --task segmentation`` compares a server's with them by the task's rule: the same
+    server passes, a record whose mask was changed fails naming the photo."""
+    import numpy as np
+
+    from harness.client import TritonClient
+    from harness.preflight import FAIL, PASS, segmentation_rows
+    from harness.preflight.known_answers import SEGMENTATION_PHOTOS, load, read_photos, record, serves_segmentation
+
+    with TritonClient(segmentation_server.grpc_url, "grpc") as client:
+        assert serves_segmentation(client)
+        record(client, {}, tmp_path, {}, segmentation_images=read_photos(photos_dir, SEGMENTATION_PHOTOS))
+        known = load(tmp_path)
+        assert set(known.segmentations) == set(SEGMENTATION_PHOTOS)
+        rows = segmentation_rows(client, known)
+        assert [r.status for r in rows] == [PASS, PASS], rows
+        photo = SEGMENTATION_PHOTOS[0]
+        mask = known.segmentations[photo]["dali"]["MASK"]
+        known.segmentations[photo]["dali"]["MASK"] = np.ones_like(mask) - mask  # every pixel flipped
+        rows = segmentation_rows(client, known)
+    assert [r.status for r in rows] == [FAIL, PASS] and photo in rows[0].detail
