@@ -18,7 +18,7 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 KNOWN_ANSWERS := build/preflight/known_answers.json
 
 setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx model_repository/embedder/model.onnx \
-		model_repository/detector/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
+		model_repository/detector/model.onnx model_repository/recognizer/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
 
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
@@ -63,9 +63,10 @@ $(STUB): $(VENV)/.installed
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(TRITON_HOME) $(TRITON_WHEEL)
 	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
 
-# One export writes all three: the classifier, its pooled features (the embedder), and the
-# text detector (rapidocr's ONNX copied with its licence notice).
-model_repository/classifier/model.onnx model_repository/embedder/model.onnx model_repository/detector/model.onnx &: \
+# One export writes all four: the classifier, its pooled features (the embedder), the text
+# detector and the text recognizer (rapidocr's ONNX copied with their licence notice).
+model_repository/classifier/model.onnx model_repository/embedder/model.onnx model_repository/detector/model.onnx \
+		model_repository/recognizer/model.onnx &: \
 		$(VENV)/.installed
 	$(HARNESS) model export
 

@@ -122,7 +122,7 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args, groups: Groups) -> int:
-    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, export_default, export_embedder
+    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, RECOGNIZER_DIR, export_default, export_embedder
 
     paths = groups.parse(args).repository
     session, repository = make_session(paths), paths.repository
@@ -139,6 +139,12 @@ def run_model_export(args, groups: Groups) -> int:
             detector = _install_detector(repository / DETECTOR_DIR)
             console.print(f"installed PP-OCRv6's text detector (the detection task's model) as {detector}, with its "
                           "licence notice (MODEL_LICENSES.md, LICENSE)")
+        if (repository / RECOGNIZER_DIR).is_dir():  # the OCR task's recognizer, the same way
+            from harness.ocr.recognizer import install_model
+
+            recognizer = install_model(repository / RECOGNIZER_DIR)
+            console.print(f"installed PP-OCRv6's text recognizer (the OCR task's model) as {recognizer}, with its "
+                          "licence notice and its dictionary (dictionary.txt)")
     if args.fp16:
         _export_fp16(session, path, args.out, args.calibration)
     return 0
