@@ -1,0 +1,79 @@
+"""`harness check --task ocr` against this repository's OCR pipeline, served for real (ocr_dali,
+ocr_opencv: Python-backend BLS over the detection ensembles and the recognizer, cpu profile),
+on words rendered onto real photos.
+
+The server serves ``specs/ocr/small.toml`` (the detector at a CI-sized input); the planted specs
+of ``specs/ocr/planted/`` change only what training did (``[reference.recognition]``), so one
+server serves them all, and each must fail at its own word stage.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from harness.paths import PROJECT_ROOT
+from harness.repository import build_cpu_profile
+from harness.server import TritonServer, free_port
+from tests.commands import harness
+
+pytestmark = pytest.mark.server
+
+SPECS = PROJECT_ROOT / "specs"
+SMALL = SPECS / "ocr" / "small.toml"
+MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "recognizer"]
+"""What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
+
+
+@pytest.fixture(scope="module")
+def ocr_server(repository, tmp_path_factory):
+    profile = build_cpu_profile(repository, tmp_path_factory.mktemp("ocr") / "repository",
+                                {"detection.toml": SPECS / "detection" / "small.toml", "ocr.toml": SMALL})
+    triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), models=MODELS)
+    with triton:
+        yield triton
+    assert not triton.is_running(), "tritonserver did not exit"
+
+
+def check(server, images, report, *args, protocol="grpc"):
+    result = harness("check", images, "--task", "ocr", "--url", server.url(protocol), "--protocol", protocol,
+                     "--report", report, *args)
+    return result, json.loads((report / "report.json").read_text())
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_aligned_pipeline_reads_every_word_alike(ocr_server, words, tmp_path, protocol):
+    result, report = check(ocr_server, words, tmp_path, "--spec", SMALL, protocol=protocol)
+    assert result.returncode == 0, result.stdout + result.stderr
+    f = report["task_figures"]
+    assert f["matched"] == f["reference_boxes"] == f["deployed_boxes"] >= 10
+    assert f["words_matched"] == f["words_exact"] == f["matched"] and f["cer"] == 0.0
+    assert not f["word_culprits"] and not report["events"]
+    # the vertical words of the turned photo are found and read alike too (turned upright by the rotation rule)
+    rows = {row["image"]: row for row in csv.DictReader((tmp_path / "per_image.csv").open())}
+    assert int(rows["0009_turned.jpg"]["words_exact"]) >= 2
+    assert "read alike" in (tmp_path / "report.md").read_text()
+
+
+def test_the_opencv_twin_reads_alike(ocr_server, words, tmp_path):
+    result, report = check(ocr_server, words, tmp_path, "--spec", SMALL, "--pipeline", "opencv", "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report["task_figures"]["words_exact"] == report["task_figures"]["words_matched"] >= 10
+
+
+@pytest.mark.parametrize("plant, stage", [
+    ("imagenet_normalization", "input"), ("width_cap", "input"), ("channel_order", "input"),
+    ("axis_aligned", "crop"), ("no_rotation", "crop"), ("blank_offset", "text")])
+def test_a_planted_cause_fails_at_its_word_stage(ocr_server, words, tmp_path, plant, stage):
+    result, report = check(ocr_server, words, tmp_path, "--spec", SPECS / "ocr" / "planted" / f"{plant}.toml")
+    assert result.returncode == 1, result.stdout + result.stderr
+    f = report["task_figures"]
+    assert set(f["word_culprits"]) == {stage}, f["word_culprits"]
+    # the detection stages are untouched by a recognition plant: the boxes all match
+    assert f["matched"] == f["reference_boxes"] == f["deployed_boxes"]
+    stages = {s["name"]: s["verdict"] for s in report["stages"]}
+    assert stages["postprocess"] == "diverged" and stages["output"] in ("equal", "close")
+    if plant == "no_rotation":  # only the turned photo's upright words are cut differently
+        assert {e["image"] for e in report["events"]} == {"0009_turned.jpg"}
