@@ -32,8 +32,9 @@ def pack_ragged(arrays: list[np.ndarray], least: tuple[int, ...], dtype) -> tupl
 
 def unpack_ragged(padded: np.ndarray, shapes: np.ndarray) -> list[np.ndarray]:
     """The arrays :func:`pack_ragged` packed (ValueError when a shape does not fit the padded array)."""
-    padded, shapes = np.asarray(padded), np.asarray(shapes).reshape(len(np.asarray(shapes)), -1)
-    if len(shapes) != len(padded) and not (len(shapes) == 0 and padded.size == 0):
+    padded = np.asarray(padded)
+    shapes = np.asarray(shapes).reshape(-1, max(padded.ndim - 1, 1))
+    if len(shapes) != len(padded):
         raise ValueError(f"{len(shapes)} word shapes for {len(padded)} words")
     out = []
     for i, shape in enumerate(shapes):

@@ -77,3 +77,13 @@ def test_a_planted_cause_fails_at_its_word_stage(ocr_server, words, tmp_path, pl
     assert stages["postprocess"] == "diverged" and stages["output"] in ("equal", "close")
     if plant == "no_rotation":  # only the turned photo's upright words are cut differently
         assert {e["image"] for e in report["events"]} == {"0009_turned.jpg"}
+
+
+def test_no_text_one_character_and_a_long_line_agree(ocr_server, odd_words, tmp_path):
+    """No words on either side is agreement; a word of one character and a long line are read alike."""
+    result, report = check(ocr_server, odd_words, tmp_path, "--spec", SMALL, "--pipeline", "opencv", "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {row["image"]: row for row in csv.DictReader((tmp_path / "per_image.csv").open())}
+    assert rows["no_text.jpg"]["reference_boxes"] == rows["no_text.jpg"]["deployed_boxes"] == "0"
+    for name in ("one_character.jpg", "long_line.jpg"):
+        assert int(rows[name]["words_matched"]) >= 1 and rows[name]["words_exact"] == rows[name]["words_matched"], rows[name]
