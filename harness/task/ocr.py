@@ -203,13 +203,15 @@ class Ocr(Detection):
             out[WORD_STEPS] = self.redo_steps(np.asarray(image), both)
         return out
 
-    def redo_steps(self, image: np.ndarray, deployed: dict) -> np.ndarray:
+    def redo_steps(self, image: np.ndarray, deployed: dict, p=None, stages: tuple[str, ...] = WORD_STAGES) -> np.ndarray:
         """[words, 4, 2]: per deployed word and word stage, (the verdict's rank, the error) of the
-        reference's step on the deployment's previous stage against the deployment's."""
+        reference's step (``p``: its ``[recognition]``, by default the spec's) on the deployment's
+        previous stage against the deployment's; a stage not in ``stages`` is left equal."""
         from harness.ocr.recognition import crop_box, to_input
 
         s = self._recognition()
-        p, decoder = s.reference, self.decoder(s.reference)
+        p = p or s.reference
+        decoder = self.decoder(p)
         quads = Detections.from_array(deployed[Stage.POSTPROCESS]).quads
         crops, inputs, outputs = (unpack_ragged(deployed[a], deployed[b]) for a, b in WORD_TAPS.values())
         texts = [str(t) for t in deployed[TEXTS]]
@@ -222,6 +224,8 @@ class Ocr(Detection):
                         "output": lambda: self.recognizer(inputs[i]), "text": lambda: decoder(outputs[i])[0]}
             got = {"crop": crops[i], "input": inputs[i], "output": outputs[i], "text": texts[i]}
             for k, stage in enumerate(WORD_STAGES):
+                if stage not in stages:
+                    continue
                 try:
                     verdict, error = step_verdict(stage, expected[stage](), got[stage], s.rules)
                 except (ValueError, IndexError, RuntimeError):  # the deployment's stage cannot go into the step
@@ -284,6 +288,36 @@ class Ocr(Detection):
     def events(self, margin):
         return OcrEvents(margin)
 
+    # -- diagnose -----------------------------------------------------------------------------------
+    def diagnose_hypotheses(self):
+        """The detector's culprits, and recognition's: each a change of ``[reference.recognition]``
+        (its keys prefixed ``recognition.``)."""
+        return [*super().diagnose_hypotheses(), *recognition_hypotheses(self._recognition().reference)]
+
+    def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
+        """The boxes as the detection task judges them under the setting, then the deployment's
+        words redone under the setting's ``[recognition]`` (crop, input and decoding on the
+        deployment's own previous stages; the model is the same in every setting): a word stage
+        beyond its rule is the event."""
+        from dataclasses import replace
+
+        changes = dict((context or {}).get("postprocess") or {})
+        words = {k.removeprefix(RECOGNITION): v for k, v in changes.items() if k.startswith(RECOGNITION)}
+        boxes = {k: v for k, v in changes.items() if not k.startswith(RECOGNITION)}
+        verdict, happened = super().diagnose_result(reference, deployed, gallery, index, margin,
+                                                    {**(context or {}), "postprocess": boxes})
+        dep = (context or {}).get("deployed") or {}
+        if Stage.DECODE not in dep or TEXTS not in dep or not all(n in dep for pair in WORD_TAPS.values() for n in pair):
+            return verdict, happened
+        try:
+            p = replace(self._recognition().reference, **words)
+            steps = self.redo_steps(np.asarray(dep[Stage.DECODE]), dep, p, stages=("crop", "input", "text"))
+        except Exception:  # noqa: BLE001 - a setting whose words cannot be made is as far as it gets
+            return Verdict.DIVERGED, 1.0
+        if (steps[:, :, 0] == Verdict.DIVERGED.rank).any():
+            return Verdict.DIVERGED, 1.0
+        return verdict, happened
+
     def csv_values(self, stage):
         values = super().csv_values(stage)
         return values if stage is not None else [""] * len(self.csv_fields)
@@ -319,4 +353,39 @@ class Ocr(Detection):
         return out
 
 
-__all__ = ["Ocr", "character_error_rate"]
+RECOGNITION = "recognition."
+"""The prefix of a diagnose hypothesis's ``[reference.recognition]`` keys (the others are ``[postprocess]``'s)."""
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+PADDLE = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+RECOGNITION_CANDIDATES = {
+    # culprit -> the alternatives tried, each a set of [recognition] keys changed together
+    "recognition height": ({"height": 32}, {"height": 48}),
+    "recognition width cap and padding": ({"width": 160, "max_width": 160}, {"width": 320, "max_width": 320},
+                                          {"width": 320, "max_width": 1280}, {"width": 320, "max_width": 2048},
+                                          {"pad_value": -1.0}, {"pad_value": 0.0}),
+    "recognition normalization": ({"mean": IMAGENET[0], "std": IMAGENET[1]}, {"mean": PADDLE[0], "std": PADDLE[1]}),
+    "recognition channel order": ({"channel_order": "RGB"}, {"channel_order": "BGR"}),
+    "axis-aligned crop vs perspective warp": ({"crop": "axis_aligned"}, {"crop": "perspective"}),
+    "rotation rule": ({"rotate_ratio": 0.0}, {"rotate_ratio": 1.5}),
+    "dictionary blank offset": ({"blank_index": 0}, {"blank_index": 18709}),
+}
+"""Recognition's culprits (issue 39): the values PaddleOCR's configs and ports use."""
+
+
+def recognition_hypotheses(reference) -> list:
+    """Every candidate change of the reference's ``[recognition]`` that differs from it."""
+    from harness.task.base import ResultCulprit
+
+    out = []
+    for culprit, candidates in RECOGNITION_CANDIDATES.items():
+        for change in candidates:
+            before = {k: getattr(reference, k) for k in change}
+            if all(tuple(v) == tuple(before[k]) if isinstance(v, tuple) else v == before[k] for k, v in change.items()):
+                continue
+            name = ", ".join(f"{k.replace('_', ' ')} {list(v) if isinstance(v, tuple) else v}" for k, v in change.items())
+            out.append(ResultCulprit(f"recognition {name}", culprit,
+                                     tuple((RECOGNITION + k, before[k], v) for k, v in change.items())))
+    return out
+
+
+__all__ = ["Ocr", "character_error_rate", "recognition_hypotheses"]
