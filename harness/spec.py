@@ -329,10 +329,10 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         _check_choice(f"{source}: reference.recipe", recipe, RECIPES + ("custom",))
         merged = _merge(table, ref_table)
         postprocess = _postprocess(f"{source}: [postprocess]", table.get("postprocess"))
-        recognition = _recognition(f"{source}: [recognition]", table.get("recognition"))
+        recognition = _postprocess(f"{source}: [recognition]", table.get("recognition"), "recognition")
         reference = Reference(recipe, _preprocess(merged, f"{source} [reference]"),
                               _postprocess(f"{source}: [reference.postprocess]", merged.get("postprocess")),
-                              _recognition(f"{source}: [reference.recognition]", merged.get("recognition")))
+                              _postprocess(f"{source}: [reference.recognition]", merged.get("recognition"), "recognition"))
         tolerances = _tolerances(source, table.get("tolerances", {}))
         deployment = _table(f"{source}: [deployment]", table.get("deployment", {}))
         stages = _table(f"{source}: [deployment.stages]", deployment.pop("stages", {}))
@@ -353,32 +353,22 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
                 recognition=recognition)
 
 
-def _recognition(where: str, table) -> dict[str, Any] | None:
-    """A ``[recognition]`` table, checked by building its record; None when absent."""
+def _postprocess(where: str, table, section: str = "postprocess") -> dict[str, Any] | None:
+    """A ``[postprocess]`` table (or ``[recognition]``, ``section``), checked by building its
+    parameter record (unknown names and keys, values out of range refused in one line); None
+    when absent."""
     if table is None:
         return None
     table = _table(where, table)
-    from harness.ocr.recognition import parameters
+    if section == "recognition":
+        from harness.ocr.recognition import parameters
+    else:
+        from harness.postprocessing import parameters
 
     try:
         parameters(table)
     except (TypeError, ValueError) as exc:
-        raise SpecError(f"{where}: {str(exc).removeprefix('[recognition] ')}") from None
-    return table
-
-
-def _postprocess(where: str, table) -> dict[str, Any] | None:
-    """A ``[postprocess]`` table, checked by building its parameter record (unknown names and
-    keys, values out of range refused in one line); None when absent."""
-    if table is None:
-        return None
-    table = _table(where, table)
-    from harness.postprocessing import parameters
-
-    try:
-        parameters(table)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{where}: {str(exc).removeprefix('[postprocess] ')}") from None
+        raise SpecError(f"{where}: {str(exc).removeprefix(f'[{section}] ')}") from None
     return table
 
 

@@ -9,13 +9,12 @@ detector's, :mod:`harness.detection.detector`) and writes its dictionary beside 
 
 from __future__ import annotations
 
-import shutil
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from harness.detection.detector import license_files, sha256
+from harness.detection import detector
 from harness.ocr.recognition import DICTIONARY_FILENAME, load_dictionary
 
 MODEL_NAME = "PP-OCRv6_rec_small.onnx"
@@ -27,28 +26,11 @@ CLASSES = 18710
 """The blank, the 18,708 characters of its dictionary, a space."""
 
 
-def model_path() -> Path:
-    """The ONNX file inside the installed rapidocr wheel."""
-    import rapidocr
-
-    path = Path(rapidocr.__file__).parent / "models" / MODEL_NAME
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: install rapidocr==3.10.0 (pinned in requirements.lock)")
-    return path
-
-
 def install_model(directory: Path, filename: str = "model.onnx") -> Path:
-    """Copy the recognizer into ``directory`` as ``filename`` with its licence notice
-    (``MODEL_LICENSES.md``, ``LICENSE``) and its dictionary (``dictionary.txt``, from the ONNX's
-    ``character`` metadata); refuses a model file that is not the one the notice covers."""
-    source = model_path()
-    if (digest := sha256(source)) != MODEL_SHA256:
-        raise ValueError(f"{source} has SHA-256 {digest}, not the {MODEL_SHA256} its licence notice covers")
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / filename
-    shutil.copyfile(source, target)
-    for notice in license_files():
-        shutil.copyfile(notice, directory / notice.name)
+    """Copy the recognizer into ``directory`` as ``filename`` with its licence notice (as the
+    detector's: :func:`harness.detection.detector.install_model`) and its dictionary
+    (``dictionary.txt``, from the ONNX's ``character`` metadata)."""
+    target = detector.install_model(directory, filename, MODEL_NAME, MODEL_SHA256)
     characters = load_dictionary(target)
     if len(characters) + 2 != CLASSES:
         raise ValueError(f"{target}: {len(characters)} characters in its dictionary, expected {CLASSES - 2}")
@@ -60,18 +42,14 @@ class TextRecognizer:
     """The reference recognizer (one ONNX Runtime session, ``threads`` intra-op threads)."""
 
     def __init__(self, model: Path | None = None, threads: int = 1):
-        self.model = Path(model or model_path())
+        self.model = Path(model or detector.model_path(MODEL_NAME))
         self.threads = threads
 
     @cached_property
     def session(self):
-        import onnxruntime as ort
+        from harness.model import onnx_session
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        return ort.InferenceSession(str(self.model), options, providers=["CPUExecutionProvider"])
+        return onnx_session(self.model, self.threads)
 
     @cached_property
     def characters(self) -> list[str]:
