@@ -77,8 +77,10 @@ CPU_REPLACEMENTS = {
     "detect_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
     "detect_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "detector": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
-    # The OCR task's recognizer (model_repository/ocr.toml): its ONNX in ONNX Runtime, as the detector's.
+    # The OCR task's recognizer (model_repository/ocr.toml): its ONNX in ONNX Runtime, as the detector's;
+    # its DALI preprocessing with the CPU decoder.
     "recognizer": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
+    "ocr_preprocess_dali": CpuReplacement("harness.serving.ocr_preprocess_dali_cpu", {"num_threads": "1"}),
 }
 ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR, RECOGNIZER_DIR)
 """The models whose ONNX the cpu profile runs (linked, not copied) and the engine builder builds."""

@@ -99,20 +99,52 @@ def parameters(table: Mapping[str, Any] | None) -> Recognition:
 # -- crop ------------------------------------------------------------------------------------------
 
 
+def crop_geometry(quad: np.ndarray, p: Recognition, image_size: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
+    """The warp that cuts one box out upright in one step, for a warp operator (DALI's
+    ``warp_perspective``, pixel centres at integers as in OpenCV): (the 3x3 matrix from the
+    image's pixels to the crop's, the crop's (height, width)). The quarter turn of a tall crop
+    is folded into the matrix: the same source points as :func:`crop_box`'s warp then turn."""
+    import cv2
+
+    points = np.asarray(quad, np.float32).reshape(4, 2)
+    if p.crop == "axis_aligned":
+        (x0, y0), (x1, y1) = _bounds(points, image_size)
+        matrix, height, width = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64), y1 - y0, x1 - x0
+    else:
+        width, height = _edges(points)
+        target = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float32)
+        matrix = cv2.getPerspectiveTransform(points, target)
+    if p.rotate_ratio and height / width >= p.rotate_ratio:  # np.rot90: (x, y) -> (y, width - 1 - x)
+        matrix = np.array([[0, 1, 0], [-1, 0, width - 1], [0, 0, 1]], np.float64) @ matrix
+        height, width = width, height
+    return matrix, (int(height), int(width))
+
+
+def _edges(points: np.ndarray) -> tuple[int, int]:
+    """get_rotate_crop_image's crop size of a quad: (width, height), the longer of each pair of edges."""
+    width = int(max(np.linalg.norm(points[0] - points[1]), np.linalg.norm(points[2] - points[3])))
+    height = int(max(np.linalg.norm(points[0] - points[3]), np.linalg.norm(points[1] - points[2])))
+    return max(width, 1), max(height, 1)
+
+
+def _bounds(points: np.ndarray, image_size: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The axis-aligned rectangle of a quad's pixels within the image: ((x0, y0), (x1, y1)), x1 > x0, y1 > y0."""
+    h, w = image_size
+    x0, y0 = np.clip(np.floor(points.min(axis=0)).astype(int), 0, [w - 1, h - 1])
+    x1, y1 = np.clip(np.ceil(points.max(axis=0)).astype(int), [x0 + 1, y0 + 1], [w, h])
+    return (int(x0), int(y0)), (int(x1), int(y1))
+
+
 def crop_box(image: np.ndarray, quad: np.ndarray, p: Recognition) -> np.ndarray:
     """One box of ``image`` (HWC uint8) cut out upright (``crop`` stage)."""
     import cv2
 
     points = np.asarray(quad, np.float32).reshape(4, 2)
     if p.crop == "axis_aligned":
-        h, w = image.shape[:2]
-        x0, y0 = np.clip(np.floor(points.min(axis=0)).astype(int), 0, [w - 1, h - 1])
-        x1, y1 = np.clip(np.ceil(points.max(axis=0)).astype(int), [x0 + 1, y0 + 1], [w, h])
+        (x0, y0), (x1, y1) = _bounds(points, image.shape[:2])
         out = np.ascontiguousarray(image[y0:y1, x0:x1])
     else:
-        width = int(max(np.linalg.norm(points[0] - points[1]), np.linalg.norm(points[2] - points[3])))
-        height = int(max(np.linalg.norm(points[0] - points[3]), np.linalg.norm(points[1] - points[2])))
-        width, height = max(width, 1), max(height, 1)
+        width, height = _edges(points)
         target = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float32)
         matrix = cv2.getPerspectiveTransform(points, target)
         out = cv2.warpPerspective(image, matrix, (width, height), borderMode=cv2.BORDER_REPLICATE,

@@ -2,9 +2,11 @@
 
 One request holds one encoded image. The model asks the detection ensemble its config names
 (``detection_model``: detect_dali or detect_opencv) for the boxes, the raw map and the
-geometry; decodes the image with OpenCV; cuts each box out and makes the recognizer's input
-(:mod:`harness.ocr.recognition`, the spec's ``[recognition]``: the harness's reference runs the
-same functions with the same table); asks the ``recognizer`` for each word alone; and
+geometry; cuts each box out and makes the recognizer's input, either with the DALI model its
+config names (``recognition_preprocess``: ocr_preprocess_dali, one word a request, the geometry
+computed here by :func:`harness.ocr.dali_recognition.word_samples`) or, without one, with
+OpenCV (:mod:`harness.ocr.recognition`: the harness's reference runs the same functions with
+the same ``[recognition]`` table); asks the ``recognizer`` for each word alone; and
 decodes its per-step probabilities with the dictionary ``harness model export`` wrote beside
 the recognizer's ONNX (``recognizer/dictionary.txt``).
 
@@ -21,6 +23,8 @@ import cv2
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from harness.geometry import Geometry
+from harness.ocr.dali_recognition import INPUTS, word_samples
 from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, crop_box, load_dictionary, parameters, to_input
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, pack_ragged
 from harness.serving.preprocess import invalid_argument
@@ -46,6 +50,7 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.detection_model = params["detection_model"]
         self.recognizer = params.get("recognizer", "recognizer")
+        self.preprocess_model = params.get("recognition_preprocess") or None
         self.decoder = CtcDecoder(load_dictionary(repository / self.recognizer / DICTIONARY_FILENAME),
                                   self.recognition.blank_index)
 
@@ -66,13 +71,11 @@ class TritonPythonModel:
         words = {"crop": [], "input": [], "output": []}
         texts, scores = [], []
         if len(found["BOXES"][0]):
-            bgr = cv2.imdecode(np.frombuffer(data[0].tobytes(), np.uint8), cv2.IMREAD_COLOR)
-            if bgr is None:
-                return invalid_argument("the image cannot be decoded by OpenCV")
-            rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-            for quad in found["BOXES"][0]:
-                crop = crop_box(rgb, quad, self.recognition)
-                x = to_input(crop, self.recognition, "RGB")
+            try:
+                made_inputs = list(self._inputs(data[0].tobytes(), found))
+            except ValueError as exc:
+                return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+            for crop, x in made_inputs:
                 answer = pb_utils.InferenceRequest(model_name=self.recognizer,
                                                    inputs=[pb_utils.Tensor(RECOGNIZER_INPUT, x[None])],
                                                    requested_output_names=[RECOGNIZER_OUTPUT]).exec()
@@ -96,3 +99,26 @@ class TritonPythonModel:
         names = asked or set(DETECTION_OUTPUTS) | {TEXTS, TEXT_SCORES}
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in made.items()
                                                           if name in names])
+
+    def _inputs(self, data: bytes, found: dict):
+        """(crop, recognizer input) of each box: by the DALI model, or by OpenCV here."""
+        boxes = found["BOXES"][0]
+        if self.preprocess_model:
+            size = tuple(int(v) for v in Geometry.from_tensor(found[GEOMETRY_TENSOR][0]).source)
+            samples = word_samples(data, boxes, self.recognition, size)
+            for i in range(len(boxes)):
+                inputs = [pb_utils.Tensor(name, np.ascontiguousarray(samples[name][i][None])) for name in INPUTS]
+                answer = pb_utils.InferenceRequest(model_name=self.preprocess_model, inputs=inputs,
+                                                   requested_output_names=["CROP", "INPUT"]).exec()
+                if answer.has_error():
+                    raise ValueError(answer.error().message())
+                yield (pb_utils.get_output_tensor_by_name(answer, "CROP").as_numpy()[0],
+                       pb_utils.get_output_tensor_by_name(answer, "INPUT").as_numpy()[0])
+            return
+        bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise ValueError("the image cannot be decoded by OpenCV")
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        for quad in boxes:
+            crop = crop_box(rgb, quad, self.recognition)
+            yield crop, to_input(crop, self.recognition, "RGB")

@@ -98,7 +98,7 @@ class Ocr(Detection):
     repository = TaskModels("ocr", "detector", "x", "fetch_name_0", "PROBABILITY", spec="ocr.toml",
                             preprocess_prefix="detect_", results=("BOXES", "SCORES"),
                             postprocess_model="detect_postprocess",
-                            added=(*Detection.repository.added, "recognizer", "ocr_dali", "ocr_opencv"),
+                            added=(*Detection.repository.added, "recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv"),
                             engines=("detector", "recognizer"))
     noun = "words"
     output_words = "the detector's raw output (a probability map)"

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.server
 
 SPECS = PROJECT_ROOT / "specs"
 SMALL = SPECS / "ocr" / "small.toml"
-MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "recognizer"]
+MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
+          "recognizer"]
 """What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
 
 
