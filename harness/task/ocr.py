@@ -288,6 +288,17 @@ class Ocr(Detection):
     def events(self, margin):
         return OcrEvents(margin)
 
+    # -- the effect on a labeled set: word accuracy, CER, end-to-end F1 (harness.ocr.effect) ----------------
+    progress_word = "reading"
+
+    def effect_of_results(self, dataset, results, changes):
+        from harness.ocr.effect import evaluate_ocr
+
+        found = [(path, {image: (Detections.from_array(stages[Stage.POSTPROCESS]), [str(t) for t in stages[TEXTS]])
+                         for image, stages in images.items() if TEXTS in stages})
+                 for path, images in results.items()]
+        return evaluate_ocr(dataset.source, found, changes=changes)
+
     # -- diagnose -----------------------------------------------------------------------------------
     def diagnose_hypotheses(self):
         """The detector's culprits, and recognition's: each a change of ``[reference.recognition]``

@@ -99,3 +99,27 @@ def test_diagnose_names_a_planted_recognition_cause(ocr_server, words, tmp_path,
                         "--spec", SPECS / "ocr" / "planted" / f"{plant}.toml", "--report", tmp_path, timeout=900)
     found = json.loads((tmp_path / "diagnosis.json").read_text())
     assert [c["culprit"] for c in found["causes"]] == [culprit], diagnosis.stdout + diagnosis.stderr
+
+
+def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):
+    """`accuracy --task ocr` on the generator's COCO labels (each annotation's `text`): aligned, every
+    path reads as the reference does; with training's blank last, the reference reads no word right."""
+    labels = words.parent / "labels.json"
+
+    def accuracy(spec, report):
+        result = harness("accuracy", labels, "--task", "ocr", "--url", ocr_server.grpc_url, "--spec", spec,
+                         "--pipeline", "dali", "--pipeline", "opencv", "--report", report, timeout=900)
+        return result, json.loads((report / "accuracy.json").read_text())["effect"]
+
+    result, effect = accuracy(SMALL, tmp_path / "aligned")
+    assert result.returncode == 0, result.stdout + result.stderr
+    reference, *deployed = effect["paths"]
+    assert reference["labeled_words"] >= 6 and reference["word_accuracy"] >= 0.5
+    for path in deployed:
+        assert (path["word_accuracy"], path["cer"], path["f1"]) == (reference["word_accuracy"], reference["cer"],
+                                                                     reference["f1"]) and not path["changes"]
+    result, effect = accuracy(SPECS / "ocr" / "planted" / "blank_offset.toml", tmp_path / "planted")
+    assert result.returncode == 1, result.stdout + result.stderr
+    reference, dali, _ = effect["paths"]
+    assert reference["word_accuracy"] == 0 and reference["cer"] > 0.9 and dali["word_accuracy"] >= 0.5
+    assert len(dali["changes"]) == effect["evaluated"]
