@@ -8,7 +8,7 @@ import json
 from typing import Iterable
 
 from loadtest.answers import KnownAnswers, photo_key
-from loadtest.responses import DETECTION_RESULTS, TOP_K, RequestFailed, check_detections, check_top_k
+from loadtest.responses import DETECTION_RESULTS, OCR_TEXTS, TOP_K, RequestFailed, check_detections, check_texts, check_top_k
 from loadtest.samples import error_type
 
 
@@ -52,8 +52,10 @@ class TritonInferClient:
         else:
             self.request = ImageRequest(model, image_input(info), info.batched)
         self.detector = set(DETECTION_RESULTS) <= {t.name for t in info.outputs}
+        self.texts = self.detector and OCR_TEXTS in {t.name for t in info.outputs}  # an OCR model: its words too
         if self.detector:
-            self.outputs = [module.InferRequestedOutput(name, **options) for name in DETECTION_RESULTS]
+            self.outputs = [module.InferRequestedOutput(name, **options)
+                            for name in (*DETECTION_RESULTS, *((OCR_TEXTS,) if self.texts else ()))]
         else:
             self.output = scores_output(info, prefer="prob").name
             self.outputs = [module.InferRequestedOutput(self.output, class_count=TOP_K, **options)]
@@ -80,9 +82,11 @@ class TritonInferClient:
         if self.detector:
             boxes, scores = (result.as_numpy(name) for name in DETECTION_RESULTS)
             check_detections(boxes, scores)
-            if self.request.batched:
-                boxes, scores = boxes[0], scores[0]
-            return size, dict(zip(DETECTION_RESULTS, (boxes, scores)))
+            answer = dict(zip(DETECTION_RESULTS, (boxes, scores)))
+            if self.texts:
+                answer[OCR_TEXTS] = result.as_numpy(OCR_TEXTS)
+                check_texts(answer[OCR_TEXTS], scores)
+            return size, {name: value[0] if self.request.batched else value for name, value in answer.items()}
         top = result.as_numpy(self.output)
         check_top_k(self.output, top)
         return size, {self.output: top.reshape(-1)}

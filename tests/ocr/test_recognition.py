@@ -145,3 +145,19 @@ def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
             assert crop.shape == reference.shape
             assert np.abs(crop.astype(int) - reference).mean() < 0.05
             assert np.abs(x - to_input(reference, p, "RGB")).max() <= 2 / 127.5 + 1e-6
+
+
+def test_the_load_tests_rule_judges_an_ocr_models_words():
+    """loadtest.answers: the boxes by the detection rule, then the words of matched boxes."""
+    from loadtest.answers import judge_words, rule_for
+
+    quads = np.array([[[10, 10], [90, 10], [90, 40], [10, 40]], [[10, 60], [90, 60], [90, 90], [10, 90]]], np.float32)
+    known = {"BOXES": quads, "SCORES": np.array([0.9, 0.8], np.float32),
+             "TEXTS": np.array([b"SALE", b"caf\xc3\xa9"], dtype=object)}
+    assert rule_for(known) is judge_words
+    assert judge_words(known, dict(known)).change is None
+    other = {**known, "TEXTS": np.array([b"SALE", b"cafe"], dtype=object)}
+    judged = judge_words(known, other)
+    assert judged.change == "1 of 2 words read otherwise than the photo alone: 'cafe' where it answers 'café'"
+    fewer = {"BOXES": quads[:1], "SCORES": known["SCORES"][:1], "TEXTS": known["TEXTS"][:1]}
+    assert "1 missed" in judge_words(known, fewer).change
