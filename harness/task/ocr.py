@@ -140,10 +140,25 @@ class Ocr(Detection):
         return CtcDecoder(self.recognizer.characters, p.blank_index)
 
     # -- discovery ------------------------------------------------------------------------------
+    @staticmethod
+    def _without_words(model):
+        """``model`` as the detection task reads it: without its words and word taps (whose FP32
+        ``TEXT_SCORES`` [-1] would read as a second score output beside the boxes')."""
+        from dataclasses import replace
+
+        words = {TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair)}
+        return replace(model, outputs=tuple(t for t in model.outputs if t.name not in words))
+
     def claims(self, model):
         texts = [t for t in model.outputs if t.data_type in ("TYPE_STRING", "BYTES") and "text" in t.name.lower()]
         boxes = self.result_outputs(model)
         return f"it answers texts ({texts[0].name}) and boxes ({boxes.describe()})" if texts and boxes else None
+
+    def choose_output(self, model, choice):
+        return super().choose_output(self._without_words(model), choice)
+
+    def result_outputs(self, model):
+        return super().result_outputs(self._without_words(model))
 
     def read_answer(self, answer, boxes) -> dict:
         """The boxes (as the detection task reads them), the texts (UTF-8: a word that is not is
