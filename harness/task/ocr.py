@@ -275,14 +275,37 @@ class Ocr(Detection):
                 stage: (Verdict(("equal", "close", "tie", "diverged")[int(steps[d, k, 0])]), float(steps[d, k, 1]))
                 for k, stage in enumerate(WORD_STAGES)}
             near = False
-            if ref_text != dep_text and ref_outputs is not None:
-                top2 = np.sort(ref_outputs[r], axis=-1)[:, -2:]
+            if ref_text != dep_text and ref_outputs is not None and self.recognition is not None:
                 decoded_alike = "text" not in word_steps or word_steps["text"][0] is not Verdict.DIVERGED
-                near = bool(len(top2) and (top2[:, 1] - top2[:, 0]).min() <= rules.text_margin and decoded_alike)
+                near = decoded_alike and self.near_tie(ref_outputs[r], dep_text, rules.text_margin)
             delta = (float(dep_scores[d]) - float(ref_scores[r])) if ref_scores is not None and dep_scores is not None \
                 else 0.0
             out.append(WordPair(r, d, ref_text, dep_text, delta, word_steps, near))
         return out
+
+    def near_tie(self, probabilities: np.ndarray, deployed_text: str, margin: float) -> bool:
+        """Whether the reference's output decodes to ``deployed_text`` once its steps whose two best
+        classes lie within ``margin`` take their second best (one such step, or all of them)."""
+        probabilities = np.asarray(probabilities, np.float32)
+        order = np.argsort(probabilities, axis=-1)
+        best, second = order[:, -1], order[:, -2]
+        top2 = np.take_along_axis(probabilities, order[:, -2:], axis=-1)
+        near = np.flatnonzero(top2[:, 1] - top2[:, 0] <= margin)
+        if not len(near) or len(near) > 64:  # nothing near, or noise everywhere: no tie to speak of
+            return False
+        decoder = self.decoder(self._recognition().reference)
+
+        def text_of(classes: np.ndarray) -> str:
+            keep = np.ones(len(classes), bool)
+            keep[1:] = classes[1:] != classes[:-1]
+            return "".join(decoder.char(int(c)) for c in classes[keep & (classes != decoder.blank_index)])
+
+        for flipped in [[k] for k in near] + [list(near)]:
+            classes = best.copy()
+            classes[flipped] = second[flipped]
+            if text_of(classes) == deployed_text:
+                return True
+        return False
 
     @staticmethod
     def word_metrics(pairs: list[WordPair]) -> dict:

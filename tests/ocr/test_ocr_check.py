@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -23,15 +24,35 @@ pytestmark = pytest.mark.server
 
 SPECS = PROJECT_ROOT / "specs"
 SMALL = SPECS / "ocr" / "small.toml"
+BAD_TEXTS = ("ocr_invalid_utf8", "ocr_empty_text")
+"""Foreign OCR deployments (tests/ocr/bad_texts): ocr_opencv's answer, its first word's text not
+UTF-8, or empty."""
 MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
-          "recognizer"]
+          "recognizer", *BAD_TEXTS]
 """What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
+
+
+def add_bad_texts(profile):
+    """The foreign deployments answering a bad text, beside the repository's own models."""
+    config = (profile / "ocr_opencv" / "config.pbtxt").read_text()
+    outputs = config[config.index("output ["):config.index("instance_group")]
+    kept = "output [\n" + ",\n".join(line.rstrip(",") for line in outputs.splitlines()
+                                      if any(f'"{n}"' in line for n in ("BOXES", "SCORES", "TEXTS", "PROBABILITY",
+                                                                         "GEOMETRY"))) + "\n]\n"
+    for name, mode in zip(BAD_TEXTS, ("invalid", "empty")):
+        (profile / name / "1").mkdir(parents=True)
+        (profile / name / "1" / "model.py").write_text((Path(__file__).parent / "bad_texts" / "model.py").read_text())
+        (profile / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
+            'input [ { name: "IMAGE" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+            f'{kept}parameters [ {{ key: "mode" value: {{ string_value: "{mode}" }} }} ]\n')
 
 
 @pytest.fixture(scope="module")
 def ocr_server(repository, tmp_path_factory):
     profile = build_cpu_profile(repository, tmp_path_factory.mktemp("ocr") / "repository",
                                 {"detection.toml": SPECS / "detection" / "small.toml", "ocr.toml": SMALL})
+    add_bad_texts(profile)
     triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), models=MODELS)
     with triton:
         yield triton
@@ -123,3 +144,22 @@ def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):
     reference, dali, _ = effect["paths"]
     assert reference["word_accuracy"] == 0 and reference["cer"] > 0.9 and dali["word_accuracy"] >= 0.5
     assert len(dali["changes"]) == effect["evaluated"]
+
+
+def test_a_deployment_answering_text_that_is_not_utf8_or_empty_gets_rows_not_a_crash(ocr_server, words, tmp_path,
+                                                                                     repository):
+    """A foreign OCR deployment (--model, discovered as ocr by its texts and boxes) whose first word
+    is not UTF-8: each image's row names it (rejected by the deployment); one whose first word is
+    empty: a word read as nothing, a divergence."""
+    detector = ("--reference-model", repository / "detector" / "model.onnx")
+    result = harness("check", words, "--model", "ocr_invalid_utf8", *detector, "--url", ocr_server.grpc_url,
+                     "--spec", SMALL, "--report", tmp_path / "invalid")
+    # every photo has a word, so every one is rejected by the deployment: nothing compared (exit 2)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    rows = list(csv.DictReader((tmp_path / "invalid" / "per_image.csv").open()))
+    assert rows and all("text 0 is not UTF-8" in row["error"] for row in rows), rows
+    result, report = check(ocr_server, words, tmp_path / "empty", "--model", "ocr_empty_text", *detector, "--spec", SMALL)
+    assert result.returncode == 1, result.stdout + result.stderr
+    changes = [c for e in report["events"] for c in e["word_changes"]]
+    assert len(report["events"]) == len(rows) and {c["deployed_text"] for c in changes} == {""}
+    assert all(c["cer"] == 1.0 and c["verdict"] == "diverged" for c in changes)

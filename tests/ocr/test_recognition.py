@@ -161,3 +161,20 @@ def test_the_load_tests_rule_judges_an_ocr_models_words():
     assert judged.change == "1 of 2 words read otherwise than the photo alone: 'cafe' where it answers 'café'"
     fewer = {"BOXES": quads[:1], "SCORES": known["SCORES"][:1], "TEXTS": known["TEXTS"][:1]}
     assert "1 missed" in judge_words(known, fewer).change
+
+
+def test_a_text_change_is_a_near_tie_only_where_a_close_second_best_explains_it():
+    """The reference's output reads "ab"; its last character's two best classes lie 0.04 apart. The
+    deployment reading "ac" (that second best) is a near tie; reading "ax" or "" is not."""
+    from harness.task import get_task
+
+    task = get_task("ocr").configure(load_spec(PROJECT_ROOT / "model_repository" / "ocr.toml"))
+    decoder = task.decoder(task.recognition.reference)
+    index = {c: decoder.characters.index(c) + 1 for c in "abc"}  # the blank is class 0
+    steps = np.zeros((3, decoder.classes), np.float32)
+    steps[0, index["a"]] = 0.9
+    steps[1, 0] = 0.9
+    steps[2, index["b"]], steps[2, index["c"]] = 0.5, 0.46
+    assert decoder(steps)[0] == "ab"
+    assert task.near_tie(steps, "ac", 0.1) and not task.near_tie(steps, "ac", 0.01)
+    assert not task.near_tie(steps, "ax", 0.1) and not task.near_tie(steps, "", 0.1)
