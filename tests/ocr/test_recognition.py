@@ -178,3 +178,21 @@ def test_a_text_change_is_a_near_tie_only_where_a_close_second_best_explains_it(
     assert decoder(steps)[0] == "ab"
     assert task.near_tie(steps, "ac", 0.1) and not task.near_tie(steps, "ac", 0.01)
     assert not task.near_tie(steps, "ax", 0.1) and not task.near_tie(steps, "", 0.1)
+
+
+def test_the_report_draws_each_sides_words_and_marks_a_changed_one():
+    from harness.detection.boxes import Detections
+    from harness.detection.draw import draw_comparison
+
+    rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / PHOTOS[0])), cv2.COLOR_BGR2RGB)
+    drawn, words = render_words(rgb, random.Random(0))
+    boxes = Detections(np.stack([w.quad for w in words]), np.ones(len(words)))
+    said = [w.text for w in words]
+
+    def red(image):
+        return int(((image[..., 0] > 200) & (image[..., 1] < 40) & (image[..., 2] < 40)).sum())
+
+    alike = draw_comparison(drawn, boxes, boxes, texts=(said, said))
+    changed = draw_comparison(drawn, boxes, boxes, texts=(said, ["caf\u00e9", *said[1:]]))
+    assert alike.shape == changed.shape and red(changed) > red(alike) + 20
+    assert not np.array_equal(alike, draw_comparison(drawn, boxes, boxes))  # the words are written
