@@ -194,5 +194,5 @@ def test_the_report_draws_each_sides_words_and_marks_a_changed_one():
 
     alike = draw_comparison(drawn, boxes, boxes, texts=(said, said))
     changed = draw_comparison(drawn, boxes, boxes, texts=(said, ["caf\u00e9", *said[1:]]))
-    assert alike.shape == changed.shape and red(changed) > red(alike) + 20
+    assert alike.shape == changed.shape and red(alike) == 0 and red(changed) >= 5  # thin anti-aliased text
     assert not np.array_equal(alike, draw_comparison(drawn, boxes, boxes))  # the words are written
