@@ -38,7 +38,7 @@ def test_the_registry_names_every_task_and_refuses_others():
     assert list(TASKS) == ["classification", "embedding", "ocr", "detection"] and get_task(None) is TASKS["classification"]
     from harness.errors import UsageError
 
-    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding, detection"):
+    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding, ocr, detection"):
         get_task("segmentation")
 
 
