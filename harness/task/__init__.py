@@ -25,10 +25,8 @@ from harness.task.base import Event, Events, OutputChoice, Section, Task, claim
 BUILT_IN = {
     "classification": "harness.task.classification:Classification",
     "embedding": "harness.task.embedding:Embedding",
-    # ocr before detection: discovery asks the tasks whose sign is a structure in this order, and
-    # texts beside boxes are the stronger sign (a model answering both is an OCR model).
-    "ocr": "harness.task.ocr:Ocr",
     "detection": "harness.task.detection:Detection",
+    "ocr": "harness.task.ocr:Ocr",
 }
 """Name -> ``module:Class`` of the tasks the project ships, in order (the first is the default)."""
 ENTRY_POINTS = "harness.tasks"

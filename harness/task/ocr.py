@@ -149,6 +149,9 @@ class Ocr(Detection):
         words = {TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair)}
         return replace(model, outputs=tuple(t for t in model.outputs if t.name not in words))
 
+    claims_first = 2
+    """Texts beside boxes: asked before the detection task (boxes alone, ``True``)."""
+
     def claims(self, model):
         texts = [t for t in model.outputs if t.data_type in ("TYPE_STRING", "BYTES") and "text" in t.name.lower()]
         boxes = self.result_outputs(model)

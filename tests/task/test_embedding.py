@@ -35,10 +35,10 @@ def features(repository, spec, photo):
 
 
 def test_the_registry_names_every_task_and_refuses_others():
-    assert list(TASKS) == ["classification", "embedding", "ocr", "detection"] and get_task(None) is TASKS["classification"]
+    assert list(TASKS) == ["classification", "embedding", "detection", "ocr"] and get_task(None) is TASKS["classification"]
     from harness.errors import UsageError
 
-    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding, ocr, detection"):
+    with pytest.raises(UsageError, match="--task segmentation: no such task; tasks: classification, embedding, detection, ocr"):
         get_task("segmentation")
 
 
