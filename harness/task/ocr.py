@@ -157,6 +157,18 @@ class Ocr(Detection):
         boxes = self.result_outputs(model)
         return f"it answers texts ({texts[0].name}) and boxes ({boxes.describe()})" if texts and boxes else None
 
+    infer_extras = (TEXTS,)
+
+    def infer_labels(self, answer, count):
+        """Each box's word (``TEXTS``, UTF-8: a word that is not is this image's error), or None
+        where the model answers none."""
+        if TEXTS not in answer:
+            return None
+        texts = decode_texts(answer[TEXTS])
+        if len(texts) != count:
+            raise ValueError(f"{len(texts)} texts for {count} boxes")
+        return texts
+
     def choose_output(self, model, choice):
         return super().choose_output(self._without_words(model), choice)
 
@@ -167,10 +179,8 @@ class Ocr(Detection):
         """The boxes (as the detection task reads them), the texts (UTF-8: a word that is not is
         this image's error) and scores, and the word stage taps where answered."""
         out = super().read_answer(answer, boxes)
-        if TEXTS in answer:
-            texts = decode_texts(answer[TEXTS])
-            if len(texts) != len(out[Stage.POSTPROCESS]):
-                raise ValueError(f"{len(texts)} texts for {len(out[Stage.POSTPROCESS])} boxes")
+        texts = self.infer_labels(answer, len(out[Stage.POSTPROCESS]))
+        if texts is not None:
             out[TEXTS] = np.array(texts, dtype=str)
         if TEXT_SCORES in answer:
             out[TEXT_SCORES] = np.asarray(answer[TEXT_SCORES], np.float32).reshape(-1)

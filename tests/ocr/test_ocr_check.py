@@ -163,3 +163,15 @@ def test_a_deployment_answering_text_that_is_not_utf8_or_empty_gets_rows_not_a_c
     changes = [c for e in report["events"] for c in e["word_changes"]]
     assert len(report["events"]) == len(rows) and {c["deployed_text"] for c in changes} == {""}
     assert all(c["cer"] == 1.0 and c["verdict"] == "diverged" for c in changes)
+
+
+def test_infer_shows_each_boxs_word(ocr_server, words):
+    """`harness infer --task ocr`: each box with the word each pipeline reads in it (the generator's
+    words, as labels.json holds them, are among what both read)."""
+    result = harness("infer", words, "--task", "ocr", "--pipeline", "dali", "--pipeline", "opencv",
+                     "--url", ocr_server.grpc_url, "--top-k", "9")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ocr_dali" in result.stdout and "ocr_opencv" in result.stdout
+    labels = json.loads((words.parent / "labels.json").read_text())
+    shown = [a["text"] for a in labels["annotations"] if f"'{a['text']}'" in result.stdout]
+    assert len(shown) >= len(labels["annotations"]) // 2, (shown, result.stdout)
