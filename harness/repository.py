@@ -24,6 +24,7 @@ from harness.model import (
     EMBEDDER_DIR,
     LABELS_FILENAME,
     ONNX_FILENAME,
+    RECOGNIZER_DIR,
     SEGMENTER_DIR,
     check_detector_onnx,
     check_embedder_onnx,
@@ -77,13 +78,17 @@ CPU_REPLACEMENTS = {
     "detect_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
     "detect_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "detector": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
+    # The OCR task's recognizer (model_repository/ocr.toml): its ONNX in ONNX Runtime, as the detector's;
+    # its DALI preprocessing with the CPU decoder.
+    "recognizer": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
+    "ocr_preprocess_dali": CpuReplacement("harness.serving.ocr_preprocess_dali_cpu", {"num_threads": "1"}),
     # The segmentation task's (model_repository/segmentation.toml): the same, for U2-Net-p (about
     # 0.3 s a 320x320 image on one thread).
     "segment_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
     "segment_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "segmenter": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
 }
-ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR, SEGMENTER_DIR)
+ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR, RECOGNIZER_DIR, SEGMENTER_DIR)
 """The models whose ONNX the cpu profile runs (linked, not copied) and the engine builder builds."""
 
 
@@ -222,7 +227,7 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None)
                 (out / name / ONNX_FILENAME).symlink_to((source / name / ONNX_FILENAME).resolve())
     for name, spec in specs.items():
         (out / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
-                                + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess)))
+                                + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess, spec.recognition)))
     if profile == "cpu":
         for name, replacement in CPU_REPLACEMENTS.items():
             if (out / name).is_dir():  # a user's repository may have no embedder

@@ -288,6 +288,9 @@ class Reference:
     postprocess: Mapping[str, Any] | None = None
     """The ``[postprocess]`` table training evaluated with (``[reference.postprocess]`` over the
     deployed one); None: none (a classifier, an embedder)."""
+    recognition: Mapping[str, Any] | None = None
+    """The ``[recognition]`` table training read text with (``[reference.recognition]`` over the
+    deployed one); None: no recognizer."""
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,9 @@ class Spec:
     postprocess: Mapping[str, Any] | None = None
     """The deployed ``[postprocess]`` table (a detector's: ``name`` and its parameters,
     :mod:`harness.postprocessing`); None: the spec has none."""
+    recognition: Mapping[str, Any] | None = None
+    """The deployed ``[recognition]`` table (an OCR pipeline's recognizer: crop, input, decoding,
+    :class:`harness.ocr.recognition.Recognition`); None: the spec has none."""
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -320,7 +326,7 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
     table = dict(table)
     table.pop("extends", None)
     unknown = set(table) - {"decode", "resize", "crop", "normalize", "input", "postprocess", "reference", "tolerances",
-                            "deployment"}
+                            "deployment", "recognition"}
     if unknown:
         raise SpecError(f"{source}: unknown section(s) {sorted(unknown)}")
     try:
@@ -330,8 +336,10 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         _check_choice(f"{source}: reference.recipe", recipe, RECIPES + ("custom",))
         merged = _merge(table, ref_table)
         postprocess = _postprocess(f"{source}: [postprocess]", table.get("postprocess"))
+        recognition = _postprocess(f"{source}: [recognition]", table.get("recognition"), "recognition")
         reference = Reference(recipe, _preprocess(merged, f"{source} [reference]"),
-                              _postprocess(f"{source}: [reference.postprocess]", merged.get("postprocess")))
+                              _postprocess(f"{source}: [reference.postprocess]", merged.get("postprocess")),
+                              _postprocess(f"{source}: [reference.recognition]", merged.get("recognition"), "recognition"))
         tolerances = _tolerances(source, table.get("tolerances", {}))
         deployment = _table(f"{source}: [deployment]", table.get("deployment", {}))
         stages = _table(f"{source}: [deployment.stages]", deployment.pop("stages", {}))
@@ -348,21 +356,26 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
         if post is not None and post.get("name") in ("db", "yolo") and not p.resize.for_detector:
             raise SpecError(f"{where}: [postprocess] makes boxes of a detector's output, but resize.mode is "
                             f"{p.resize.mode!r}; a detector resizes with one of {', '.join(DETECTOR_MODES)}")
-    return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages, postprocess=postprocess)
+    return Spec(base, reference, tolerances, source, raw=table, deployed_stages=stages, postprocess=postprocess,
+                recognition=recognition)
 
 
-def _postprocess(where: str, table) -> dict[str, Any] | None:
-    """A ``[postprocess]`` table, checked by building its parameter record (unknown names and
-    keys, values out of range refused in one line); None when absent."""
+def _postprocess(where: str, table, section: str = "postprocess") -> dict[str, Any] | None:
+    """A ``[postprocess]`` table (or ``[recognition]``, ``section``), checked by building its
+    parameter record (unknown names and keys, values out of range refused in one line); None
+    when absent."""
     if table is None:
         return None
     table = _table(where, table)
-    from harness.postprocessing import parameters
+    if section == "recognition":
+        from harness.ocr.recognition import parameters
+    else:
+        from harness.postprocessing import parameters
 
     try:
         parameters(table)
     except (TypeError, ValueError) as exc:
-        raise SpecError(f"{where}: {str(exc).removeprefix('[postprocess] ')}") from None
+        raise SpecError(f"{where}: {str(exc).removeprefix(f'[{section}] ')}") from None
     return table
 
 
@@ -408,7 +421,8 @@ def with_overrides(preprocess: Preprocess, **sections: Mapping[str, Any]) -> Pre
     return out
 
 
-def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None,
+             recognition: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """The preprocess sections as a plain TOML-shaped table (for reports and docs); a key
     left to its library's default (None) is left out, as TOML has no null. A detector's
     spec has no ``[crop]`` and shows only its own mode's resize keys; ``postprocess``: its
@@ -426,6 +440,8 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
         del out["normalize"]["divide_by"]
     if postprocess is not None:
         out["postprocess"] = dict(postprocess)
+    if recognition is not None:
+        out["recognition"] = dict(recognition)
     return out
 
 

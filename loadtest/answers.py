@@ -14,7 +14,9 @@ against that one, by the rule of what the model answers:
   a tie there, not a wrong answer;
 - **boxes** (a detector's ``BOXES``/``SCORES``): the detection task's comparison
   (:func:`harness.detection.compare.compare_detections`, its documented tolerance); a box that
-  comes or goes with a score near the threshold is a tie there, not a wrong answer.
+  comes or goes with a score near the threshold is a tie there, not a wrong answer;
+- **words** (an OCR model's ``TEXTS`` beside its boxes): the boxes by that rule, then the word of
+  every matched box must be the known one, character for character.
 
 A wrong answer is a failed request of its own type (:data:`WRONG_ANSWER`) whose detail says
 what changed. The judging runs after the request's time is taken, so it never counts in the
@@ -33,7 +35,7 @@ import numpy as np
 from harness.compare.tolerance import DRIFT_TOLERANCES
 from harness.scores import PROBABILITY_ATOL
 from harness.stage import Stage
-from loadtest.responses import DETECTION_RESULTS, SEGMENTATION_RESULTS
+from loadtest.responses import DETECTION_RESULTS, OCR_TEXTS, SEGMENTATION_RESULTS
 
 WRONG_ANSWER = "wrong answer"
 """The error type of an answer that differs from the photo's answer alone."""
@@ -107,6 +109,31 @@ def judge_boxes(known: Answer, answer: Answer) -> Judgement:
                      + (f"; {'; '.join(comparison.problems)}" if comparison.problems else ""), error)
 
 
+def judge_words(known: Answer, answer: Answer) -> Judgement:
+    """An OCR model's boxes by :func:`judge_boxes`, then the words of the matched boxes: equal."""
+    from harness.detection.boxes import Detections
+    from harness.detection.compare import compare_detections
+
+    judged = judge_boxes(known, answer)
+    if judged.change is not None:
+        return judged
+    boxes, scores = DETECTION_RESULTS
+    comparison = compare_detections(Detections(known[boxes], known[scores]), Detections(answer[boxes], answer[scores]),
+                                    DB_BOX_THRESHOLD)
+
+    def text(value) -> str:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    known_texts = np.asarray(known[OCR_TEXTS]).reshape(-1)
+    answer_texts = np.asarray(answer[OCR_TEXTS]).reshape(-1)
+    changed = [(text(known_texts[m.reference]), text(answer_texts[m.deployed])) for m in comparison.matches
+               if text(known_texts[m.reference]) != text(answer_texts[m.deployed])]
+    if changed:
+        return Judgement(f"{len(changed)} of {len(comparison.matches)} words read otherwise than the photo alone: "
+                         + ", ".join(f"{a!r} where it answers {k!r}" for k, a in changed[:3]), math.inf)
+    return judged
+
+
 MASK_MARGIN = 0.1
 """A segmenter's flipped pixels count as near its threshold within this of it (the
 segmentation task's default margin, :data:`harness.task.segmentation.NEAR_THRESHOLD`)."""
@@ -134,7 +161,7 @@ def judge_mask(known: Answer, answer: Answer) -> Judgement:
 def rule_for(answer: Answer) -> Callable[[Answer, Answer], Judgement]:
     """The rule judging answers shaped like ``answer``."""
     if set(DETECTION_RESULTS) <= set(answer):
-        return judge_boxes
+        return judge_words if OCR_TEXTS in answer else judge_boxes
     return judge_mask if set(SEGMENTATION_RESULTS) <= set(answer) else judge_top_k
 
 

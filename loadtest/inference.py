@@ -10,11 +10,13 @@ from typing import Iterable
 from loadtest.answers import KnownAnswers, photo_key
 from loadtest.responses import (
     DETECTION_RESULTS,
+    OCR_TEXTS,
     SEGMENTATION_RESULTS,
     TOP_K,
     RequestFailed,
     check_detections,
     check_mask,
+    check_texts,
     check_top_k,
 )
 from loadtest.samples import error_type
@@ -61,9 +63,11 @@ class TritonInferClient:
         else:
             self.request = ImageRequest(model, image_input(info), info.batched)
         self.detector = set(DETECTION_RESULTS) <= {t.name for t in info.outputs}
+        self.texts = self.detector and OCR_TEXTS in {t.name for t in info.outputs}  # an OCR model: its words too
         self.segmenter = set(SEGMENTATION_RESULTS) <= {t.name for t in info.outputs}
         if self.detector:
-            self.outputs = [module.InferRequestedOutput(name, **options) for name in DETECTION_RESULTS]
+            self.outputs = [module.InferRequestedOutput(name, **options)
+                            for name in (*DETECTION_RESULTS, *((OCR_TEXTS,) if self.texts else ()))]
         elif self.segmenter:
             self.outputs = [module.InferRequestedOutput(name, **options) for name in SEGMENTATION_RESULTS]
         else:
@@ -92,9 +96,11 @@ class TritonInferClient:
         if self.detector:
             boxes, scores = (result.as_numpy(name) for name in DETECTION_RESULTS)
             check_detections(boxes, scores)
-            if self.request.batched:
-                boxes, scores = boxes[0], scores[0]
-            return size, dict(zip(DETECTION_RESULTS, (boxes, scores)))
+            answer = dict(zip(DETECTION_RESULTS, (boxes, scores)))
+            if self.texts:
+                answer[OCR_TEXTS] = result.as_numpy(OCR_TEXTS)
+                check_texts(answer[OCR_TEXTS], scores)
+            return size, {name: value[0] if self.request.batched else value for name, value in answer.items()}
         if self.segmenter:
             matte, mask = (result.as_numpy(name) for name in SEGMENTATION_RESULTS)
             check_mask(matte, mask)

@@ -16,6 +16,10 @@ of :mod:`harness.client`, which the Locust image cannot import): a model with bo
 asked for them, without ``class_count``, and the answer is checked to hold one [4, 2] quad per
 score (their number varies with the image, zero included)."""
 
+OCR_TEXTS = "TEXTS"
+"""An OCR model's words beside its boxes (this repository's ``ocr_*`` models: BYTES, one per
+box): a model answering boxes and texts is asked for all three, and the answer is checked to
+hold one text per box."""
 SEGMENTATION_RESULTS = ("MATTE", "MASK")
 """A segmenter's answer (this repository's ``segment_*`` ensembles: ``get_task("segmentation").repository.results``):
 a model with both outputs is asked for them, and the answer is checked to hold a matte and a
@@ -39,6 +43,13 @@ def check_top_k(output: str, top) -> None:
     if top is None or top.size != TOP_K:
         raise RequestFailed("bad response", f"{output} has shape {None if top is None else top.shape}, "
                                             f"expected {TOP_K} classes")
+
+
+def check_texts(texts, scores) -> None:
+    """:class:`RequestFailed` unless an OCR model's answer holds one text per box."""
+    if texts is None or scores is None or texts.shape != scores.shape:
+        raise RequestFailed("bad response", f"{OCR_TEXTS} has shape {None if texts is None else texts.shape}, "
+                                            f"expected one text per box ({None if scores is None else scores.shape})")
 
 
 def check_detections(boxes, scores) -> None:

@@ -64,8 +64,9 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "segmenter-engine-builder", "triton",
-                                       "preflight", "locust-master", "locust-worker", "sweep", "layers", "watch"}
+    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "recognizer-engine-builder",
+                                       "segmenter-engine-builder", "triton", "preflight", "locust-master", "locust-worker",
+                                       "sweep", "layers", "watch"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
@@ -347,6 +348,34 @@ def test_the_detectors_engine_lands_where_triton_and_preflight_load_the_detector
     assert entrypoint[entrypoint.index("--task") + 1] == "detection"
 
 
+def test_the_recognizers_engine_is_built_over_the_widths_of_its_spec_and_served(config, tmp_path):
+    """The OCR pipeline's recognizer (docs/ocr.md): built after the detector's, tuned for one word,
+    one profile from [recognition] (padded width 320 up to max_width), mounted where triton and
+    preflight load it; triton loads the OCR models."""
+    from harness.ocr.recognition import parameters
+    from harness.spec import load_spec
+
+    services = config["services"]
+    builder, triton = services["recognizer-engine-builder"], services["triton"]
+    command = builder["command"]
+    assert command[command.index("--model") + 1] == "recognizer" and builder["environment"] == {"OPT_BATCH": "1"}
+    assert builder["depends_on"]["detector-engine-builder"]["condition"] == "service_completed_successfully"
+    assert triton["depends_on"]["recognizer-engine-builder"]["condition"] == "service_completed_successfully"
+    [built] = [v for v in builder["volumes"] if v["type"] == "volume"]
+    for service in (triton, services["preflight"]):
+        [served] = [v for v in service["volumes"] if v["type"] == "volume" and v["target"] == "/models/recognizer/1"]
+        assert served["source"] == built["source"] == "recognizer-engine" and served.get("read_only") is True
+    assert {f"--load-model={m}" for m in ("recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv")} <= set(
+        triton["command"])
+    run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--model", "recognizer", "--out", tmp_path,
+                       env={"FP16": "0", "OPT_BATCH": "1", "TRTEXEC": "trtexec"})
+    assert run.returncode == 0, run.stderr
+    p = parameters(load_spec(ROOT / "model_repository" / "ocr.toml").recognition)
+    max_batch = load_config(ROOT / "model_repository" / "recognizer" / "config.pbtxt").max_batch_size
+    assert {f"--minShapes=x:1x3x{p.height}x{p.width}", f"--optShapes=x:1x3x{p.height}x{p.width}",
+            f"--maxShapes=x:{max_batch}x3x{p.height}x{p.max_width}"} <= set(run.stdout.split())
+
+
 def test_the_segmenters_engine_lands_where_triton_and_preflight_load_the_segmenter(config, tmp_path):
     builder, triton = config["services"]["segmenter-engine-builder"], config["services"]["triton"]
     command = builder["command"]
@@ -357,8 +386,8 @@ def test_the_segmenters_engine_lands_where_triton_and_preflight_load_the_segment
         [served] = [v for v in service["volumes"] if v["type"] == "volume" and v["target"] == "/models/segmenter/1"]
         assert served["source"] == built["source"] == "segmenter-engine" and served.get("read_only") is True
     assert load_config(ROOT / "model_repository" / "segmenter" / "config.pbtxt").platform == "tensorrt_plan"
-    # after the detector's build, before Triton serves
-    assert builder["depends_on"]["detector-engine-builder"]["condition"] == "service_completed_successfully"
+    # after the recognizer's build (one GPU: one build at a time), before Triton serves
+    assert builder["depends_on"]["recognizer-engine-builder"]["condition"] == "service_completed_successfully"
     assert triton["depends_on"]["segmenter-engine-builder"]["condition"] == "service_completed_successfully"
     # its profile: the config's fixed 320x320 input, batch 1 to max_batch_size
     run = build_engine("--dry-run", "--repository", ROOT / "model_repository", "--model", "segmenter", "--out", tmp_path,

@@ -27,17 +27,17 @@ LAYERS = (
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
     # them), the model repository and its server, the user's own code.
     ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",
-                "repository", "server", "user_code"}),
+                "repository", "server", "user_code", "ocr.recognition", "ocr.tensors"}),
     # The mechanisms, in the order they build on each other: how each side computes (and talks to the server) ...
     ("computing", {"preprocessing", "reference", "deployed", "client", "run_identity"}),
     # ... what a run found (the typed run model) ...
     ("run model", {"results"}),
     # ... how results are compared (arrays, top-k, a detector's boxes) ...
-    ("comparison", {"compare", "detection", "segmentation"}),
+    ("comparison", {"compare", "detection", "ocr", "segmentation"}),
     # ... and the deployed side read through the server (the repository's Python-backend models too).
     ("deployed side", {"deployment", "serving"}),
     # The tasks, each a plugin of the API, then the one registry that finds them by name.
-    ("tasks", {"task.classification", "task.embedding", "task.detection", "task.segmentation"}),
+    ("tasks", {"task.classification", "task.embedding", "task.detection", "task.ocr", "task.segmentation"}),
     ("task registry", {"task"}),
     # The report writers (a run read back knows its task by name: they ask the registry).
     ("writers", {"report"}),

@@ -208,7 +208,8 @@ def test_the_engine_is_built_where_triton_waits_for_it_on_the_same_gpus(producti
 def test_the_detectors_engine_is_built_before_the_classifiers_and_triton_waits_for_both(production):
     job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
     build, detector = container(job, "build"), container(job, "build-detector")
-    assert [c["name"] for c in pod(job)["initContainers"]] == ["copy-repository", "build-detector", "build-segmenter"]
+    assert [c["name"] for c in pod(job)["initContainers"]] == ["copy-repository", "build-detector", "build-recognizer",
+                                                               "build-segmenter"]
     assert detector["image"] == build["image"] == MANIFEST.tensorrt.image
     assert detector["command"][:2] == build["command"][:2]  # the same script
     assert detector["command"][detector["command"].index("--model") + 1] == "detector"
@@ -223,6 +224,23 @@ def test_the_detectors_engine_is_built_before_the_classifiers_and_triton_waits_f
     assert "/opt/project/harness/spec.py" in copy and "/opt/project/harness/files.py" in copy
     wait = container(triton, "wait-for-engine")["command"][-1]
     assert "/models/detector/1/model.plan.stamp.json" in wait and "/models/classifier/1/model.plan.stamp.json" in wait
+
+
+def test_the_recognizers_engine_is_built_as_compose_builds_it_and_triton_waits_for_it(production):
+    """The OCR pipeline's recognizer (docs/ocr.md): an init container after the detector's, with
+    compose's settings; triton waits for its stamp and loads the OCR models."""
+    job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
+    build, recognizer = container(job, "build"), container(job, "build-recognizer")
+    assert recognizer["image"] == build["image"] and recognizer["command"][:2] == build["command"][:2]
+    assert recognizer["command"][recognizer["command"].index("--model") + 1] == "recognizer"
+    repository = Path(recognizer["command"][recognizer["command"].index("--repository") + 1])
+    assert Path(recognizer["command"][recognizer["command"].index("--out") + 1]) == repository / "recognizer" / "1"
+    defaults = {k: re.fullmatch(r"\$\{\w+:-(.*)\}", v).group(1)
+                for k, v in compose_triton()["recognizer-engine-builder"]["environment"].items()}
+    assert {e["name"]: e["value"] for e in recognizer["env"]} == defaults
+    assert "/models/recognizer/1/model.plan.stamp.json" in container(triton, "wait-for-engine")["command"][-1]
+    assert {f"--load-model={m}" for m in ("recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv")} <= set(
+        container(triton, "triton")["command"])
 
 
 def test_the_segmenters_engine_is_built_as_compose_builds_it_and_triton_waits_for_it(production):

@@ -180,7 +180,8 @@ def test_a_missing_manifest_is_a_clear_error(tmp_path):
 def test_the_mixed_pipelines_use_only_arguments_the_production_dali_has(repository):
     pipes = production_pipelines(repository)
     assert set(pipes) == {"preprocess_dali", "preprocess_dali_stages", "detect_preprocess_dali",
-                          "detect_preprocess_dali_stages", "segment_preprocess_dali", "segment_preprocess_dali_stages"}
+                          "detect_preprocess_dali_stages", "ocr_preprocess_dali", "segment_preprocess_dali",
+                          "segment_preprocess_dali_stages"}
     for pipe in pipes.values():
         serialized = pipe.serialize()  # an unknown argument would already raise here
         assert b"mixed" in serialized

@@ -10,9 +10,10 @@ from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, lo
 DETECTION_MODELS = {"detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
                     "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
                     "detect_dali", "detect_opencv"}
+OCR_MODELS = {"recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv"}
 EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
                    "classifier", "classify_dali", "classify_opencv", "embedder", "embed_dali", "embed_opencv",
-                   *DETECTION_MODELS}
+                   *DETECTION_MODELS, *OCR_MODELS}
 
 
 def dtype_name(value: int) -> str:

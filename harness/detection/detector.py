@@ -36,11 +36,11 @@ OUTPUT_NAME = "fetch_name_0"
 MEAN = STD = 0.5
 
 
-def model_path() -> Path:
-    """The ONNX file inside the installed rapidocr wheel."""
+def model_path(name: str = MODEL_NAME) -> Path:
+    """The ONNX file inside the installed rapidocr wheel (the detector's, or ``name``: the recognizer's)."""
     import rapidocr
 
-    path = Path(rapidocr.__file__).parent / "models" / MODEL_NAME
+    path = Path(rapidocr.__file__).parent / "models" / name
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: install rapidocr==3.10.0 (pinned in requirements.lock)")
     return path
@@ -60,13 +60,15 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def install_model(directory: Path, filename: str = "model.onnx") -> Path:
-    """Copy the detector into ``directory`` as ``filename``, with its licence notice beside it
+def install_model(directory: Path, filename: str = "model.onnx", name: str = MODEL_NAME,
+                  expected: str = MODEL_SHA256) -> Path:
+    """Copy the detector (or the wheel's model ``name`` whose SHA-256 the notice records as
+    ``expected``) into ``directory`` as ``filename``, with its licence notice beside it
     (``MODEL_LICENSES.md``, ``LICENSE``); refuses a model file that is not the one the
     notice covers."""
-    source = model_path()
-    if (digest := sha256(source)) != MODEL_SHA256:
-        raise ValueError(f"{source} has SHA-256 {digest}, not the {MODEL_SHA256} its licence notice covers")
+    source = model_path(name)
+    if (digest := sha256(source)) != expected:
+        raise ValueError(f"{source} has SHA-256 {digest}, not the {expected} its licence notice covers")
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / filename
     shutil.copyfile(source, target)

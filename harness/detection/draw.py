@@ -60,9 +60,43 @@ def _legend(width: int, sides) -> np.ndarray:
 
 
 def draw_comparison(image_rgb: np.ndarray, reference: Detections, deployed: Detections,
-                    names: tuple[str, str] = ("reference", "deployment")) -> np.ndarray:
-    """The two sides of one image in the report's colours."""
-    return draw_detections(image_rgb, [(names[0], reference, REFERENCE_COLOUR), (names[1], deployed, DEPLOYED_COLOUR)])
+                    names: tuple[str, str] = ("reference", "deployment"),
+                    texts: tuple[Sequence[str], Sequence[str]] | None = None) -> np.ndarray:
+    """The two sides of one image in the report's colours; with ``texts`` (each side's words, one
+    per box: an OCR pipeline's), each word written at its box: the reference's above it, the
+    deployment's below, in red where it differs from the word of the reference's box it matches
+    (IoU above 0.5) or has no match."""
+    drawn = draw_detections(image_rgb, [(names[0], reference, REFERENCE_COLOUR), (names[1], deployed, DEPLOYED_COLOUR)])
+    if texts is None:
+        return drawn
+    from harness.detection.boxes import greedy_match, iou_matrix
+
+    legend = drawn.shape[0] - image_rgb.shape[0]
+    pairs = dict((d, r) for r, d in greedy_match(iou_matrix(reference.quads, deployed.quads), reference.scores, 0.5))
+    scale = max(image_rgb.shape[:2]) / 720 * 0.5
+    for k, (side, words) in enumerate(zip((reference, deployed), texts)):
+        for i, (quad, word) in enumerate(zip(side.quads, words)):
+            changed = k == 1 and (i not in pairs or str(texts[0][pairs[i]]) != str(word))
+            colour = (213, 0, 0) if changed else (REFERENCE_COLOUR, DEPLOYED_COLOUR)[k]
+            x = int(quad[:, 0].min())
+            y = int(quad[:, 1].min()) - 4 if k == 0 else int(quad[:, 1].max()) + int(14 * scale * 2)
+            _label(drawn, _ascii(str(word)) or "(nothing)", (x, y + legend), colour, scale)
+    return drawn
+
+
+def _ascii(text: str) -> str:
+    """OpenCV's Hershey fonts write ASCII only: other characters as '?'."""
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+
+
+def _label(canvas: np.ndarray, text: str, origin: tuple[int, int], colour, scale: float) -> None:
+    """``text`` on a white backing at ``origin`` (its baseline's left end), kept inside the canvas."""
+    thickness = max(1, round(scale * 2))
+    (w, h), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, thickness)
+    x = min(max(origin[0], 0), max(canvas.shape[1] - w, 0))
+    y = min(max(origin[1], h + 1), canvas.shape[0] - base - 1)
+    cv2.rectangle(canvas, (x, y - h - 1), (x + w, y + base), (255, 255, 255), -1)
+    cv2.putText(canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, scale, colour, thickness, cv2.LINE_AA)
 
 
 def write_png(path: Path, image_rgb: np.ndarray) -> Path:

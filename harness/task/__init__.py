@@ -26,6 +26,7 @@ BUILT_IN = {
     "classification": "harness.task.classification:Classification",
     "embedding": "harness.task.embedding:Embedding",
     "detection": "harness.task.detection:Detection",
+    "ocr": "harness.task.ocr:Ocr",
     "segmentation": "harness.task.segmentation:Segmentation",
 }
 """Name -> ``module:Class`` of the tasks the project ships, in order (the first is the default)."""

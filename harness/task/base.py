@@ -152,8 +152,8 @@ def verdict_cells(stats) -> tuple[str, str]:
 def claim(model, tasks: Sequence["Task"]) -> tuple["Task", str]:
     """The task ``model`` (a ``ModelInfo``) serves among ``tasks`` (in order; the first is the
     default), and why: the first whose signs it shows, a task whose sign is a structure
-    (:attr:`Task.claims_first`) asked first; else the default."""
-    for task in sorted(tasks, key=lambda t: not t.claims_first):
+    (:attr:`Task.claims_first`) asked first, the stronger structure before; else the default."""
+    for task in sorted(tasks, key=lambda t: -int(t.claims_first)):
         why = task.claims(model)
         if why:
             return task, why
@@ -250,10 +250,11 @@ class Task:
         task when ``--task`` is not given."""
         return next((why for t in model.outputs if (why := self.signs(t, t.name in model.labelled))), None)
 
-    claims_first: ClassVar[bool] = False
+    claims_first: ClassVar[bool | int] = False
     """Its sign is a structure of several outputs (a detector's boxes and scores), stronger than
     a name: discovery asks it before the others (EfficientNMS's ``det_scores [100]`` is named
-    like class scores too)."""
+    like class scores too). A number ranks structures: a larger one is asked before (OCR's 2,
+    texts beside boxes, before detection's ``True``, boxes alone)."""
 
     def result_outputs(self, model):
         """The outputs holding the task's result when ``model`` computes it itself (a detector's

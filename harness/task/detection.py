@@ -452,6 +452,13 @@ class Detection(Task):
     def infer(self, client, asked):
         return infer_table(self, client, asked)
 
+    infer_extras: tuple[str, ...] = ()
+    """Outputs ``harness infer`` asks for beside the boxes, where the model answers them (OCR's texts)."""
+
+    def infer_labels(self, answer: dict, count: int) -> list[str] | None:
+        """Each box's label for ``harness infer`` from the answer's :attr:`infer_extras` (None: boxes only)."""
+        return None
+
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         """The image's boxes under the setting (the reference's postprocessor with the setting's
         ``[postprocess]`` changes on its output, with the setting's geometry) against the
@@ -630,16 +637,23 @@ def _detectors(task, client, asked) -> dict:
         asked.say(f"{name}: image input {request.describe()}, {boxes.describe()}")
         out[name] = (request, boxes)
 
-    def detect(data, request, boxes):
-        answer = client.infer(request.model, request.inputs([data]), list(boxes.names))
-        return boxes.read({k: v[0] if request.batched else v for k, v in answer.items()})
+    def detect(data, request, boxes, extras):
+        answer = client.infer(request.model, request.inputs([data]), [*boxes.names, *extras])
+        answer = {k: v[0] if request.batched else v for k, v in answer.items()}
+        found = boxes.read(answer)
+        return found, task.infer_labels(answer, len(found))
 
-    return {name: (lambda data, r=request, b=boxes: detect(data, r, b)) for name, (request, boxes) in out.items()}
+    def extras(name):
+        answered = {t.name for t in read_model(client, name).outputs}
+        return tuple(n for n in task.infer_extras if n in answered)
+
+    return {name: (lambda data, r=request, b=boxes, e=extras(name): detect(data, r, b, e))
+            for name, (request, boxes) in out.items()}
 
 
 def infer_table(task, client, asked) -> int:
     """Each image's boxes through each detector: how many, and the best ``top_k`` (score, the
-    box's corners in the image's pixels)."""
+    box's corners in the image's pixels, and its label where the task reads one: OCR's word)."""
     from rich.progress import track
     from rich.table import Table
 
@@ -649,7 +663,8 @@ def infer_table(task, client, asked) -> int:
     files = asked.files
 
     detectors = _detectors(task, client, asked)
-    table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels)")
+    labelled = ", its word" if task.infer_extras else ""
+    table = Table(title=f"boxes per image (the best {asked.top_k}: score, x1,y1-x2,y2 in the image's pixels{labelled})")
     table.add_column("image")
     for name in detectors:
         table.add_column(name)
@@ -663,10 +678,11 @@ def infer_table(task, client, asked) -> int:
                 detectors)
         for detect in (detectors.values() if not cells else ()):
             try:
-                found = detect(data)
+                found, labels = detect(data)
                 best = sorted(range(len(found)), key=lambda i: -found.scores[i])[:asked.top_k]
                 lines = [f"{len(found)} boxes"] + [
-                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i]) for i in best]
+                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i])
+                    + ("" if labels is None else f" {terminal_text(repr(labels[i]))}") for i in best]
                 cells.append("\n".join(lines))
             except ServerUnavailable as exc:
                 raise ServerStopped(client.url, identifier(path), str(exc)) from None

@@ -49,17 +49,21 @@ def test_the_record_holds_both_ensembles_boxes_of_the_photos_with_text(known, ph
             assert np.all(answer["SCORES"] > 0.6)  # no box near the threshold (0.5) to come and go
 
 
-def test_preflight_with_the_detection_task_passes_on_the_cpu_profile(server, known):
+@pytest.mark.parametrize("task", ["detection", "ocr"])
+def test_preflight_with_the_detection_task_passes_on_the_cpu_profile(server, known, task):
+    """The OCR task's deployment (docs/ocr.md) adds the recognizer and the ocr models, its engine,
+    and the detection ensembles' boxes it reads."""
     def factory():
         return TritonClient(server.url("grpc"), "grpc")
 
     with factory() as client:
         rows = run_checks(client, factory, load_manifest(), known, repository=REPOSITORY, in_server_env=True,
-                          metrics_url=server.metrics_url, task="detection")
+                          metrics_url=server.metrics_url, task=task)
     by_name = {row.check: row for row in rows}
     assert passed(rows), [r for r in rows if r.status == FAIL]
-    assert by_name["models ready"].expected == f"{8 + len(get_task('detection').repository.added)} models"
-    assert by_name["detector platform"].status == PASS and by_name["detector platform"].found == "python"
+    assert by_name["models ready"].expected == f"{8 + len(get_task(task).repository.added)} models"
+    for engine in get_task(task).repository.engines:
+        assert by_name[f"{engine} platform"].status == PASS and by_name[f"{engine} platform"].found == "python"
     for pipeline in ("dali", "opencv"):
         boxes = by_name[f"detection {pipeline}: boxes"]
         assert boxes.status == PASS and boxes.found == "equal" and boxes.record == "cpu", boxes

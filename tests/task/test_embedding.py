@@ -35,12 +35,12 @@ def features(repository, spec, photo):
 
 
 def test_the_registry_names_every_task_and_refuses_others():
-    assert list(TASKS) == ["classification", "embedding", "detection", "segmentation"]
+    assert list(TASKS) == ["classification", "embedding", "detection", "ocr", "segmentation"]
     assert get_task(None) is TASKS["classification"]
     from harness.errors import UsageError
 
     with pytest.raises(UsageError, match="--task keypoints: no such task; tasks: classification, embedding, detection, "
-                                         "segmentation"):
+                                         "ocr, segmentation"):
         get_task("keypoints")
 
 

@@ -1,0 +1,238 @@
+"""PaddleOCR's text recognition, replayed from a spec's ``[recognition]`` table.
+
+One box of the detector (a quad, x, y corners clockwise from the top left, in the photo's
+pixels) becomes a word in four steps, each a stage the harness compares:
+
+- ``crop``: the box cut out upright (``crop = "perspective"``: PaddleOCR's
+  ``get_rotate_crop_image``, a perspective warp to the box's longer edge lengths, bicubic,
+  border replicated; ``"axis_aligned"``: the box's bounding rectangle), turned 90 degrees
+  counterclockwise when its height is at least ``rotate_ratio`` times its width;
+- ``input``: resized to ``height`` keeping the aspect ratio (``cv2.resize`` bilinear), the
+  width capped at ``max_width``, ``x / 255``, ``(x - mean) / std`` in ``channel_order``,
+  padded on the right with ``pad_value`` up to ``width`` (rapidocr's ``rec_img_shape``);
+  each crop is recognised alone (no batch padding: a word's input does not depend on its
+  neighbours);
+- ``output``: the recognizer's per-step class probabilities [T, classes];
+- ``text``: CTC greedy decoding with the model's own dictionary (the ONNX metadata
+  ``character``; the blank at ``blank_index``, a space appended): argmax per step,
+  repeats merged, blanks dropped; the score is the mean of the kept steps' probabilities
+  (rapidocr's ``CTCLabelDecode``, 5 decimals).
+
+This module imports numpy and OpenCV only: it also runs inside the server (the ocr models).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+CROPS = ("perspective", "axis_aligned")
+CHANNEL_ORDERS = ("RGB", "BGR")
+DICTIONARY_FILENAME = "dictionary.txt"
+"""The recognizer's dictionary, one character a line, written beside its ONNX by ``harness
+model export`` from the ONNX metadata (the server reads it there: a TensorRT plan has no metadata)."""
+METADATA_KEY = "character"
+
+
+@dataclass(frozen=True)
+class Recognition:
+    """The ``[recognition]`` table: every parameter of the recognizer's preprocessing and decoding."""
+
+    height: int = 48
+    """The model's input height (fixed at 48 in PP-OCRv6's recognizer)."""
+    width: int = 320
+    """The input is padded up to at least this width (rapidocr's ``rec_img_shape`` [3, 48, 320])."""
+    max_width: int = 1280
+    """A crop resized wider than this is squeezed to it (the engine's optimization profile ends here)."""
+    pad_value: float = 0.0
+    """The padding's value, after normalization (PaddleOCR: zeros)."""
+    pixel_range: float = 1.0
+    """Pixels are divided by 255 / pixel_range before mean and std (1.0: x / 255)."""
+    mean: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    std: tuple[float, float, float] = (0.5, 0.5, 0.5)
+    channel_order: str = "BGR"
+    """PaddleOCR trains on cv2's BGR images."""
+    crop: str = "perspective"
+    rotate_ratio: float = 1.5
+    """A crop at least this many times higher than wide is turned upright; 0: never."""
+    blank_index: int = 0
+    """Where CTC's blank sits in the class axis (the dictionary follows it)."""
+
+    def __post_init__(self):
+        if self.crop not in CROPS:
+            raise ValueError(f"[recognition] crop must be one of {', '.join(CROPS)}, got {self.crop!r}")
+        if self.channel_order not in CHANNEL_ORDERS:
+            raise ValueError(f"[recognition] channel_order must be one of {', '.join(CHANNEL_ORDERS)}, "
+                             f"got {self.channel_order!r}")
+        if not (0 < self.height <= self.width <= self.max_width):
+            raise ValueError(f"[recognition] needs 0 < height <= width <= max_width, got {self.height}, {self.width}, "
+                             f"{self.max_width}")
+        if len(self.mean) != 3 or len(self.std) != 3 or not all(s > 0 for s in self.std):
+            raise ValueError("[recognition] mean and std are three numbers each, std above 0")
+        if self.rotate_ratio < 0 or self.blank_index < 0:
+            raise ValueError("[recognition] rotate_ratio and blank_index are >= 0")
+
+    def to_table(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+def parameters(table: Mapping[str, Any] | None) -> Recognition:
+    """The record of a ``[recognition]`` table (ValueError on an unknown key or a bad value)."""
+    table = dict(table or {})
+    known = {f.name for f in fields(Recognition)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ValueError(f"[recognition] unknown key(s) {unknown}; keys are {', '.join(sorted(known))}")
+    for key in ("mean", "std"):
+        if key in table:
+            table[key] = tuple(float(v) for v in table[key])
+    for key in ("height", "width", "max_width", "blank_index"):
+        if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
+            raise ValueError(f"[recognition] {key} must be an integer, got {table[key]!r}")
+    return Recognition(**table)
+
+
+# -- crop ------------------------------------------------------------------------------------------
+
+
+def crop_geometry(quad: np.ndarray, p: Recognition, image_size: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
+    """The warp that cuts one box out upright in one step, for a warp operator (DALI's
+    ``warp_perspective``, pixel centres at integers as in OpenCV): (the 3x3 matrix from the
+    image's pixels to the crop's, the crop's (height, width)). The quarter turn of a tall crop
+    is folded into the matrix: the same source points as :func:`crop_box`'s warp then turn."""
+    import cv2
+
+    points = np.asarray(quad, np.float32).reshape(4, 2)
+    if p.crop == "axis_aligned":
+        (x0, y0), (x1, y1) = _bounds(points, image_size)
+        matrix, height, width = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64), y1 - y0, x1 - x0
+    else:
+        width, height = _edges(points)
+        target = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float32)
+        matrix = cv2.getPerspectiveTransform(points, target)
+    if p.rotate_ratio and height / width >= p.rotate_ratio:  # np.rot90: (x, y) -> (y, width - 1 - x)
+        matrix = np.array([[0, 1, 0], [-1, 0, width - 1], [0, 0, 1]], np.float64) @ matrix
+        height, width = width, height
+    return matrix, (int(height), int(width))
+
+
+def _edges(points: np.ndarray) -> tuple[int, int]:
+    """get_rotate_crop_image's crop size of a quad: (width, height), the longer of each pair of edges."""
+    width = int(max(np.linalg.norm(points[0] - points[1]), np.linalg.norm(points[2] - points[3])))
+    height = int(max(np.linalg.norm(points[0] - points[3]), np.linalg.norm(points[1] - points[2])))
+    return max(width, 1), max(height, 1)
+
+
+def _bounds(points: np.ndarray, image_size: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The axis-aligned rectangle of a quad's pixels within the image: ((x0, y0), (x1, y1)), x1 > x0, y1 > y0."""
+    h, w = image_size
+    x0, y0 = np.clip(np.floor(points.min(axis=0)).astype(int), 0, [w - 1, h - 1])
+    x1, y1 = np.clip(np.ceil(points.max(axis=0)).astype(int), [x0 + 1, y0 + 1], [w, h])
+    return (int(x0), int(y0)), (int(x1), int(y1))
+
+
+def crop_box(image: np.ndarray, quad: np.ndarray, p: Recognition) -> np.ndarray:
+    """One box of ``image`` (HWC uint8) cut out upright (``crop`` stage)."""
+    import cv2
+
+    points = np.asarray(quad, np.float32).reshape(4, 2)
+    if p.crop == "axis_aligned":
+        (x0, y0), (x1, y1) = _bounds(points, image.shape[:2])
+        out = np.ascontiguousarray(image[y0:y1, x0:x1])
+    else:
+        width, height = _edges(points)
+        target = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float32)
+        matrix = cv2.getPerspectiveTransform(points, target)
+        out = cv2.warpPerspective(image, matrix, (width, height), borderMode=cv2.BORDER_REPLICATE,
+                                  flags=cv2.INTER_CUBIC)
+    if p.rotate_ratio and out.shape[0] / out.shape[1] >= p.rotate_ratio:
+        out = np.ascontiguousarray(np.rot90(out))
+    return out
+
+
+# -- the model input ------------------------------------------------------------------------------
+
+
+def input_width(crop_height: int, crop_width: int, p: Recognition) -> tuple[int, int]:
+    """(the resized crop's width, the input's width) for a crop of this size: rapidocr's
+    ``resize_norm_img`` with one crop a batch (width ``int(height * max(ratio, width / height))``,
+    the crop ``ceil(height * ratio)`` within it), capped at ``max_width``."""
+    ratio = crop_width / float(crop_height)
+    padded = min(int(p.height * max(p.width / p.height, ratio)), p.max_width)
+    resized = min(int(math.ceil(p.height * ratio)), padded)
+    return max(resized, 1), padded
+
+
+def to_input(crop: np.ndarray, p: Recognition, order: str = "RGB") -> np.ndarray:
+    """A crop (HWC uint8 in channel ``order``) -> the recognizer's input [3, height, W] float32."""
+    import cv2
+
+    if order != p.channel_order:
+        crop = crop[..., ::-1]
+    resized_w, padded_w = input_width(crop.shape[0], crop.shape[1], p)
+    resized = cv2.resize(np.ascontiguousarray(crop), (resized_w, p.height)).astype(np.float32)
+    chw = resized.transpose(2, 0, 1) / (255.0 / p.pixel_range)
+    chw = (chw - np.asarray(p.mean, np.float32)[:, None, None]) / np.asarray(p.std, np.float32)[:, None, None]
+    out = np.full((3, p.height, padded_w), p.pad_value, np.float32)
+    out[:, :, :resized_w] = chw
+    return out
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+
+def load_dictionary(path: str | Path) -> list[str]:
+    """The characters of a dictionary file (one a line) or of an ONNX's ``character`` metadata."""
+    path = Path(path)
+    if path.suffix == ".onnx":
+        import onnx
+
+        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        if METADATA_KEY not in meta:
+            raise ValueError(f"{path} has no '{METADATA_KEY}' metadata: no dictionary to decode its output with")
+        return meta[METADATA_KEY].splitlines()
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+class CtcDecoder:
+    """CTC greedy decoding with a dictionary: the blank at ``blank_index`` of the class axis, the
+    dictionary's characters after it, a space last (PaddleOCR's ``use_space_char``)."""
+
+    def __init__(self, characters: list[str], blank_index: int = 0):
+        self.blank_index = blank_index
+        self.characters = list(characters) + [" "]
+        self.classes = len(self.characters) + 1
+
+    def char(self, index: int) -> str:
+        """The character of class ``index`` (the blank: '')."""
+        if index == self.blank_index:
+            return ""
+        return self.characters[index - (index > self.blank_index)]
+
+    def kept(self, probabilities: np.ndarray) -> np.ndarray:
+        """The steps whose class is a character (repeats merged, blanks dropped)."""
+        best = np.asarray(probabilities).argmax(axis=-1)
+        keep = np.ones(len(best), bool)
+        keep[1:] = best[1:] != best[:-1]
+        return keep & (best != self.blank_index)
+
+    def __call__(self, probabilities: np.ndarray) -> tuple[str, float]:
+        """[T, classes] -> (text, score)."""
+        probabilities = np.asarray(probabilities, np.float32)
+        if probabilities.ndim != 2 or probabilities.shape[1] != self.classes:
+            raise ValueError(f"the recognizer's output must be [steps, {self.classes}] per word (the dictionary's "
+                             f"{self.classes - 2} characters, the blank and a space), got {list(probabilities.shape)}")
+        keep = self.kept(probabilities)
+        best = probabilities.argmax(axis=-1)
+        text = "".join(self.char(int(i)) for i in best[keep])
+        confidences = [round(float(c), 5) for c in probabilities.max(axis=-1)[keep]] or [0.0]
+        return text, round(float(np.mean(confidences)), 5)
+
+    def margins(self, probabilities: np.ndarray) -> np.ndarray:
+        """Per step, the best class's probability minus the second best's."""
+        top2 = np.sort(np.asarray(probabilities, np.float32), axis=-1)[:, -2:]
+        return top2[:, 1] - top2[:, 0]

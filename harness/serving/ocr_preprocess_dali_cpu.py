@@ -1,0 +1,39 @@
+"""ocr_preprocess_dali (cpu profile): the same DALI graph as the GPU model
+(:mod:`harness.ocr.dali_recognition`) with DALI's CPU decoder, run in the Python backend
+because the DALI backend needs a GPU here. One word a request, as the GPU model takes it;
+the requests of a dynamic batch run as one DALI batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+from harness.ocr.dali_recognition import INPUTS, CpuRecognitionRunner
+from harness.ocr.recognition import parameters
+from harness.serving.preprocess import invalid_argument
+from harness.spec import load_spec, spec_name_of
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        spec = load_spec(Path(args["model_repository"]).parent / spec_name_of(config))
+        threads = int(config.get("parameters", {}).get("num_threads", {}).get("string_value", "1"))
+        self.runner = CpuRecognitionRunner(parameters(spec.recognition), spec.preprocess.decode,
+                                           config["max_batch_size"], threads)
+
+    def execute(self, requests):
+        samples = {name: [] for name in INPUTS}
+        for request in requests:
+            arrays = {name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in INPUTS}
+            if any(len(a) != 1 for a in arrays.values()):
+                return [invalid_argument("send one word per request (each word's input has its own width)")
+                        for _ in requests]
+            for name, array in arrays.items():
+                samples[name].append(array[0])
+        results = self.runner.run(samples)
+        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("CROP", crop[None]),
+                                                           pb_utils.Tensor("INPUT", x[None])])
+                for crop, x in results]

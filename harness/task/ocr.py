@@ -1,0 +1,453 @@
+"""OCR: the words of an image. The detection task's stages and boxes, then each box's word.
+
+- **Boxes**: as the detection task compares them (the detector's raw map, its geometry, the
+  boxes matched one to one: :mod:`harness.task.detection`). A word whose box is missed or
+  extra is reported as such (the boxes' ``missed`` and ``extra``).
+- **Words** of the matched boxes (:mod:`harness.ocr.compare`): each side's words as its
+  pipeline reads them (the reference: the spec's ``[reference.recognition]`` replayed by
+  :mod:`harness.ocr.recognition` with the recognizer's ONNX; the deployment: its ``TEXTS`` and
+  ``TEXT_SCORES``, and its word stage taps ``WORD_*`` when it answers them), compared end to
+  end (exact match, character error rate, score change) and step by step (``crop``,
+  ``input``, ``output``, ``text``: the reference's step on the deployment's previous stage),
+  whose first stage beyond its rule is the word's culprit.
+- **Result** (``postprocess``): the boxes' verdict and the words' together; an image whose
+  boxes or words changed is the event. A text change whose reference output holds a step
+  within the margin of its second best class, and which the reference's decoding of the
+  deployed output reproduces, is a near tie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from harness.client import TaskModels
+from harness.detection.boxes import Detections, greedy_match, iou_matrix
+from harness.errors import UsageError
+from harness.formatting import fmt
+from harness.ocr.compare import WORD_STAGES, WordPair, WordRules, character_error_rate, edit_distance, step_verdict
+from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, decode_texts, pack_ragged, unpack_ragged
+from harness.result import StageResult
+from harness.scores import DETECTION
+from harness.stage import GEOMETRY_TENSOR, Stage
+from harness.task.base import Event, Section
+from harness.task.detection import Detection, DetectionEvents, DetectionSetup
+from harness.verdict import Verdict
+
+WORD_STEPS = "WORD_STEPS"
+"""The deployed side's key of the step-by-step comparison: [words, 4 stages, (verdict rank, error)]."""
+MATCH_IOU = 0.5
+MAX_LISTED = 20
+"""Word changes listed per image (report.json, the report's table)."""
+
+
+@dataclass(frozen=True)
+class RecognitionSetup:
+    """Each side's ``[recognition]`` (:class:`harness.ocr.recognition.Recognition`) and the rules."""
+
+    reference: Any
+    deployed: Any
+    rules: WordRules = WordRules()
+
+
+class OcrEvents(DetectionEvents):
+    """The images whose boxes or words changed, and the run's box and word totals."""
+
+    task = "ocr"
+
+    def __init__(self, margin: float):
+        super().__init__(margin)
+        self.words = dict.fromkeys(("words_matched", "words_exact", "word_ties", "reference_chars", "char_errors"), 0)
+        self.culprits: dict[str, int] = {}
+
+    def add(self, result) -> None:
+        super().add(result)
+        post = result.stage(Stage.POSTPROCESS)
+        if post is None:
+            return
+        m = post.metrics
+        for key in self.words:
+            self.words[key] += int(m.get(key) or 0)
+        for change in m.get("word_changes") or ():
+            if change.get("culprit"):
+                self.culprits[change["culprit"]] = self.culprits.get(change["culprit"], 0) + 1
+        if self.events and self.events[-1].image == result.image:  # the detection fold's event: add the words
+            e = self.events[-1]
+            self.events[-1] = Event(e.image, e.verdict, {**e.details, "words_matched": m.get("words_matched"),
+                                                         "words_exact": m.get("words_exact"), "cer": m.get("cer"),
+                                                         "word_culprit": m.get("word_culprit"),
+                                                         "word_changes": m.get("word_changes") or []})
+
+    def result(self):
+        events, figures = super().result()
+        w = self.words
+        cer = w["char_errors"] / w["reference_chars"] if w["reference_chars"] else None
+        accuracy = w["words_exact"] / w["words_matched"] if w["words_matched"] else None
+        return events, {**figures, **w, "cer": cer, "word_agreement": accuracy, "word_culprits": self.culprits}
+
+
+class Ocr(Detection):
+    """The OCR task; :meth:`configure` binds it to a spec's postprocessing and ``[recognition]``."""
+
+    name = "ocr"
+    # The detection task's models and the recognizer behind them (docs/ocr.md): the raw output is
+    # the detector's map, the boxes and words come from ocr_<pipeline> (Python-backend BLS).
+    repository = TaskModels("ocr", "detector", "x", "fetch_name_0", "PROBABILITY", spec="ocr.toml",
+                            preprocess_prefix="detect_", results=("BOXES", "SCORES"),
+                            postprocess_model="detect_postprocess",
+                            added=(*Detection.repository.added, "recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv"),
+                            engines=("detector", "recognizer"))
+    noun = "words"
+    output_words = "the detector's raw output (a probability map)"
+    event_words = ("word or box change", "word or box changes")
+    flip_words = "images with word or box changes"
+    agreement_words = "word agreement"
+    tie_words = ("change is a near tie", "changes are near ties")
+    csv_fields = (*Detection.csv_fields, "words_matched", "words_exact", "cer", "word_culprit")
+    answer_extras = (GEOMETRY_TENSOR, TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair))
+
+    def __init__(self, setup: DetectionSetup | None = None, recognition: RecognitionSetup | None = None):
+        super().__init__(setup)
+        self.recognition = recognition
+
+    # -- set-up -------------------------------------------------------------------------------
+    def configure(self, spec, postprocess: str | None = None) -> "Ocr":
+        from harness.ocr.recognition import parameters
+
+        detection = Detection.configure(self, spec, postprocess)
+        if spec.recognition is None:
+            raise UsageError(f"--task ocr: the spec ({spec.source}) has no [recognition] table: nothing says how the "
+                             "words of the boxes are read (model_repository/ocr.toml has the repository's)")
+        return Ocr(detection.setup, RecognitionSetup(parameters(spec.reference.recognition), parameters(spec.recognition)))
+
+    def _recognition(self) -> RecognitionSetup:
+        if self.recognition is None:
+            raise RuntimeError("the ocr task was not configured with a spec (Task.configure)")
+        return self.recognition
+
+    @cached_property
+    def recognizer(self):
+        from harness.ocr.recognizer import TextRecognizer
+
+        return TextRecognizer()
+
+    def decoder(self, p):
+        from harness.ocr.recognition import CtcDecoder
+
+        return CtcDecoder(self.recognizer.characters, p.blank_index)
+
+    # -- discovery ------------------------------------------------------------------------------
+    @staticmethod
+    def _without_words(model):
+        """``model`` as the detection task reads it: without its words and word taps (whose FP32
+        ``TEXT_SCORES`` [-1] would read as a second score output beside the boxes')."""
+        from dataclasses import replace
+
+        words = {TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair)}
+        return replace(model, outputs=tuple(t for t in model.outputs if t.name not in words))
+
+    claims_first = 2
+    """Texts beside boxes: asked before the detection task (boxes alone, ``True``)."""
+
+    def claims(self, model):
+        texts = [t for t in model.outputs if t.data_type in ("TYPE_STRING", "BYTES") and "text" in t.name.lower()]
+        boxes = self.result_outputs(model)
+        return f"it answers texts ({texts[0].name}) and boxes ({boxes.describe()})" if texts and boxes else None
+
+    infer_extras = (TEXTS,)
+
+    def infer_labels(self, answer, count):
+        """Each box's word (``TEXTS``, UTF-8: a word that is not is this image's error), or None
+        where the model answers none."""
+        if TEXTS not in answer:
+            return None
+        texts = decode_texts(answer[TEXTS])
+        if len(texts) != count:
+            raise ValueError(f"{len(texts)} texts for {count} boxes")
+        return texts
+
+    def choose_output(self, model, choice):
+        return super().choose_output(self._without_words(model), choice)
+
+    def result_outputs(self, model):
+        return super().result_outputs(self._without_words(model))
+
+    def read_answer(self, answer, boxes) -> dict:
+        """The boxes (as the detection task reads them), the texts (UTF-8: a word that is not is
+        this image's error) and scores, and the word stage taps where answered."""
+        out = super().read_answer(answer, boxes)
+        texts = self.infer_labels(answer, len(out[Stage.POSTPROCESS]))
+        if texts is not None:
+            out[TEXTS] = np.array(texts, dtype=str)
+        if TEXT_SCORES in answer:
+            out[TEXT_SCORES] = np.asarray(answer[TEXT_SCORES], np.float32).reshape(-1)
+        for arrays, shapes in WORD_TAPS.values():
+            if arrays in answer and shapes in answer:
+                out[arrays], out[shapes] = np.asarray(answer[arrays]), np.asarray(answer[shapes], np.int32)
+        return out
+
+    # -- the words on each side -------------------------------------------------------------------
+    def read_words(self, image: np.ndarray, quads: np.ndarray, p) -> dict:
+        """Each box's word as the reference reads it with ``p`` (a ``Recognition``): the texts, their
+        scores and the word stages, packed as the ocr models answer them."""
+        from harness.ocr.recognition import crop_box, to_input
+
+        decoder = self.decoder(p)
+        words = {"crop": [], "input": [], "output": []}
+        texts, scores = [], []
+        for quad in quads:
+            crop = crop_box(image, quad, p)
+            x = to_input(crop, p, "RGB")
+            probabilities = self.recognizer(x)
+            text, score = decoder(probabilities)
+            texts.append(text)
+            scores.append(score)
+            for stage, array in (("crop", crop), ("input", x), ("output", probabilities)):
+                words[stage].append(array)
+        out = {TEXTS: np.array(texts, dtype=str), TEXT_SCORES: np.array(scores, np.float32)}
+        least = {"crop": (0, 0, 3), "input": (3, p.height, 0), "output": (0, decoder.classes)}
+        for stage, (arrays, shapes) in WORD_TAPS.items():
+            out[arrays], out[shapes] = pack_ragged(words[stage], least[stage], np.uint8 if stage == "crop" else np.float32)
+        return out
+
+    def derive_reference(self, stages: dict) -> dict:
+        out = super().derive_reference(stages)
+        quads = Detections.from_array(out[Stage.POSTPROCESS]).quads
+        return {**out, **self.read_words(np.asarray(stages[Stage.DECODE]), quads, self._recognition().reference)}
+
+    def derive_deployed(self, deployed: dict, reference: dict) -> dict:
+        """The boxes (as the detection task derives them), then each deployed word's steps redone by
+        the reference on the deployment's previous stage (``WORD_STEPS``), where the deployment
+        answers its word stages and the decoded image is known."""
+        out = super().derive_deployed(deployed, reference)
+        both = {**deployed, **out}
+        if TEXTS not in both and Stage.POSTPROCESS in both:
+            raise ValueError("the deployment answers no texts (a BYTES output TEXTS beside its boxes)")
+        image = both.get(Stage.DECODE, reference.get(Stage.DECODE))
+        if image is not None and all(name in both for pair in WORD_TAPS.values() for name in pair):
+            out[WORD_STEPS] = self.redo_steps(np.asarray(image), both)
+        return out
+
+    def redo_steps(self, image: np.ndarray, deployed: dict, p=None, stages: tuple[str, ...] = WORD_STAGES) -> np.ndarray:
+        """[words, 4, 2]: per deployed word and word stage, (the verdict's rank, the error) of the
+        reference's step (``p``: its ``[recognition]``, by default the spec's) on the deployment's
+        previous stage against the deployment's; a stage not in ``stages`` is left equal."""
+        from harness.ocr.recognition import crop_box, to_input
+
+        s = self._recognition()
+        p = p or s.reference
+        decoder = self.decoder(p)
+        quads = Detections.from_array(deployed[Stage.POSTPROCESS]).quads
+        crops, inputs, outputs = (unpack_ragged(deployed[a], deployed[b]) for a, b in WORD_TAPS.values())
+        texts = [str(t) for t in deployed[TEXTS]]
+        if not (len(quads) == len(crops) == len(inputs) == len(outputs) == len(texts)):
+            raise ValueError(f"the deployment answers {len(quads)} boxes but {len(crops)} crops, {len(inputs)} inputs, "
+                             f"{len(outputs)} outputs and {len(texts)} texts")
+        steps = np.zeros((len(quads), len(WORD_STAGES), 2), np.float64)
+        for i, quad in enumerate(quads):
+            expected = {"crop": lambda: crop_box(image, quad, p), "input": lambda: to_input(crops[i], p, "RGB"),
+                        "output": lambda: self.recognizer(inputs[i]), "text": lambda: decoder(outputs[i])[0]}
+            got = {"crop": crops[i], "input": inputs[i], "output": outputs[i], "text": texts[i]}
+            for k, stage in enumerate(WORD_STAGES):
+                if stage not in stages:
+                    continue
+                try:
+                    verdict, error = step_verdict(stage, expected[stage](), got[stage], s.rules)
+                except (ValueError, IndexError, RuntimeError):  # the deployment's stage cannot go into the step
+                    verdict, error = Verdict.DIVERGED, np.inf
+                steps[i, k] = verdict.rank, error
+        return steps
+
+    # -- comparison -------------------------------------------------------------------------------
+    def result_of(self, reference, deployed, isolated, margin, top_k, scores=DETECTION):
+        boxes = super().result_of(reference, deployed, isolated, margin, top_k, scores)
+        if boxes is None or TEXTS not in reference or TEXTS not in deployed:
+            return boxes
+        pairs = self.pair_words(reference, deployed)
+        word_metrics = self.word_metrics(pairs)
+        worst = Verdict.worst([boxes.verdict, *(pair.verdict for pair in pairs)])
+        return StageResult(Stage.POSTPROCESS, worst, {**boxes.metrics, **word_metrics}, boxes.isolated_verdict,
+                           boxes.isolated)
+
+    def pair_words(self, reference: dict, deployed: dict) -> list[WordPair]:
+        """The words of the boxes matched one to one (IoU above 0.5, the reference's best score first)."""
+        ref, dep = Detections.from_array(reference[Stage.POSTPROCESS]), Detections.from_array(deployed[Stage.POSTPROCESS])
+        iou = iou_matrix(np.nan_to_num(ref.quads), np.nan_to_num(dep.quads))
+        rules = self.recognition.rules if self.recognition else WordRules()
+        ref_outputs = (unpack_ragged(reference[WORD_TAPS["output"][0]], reference[WORD_TAPS["output"][1]])
+                       if WORD_TAPS["output"][0] in reference else None)
+        steps = deployed.get(WORD_STEPS)
+        ref_scores, dep_scores = reference.get(TEXT_SCORES), deployed.get(TEXT_SCORES)
+        out = []
+        for r, d in greedy_match(iou, ref.scores, MATCH_IOU):
+            ref_text, dep_text = str(reference[TEXTS][r]), str(deployed[TEXTS][d])
+            word_steps = {} if steps is None else {
+                stage: (Verdict(("equal", "close", "tie", "diverged")[int(steps[d, k, 0])]), float(steps[d, k, 1]))
+                for k, stage in enumerate(WORD_STAGES)}
+            near = False
+            if ref_text != dep_text and ref_outputs is not None and self.recognition is not None:
+                decoded_alike = "text" not in word_steps or word_steps["text"][0] is not Verdict.DIVERGED
+                near = decoded_alike and self.near_tie(ref_outputs[r], dep_text, rules.text_margin)
+            delta = (float(dep_scores[d]) - float(ref_scores[r])) if ref_scores is not None and dep_scores is not None \
+                else 0.0
+            out.append(WordPair(r, d, ref_text, dep_text, delta, word_steps, near))
+        return out
+
+    def near_tie(self, probabilities: np.ndarray, deployed_text: str, margin: float) -> bool:
+        """Whether the reference's output decodes to ``deployed_text`` once its steps whose two best
+        classes lie within ``margin`` take their second best (one such step, or all of them)."""
+        probabilities = np.asarray(probabilities, np.float32)
+        order = np.argsort(probabilities, axis=-1)
+        best, second = order[:, -1], order[:, -2]
+        top2 = np.take_along_axis(probabilities, order[:, -2:], axis=-1)
+        near = np.flatnonzero(top2[:, 1] - top2[:, 0] <= margin)
+        if not len(near) or len(near) > 64:  # nothing near, or noise everywhere: no tie to speak of
+            return False
+        decoder = self.decoder(self._recognition().reference)
+
+        def text_of(classes: np.ndarray) -> str:
+            keep = np.ones(len(classes), bool)
+            keep[1:] = classes[1:] != classes[:-1]
+            return "".join(decoder.char(int(c)) for c in classes[keep & (classes != decoder.blank_index)])
+
+        for flipped in [[k] for k in near] + [list(near)]:
+            classes = best.copy()
+            classes[flipped] = second[flipped]
+            if text_of(classes) == deployed_text:
+                return True
+        return False
+
+    @staticmethod
+    def word_metrics(pairs: list[WordPair]) -> dict:
+        exact = sum(p.reference_text == p.deployed_text for p in pairs)
+        chars = sum(len(p.reference_text) for p in pairs)
+        errors = sum(edit_distance(p.reference_text, p.deployed_text) for p in pairs)
+        changed = [p for p in pairs if p.verdict in (Verdict.TIE, Verdict.DIVERGED)]
+        culprits = [p.culprit for p in pairs if p.culprit]
+        step_worst = {stage: max((p.steps[stage][1] for p in pairs if stage in p.steps), default=None)
+                      for stage in WORD_STAGES}
+        return {"words_matched": len(pairs), "words_exact": exact, "word_ties": sum(p.verdict is Verdict.TIE for p in pairs),
+                "reference_chars": chars, "char_errors": errors, "cer": round(errors / chars, 5) if chars else 0.0,
+                "max_text_score_delta": max((abs(p.score_delta) for p in pairs), default=None),
+                "word_culprit": min(culprits, key=WORD_STAGES.index) if culprits else None,
+                "word_step_worst": {k: (None if v is None or not np.isfinite(v) else v) for k, v in step_worst.items()},
+                "word_changes": [p.to_dict() for p in changed[:MAX_LISTED]]}
+
+    def events(self, margin):
+        return OcrEvents(margin)
+
+    # -- the effect on a labeled set: word accuracy, CER, end-to-end F1 (harness.ocr.effect) ----------------
+    progress_word = "reading"
+
+    def effect_of_results(self, dataset, results, changes):
+        from harness.ocr.effect import evaluate_ocr
+
+        found = [(path, {image: (Detections.from_array(stages[Stage.POSTPROCESS]), [str(t) for t in stages[TEXTS]])
+                         for image, stages in images.items() if TEXTS in stages})
+                 for path, images in results.items()]
+        return evaluate_ocr(dataset.source, found, changes=changes)
+
+    # -- diagnose -----------------------------------------------------------------------------------
+    def diagnose_hypotheses(self):
+        """The detector's culprits, and recognition's: each a change of ``[reference.recognition]``
+        (its keys prefixed ``recognition.``)."""
+        return [*super().diagnose_hypotheses(), *recognition_hypotheses(self._recognition().reference)]
+
+    def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
+        """The boxes as the detection task judges them under the setting, then the deployment's
+        words redone under the setting's ``[recognition]`` (crop, input and decoding on the
+        deployment's own previous stages; the model is the same in every setting): a word stage
+        beyond its rule is the event."""
+        from dataclasses import replace
+
+        changes = dict((context or {}).get("postprocess") or {})
+        words = {k.removeprefix(RECOGNITION): v for k, v in changes.items() if k.startswith(RECOGNITION)}
+        boxes = {k: v for k, v in changes.items() if not k.startswith(RECOGNITION)}
+        verdict, happened = super().diagnose_result(reference, deployed, gallery, index, margin,
+                                                    {**(context or {}), "postprocess": boxes})
+        dep = (context or {}).get("deployed") or {}
+        if Stage.DECODE not in dep or TEXTS not in dep or not all(n in dep for pair in WORD_TAPS.values() for n in pair):
+            return verdict, happened
+        try:
+            p = replace(self._recognition().reference, **words)
+            steps = self.redo_steps(np.asarray(dep[Stage.DECODE]), dep, p, stages=("crop", "input", "text"))
+        except Exception:  # noqa: BLE001 - a setting whose words cannot be made is as far as it gets
+            return Verdict.DIVERGED, 1.0
+        if (steps[:, :, 0] == Verdict.DIVERGED.rank).any():
+            return Verdict.DIVERGED, 1.0
+        return verdict, happened
+
+    def csv_values(self, stage):
+        values = super().csv_values(stage)
+        return values if stage is not None else [""] * len(self.csv_fields)
+
+    # -- reports --------------------------------------------------------------------------------
+    def output_note(self, report):
+        return (f"{super().output_note(report)} The words of the matched boxes are compared end to end (exact, "
+                "character error rate) and step by step (crop, input, output, text: the reference's step on the "
+                "deployment's previous stage).")
+
+    def summary_line(self, report):
+        line = super().summary_line(report)
+        f = report.summary.figures
+        if line is None or not f.get("words_matched"):
+            return line
+        culprits = ", ".join(f"{stage} {count}" for stage, count in sorted(
+            (f.get("word_culprits") or {}).items(), key=lambda kv: WORD_STAGES.index(kv[0])))
+        return (line + f" Words of the matched boxes: **{f['words_exact']} of {f['words_matched']} read alike**, "
+                       f"character error rate {fmt(f['cer'])}"
+                + (f"; words diverged first at: {culprits}" if culprits else "") + ".")
+
+    def sections(self, report):
+        out = super().sections(report)
+        rows = tuple((e.image, c["verdict"], c["reference_text"], c["deployed_text"], fmt(c["cer"]),
+                      fmt(c["score_delta"]), c["culprit"] or "-")
+                     for e in report.summary.events for c in e.details.get("word_changes") or ())
+        if rows:
+            out.append(Section("Words that changed", "Words of matched boxes whose text or a word stage changed; "
+                               "culprit: the first word stage (crop, input, output, text) where the reference's step "
+                               "on the deployment's previous stage does not make the deployment's.",
+                               ("image", "verdict", "reference", "deployed", "CER", "score change", "culprit"), rows,
+                               verdict_column=1))
+        return out
+
+
+RECOGNITION = "recognition."
+"""The prefix of a diagnose hypothesis's ``[reference.recognition]`` keys (the others are ``[postprocess]``'s)."""
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+PADDLE = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+RECOGNITION_CANDIDATES = {
+    # culprit -> the alternatives tried, each a set of [recognition] keys changed together
+    "recognition height": ({"height": 32}, {"height": 48}),
+    "recognition width cap and padding": ({"width": 160, "max_width": 160}, {"width": 320, "max_width": 320},
+                                          {"width": 320, "max_width": 1280}, {"width": 320, "max_width": 2048},
+                                          {"pad_value": -1.0}, {"pad_value": 0.0}),
+    "recognition normalization": ({"mean": IMAGENET[0], "std": IMAGENET[1]}, {"mean": PADDLE[0], "std": PADDLE[1]}),
+    "recognition channel order": ({"channel_order": "RGB"}, {"channel_order": "BGR"}),
+    "axis-aligned crop vs perspective warp": ({"crop": "axis_aligned"}, {"crop": "perspective"}),
+    "rotation rule": ({"rotate_ratio": 0.0}, {"rotate_ratio": 1.5}),
+    "dictionary blank offset": ({"blank_index": 0}, {"blank_index": 18709}),
+}
+"""Recognition's culprits (issue 39): the values PaddleOCR's configs and ports use."""
+
+
+def recognition_hypotheses(reference) -> list:
+    """Every candidate change of the reference's ``[recognition]`` that differs from it."""
+    from harness.task.base import ResultCulprit
+
+    out = []
+    for culprit, candidates in RECOGNITION_CANDIDATES.items():
+        for change in candidates:
+            before = {k: getattr(reference, k) for k in change}
+            if all(tuple(v) == tuple(before[k]) if isinstance(v, tuple) else v == before[k] for k, v in change.items()):
+                continue
+            name = ", ".join(f"{k.replace('_', ' ')} {list(v) if isinstance(v, tuple) else v}" for k, v in change.items())
+            out.append(ResultCulprit(f"recognition {name}", culprit,
+                                     tuple((RECOGNITION + k, before[k], v) for k, v in change.items())))
+    return out
+
+
+__all__ = ["Ocr", "character_error_rate", "recognition_hypotheses"]

@@ -1,0 +1,177 @@
+"""`harness check --task ocr` against this repository's OCR pipeline, served for real (ocr_dali,
+ocr_opencv: Python-backend BLS over the detection ensembles and the recognizer, cpu profile),
+on words rendered onto real photos.
+
+The server serves ``specs/ocr/small.toml`` (the detector at a CI-sized input); the planted specs
+of ``specs/ocr/planted/`` change only what training did (``[reference.recognition]``), so one
+server serves them all, and each must fail at its own word stage.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.paths import PROJECT_ROOT
+from harness.repository import build_cpu_profile
+from harness.server import TritonServer, free_port
+from tests.commands import harness
+
+pytestmark = pytest.mark.server
+
+SPECS = PROJECT_ROOT / "specs"
+SMALL = SPECS / "ocr" / "small.toml"
+BAD_TEXTS = ("ocr_invalid_utf8", "ocr_empty_text")
+"""Foreign OCR deployments (tests/ocr/bad_texts): ocr_opencv's answer, its first word's text not
+UTF-8, or empty."""
+MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
+          "recognizer", *BAD_TEXTS]
+"""What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
+
+
+def add_bad_texts(profile):
+    """The foreign deployments answering a bad text, beside the repository's own models."""
+    config = (profile / "ocr_opencv" / "config.pbtxt").read_text()
+    outputs = config[config.index("output ["):config.index("instance_group")]
+    kept = "output [\n" + ",\n".join(line.rstrip(",") for line in outputs.splitlines()
+                                      if any(f'"{n}"' in line for n in ("BOXES", "SCORES", "TEXTS", "PROBABILITY",
+                                                                         "GEOMETRY"))) + "\n]\n"
+    for name, mode in zip(BAD_TEXTS, ("invalid", "empty")):
+        (profile / name / "1").mkdir(parents=True)
+        (profile / name / "1" / "model.py").write_text((Path(__file__).parent / "bad_texts" / "model.py").read_text())
+        (profile / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
+            'input [ { name: "IMAGE" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+            f'{kept}parameters [ {{ key: "mode" value: {{ string_value: "{mode}" }} }} ]\n')
+
+
+@pytest.fixture(scope="module")
+def ocr_server(repository, tmp_path_factory):
+    profile = build_cpu_profile(repository, tmp_path_factory.mktemp("ocr") / "repository",
+                                {"detection.toml": SPECS / "detection" / "small.toml", "ocr.toml": SMALL})
+    add_bad_texts(profile)
+    triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), models=MODELS)
+    with triton:
+        yield triton
+    assert not triton.is_running(), "tritonserver did not exit"
+
+
+def check(server, images, report, *args, protocol="grpc"):
+    result = harness("check", images, "--task", "ocr", "--url", server.url(protocol), "--protocol", protocol,
+                     "--report", report, *args)
+    return result, json.loads((report / "report.json").read_text())
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_aligned_pipeline_reads_every_word_alike(ocr_server, words, tmp_path, protocol):
+    result, report = check(ocr_server, words, tmp_path, "--spec", SMALL, protocol=protocol)
+    assert result.returncode == 0, result.stdout + result.stderr
+    f = report["task_figures"]
+    assert f["matched"] == f["reference_boxes"] == f["deployed_boxes"] >= 10
+    assert f["words_matched"] == f["words_exact"] == f["matched"] and f["cer"] == 0.0
+    assert not f["word_culprits"] and not report["events"]
+    # the vertical words of the turned photo are found and read alike too (turned upright by the rotation rule)
+    rows = {row["image"]: row for row in csv.DictReader((tmp_path / "per_image.csv").open())}
+    assert int(rows["0009_turned.jpg"]["words_exact"]) >= 2
+    assert "read alike" in (tmp_path / "report.md").read_text()
+
+
+def test_the_opencv_twin_reads_alike(ocr_server, words, tmp_path):
+    result, report = check(ocr_server, words, tmp_path, "--spec", SMALL, "--pipeline", "opencv", "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report["task_figures"]["words_exact"] == report["task_figures"]["words_matched"] >= 10
+
+
+@pytest.mark.parametrize("plant, stage", [
+    ("imagenet_normalization", "input"), ("width_cap", "input"), ("channel_order", "input"),
+    ("axis_aligned", "crop"), ("no_rotation", "crop"), ("blank_offset", "text")])
+def test_a_planted_cause_fails_at_its_word_stage(ocr_server, words, tmp_path, plant, stage):
+    result, report = check(ocr_server, words, tmp_path, "--spec", SPECS / "ocr" / "planted" / f"{plant}.toml")
+    assert result.returncode == 1, result.stdout + result.stderr
+    f = report["task_figures"]
+    assert set(f["word_culprits"]) == {stage}, f["word_culprits"]
+    # the detection stages are untouched by a recognition plant: the boxes all match
+    assert f["matched"] == f["reference_boxes"] == f["deployed_boxes"]
+    stages = {s["name"]: s["verdict"] for s in report["stages"]}
+    assert stages["postprocess"] == "diverged" and stages["output"] in ("equal", "close")
+    if plant == "no_rotation":  # only the turned photo's upright words are cut differently
+        assert {e["image"] for e in report["events"]} == {"0009_turned.jpg"}
+
+
+def test_no_text_one_character_and_a_long_line_agree(ocr_server, odd_words, tmp_path):
+    """No words on either side is agreement; a word of one character and a long line are read alike."""
+    result, report = check(ocr_server, odd_words, tmp_path, "--spec", SMALL, "--pipeline", "opencv", "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {row["image"]: row for row in csv.DictReader((tmp_path / "per_image.csv").open())}
+    assert rows["no_text.jpg"]["reference_boxes"] == rows["no_text.jpg"]["deployed_boxes"] == "0"
+    for name in ("one_character.jpg", "long_line.jpg"):
+        assert int(rows[name]["words_matched"]) >= 1 and rows[name]["words_exact"] == rows[name]["words_matched"], rows[name]
+
+
+@pytest.mark.parametrize("plant, culprit", [("imagenet_normalization", "recognition normalization"),
+                                            ("no_rotation", "rotation rule")])
+def test_diagnose_names_a_planted_recognition_cause(ocr_server, words, tmp_path, plant, culprit):
+    """Among the detector's culprits and recognition's, diagnose names the one planted (each of the
+    six plants was named alike when measured: docs/ocr.md)."""
+    diagnosis = harness("diagnose", words, "--task", "ocr", "--url", ocr_server.grpc_url,
+                        "--spec", SPECS / "ocr" / "planted" / f"{plant}.toml", "--report", tmp_path, timeout=900)
+    found = json.loads((tmp_path / "diagnosis.json").read_text())
+    assert [c["culprit"] for c in found["causes"]] == [culprit], diagnosis.stdout + diagnosis.stderr
+
+
+def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):
+    """`accuracy --task ocr` on the generator's COCO labels (each annotation's `text`): aligned, every
+    path reads as the reference does; with training's blank last, the reference reads no word right."""
+    labels = words.parent / "labels.json"
+
+    def accuracy(spec, report):
+        result = harness("accuracy", labels, "--task", "ocr", "--url", ocr_server.grpc_url, "--spec", spec,
+                         "--pipeline", "dali", "--pipeline", "opencv", "--report", report, timeout=900)
+        return result, json.loads((report / "accuracy.json").read_text())["effect"]
+
+    result, effect = accuracy(SMALL, tmp_path / "aligned")
+    assert result.returncode == 0, result.stdout + result.stderr
+    reference, *deployed = effect["paths"]
+    assert reference["labeled_words"] >= 6 and reference["word_accuracy"] >= 0.5
+    for path in deployed:
+        assert (path["word_accuracy"], path["cer"], path["f1"]) == (reference["word_accuracy"], reference["cer"],
+                                                                     reference["f1"]) and not path["changes"]
+    result, effect = accuracy(SPECS / "ocr" / "planted" / "blank_offset.toml", tmp_path / "planted")
+    assert result.returncode == 1, result.stdout + result.stderr
+    reference, dali, _ = effect["paths"]
+    assert reference["word_accuracy"] == 0 and reference["cer"] > 0.9 and dali["word_accuracy"] >= 0.5
+    assert len(dali["changes"]) == effect["evaluated"]
+
+
+def test_a_deployment_answering_text_that_is_not_utf8_or_empty_gets_rows_not_a_crash(ocr_server, words, tmp_path,
+                                                                                     repository):
+    """A foreign OCR deployment (--model, discovered as ocr by its texts and boxes) whose first word
+    is not UTF-8: each image's row names it (rejected by the deployment); one whose first word is
+    empty: a word read as nothing, a divergence."""
+    detector = ("--reference-model", repository / "detector" / "model.onnx")
+    result = harness("check", words, "--model", "ocr_invalid_utf8", *detector, "--url", ocr_server.grpc_url,
+                     "--spec", SMALL, "--report", tmp_path / "invalid")
+    # every photo has a word, so every one is rejected by the deployment: nothing compared (exit 2)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    rows = list(csv.DictReader((tmp_path / "invalid" / "per_image.csv").open()))
+    assert rows and all("text 0 is not UTF-8" in row["error"] for row in rows), rows
+    result, report = check(ocr_server, words, tmp_path / "empty", "--model", "ocr_empty_text", *detector, "--spec", SMALL)
+    assert result.returncode == 1, result.stdout + result.stderr
+    changes = [c for e in report["events"] for c in e["word_changes"]]
+    assert len(report["events"]) == len(rows) and {c["deployed_text"] for c in changes} == {""}
+    assert all(c["cer"] == 1.0 and c["verdict"] == "diverged" for c in changes)
+
+
+def test_infer_shows_each_boxs_word(ocr_server, words):
+    """`harness infer --task ocr`: each box with the word each pipeline reads in it (the generator's
+    words, as labels.json holds them, are among what both read)."""
+    result = harness("infer", words, "--task", "ocr", "--pipeline", "dali", "--pipeline", "opencv",
+                     "--url", ocr_server.grpc_url, "--top-k", "9")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ocr_dali" in result.stdout and "ocr_opencv" in result.stdout
+    labels = json.loads((words.parent / "labels.json").read_text())
+    shown = [a["text"] for a in labels["annotations"] if f"'{a['text']}'" in result.stdout]
+    assert len(shown) >= len(labels["annotations"]) // 2, (shown, result.stdout)

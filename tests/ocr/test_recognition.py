@@ -1,0 +1,198 @@
+"""The recognition pipeline without a server: the reference agrees with rapidocr's own code on
+real photos, CTC decoding, the spec's [recognition] table, the word tensors' packing, the CER."""
+
+from __future__ import annotations
+
+import random
+
+import cv2
+import numpy as np
+import pytest
+
+from harness.detection.boxes import order_clockwise
+from harness.detection.data import render_words
+from harness.ocr.compare import WordRules, character_error_rate, edit_distance, step_verdict
+from harness.ocr.recognition import CtcDecoder, Recognition, crop_box, parameters, to_input
+from harness.ocr.recognizer import TextRecognizer
+from harness.ocr.tensors import decode_texts, pack_ragged, unpack_ragged
+from harness.paths import PROJECT_ROOT
+from harness.spec import SpecError, load_spec
+from harness.verdict import Verdict
+from tests.ocr.conftest import PHOTOS, SAMPLE
+
+
+@pytest.fixture(scope="module")
+def recognizer():
+    return TextRecognizer()
+
+
+def test_the_reference_is_rapidocrs_recognition_on_real_photos(recognizer):
+    """Words rendered onto real photos: the reference's crop and input equal rapidocr's
+    get_rotate_crop_image and resize_norm_img bit for bit, and it reads every word."""
+    from rapidocr.ch_ppocr_rec.main import TextRecognizer as RapidRecognizer
+    from rapidocr.utils.process_img import get_rotate_crop_image
+
+    p = parameters(load_spec(PROJECT_ROOT / "model_repository" / "ocr.toml").recognition)
+    decoder = CtcDecoder(recognizer.characters, p.blank_index)
+    rng, read, total = random.Random(0), 0, 0
+    shape = type("Shape", (), {"rec_image_shape": [3, 48, 320]})()
+    for name in PHOTOS[:2]:
+        rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / name)), cv2.COLOR_BGR2RGB)
+        drawn, words = render_words(rgb, rng)
+        bgr = np.ascontiguousarray(drawn[..., ::-1])
+        for word in words:
+            crop = crop_box(drawn, word.quad, p)
+            theirs = get_rotate_crop_image(bgr, word.quad.astype(np.float32))
+            np.testing.assert_array_equal(crop[..., ::-1], theirs)
+            x = to_input(crop, p, "RGB")
+            np.testing.assert_array_equal(x, RapidRecognizer.resize_norm_img(
+                shape, theirs, max(320 / 48, theirs.shape[1] / theirs.shape[0])))
+            read += decoder(recognizer(x))[0] == word.text
+            total += 1
+    assert total >= 4 and read == total
+
+
+def test_a_tall_crop_is_turned_upright_and_a_wide_one_is_not():
+    image = np.zeros((200, 200, 3), np.uint8)
+    tall = np.array([[10, 10], [30, 10], [30, 100], [10, 100]], np.float32)
+    assert crop_box(image, tall, Recognition()).shape[:2] == (20, 90)
+    assert crop_box(image, tall, Recognition(rotate_ratio=0)).shape[:2] == (90, 20)
+    wide = np.array([[10, 10], [100, 10], [100, 30], [10, 30]], np.float32)
+    assert crop_box(image, wide, Recognition()).shape[:2] == (20, 90)
+
+
+def test_the_input_width_follows_the_aspect_ratio_padded_and_capped():
+    p = Recognition()
+    short = to_input(np.full((20, 20, 3), 255, np.uint8), p)
+    assert short.shape == (3, 48, 320) and (short[:, :, :48] == 1).all() and (short[:, :, 48:] == 0).all()
+    long = to_input(np.full((10, 2000, 3), 255, np.uint8), p)
+    assert long.shape == (3, 48, p.max_width)
+
+
+def test_ctc_merges_repeats_drops_blanks_and_keeps_the_space():
+    decoder = CtcDecoder(["a", "b"])  # classes: blank, a, b, space
+    steps = np.eye(4, dtype=np.float32)[[1, 1, 0, 1, 2, 3, 2]]
+    assert decoder(steps) == ("aab b", 1.0)
+    assert decoder(np.eye(4, dtype=np.float32)[[0, 0]]) == ("", 0.0)
+    with pytest.raises(ValueError, match=r"\[steps, 4\]"):
+        decoder(np.zeros((3, 5), np.float32))
+    last = CtcDecoder(["a", "b"], blank_index=3)  # the blank last: class 0 is 'a'
+    assert last(np.eye(4, dtype=np.float32)[[0, 3, 0]]) == ("aa", 1.0)
+
+
+def test_the_spec_refuses_a_bad_recognition_table(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'extends = "{PROJECT_ROOT / "model_repository" / "ocr.toml"}"\n[recognition]\ncrop = "round"\n')
+    with pytest.raises(SpecError, match="crop must be one of perspective, axis_aligned"):
+        load_spec(bad)
+    bad.write_text(f'extends = "{PROJECT_ROOT / "model_repository" / "ocr.toml"}"\n[reference.recognition]\nheigth = 32\n')
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['heigth'\]"):
+        load_spec(bad)
+
+
+def test_word_tensors_travel_padded_with_their_shapes():
+    words = [np.ones((3, 48, 320), np.float32), np.full((3, 48, 400), 2, np.float32)]
+    padded, shapes = pack_ragged(words, (3, 48, 0), np.float32)
+    assert padded.shape == (2, 3, 48, 400) and shapes.tolist() == [[3, 48, 320], [3, 48, 400]]
+    assert all(np.array_equal(a, b) for a, b in zip(unpack_ragged(padded, shapes), words))
+    empty, none = pack_ragged([], (3, 48, 0), np.float32)
+    assert empty.shape == (0, 3, 48, 0) and unpack_ragged(empty, none) == []
+    with pytest.raises(ValueError, match="does not fit"):
+        unpack_ragged(padded, np.array([[3, 48, 500], [3, 48, 1]]))
+
+
+def test_texts_that_are_not_utf8_are_named():
+    assert decode_texts(np.array([b"caf\xc3\xa9", b""], dtype=object)) == ["café", ""]
+    with pytest.raises(ValueError, match=r"text 1 is not UTF-8"):
+        decode_texts(np.array([b"ok", b"\xff\xfe"], dtype=object))
+
+
+def test_character_error_rate_and_the_step_rules():
+    assert edit_distance("kitten", "sitting") == 3
+    assert character_error_rate("planet", "planet.") == pytest.approx(1 / 6)
+    assert character_error_rate("", "ab") == 2.0 and character_error_rate("", "") == 0.0
+    rules = WordRules()
+    assert step_verdict("text", "SALE", "SALE", rules) == (Verdict.EQUAL, 0.0)
+    assert step_verdict("input", np.zeros((3, 48, 320)), np.full((3, 48, 320), 0.01), rules)[0] is Verdict.CLOSE
+    assert step_verdict("input", np.zeros((3, 48, 320)), np.zeros((3, 48, 160)), rules)[0] is Verdict.DIVERGED
+
+
+@pytest.mark.parametrize("p", [Recognition(), Recognition(crop="axis_aligned", channel_order="RGB", pad_value=-1.0)],
+                         ids=["aligned", "axis_aligned_rgb_pad"])
+def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
+    """ocr_preprocess_dali's graph (CPU decoder) on words rendered onto a real photo, level and
+    turned a quarter (upright words: the turn folded into the warp): the same crop sizes, crops
+    within a few levels, inputs within one level of the reference's OpenCV."""
+    from harness.ocr.dali_recognition import CpuRecognitionRunner, word_samples
+    from harness.spec import DecodeSpec
+
+    rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / PHOTOS[2])), cv2.COLOR_BGR2RGB)
+    drawn, words = render_words(rgb, random.Random(0))
+    runner = CpuRecognitionRunner(p, DecodeSpec(), 8)
+    for turned in (False, True):
+        image = np.ascontiguousarray(np.rot90(drawn, -1)) if turned else drawn
+        # the detector's order: clockwise from the top left, so an upright word's box is tall
+        quads = [order_clockwise(np.array([[drawn.shape[0] - 1 - y, x] for x, y in w.quad])) if turned else w.quad
+                 for w in words]
+        encoded = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])[1]
+        decoded = cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        made = runner.run(word_samples(encoded.tobytes(), quads, p, decoded.shape[:2]))
+        assert len(made) == len(quads) >= 2
+        if turned:  # the turn folded into the warp is exercised
+            assert any(np.linalg.norm(q[0] - q[3]) >= 1.5 * np.linalg.norm(q[0] - q[1]) for q in quads)
+        for quad, (crop, x) in zip(quads, made):
+            reference = crop_box(decoded, quad, p)
+            assert crop.shape == reference.shape
+            assert np.abs(crop.astype(int) - reference).mean() < 0.05
+            assert np.abs(x - to_input(reference, p, "RGB")).max() <= 2 / 127.5 + 1e-6
+
+
+def test_the_load_tests_rule_judges_an_ocr_models_words():
+    """loadtest.answers: the boxes by the detection rule, then the words of matched boxes."""
+    from loadtest.answers import judge_words, rule_for
+
+    quads = np.array([[[10, 10], [90, 10], [90, 40], [10, 40]], [[10, 60], [90, 60], [90, 90], [10, 90]]], np.float32)
+    known = {"BOXES": quads, "SCORES": np.array([0.9, 0.8], np.float32),
+             "TEXTS": np.array([b"SALE", b"caf\xc3\xa9"], dtype=object)}
+    assert rule_for(known) is judge_words
+    assert judge_words(known, dict(known)).change is None
+    other = {**known, "TEXTS": np.array([b"SALE", b"cafe"], dtype=object)}
+    judged = judge_words(known, other)
+    assert judged.change == "1 of 2 words read otherwise than the photo alone: 'cafe' where it answers 'café'"
+    fewer = {"BOXES": quads[:1], "SCORES": known["SCORES"][:1], "TEXTS": known["TEXTS"][:1]}
+    assert "1 missed" in judge_words(known, fewer).change
+
+
+def test_a_text_change_is_a_near_tie_only_where_a_close_second_best_explains_it():
+    """The reference's output reads "ab"; its last character's two best classes lie 0.04 apart. The
+    deployment reading "ac" (that second best) is a near tie; reading "ax" or "" is not."""
+    from harness.task import get_task
+
+    task = get_task("ocr").configure(load_spec(PROJECT_ROOT / "model_repository" / "ocr.toml"))
+    decoder = task.decoder(task.recognition.reference)
+    index = {c: decoder.characters.index(c) + 1 for c in "abc"}  # the blank is class 0
+    steps = np.zeros((3, decoder.classes), np.float32)
+    steps[0, index["a"]] = 0.9
+    steps[1, 0] = 0.9
+    steps[2, index["b"]], steps[2, index["c"]] = 0.5, 0.46
+    assert decoder(steps)[0] == "ab"
+    assert task.near_tie(steps, "ac", 0.1) and not task.near_tie(steps, "ac", 0.01)
+    assert not task.near_tie(steps, "ax", 0.1) and not task.near_tie(steps, "", 0.1)
+
+
+def test_the_report_draws_each_sides_words_and_marks_a_changed_one():
+    from harness.detection.boxes import Detections
+    from harness.detection.draw import draw_comparison
+
+    rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / PHOTOS[0])), cv2.COLOR_BGR2RGB)
+    drawn, words = render_words(rgb, random.Random(0))
+    boxes = Detections(np.stack([w.quad for w in words]), np.ones(len(words)))
+    said = [w.text for w in words]
+
+    def red(image):
+        return int(((image[..., 0] > 200) & (image[..., 1] < 40) & (image[..., 2] < 40)).sum())
+
+    alike = draw_comparison(drawn, boxes, boxes, texts=(said, said))
+    changed = draw_comparison(drawn, boxes, boxes, texts=(said, ["caf\u00e9", *said[1:]]))
+    assert alike.shape == changed.shape and red(alike) == 0 and red(changed) >= 5  # thin anti-aliased text
+    assert not np.array_equal(alike, draw_comparison(drawn, boxes, boxes))  # the words are written
