@@ -520,13 +520,13 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
         drift = tolerances_for(spec.preprocess, drift=True)
         rows += known_answer_rows(client, known, tolerances, drift, profile, own)
-        from harness.preflight.known_answers import box_models, mask_models
+        from harness.preflight.known_answers import mask_models
 
-        # the repository's own postprocessing: its boxes, or its masks, against the record
-        if repository_models(task).results and repository_models(task) == box_models():
-            rows += detection_rows(client, known, Path(repository or "model_repository"), own)
-        elif repository_models(task).results and repository_models(task) == mask_models():
+        # the repository's own postprocessing: its masks (the segmenter's), else its boxes, against the record
+        if repository_models(task).results and repository_models(task) == mask_models():
             rows += segmentation_rows(client, known)
+        elif repository_models(task).results:
+            rows += detection_rows(client, known, Path(repository or "model_repository"), own)
         rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows
 
