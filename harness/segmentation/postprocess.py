@@ -37,7 +37,9 @@ def _plane(output: np.ndarray, planes: int | None = 1) -> np.ndarray:
         array = array[0]
     want = "[1, H, W] map" if planes == 1 else "[C, H, W] logits"
     if array.ndim != (2 if planes == 1 else 3) or 0 in array.shape:
-        raise ValueError(f"a segmentation output must be a {want}, got {list(np.shape(output))}")
+        hint = (" (C-class logits: the spec's [postprocess] name = \"argmax\")" if planes == 1 and array.ndim == 3
+                else "")
+        raise ValueError(f"a segmentation output must be a {want}, got {list(np.shape(output))}{hint}")
     if not np.isfinite(array).all():
         raise ValueError(f"the segmentation output holds {int((~np.isfinite(array)).sum())} non-finite values "
                          "(NaN or infinity)")
@@ -95,18 +97,42 @@ class SegmentationPostprocess:
         self.table = dict(table)
 
     def __call__(self, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> np.ndarray:
-        name = self.params.output
-        if name is not None and name in outputs:
-            output = outputs[name]
-        elif len(outputs) == 1:
-            output = next(iter(outputs.values()))
-        else:
-            raise ValueError(f"[postprocess] output {name!r} is not among the outputs {', '.join(outputs)}")
+        output = raw_output(outputs, self.params.output)
         size = (int(size[0]), int(size[1]))
         if min(size) < 1:
             raise ValueError(f"a source size of {size[1]}x{size[0]} has no pixels")
         run = saliency if isinstance(self.params, SaliencyParams) else argmax
         return run(output, size, self.params)
+
+
+def raw_output(outputs: Mapping[str, np.ndarray], name: str | None = None) -> np.ndarray:
+    """The raw output a postprocessing reads: ``name`` where given and answered, else the only one."""
+    if name is not None and name in outputs:
+        return outputs[name]
+    if len(outputs) == 1:
+        return next(iter(outputs.values()))
+    raise ValueError(f"[postprocess] output {name!r} is not among the outputs {', '.join(outputs)}")
+
+
+def as_result(matte, mask, size: tuple[int, int], who: str) -> np.ndarray:
+    """A user's matte and mask as the result [2, H, W] at ``size``, or a ValueError saying what is wrong."""
+    planes = []
+    for what, plane in (("matte", matte), ("mask", mask)):
+        array = np.asarray(plane)
+        if array.dtype == object or array.dtype.kind not in "biuf":
+            raise ValueError(f"{who}: its {what} is not numbers ({array.dtype})")
+        array = array.astype(np.float32)
+        while array.ndim > 2 and array.shape[0] == 1:
+            array = array[0]
+        if array.shape != tuple(size):
+            raise ValueError(f"{who}: its {what} is {list(np.shape(plane))}, not the source size "
+                             f"{size[1]}x{size[0]} ([{size[0]}, {size[1]}])")
+        if not np.isfinite(array).all():
+            raise ValueError(f"{who}: its {what} holds {int((~np.isfinite(array)).sum())} non-finite values")
+        planes.append(array)
+    if planes[0].max(initial=0) > 1.0 + 1e-6:  # a uint8 matte: 0 to 255
+        planes[0] = planes[0] / 255.0
+    return np.stack(planes)
 
 
 def is_segmentation(table: Mapping | None) -> bool:

@@ -33,9 +33,9 @@ from harness.geometry import Geometry
 from harness.result import StageResult
 from harness.scores import ScoreKind
 from harness.segmentation.compare import MaskTolerance, compare_masks
-from harness.segmentation.postprocess import SegmentationPostprocess, is_segmentation
+from harness.segmentation.postprocess import SegmentationPostprocess, as_result, is_segmentation, raw_output
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, ResultCulprit, Section, Task, verdict_cells
+from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -55,6 +55,42 @@ POSTPROCESSED_ALONE = "postprocess_alone"
 MATTE, MASK = "MATTE", "MASK"
 WORDS = ("mask", "matte", "segment", "saliency", "alpha")
 """An output named with one of these holds a segmentation (discovery's sign)."""
+MATTE_WORDS, MASK_WORDS = ("matte", "alpha"), ("mask",)
+"""A deployment's own result, by name: a matte (or alpha) and a mask, each [H, W]."""
+
+
+def load_postprocess(ref: str) -> "UserSegmentationPostprocess":
+    """``FILE.py:NAME``: the user's postprocessing, a callable ``(raw output, source size) -> (matte, mask)``."""
+    from harness.reference.custom import load_object
+
+    obj = load_object(ref)
+    if not callable(obj):
+        raise UsageError(f"--postprocess {ref}: {type(obj).__name__} is not callable; a segmentation postprocessing "
+                         "takes (the raw output, the source size (height, width)) and returns (matte, mask)")
+    return UserSegmentationPostprocess(obj, ref)
+
+
+class UserSegmentationPostprocess:
+    """The user's postprocessing, called as user code on one image's raw output (the only output,
+    leading axes as answered) and the source size; its matte (0 to 1, or 0 to 255) and mask must
+    be at that size. Whatever it raises, or a wrong answer, is a :class:`PostprocessError`
+    naming it. Its ``threshold`` attribute (default 0.5) is the matte's threshold."""
+
+    def __init__(self, function, ref: str):
+        self.function, self.ref = function, ref
+        self.threshold = float(getattr(function, "threshold", 0.5))
+
+    def __call__(self, outputs: Mapping[str, np.ndarray], size) -> np.ndarray:
+        from harness.errors import call_user, raised
+
+        size, who = (int(size[0]), int(size[1])), f"--postprocess {self.ref}"
+        try:
+            matte, mask = call_user(self.function, np.asarray(raw_output(outputs)), size)
+            return as_result(matte, mask, size, who)
+        except PostprocessError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's postprocessing failing on this image is its row
+            raise PostprocessError(f"{who} failed: {raised(exc)}") from None
 
 
 @dataclass(frozen=True)
@@ -69,14 +105,18 @@ class ResultOutputs:
 
 @dataclass(frozen=True)
 class SegmentationSetup:
-    reference_postprocess: SegmentationPostprocess
-    deployed_postprocess: SegmentationPostprocess | None
-    reference_table: Mapping[str, Any]
+    reference_postprocess: Any
+    """A :class:`SegmentationPostprocess` or the user's (:class:`UserSegmentationPostprocess`)."""
+    deployed_postprocess: Any | None
+    reference_table: Mapping[str, Any] | None
+    """The reference's ``[postprocess]`` (None: the user's ``--postprocess``): what diagnose varies."""
     deployed_table: Mapping[str, Any] | None
 
     @property
     def threshold(self) -> float:
-        return float(self.reference_postprocess.params.score_threshold)
+        post = self.reference_postprocess
+        params = getattr(post, "params", None)
+        return float(params.score_threshold if params is not None else post.threshold)
 
 
 class SegmentationEvents(Events):
@@ -143,13 +183,14 @@ class Segmentation(Task):
 
     # -- set-up -------------------------------------------------------------------------------
     def configure(self, spec, postprocess: str | None = None) -> "Segmentation":
-        if postprocess is not None:
-            raise UsageError("--postprocess: the segmentation task reads its postprocessing from the spec's "
-                             "[postprocess] table (name = \"saliency\" or \"argmax\")")
         table, deployed = spec.reference.postprocess, spec.postprocess
+        if postprocess is not None:  # the user's, for both sides
+            user = load_postprocess(postprocess)
+            return Segmentation(SegmentationSetup(user, user, None, None))
         if not is_segmentation(table):
             raise UsageError(f"--task segmentation: the reference's mask needs a [postprocess] table in the spec "
-                             f"({spec.source}: name = \"saliency\" or \"argmax\" and its parameters)")
+                             f"({spec.source}: name = \"saliency\" or \"argmax\" and its parameters), or "
+                             "--postprocess FILE.py:NAME")
         return Segmentation(SegmentationSetup(
             SegmentationPostprocess(table), SegmentationPostprocess(deployed) if is_segmentation(deployed) else None,
             table, deployed))
@@ -162,14 +203,26 @@ class Segmentation(Task):
         maps = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
                 and (results is None or t.name not in results.names) and len(t.dims) >= 2]
         if len(maps) == 1:
-            return OutputChoice(maps[0].name, "map", why="the one float map")
+            if not _is_logits(maps[0]):
+                return OutputChoice(maps[0].name, "map", why="the one float map")
+            post = self.setup.deployed_postprocess if self.setup else None
+            if results is None and isinstance(post, SegmentationPostprocess) and post.table.get("name") != "argmax":
+                return OutputChoice(None, why=f"model {model.name!r} answers {maps[0].describe()}, C-class logits, and "
+                                              f"the spec's [postprocess] is {post.table.get('name')!r} (a [1, H, W] "
+                                              "map's): use name = \"argmax\", or give --postprocess FILE.py:NAME")
+            return OutputChoice(maps[0].name, "logits", why=f"the one float output, C-class logits {maps[0].describe()} "
+                                                            "(an argmax)")
         return OutputChoice(None, why=f"model {model.name!r} answers no single map ([1, H, W] or [C, H, W]); outputs: "
                                       f"{', '.join(t.describe() for t in model.outputs) or 'none'}: name the map with "
                                       "--output")
 
     def result_outputs(self, model):
-        names = {t.name for t in model.outputs}
-        return ResultOutputs() if {MATTE, MASK} <= names else None
+        def named(words):
+            found = [t.name for t in model.outputs if any(w in t.name.lower() for w in words) and len(t.dims) >= 2]
+            return found[0] if len(found) == 1 else None
+
+        matte, mask = named(MATTE_WORDS), named(MASK_WORDS)
+        return ResultOutputs((matte, mask)) if matte and mask and matte != mask else None
 
     def served_results(self, names):
         return ResultOutputs(tuple(names[:2]))
@@ -179,7 +232,10 @@ class Segmentation(Task):
         if results:
             return f"it answers {results.describe()}"
         named = [t for t in model.outputs if any(w in t.name.lower() for w in WORDS) and len(t.dims) >= 2]
-        return f"its output {named[0].name} is named as a mask" if named else None
+        if named:
+            return f"its output {named[0].name} is named as a mask"
+        logits = [t for t in model.outputs if _is_logits(t) and any(w in t.name.lower() for w in ("logit", "class"))]
+        return f"its output {logits[0].name} is C-class logits {logits[0].describe()}" if logits else None
 
     def output_kind(self, name, probe):
         return SEGMENTATION
@@ -205,7 +261,7 @@ class Segmentation(Task):
         s = self._setup()
         if s.deployed_postprocess is None:
             raise ValueError("the deployment answers its raw map only, and the spec has no [postprocess] to make its "
-                             "mask: add one (name = \"saliency\" or \"argmax\")")
+                             "mask: add one (name = \"saliency\" or \"argmax\"), or give --postprocess FILE.py:NAME")
         size = self._source_size(deployed, reference)
         out = {Stage.POSTPROCESS: s.deployed_postprocess(_outputs(deployed[Stage.OUTPUT]), size)}
         if Stage.OUTPUT in reference:
@@ -365,6 +421,13 @@ def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None =
     from harness.postprocessing import culprit_hypotheses
 
     return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
+
+
+def _is_logits(tensor) -> bool:
+    """A float [C, H, W] output with more than one class (a fixed C), its planes not fixed tiny."""
+    dims = list(tensor.dims)
+    return (tensor.data_type in ("TYPE_FP32", "TYPE_FP16") and len(dims) == 3 and dims[0] > 1
+            and all(d == -1 or d >= 8 for d in dims[1:]))
 
 
 def _outputs(output: np.ndarray) -> dict[str, np.ndarray]:

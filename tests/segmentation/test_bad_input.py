@@ -86,3 +86,23 @@ def test_two_class_logits_argmax_after_or_before_upsampling():
     assert set(np.unique(after[1])) <= {0.0, 1.0} and after[0].min() >= 0.5  # the winner's probability
     np.testing.assert_array_equal(before[1][::2, ::2], (p > 0.5).astype(np.float32))
     assert compare_masks(after, before, 0.1)[1]["flipped"] > 0  # where they part: the planted culprit's effect
+
+
+def test_a_users_postprocessing_answering_the_wrong_size_or_raising_is_named():
+    """--postprocess FILE.py:NAME: its matte and mask must be at the source size; what it raises names it."""
+    from harness.task.base import PostprocessError
+    from harness.task.segmentation import UserSegmentationPostprocess
+
+    logits = {"o": np.zeros((2, 32, 32), np.float32)}
+    small = UserSegmentationPostprocess(lambda output, size: (output[1], output[1] > 0), "mine.py:small")
+    with pytest.raises(PostprocessError, match=r"mine.py:small: its matte is \[32, 32\], not the source size 80x60"):
+        small(logits, (60, 80))
+
+    def broken(output, size):
+        raise KeyError("class 7")
+
+    with pytest.raises(PostprocessError, match="mine.py:broken failed: KeyError"):
+        UserSegmentationPostprocess(broken, "mine.py:broken")(logits, (60, 80))
+    good = UserSegmentationPostprocess(lambda output, size: (np.full(size, 200, np.uint8), np.ones(size)), "mine.py:ok")
+    result = good(logits, (60, 80))
+    assert result.shape == (2, 60, 80) and np.allclose(result[0], 200 / 255) and good.threshold == 0.5
