@@ -205,13 +205,8 @@ class Segmentation(Task):
         if len(maps) == 1:
             if not _is_logits(maps[0]):
                 return OutputChoice(maps[0].name, "map", why="the one float map")
-            post = self.setup.deployed_postprocess if self.setup else None
-            if results is None and isinstance(post, SegmentationPostprocess) and post.table.get("name") != "argmax":
-                return OutputChoice(None, why=f"model {model.name!r} answers {maps[0].describe()}, C-class logits, and "
-                                              f"the spec's [postprocess] is {post.table.get('name')!r} (a [1, H, W] "
-                                              "map's): use name = \"argmax\", or give --postprocess FILE.py:NAME")
-            return OutputChoice(maps[0].name, "logits", why=f"the one float output, C-class logits {maps[0].describe()} "
-                                                            "(an argmax)")
+            # C-class logits: the spec's [postprocess] name = "argmax" (a saliency's refuses each image, saying so)
+            return OutputChoice(maps[0].name, "logits", why=f"the one float output, C-class logits {maps[0].describe()}")
         return OutputChoice(None, why=f"model {model.name!r} answers no single map ([1, H, W] or [C, H, W]); outputs: "
                                       f"{', '.join(t.describe() for t in model.outputs) or 'none'}: name the map with "
                                       "--output")
