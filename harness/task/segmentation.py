@@ -63,11 +63,7 @@ def load_postprocess(ref: str) -> "UserSegmentationPostprocess":
     """``FILE.py:NAME``: the user's postprocessing, a callable ``(raw output, source size) -> (matte, mask)``."""
     from harness.reference.custom import load_object
 
-    obj = load_object(ref)
-    if not callable(obj):
-        raise UsageError(f"--postprocess {ref}: {type(obj).__name__} is not callable; a segmentation postprocessing "
-                         "takes (the raw output, the source size (height, width)) and returns (matte, mask)")
-    return UserSegmentationPostprocess(obj, ref)
+    return UserSegmentationPostprocess(load_object(ref), ref)
 
 
 class UserSegmentationPostprocess:
@@ -77,6 +73,10 @@ class UserSegmentationPostprocess:
     naming it. Its ``threshold`` attribute (default 0.5) is the matte's threshold."""
 
     def __init__(self, function, ref: str):
+        if not callable(function):
+            raise UsageError(f"--postprocess {ref}: {type(function).__name__} is not callable; a segmentation "
+                             "postprocessing takes (the raw output, the source size (height, width)) and returns "
+                             "(matte, mask)")
         self.function, self.ref = function, ref
         self.threshold = float(getattr(function, "threshold", 0.5))
 

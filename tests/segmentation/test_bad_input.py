@@ -106,3 +106,7 @@ def test_a_users_postprocessing_answering_the_wrong_size_or_raising_is_named():
     good = UserSegmentationPostprocess(lambda output, size: (np.full(size, 200, np.uint8), np.ones(size)), "mine.py:ok")
     result = good(logits, (60, 80))
     assert result.shape == (2, 60, 80) and np.allclose(result[0], 200 / 255) and good.threshold == 0.5
+    from harness.errors import UsageError
+
+    with pytest.raises(UsageError, match="mine.py:table: dict is not callable"):
+        UserSegmentationPostprocess({}, "mine.py:table")
