@@ -15,13 +15,3 @@ def argmax_at_source(output, size):
     prob = e / e.sum(axis=0, keepdims=True)
     return prob[1], up.argmax(axis=0)
 
-
-def argmax_then_upsample(output, size):
-    """The plant: the argmax at the model's resolution, the mask upsampled (nearest)."""
-    logits = np.asarray(output, np.float32).reshape(-1, *np.shape(output)[-2:])
-    height, width = size
-    e = np.exp(logits - logits.max(axis=0, keepdims=True))
-    prob = e / e.sum(axis=0, keepdims=True)
-    mask = np.asarray(Image.fromarray(logits.argmax(axis=0).astype(np.uint8)).resize((width, height), Image.NEAREST))
-    matte = np.asarray(Image.fromarray(prob[1].astype(np.float32), "F").resize((width, height), Image.NEAREST))
-    return matte, mask
