@@ -110,3 +110,24 @@ def test_a_users_postprocessing_answering_the_wrong_size_or_raising_is_named():
 
     with pytest.raises(UsageError, match="mine.py:table: dict is not callable"):
         UserSegmentationPostprocess({}, "mine.py:table")
+
+
+def test_discovery_tells_class_logits_from_a_map_and_reads_a_result_by_name():
+    """A [C, H, W] output with C > 1 named as logits is the segmentation task's, read as ``logits``;
+    a [1, H, W] map as ``map``; an alpha and a mask are the result, by name; a classifier's [1000]
+    logits stay the default task's."""
+    from harness.deployment.discovery import ModelInfo, TensorInfo
+    from harness.task.base import claim
+
+    def model(*outputs):
+        return ModelInfo("m", "python", 0, (TensorInfo("photo", "TYPE_UINT8", (-1,)),),
+                         tuple(TensorInfo(n, t, d) for n, t, d in outputs))
+
+    tasks, task = list(TASKS.values()), TASKS["segmentation"]
+    logits = model(("class_logits", "TYPE_FP32", (2, -1, -1)))
+    assert claim(logits, tasks)[0].name == "segmentation"
+    assert task.choose_output(logits, None).kind == "logits"
+    assert task.choose_output(model(("out", "TYPE_FP32", (1, 320, 320))), None).kind == "map"
+    assert claim(model(("class_logits", "TYPE_FP32", (1000,))), tasks)[0].name != "segmentation"
+    result = model(("alpha", "TYPE_FP32", (-1, -1)), ("mask", "TYPE_UINT8", (-1, -1)))
+    assert task.result_outputs(result).names == ("alpha", "mask") and claim(result, tasks)[0].name == "segmentation"

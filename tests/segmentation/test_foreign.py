@@ -52,9 +52,9 @@ def photo(tmp_path_factory):
     return folder
 
 
-def check(foreign, images, report, model, *args):
+def check(foreign, images, report, model, *args, task=("--task", "segmentation")):
     server, onnx_path = foreign
-    result = harness("check", images, "--task", "segmentation", "--model", model, "--reference-model", onnx_path,
+    result = harness("check", images, *task, "--model", model, "--reference-model", onnx_path,
                      "--url", server.grpc_url, "--report", report, *args)
     path = report / "report.json"
     return result, (json.loads(path.read_text()) if path.exists() else None)
@@ -85,15 +85,18 @@ def test_the_head_is_the_maps_argmax(repository, tmp_path):
 
 @pytest.mark.parametrize("postprocess", [None, "argmax_at_source"])
 def test_the_aligned_foreign_deployment_passes(foreign, photos, tmp_path, postprocess):
-    """The spec's argmax (logits upsampled, then the argmax) or the user's own, for both sides."""
+    """The spec's argmax (logits upsampled, then the argmax) or the user's own, for both sides. Without
+    --task, discovery names the task by the output: C-class logits [2, -1, -1] named as class logits."""
     extra = ("--postprocess", f"{POSTPROCESS}:{postprocess}") if postprocess else ()
-    result, report = check(foreign, photos, tmp_path, "cutout", "--spec", SPEC, *extra)
+    result, report = check(foreign, photos, tmp_path, "cutout", "--spec", SPEC, *extra,
+                           task=() if postprocess is None else ("--task", "segmentation"))
     assert result.returncode == 0, result.stdout + result.stderr
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["output", "postprocess"]
     assert stages["output"]["verdict"] in ("equal", "close") and stages["postprocess"]["verdict"] in ("equal", "close")
     figures = report["task_figures"]
     assert figures["images"] == len(PHOTOS) and figures["mean_iou"] > 0.99
+    assert report["task"] == "segmentation"
     assert "class_logits" in result.stdout + (tmp_path / "report.md").read_text()
 
 
