@@ -489,8 +489,10 @@ class DeploymentArgs(ArgGroup):
         if "postprocess" in self.options:
             group.add_argument("--postprocess", default=None, metavar="FILE.py:NAME",
                                help="--task detection: your postprocessing of the detector's raw output, a callable "
-                                    "of (outputs by name, geometry) returning harness.detection.boxes.Detections, run "
-                                    "on both sides (default: the spec's [postprocess] table)")
+                                    "of (outputs by name, geometry) returning harness.detection.boxes.Detections; "
+                                    "--task segmentation: a callable of (raw output, source (height, width)) "
+                                    "returning (matte, mask) at that size; run on both sides (default: the spec's "
+                                    "[postprocess] table)")
         if "task" in self.options:
             add_task(group, self.notes.get("task"))
 
