@@ -77,6 +77,9 @@ def test_labels_that_cannot_be_used_are_error_rows_not_a_crash(tmp_path):
     assert dali.wilcoxon.differing == 1 and dali.wilcoxon.better == 0
     text = "\n".join(effect.markdown())
     assert "Labels that cannot be used (2" in text and "| dali | 0.5" in text
+    (case,) = effect.cases(["segment_dali"], False, "accuracy.segmentation")  # the JUnit row: failed, named
+    assert case.status.value == "failed" and "masks changed on 1 of 1 images" in case.reason
+    assert effect.to_dict()["unlabeled"] == effect.unlabeled
 
 
 def test_a_mask_of_class_indices_is_read_as_classes(tmp_path):
