@@ -90,3 +90,19 @@ def test_a_mask_of_class_indices_is_read_as_classes(tmp_path):
     with pytest.raises(MaskLabelError, match="not an image"):
         (tmp_path / "b.png").write_bytes(b"not a png")
         load_mask(tmp_path / "b.png", (8, 8))
+
+
+def test_masks_given_to_another_task_and_a_coco_set_to_segmentation_are_refused(tmp_path):
+    from tests.commands import harness
+
+    masks, images = tmp_path / "masks", tmp_path / "images"
+    masks.mkdir(), images.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(images / "a.jpg")
+    result = harness("accuracy", images, "--labels", masks, "--task", "detection", "--report", tmp_path / "r")
+    assert result.returncode == 2 and "a segmentation (a folder of masks) dataset, but the task is detection" in \
+        result.stderr, result.stdout + result.stderr
+    (tmp_path / "labels.json").write_text('{"images": [], "annotations": [], "categories": []}')
+    result = harness("accuracy", images, "--labels", tmp_path / "labels.json", "--task", "segmentation", "--report",
+                     tmp_path / "r2")
+    assert result.returncode == 2 and "a COCO detection dataset, but the task is segmentation" in result.stderr, \
+        result.stdout + result.stderr
