@@ -36,7 +36,8 @@ class Sample:
 class Dataset:
     source: Path
     layout: str
-    """"imagefolder", "csv", "coco" (a detection set: labeled boxes) or "unlabeled"."""
+    """"imagefolder", "csv", "coco" (a detection set: labeled boxes), "masks" (a segmentation
+    set: ``source`` the folder of its masks) or "unlabeled"."""
     samples: tuple[Sample, ...]
     label_names: tuple[str, ...] = ()
     """Label index -> name (the model's classes, or a retrieval set's own labels)."""
@@ -73,6 +74,19 @@ def read_coco(labels: Path, images: Path) -> Dataset:
     return Dataset(labels, "coco", samples)
 
 
+def read_masks(images: Path, masks: Path) -> Dataset:
+    """A segmentation set (scored by :mod:`harness.segmentation.effect`): the images of
+    ``images``, each labeled by the PNG of its stem in ``masks``. A missing or unusable mask is
+    that image's error row when the set is scored, not a refusal of the whole set."""
+    if not images.is_dir():
+        raise DatasetError(f"{images}: a segmentation set's images are a folder (their masks in --labels {masks})")
+    found = list_images(images)
+    if not found:
+        raise DatasetError(f"no images in {images}")
+    return Dataset(masks, "masks", tuple(Sample(identifier(p), p, None) for p in found),
+                   skipped=tuple(list_inputs(images).skipped))
+
+
 def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path | None = None) -> Dataset:
     """Read a dataset whose labels are names from ``classes`` (the model's labels, in output
     order) or class indices; ``classes`` None: labels are any names (retrieval groups images
@@ -88,6 +102,8 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
         else None
     if coco is not None:
         return read_coco(coco, dataset.parent if dataset.is_file() else dataset)
+    if labels_csv is not None and labels_csv.is_dir():
+        return read_masks(dataset, labels_csv)
     if dataset.is_file():
         if labels_csv is not None:
             raise DatasetError(f"{dataset} is a file: give a CSV dataset either as DATASET or with --labels, not both")

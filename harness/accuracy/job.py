@@ -136,10 +136,12 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         boxes: the task's :attr:`~harness.task.base.Task.labeled_by`) and the reference model."""
         task = get_task(name)
         full = load_dataset(options.dataset, session.classes() if task.labeled_by == "classes" else None, options.labels)
-        if (full.layout == "coco") != (task.labeled_by == "boxes"):
-            raise UsageError(f"{options.dataset}: a {'COCO detection' if full.layout == 'coco' else full.layout} "
-                             f"dataset, but the task is {name}: a detector is scored on COCO JSON labels (--task "
-                             "detection), other tasks on labeled images")
+        wanted = LABEL_LAYOUTS.get(task.labeled_by)
+        if full.layout != wanted and (wanted or full.layout in LABEL_LAYOUTS.values()):
+            given = {"coco": "COCO detection", "masks": "segmentation (a folder of masks)"}.get(full.layout, full.layout)
+            raise UsageError(f"{options.dataset}: a {given} dataset, but the task is {name}: a detector is scored on "
+                             "COCO JSON labels (--task detection), a segmenter on a folder of masks given as --labels "
+                             "(--task segmentation), other tasks on labeled images")
         return full, session.reference_model(options.reference_model, task=name)
 
     full, reference_model = load(known) if known else (None, None)  # a DatasetError exits 2 (harness.errors)
@@ -255,6 +257,8 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
     return EffectResult(report, files["json"], files.get("markdown"), options, files)
 
 
+LABEL_LAYOUTS = {"boxes": "coco", "masks": "masks"}
+"""A task's :attr:`~harness.task.base.Task.labeled_by` -> the dataset layout that labels it so."""
 DETECT_WORKERS = 4
 """Images in flight while detecting: the server works on some while the reference runs others."""
 
@@ -269,7 +273,7 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     from concurrent.futures import ThreadPoolExecutor
 
     from harness.accuracy.report import write_accuracy_files
-    from harness.accuracy.scoring import outcome_of
+    from harness.accuracy.scoring import Outcome, outcome_of
     from harness.listing import InputFile, read_input
     from harness.report import versions
     from harness.result import one_line
@@ -331,6 +335,9 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     failures = {name: why for name, why in reasons.items() if why}
     outcomes = {name: str(outcome_of(name in failed["reference"], [name in failed[p] for p in paths[1:]]))
                 for name in failures}
+    for name, why in getattr(effect, "unlabeled", {}).items():  # a label that cannot be used: its image's error row
+        failures[name] = f"label: {why}"
+        outcomes[name] = str(Outcome.FAILED)  # the same on every path: no side rejected it
     evaluated = tuple(s for s in samples if s.name in effect.evaluated)
     if not evaluated:
         raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be detected on every "

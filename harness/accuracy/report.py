@@ -181,11 +181,11 @@ def write_report(out_dir: Path, report: AccuracyReport) -> tuple[Path, Path]:
 def render_effect_markdown(report: EffectReport) -> str:
     """accuracy.md of a task other than classification: the context, the task's tables, the images left out."""
     data, evaluated = report.dataset, len(report.evaluated)
-    layout = {"imagefolder": "ImageFolder", "csv": "CSV", "coco": "COCO JSON",
+    layout = {"imagefolder": "ImageFolder", "csv": "CSV", "coco": "COCO JSON", "masks": "a folder of masks",
               "unlabeled": "unlabeled: agreement only"}[data.layout]
     labels = {s.label for s in data.samples if s.label is not None}
     counted = (f", {report.effect.paths[0].labeled} labeled boxes" if data.layout == "coco" and report.effect
-               else f", {len(labels)} labels" if data.labeled else "")
+               else "" if data.layout == "masks" else f", {len(labels)} labels" if data.labeled else "")
     rejected = "".join(f", {n} of them rejected by {side} only" for side in SIDES
                        if (n := sum(o == f"rejected by {side}" for o in report.outcomes.values())))
     lines = [f"# Effect on a labeled set ({report.task}): the deployed preprocessing vs the training reference", "",

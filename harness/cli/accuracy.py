@@ -47,15 +47,19 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "--task detection DATASET is a COCO detection JSON (images beside it, or in the directory given "
                     "with the JSON as --labels): precision, recall and F1 at IoU 0.5 (ICDAR), COCO mAP (pycocotools), "
                     "McNemar on the images every box of which is found, and the images whose boxes changed against "
-                    "the reference (docs/detection.md).",
+                    "the reference (docs/detection.md). With --task segmentation DATASET is a folder of images and --labels "
+                    "a folder of masks, PNGs of the same stems (0/255, or class indices): per path mean IoU, Dice, "
+                    "boundary F and matte error against them, Wilcoxon on the per-image IoU against the reference "
+                    "(docs/segmentation.md).",
         epilog=epilog("no deployed path changes a top-1 class beyond a tie and nothing is rejected by one side only",
                       "otherwise", "usage/setup error, no image classifiable, or the server stopped answering"))
     accuracy.add_argument("dataset", type=Path, metavar="DATASET",
                           help="ImageFolder directory, CSV file, image directory, or COCO JSON (--task detection)")
-    accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV|JSON",
+    accuracy.add_argument("--labels", type=Path, default=None, metavar="CSV|JSON|DIR",
                           help="label the images of the DATASET directory with this CSV of file,label rows "
-                               "(file paths relative to the CSV; every image of DATASET needs a row), or a COCO "
-                               "detection JSON naming them")
+                               "(file paths relative to the CSV; every image of DATASET needs a row), a COCO "
+                               "detection JSON naming them, or a folder of masks (PNGs of the images' stems: "
+                               "--task segmentation)")
     accuracy.add_argument("--batch-size", type=int, default=8,
                           help="images per server request and per reference-model call (default: %(default)s)")
     accuracy.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,

@@ -380,7 +380,8 @@ class Task:
     labeled_by: ClassVar[str] = "labels"
     """What a labeled set gives each image: ``classes`` (the model's class names, from an
     ImageFolder or a CSV: classification), ``labels`` (the set's own labels: an embedding's
-    retrieval) or ``boxes`` (COCO JSON: a detector's)."""
+    retrieval), ``boxes`` (COCO JSON: a detector's) or ``masks`` (a folder of PNG masks of
+    the images' stems: a segmenter's)."""
     effect_from: ClassVar[str] = "outputs"
     """What ``harness accuracy`` computes the effect from: ``top-k`` (each path's top-k classes,
     scored by :mod:`harness.accuracy.scoring`: classification), ``outputs`` (every path's raw

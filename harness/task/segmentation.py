@@ -320,6 +320,18 @@ class Segmentation(Task):
     def events(self, margin):
         return SegmentationEvents(margin)
 
+    # -- the effect on a labeled set: IoU, Dice, boundary F, matte error (harness.segmentation.effect) -----
+    labeled_by = "masks"
+    effect_from = "results"
+    progress_word = "segmenting"
+
+    def effect_of_results(self, dataset, results, changes):
+        from harness.segmentation.effect import evaluate_segmentation
+
+        found = [(path, {image: stages[Stage.POSTPROCESS] for image, stages in images.items()
+                         if Stage.POSTPROCESS in stages}) for path, images in results.items()]
+        return evaluate_segmentation(dataset.source, [s.name for s in dataset.samples], found, changes=changes)
+
     # -- reports --------------------------------------------------------------------------------
     def output_note(self, report):
         return (f"{self.output_words}; `postprocess` compares the matte and the mask at the source size: IoU, Dice, "
