@@ -11,9 +11,12 @@ DETECTION_MODELS = {"detect_validate_image", "detect_preprocess_dali", "detect_p
                     "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
                     "detect_dali", "detect_opencv"}
 OCR_MODELS = {"recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv"}
+SEGMENTATION_MODELS = {"segment_validate_image", "segment_preprocess_dali", "segment_preprocess_dali_stages",
+                       "segment_preprocess_dali_taps", "segment_preprocess_opencv", "segmenter", "segment_postprocess",
+                       "segment_dali", "segment_opencv"}
 EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
                    "classifier", "classify_dali", "classify_opencv", "embedder", "embed_dali", "embed_opencv",
-                   *DETECTION_MODELS, *OCR_MODELS}
+                   *DETECTION_MODELS, *OCR_MODELS, *SEGMENTATION_MODELS}
 
 
 def dtype_name(value: int) -> str:

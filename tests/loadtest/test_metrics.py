@@ -54,7 +54,10 @@ def test_breakdown_of_real_requests(server, photo):
         assert b.avg_batch == 1.0  # one request at a time: nothing to batch
         assert b.compute_infer_us > 0 and b.queue_us >= 0
         parts = b.queue_us + b.compute_input_us + b.compute_infer_us + b.compute_output_us
-        assert parts <= b.request_us * 1.01, b  # the request's time covers its parts
+        # The request's time covers its parts. An ensemble's parts are its steps' sums, each timed
+        # by its own model, not by the ensemble's clock: on a loaded machine they came to 3.9% over.
+        slack = 1.05 if model == "classify_opencv" else 1.01
+        assert parts <= b.request_us * slack, b
     idle = breakdown(before, after, "classify_dali")
     assert idle.requests == 0 and math.isnan(idle.compute_infer_us) and math.isnan(idle.avg_batch)
 
