@@ -28,16 +28,11 @@ for are made (an ensemble step is asked for all of its outputs).
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
-import triton_python_backend_utils as pb_utils
 
 from harness.detection.postprocess import from_table
-from harness.geometry import Geometry, GeometryError
-from harness.serving.preprocess import invalid_argument
-from harness.spec import load_spec, spec_name_of
+from harness.geometry import Geometry
+from harness.serving.postprocess_step import PostprocessStep
 from harness.stage import GEOMETRY_TENSOR
 
 MAP_INPUT = "PROBABILITY"
@@ -45,48 +40,25 @@ BOXES = "BOXES"
 SCORES = "SCORES"
 
 
-class TritonPythonModel:
-    def initialize(self, args):
-        config = json.loads(args["model_config"])
-        spec_file = Path(args["model_repository"]).parent / spec_name_of(config)
-        spec = load_spec(spec_file)
-        if spec.postprocess is None:
-            raise pb_utils.TritonModelException(f"{spec_file} has no [postprocess] table: nothing says how to make "
-                                                "boxes of the detector's output")
-        self.postprocess = from_table(spec.postprocess)
-        params = config.get("parameters", {})
-        self.model_output = params.get("model_output", {}).get("string_value") or MAP_INPUT
+class TritonPythonModel(PostprocessStep):
+    map_input, maps_word, makes = MAP_INPUT, "probability maps", "boxes of the detector's output"
 
-    def execute(self, requests):
-        return [self._answer(request) for request in requests]
+    def postprocessor(self, table):
+        return from_table(table)
 
-    def _answer(self, request):
-        maps = pb_utils.get_input_tensor_by_name(request, MAP_INPUT).as_numpy()
-        geometries = pb_utils.get_input_tensor_by_name(request, GEOMETRY_TENSOR).as_numpy()
-        if len(maps) != len(geometries):
-            return invalid_argument(f"{len(maps)} probability maps but {len(geometries)} geometries in one request")
-        found = []
-        for i, (prob, values) in enumerate(zip(maps, geometries)):
-            where = f"image {i} of the request: " if len(maps) > 1 else ""
-            try:
-                geometry = Geometry.from_tensor(values)
-                check_map(prob, geometry)
-                found.append(self.postprocess({self.model_output: prob}, geometry))
-            except (GeometryError, ValueError) as exc:
-                return invalid_argument(f"{where}{exc}")
+    def one(self, prob, geometry):
+        check_map(prob, geometry)
+        return self.postprocess({self.model_output: prob}, geometry)
+
+    def outputs(self, found):
         counts = sorted({len(d) for d in found})
         if len(counts) > 1:
-            return invalid_argument(f"the {len(found)} images of this request hold different numbers of boxes "
-                                    f"({', '.join(map(str, counts))}): send one image per request")
-        made = {
+            return (f"the {len(found)} images of this request hold different numbers of boxes "
+                    f"({', '.join(map(str, counts))}): send one image per request")
+        return {
             BOXES: lambda: np.stack([d.quads.astype(np.float32) for d in found]),
             SCORES: lambda: np.stack([d.scores.astype(np.float32) for d in found]),
-            MAP_INPUT: lambda: maps,
-            GEOMETRY_TENSOR: lambda: geometries,
         }
-        asked = request.requested_output_names() or made
-        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, make()) for name, make in made.items()
-                                                          if name in asked])
 
 
 def check_map(prob: np.ndarray, geometry: Geometry) -> None:
