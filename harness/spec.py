@@ -94,6 +94,9 @@ DIVIDE_BY = ("range", "max")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
+EDGES = ("auto", "replicate", "renormalize")
+EDGE_WORDS = {"replicate": "repeats the edge pixel where its filter reaches past the image",
+              "renormalize": "cuts its filter at the image's edge and renormalizes the weights"}
 
 
 class SpecError(HarnessError, ValueError):
@@ -134,6 +137,14 @@ class ResizeSpec:
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
     ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
     library's own."""
+    edges: str = "auto"
+    """What the resize's filter does where it reaches past the image's edge: ``replicate``
+    (the edge pixel repeats: OpenCV's ``cv2.resize``, DALI's ``fn.resize``, torch without
+    antialias), ``renormalize`` (the filter is cut at the edge and its remaining weights
+    rescaled to sum to one, the image resized horizontally first and each pass rounded to
+    ``dtype``: PIL's ``Image.resize`` and torch's antialiased kernels, so torchvision's
+    training), or ``auto``: the library's own. A stretch keeps every edge pixel, so this is
+    up to 22 levels in a 2-pixel frame (docs/segmentation.md)."""
     # letterbox (YOLO): scale to fit ``size`` keeping the aspect ratio, then pad
     pad_value: int = 114
     """The padding's grey level (YOLO trains with 114)."""
@@ -161,6 +172,12 @@ class ResizeSpec:
     max_side: int = 2048
     """The longest model-input side a ``limit_side`` deployment takes (its TensorRT engine's
     optimization profile ends there); an image whose input would be longer is refused."""
+
+    def check_edges(self, library: str, own: str) -> None:
+        """Refuse (:class:`SpecError`) ``edges`` that ``library``, whose resize does ``own``, cannot honour."""
+        if self.edges not in ("auto", own):
+            raise SpecError(f"resize.edges = {self.edges!r}: {library} {EDGE_WORDS[own]}; set resize.edges = "
+                            f"{own!r} (or \"auto\")")
 
     def extent(self) -> str:
         """The resize's own parameters in words (``shorter_side [256]``, ``limit_side 736 (min, x32)``,
@@ -438,6 +455,8 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
         del out["crop"]
     if preprocess.normalize.divide_by == "range":  # the default, left out as before the key existed
         del out["normalize"]["divide_by"]
+    if preprocess.resize.edges == "auto":  # likewise
+        del out["resize"]["edges"]
     if postprocess is not None:
         out["postprocess"] = dict(postprocess)
     if recognition is not None:
@@ -597,6 +616,7 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: normalize.divide_by", p.normalize.divide_by, DIVIDE_BY)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
+    _check_choice(f"{source}: resize.edges", p.resize.edges, EDGES)
     if p.resize.for_detector:
         _validate_detector(p, source)
         return _validate_normalize(p, source)

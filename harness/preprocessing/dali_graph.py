@@ -80,17 +80,24 @@ def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", 
 
 def resize(image, spec: ResizeSpec):
     """Resize to ``spec.output_size`` of each image (a detector's sizes computed per image in
-    the graph, :mod:`harness.preprocessing.dali_resize`)."""
-    if spec.for_detector:
-        from harness.preprocessing import dali_resize
+    the graph, :mod:`harness.preprocessing.dali_resize`); with ``edges = "renormalize"``,
+    PIL's edges replayed (:func:`harness.preprocessing.dali_resize.renormalized`)."""
+    from harness.preprocessing import dali_resize
 
+    dtype = types.FLOAT if spec.dtype == "float32" else types.UINT8
+    if spec.for_detector:
         sizes = dali_resize.letterbox_sizes if spec.mode == "letterbox" else dali_resize.limit_side_sizes
         height, width = sizes(image, spec.detector())
         extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
     elif spec.mode == "stretch":
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
+    elif spec.edges == "renormalize":  # the sizes resize_shorter would give (rounded half up)
+        extent = dict(zip(("resize_y", "resize_x"), dali_resize.shorter_side_sizes(image, spec.size[0])))
     else:
         extent = dict(resize_shorter=spec.size[0])
+    if spec.edges == "renormalize":
+        return dali_resize.renormalized(image, extent["resize_y"], extent["resize_x"], INTERPOLATION[spec.interpolation],
+                                        spec.antialias, dtype)
     return fn.resize(
         image,
         **extent,
@@ -100,7 +107,7 @@ def resize(image, spec: ResizeSpec):
         # the output size is rounded; cv2, PIL and torchvision map the whole source onto
         # the rounded size. That alone moves pixels by up to ~70 levels, so match them.
         subpixel_scale=False,
-        dtype=types.FLOAT if spec.dtype == "float32" else types.UINT8,
+        dtype=dtype,
     )
 
 

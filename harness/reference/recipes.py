@@ -79,6 +79,10 @@ class TorchvisionRecipe(Recipe):
         self.on_tensor = self.force_tensor or not p.resize.antialias or p.resize.dtype == "float32"
         if self.on_tensor and p.resize.interpolation == "lanczos":
             raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
+        if self.on_tensor and not p.resize.antialias:
+            p.resize.check_edges("torchvision's resize of a tensor without antialias", "replicate")
+        else:
+            p.resize.check_edges("PIL's resize (and torch's antialiased one)", "renormalize")
         self._interpolation = modes[p.resize.interpolation]
         size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
         self._resize = T.Resize(size, interpolation=self._interpolation, antialias=p.resize.antialias)
