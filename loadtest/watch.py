@@ -239,7 +239,29 @@ class Watch:
 
 # --- The command ---
 
-DEFAULT_MODELS = ("classify_dali", "classify_opencv")
+def task_models() -> tuple[str, ...]:
+    """Every task's pipelines this repository ships (``classify_dali`` ... ``segment_opencv``: each
+    task's ensemble of each pipeline, :class:`harness.client.TaskModels`): what the watch probes
+    by default, of those the server has ready."""
+    from harness.client import PIPELINES
+    from harness.task import BUILT_IN, get_task
+
+    models = (get_task(name).repository for name in BUILT_IN)
+    return tuple(dict.fromkeys(m.ensemble(pipeline) for m in models if m is not None for pipeline in PIPELINES))
+
+
+def served_task_models(url: str, protocol: str, timeout: float) -> tuple[str, ...]:
+    """:func:`task_models` that the server at ``url`` has ready (the default of ``--model``); all
+    of them where it has none ready or cannot say (not up yet: the probes then report it)."""
+    from harness.client import TritonClient
+
+    with TritonClient(url, protocol, timeout) as client:
+        ready = set(client.ready_models())
+    return tuple(m for m in task_models() if m in ready) or task_models()
+
+
+DEFAULT_MODELS = "every task's pipelines the server has ready"
+"""What ``--model`` defaults to, in words (:func:`served_task_models`)."""
 DEFAULT_LISTEN = "127.0.0.1:9108"
 RECORD_FILE = "watch_answers.npz"
 """The watch's known answers, in its ``--known-answers`` directory."""
@@ -263,16 +285,20 @@ class WatchOptions:
 
 
 def summary(probes: list[Probe]) -> str:
-    """The round as a Markdown table: per model and mode, the answers, the wrong ones, the
-    failed requests and the worst change."""
-    lines = ["| model | mode | probes | wrong answers | failed requests | worst change |", "|---|---|---:|---:|---:|---:|"]
+    """The round as a Markdown table: per model and mode, the answers, their agreement with the
+    known ones (the share that were; ``-`` where none was judged), the wrong ones, the failed
+    requests and the worst change."""
+    lines = ["| model | mode | probes | agreement | wrong answers | failed requests | worst change |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for model in dict.fromkeys(p.model for p in probes):
         for mode in MODES:
             ours = [p for p in probes if p.model == model and p.mode == mode]
             judged = [p.judgement for p in ours if p.judgement]
+            wrong = sum(1 for j in judged if j.change)
             worst = max((j.error for j in judged), default=math.nan)
-            lines.append(f"| {model} | {mode} | {len(ours)} | {sum(1 for j in judged if j.change)} | "
-                         f"{len(ours) - len(judged)} | {worst:.4g} |")
+            agreement = f"{1 - wrong / len(judged):.3g}" if judged else "-"
+            lines.append(f"| {model} | {mode} | {len(ours)} | {agreement} | {wrong} | {len(ours) - len(judged)} | "
+                         f"{worst:.4g} |")
     return "\n".join(lines)
 
 

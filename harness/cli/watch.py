@@ -56,13 +56,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     watch.add_argument("--push-gateway", default=None, metavar="URL",
                        help="with --once: push the metrics to this Prometheus Pushgateway")
     groups = Groups(parser, server=ServerArgs(30.0), deployment=DeploymentArgs(("model",), several=True, notes={
-        "model": f"the models probed (default: {' and '.join(DEFAULT_MODELS)})"}), repository=RepositoryArgs())
+        "model": f"the models probed (default: {DEFAULT_MODELS}: classify_, embed_, detect_, ocr_ and segment_ "
+                 "dali and opencv)"}), repository=RepositoryArgs())
     parser.set_defaults(run=lambda args: run_watch(args, groups))
 
 
 def run_watch(args: argparse.Namespace, groups: Groups) -> int:
     from loadtest.payloads import list_photos
-    from loadtest.watch import DEFAULT_MODELS, RECORD_FILE, WatchOptions, run, summary
+    from loadtest.watch import RECORD_FILE, WatchOptions, run, served_task_models, summary
 
     parsed = groups.parse(args)
     if args.photo_count < 1 or args.interval <= 0:
@@ -84,7 +85,8 @@ def run_watch(args: argparse.Namespace, groups: Groups) -> int:
         if url is None:
             paths = parsed.repository
             url = stack.enter_context(embedded_server(paths.repository, paths.spec)).url(server.protocol)
-        options = WatchOptions(server.protocol, url, tuple(parsed.deployment.models or DEFAULT_MODELS), photos,
+        models = tuple(parsed.deployment.models or served_task_models(url, server.protocol, server.timeout))
+        options = WatchOptions(server.protocol, url, models, photos,
                                args.known_answers / RECORD_FILE, server.timeout, args.interval, args.once, args.listen,
                                args.push_gateway)
         stop = threading.Event()

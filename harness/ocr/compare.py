@@ -2,18 +2,26 @@
 
 Each matched pair of words is compared two ways:
 
-- **end to end** (what users see): the reference's text on its own box against the deployed
-  text: exact match, the character error rate (edit distance / the reference's length; an
-  empty reference counts every deployed character), the score change;
+- **end to end** (what users see): the reference's answer on its own box against the deployed
+  one: the text (exact match, the character error rate: edit distance / the reference's
+  length, an empty reference counting every deployed character), the score change, and
+  whether each side keeps the word (its score at least ``[recognition] text_score``);
 - **step by step** (where it went wrong): each word stage of the deployment against the
   reference's step run on the deployment's own previous stage (the reference's crop of the
   deployed box, its input of the deployed crop, its recognizer on the deployed input, its
-  decoding of the deployed output). The first stage beyond its rule is the word's culprit,
-  whatever the boxes did before it.
+  decoding of the deployed output, its text score filter on the deployed score). The first
+  stage beyond its rule is the word's culprit, whatever the boxes did before it.
 
-A text change is a **near tie** when the reference's output has a step whose two best class
-probabilities lie within the margin and the reference's decoding of the deployed output gives
-the deployed text (the decoding itself agrees: the probabilities' noise, not a step, moved it).
+A word whose answer changed (its text, or whether it is kept) with every step within its rule
+is a **tie** when the change sits where the reference was unsure: at each step the change
+needed (:func:`needed_leads`: the fewest steps, least sure first, whose best class must give
+way to the deployment's for the reference's output to read as the deployment's does), the
+reference's best class led the deployment's by at most ``text_margin``; and a word kept on one
+side only scored within ``score_margin`` of the threshold on both. Otherwise it is diverged, and
+its culprit is the stage that **made** the change: the first of the deployment's box, crop,
+input and output which, taken through the reference's remaining steps, gives the deployment's
+answer. Both are listed with their evidence (the leads, the stage that made it and its error).
+A word neither side keeps is no answer: only its steps are judged.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ import numpy as np
 
 from harness.verdict import Verdict
 
-WORD_STAGES = ("crop", "input", "output", "text")
-"""A word's stages, in pipeline order."""
+WORD_STAGES = ("crop", "input", "output", "text", "kept")
+"""A word's stages, in pipeline order (``kept``: the text score filter)."""
+CAUSES = ("box", *WORD_STAGES)
+"""What can make a word's answer change, in pipeline order: the detector's box, then each word stage."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,13 @@ class WordRules:
     output_atol: float = 0.02
     """Largest probability difference of a close output (ONNX Runtime vs TensorRT fp32)."""
     text_margin: float = 0.1
-    """A text change is a near tie where the reference's two best probabilities of a step lie within this."""
+    """A text change is a tie where, at each step the change needed (:func:`needed_leads`), the
+    reference's best class led the deployment's by at most this. The aligned DALI recognition
+    preprocessing against OpenCV's, 1,990 words on 641 hymenoptera photos: 8 words read
+    otherwise, needing leads of 0.002 to 0.056 (``benchmarks/ocr_word_noise.py``, docs/ocr.md)."""
+    score_margin: float = 0.12
+    """A word kept on one side only is a tie where both sides' scores lie within this of the
+    threshold. Same corpus: the largest text score change of a word read alike, 0.114 (p99 0.006)."""
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -59,10 +75,13 @@ def character_error_rate(reference: str, deployed: str) -> float:
     return errors / len(reference) if reference else float(errors)
 
 
-def step_verdict(stage: str, expected: np.ndarray | str, got: np.ndarray | str, rules: WordRules) -> tuple[Verdict, float]:
+def step_verdict(stage: str, expected: np.ndarray | str | bool, got: np.ndarray | str | bool,
+                 rules: WordRules) -> tuple[Verdict, float]:
     """One word stage: the reference's step on the deployment's previous stage (``expected``)
     against the deployment's (``got``): (verdict, its error: mean levels for a crop, max abs for
-    the input and output, edit distance for the text)."""
+    the input and output, edit distance for the text, 1 for a kept flag that differs)."""
+    if stage == "kept":
+        return (Verdict.EQUAL, 0.0) if bool(expected) == bool(got) else (Verdict.DIVERGED, 1.0)
     if stage == "text":
         errors = edit_distance(str(expected), str(got))
         return (Verdict.EQUAL if errors == 0 else Verdict.DIVERGED), float(errors)
@@ -77,6 +96,29 @@ def step_verdict(stage: str, expected: np.ndarray | str, got: np.ndarray | str, 
     return (Verdict.CLOSE if error <= limit else Verdict.DIVERGED), error
 
 
+def needed_leads(reference: np.ndarray, deployed: np.ndarray, text) -> tuple[tuple[int, float], ...]:
+    """The fewest steps, least sure first, at which the reference's best class must give way to the
+    deployment's for the reference's output to read as the deployment's does: (step, the
+    reference's lead there: how far its best class was ahead of the deployment's), by increasing
+    lead. ``text(classes)``: a decoder's text of per-step classes. A step whose best class changed
+    without changing the text (a character moved by a step, as CTC alignments do) is not needed.
+    Outputs of other shapes: none comparable, ``()``."""
+    reference, deployed = np.asarray(reference, np.float32), np.asarray(deployed, np.float32)
+    if reference.shape != deployed.shape or reference.ndim != 2:
+        return ()
+    a, b = reference.argmax(axis=1), deployed.argmax(axis=1)
+    steps = np.flatnonzero(a != b)
+    leads = reference[steps, a[steps]] - reference[steps, b[steps]]
+    order = np.argsort(leads, kind="stable")
+    wanted, classes = text(b), a.copy()
+    for k, i in enumerate(order, 1):
+        classes[steps[i]] = b[steps[i]]
+        if text(classes) == wanted:
+            chosen = order[:k]
+            return tuple((int(steps[j]), float(leads[j])) for j in chosen)
+    return tuple((int(steps[j]), float(leads[j])) for j in order)
+
+
 @dataclass(frozen=True)
 class WordPair:
     """One matched pair of words (indices into each side's boxes) and what was found of it."""
@@ -89,23 +131,91 @@ class WordPair:
     steps: dict
     """Word stage -> (verdict, error) of the step-by-step comparison."""
     near_tie: bool
+    """A changed answer that sits where the reference was unsure (see the module)."""
+    reference_kept: bool = True
+    deployed_kept: bool = True
+    leads: tuple[tuple[int, float], ...] | None = None
+    """(step, the reference's lead) at the steps the change needed (:func:`needed_leads`); None:
+    the deployment shows no output to tell by."""
+    made_by: str | None = None
+    """The first of :data:`CAUSES` whose deployed value, taken through the reference's remaining
+    steps, gives the deployment's answer (None: the answer did not change, or no word stage is shown)."""
+    reference_score: float | None = None
 
     @property
-    def culprit(self) -> str | None:
+    def answered(self) -> bool:
+        """Whether either side answers the word (keeps it)."""
+        return self.reference_kept or self.deployed_kept
+
+    @property
+    def changed(self) -> bool:
+        """Whether the answer a user gets changed: the text of a kept word, or whether it is kept."""
+        return self.answered and (self.reference_kept != self.deployed_kept or self.reference_text != self.deployed_text)
+
+    @property
+    def visible_texts(self) -> tuple[str, str]:
+        """Each side's text as its users get it ('' for a word it drops)."""
+        return (self.reference_text if self.reference_kept else "", self.deployed_text if self.deployed_kept else "")
+
+    @property
+    def step_culprit(self) -> str | None:
         """The first word stage beyond its rule (None: none)."""
         return next((s for s in WORD_STAGES if s in self.steps and self.steps[s][0] is Verdict.DIVERGED), None)
 
     @property
+    def culprit(self) -> str | None:
+        """The first word stage beyond its rule; else, for a changed answer that is no tie, the
+        stage that made it (``unknown`` where the deployment shows no word stage to tell by)."""
+        if self.step_culprit:
+            return self.step_culprit
+        if self.changed and not self.near_tie:
+            return self.made_by or "unknown"
+        return None
+
+    @property
     def verdict(self) -> Verdict:
-        if self.culprit is not None:
+        if self.step_culprit is not None:
             return Verdict.DIVERGED
-        if self.reference_text != self.deployed_text:
+        if self.changed:
             return Verdict.TIE if self.near_tie else Verdict.DIVERGED
         return max((v for v, _ in self.steps.values()), key=lambda v: v.rank, default=Verdict.EQUAL)
 
-    def to_dict(self) -> dict:
+    def evidence(self, rules: WordRules | None = None) -> str:
+        """Why a changed answer is a tie or not, in words: the stage that made it and its error,
+        the reference's leads where steps changed, the scores against the threshold."""
+        parts = []
+        if self.step_culprit:
+            verdict, error = self.steps[self.step_culprit]
+            return f"{self.step_culprit} beyond its rule (error {_num(error)})"
+        if self.made_by and self.made_by != "box":
+            verdict, error = self.steps.get(self.made_by, (None, None))
+            within = f" ({verdict.value}: error {_num(error)})" if verdict is not None else ""
+            parts.append(f"made by the {self.made_by}{within}")
+        elif self.made_by == "box":
+            parts.append("made by the box")
+        if self.leads:
+            shown = ", ".join(f"{lead:.3f} at step {step}" for step, lead in sorted(self.leads, key=lambda x: -x[1])[:3])
+            limit = f" (tie margin {rules.text_margin:g})" if rules else ""
+            parts.append(f"the reference's lead at the steps that changed it: {shown}{limit}")
+        elif self.leads is None and self.reference_text != self.deployed_text:
+            parts.append("no deployed output to compare steps with")
+        if self.reference_kept != self.deployed_kept and self.reference_score is not None:
+            deployed = self.reference_score + self.score_delta
+            limit = f" (margin {rules.score_margin:g})" if rules else ""
+            parts.append(f"scores {self.reference_score:.3f} -> {deployed:.3f} around the threshold{limit}")
+        return "; ".join(parts)
+
+    def to_dict(self, rules: WordRules | None = None) -> dict:
+        reference, deployed = self.visible_texts
         return {"reference": self.reference, "deployed": self.deployed, "reference_text": self.reference_text,
-                "deployed_text": self.deployed_text, "cer": round(character_error_rate(self.reference_text,
-                                                                                       self.deployed_text), 4),
+                "deployed_text": self.deployed_text, "reference_kept": self.reference_kept,
+                "deployed_kept": self.deployed_kept, "cer": round(character_error_rate(reference, deployed), 4),
                 "score_delta": round(self.score_delta, 5), "verdict": self.verdict.value, "culprit": self.culprit,
+                "made_by": self.made_by,
+                "leads": None if self.leads is None else [[t, round(lead, 4)] for t, lead in self.leads[:8]],
+                "evidence": self.evidence(rules),
                 "steps": {s: [v.value, None if not np.isfinite(e) else round(e, 6)] for s, (v, e) in self.steps.items()}}
+
+
+def _num(value) -> str:
+    return "-" if value is None or not np.isfinite(value) else f"{value:.4g}"

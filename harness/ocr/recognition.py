@@ -16,7 +16,8 @@ pixels) becomes a word in four steps, each a stage the harness compares:
 - ``text``: CTC greedy decoding with the model's own dictionary (the ONNX metadata
   ``character``; the blank at ``blank_index``, a space appended): argmax per step,
   repeats merged, blanks dropped; the score is the mean of the kept steps' probabilities
-  (rapidocr's ``CTCLabelDecode``, 5 decimals).
+  (rapidocr's ``CTCLabelDecode``, 5 decimals). A word scoring below ``text_score`` is
+  dropped, its box with it (rapidocr's ``filter_by_text_score``).
 
 This module imports numpy and OpenCV only: it also runs inside the server (the ocr models).
 """
@@ -61,6 +62,9 @@ class Recognition:
     """A crop at least this many times higher than wide is turned upright; 0: never."""
     blank_index: int = 0
     """Where CTC's blank sits in the class axis (the dictionary follows it)."""
+    text_score: float = 0.5
+    """A word whose score (:meth:`CtcDecoder.__call__`) is below this is dropped, its box with it
+    (rapidocr's ``Global.text_score``, 0.5 by default); 0: every word is kept."""
 
     def __post_init__(self):
         if self.crop not in CROPS:
@@ -75,6 +79,12 @@ class Recognition:
             raise ValueError("[recognition] mean and std are three numbers each, std above 0")
         if self.rotate_ratio < 0 or self.blank_index < 0:
             raise ValueError("[recognition] rotate_ratio and blank_index are >= 0")
+        if not 0.0 <= self.text_score <= 1.0:
+            raise ValueError(f"[recognition] text_score is a score from 0 to 1, got {self.text_score!r}")
+
+    def keeps(self, score: float) -> bool:
+        """Whether a word of this score is answered (rapidocr drops ``score < text_score``)."""
+        return bool(score >= self.text_score)
 
     def to_table(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -90,6 +100,8 @@ def parameters(table: Mapping[str, Any] | None) -> Recognition:
     for key in ("mean", "std"):
         if key in table:
             table[key] = tuple(float(v) for v in table[key])
+    if "text_score" in table and (isinstance(table["text_score"], bool) or not isinstance(table["text_score"], (int, float))):
+        raise ValueError(f"[recognition] text_score must be a number, got {table['text_score']!r}")
     for key in ("height", "width", "max_width", "blank_index"):
         if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
             raise ValueError(f"[recognition] {key} must be an integer, got {table[key]!r}")
@@ -212,6 +224,13 @@ class CtcDecoder:
         if index == self.blank_index:
             return ""
         return self.characters[index - (index > self.blank_index)]
+
+    def text(self, classes: np.ndarray) -> str:
+        """The text of a sequence of per-step classes (repeats merged, blanks dropped)."""
+        classes = np.asarray(classes)
+        keep = np.ones(len(classes), bool)
+        keep[1:] = classes[1:] != classes[:-1]
+        return "".join(self.char(int(c)) for c in classes[keep & (classes != self.blank_index)])
 
     def kept(self, probabilities: np.ndarray) -> np.ndarray:
         """The steps whose class is a character (repeats merged, blanks dropped)."""

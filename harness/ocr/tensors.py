@@ -13,6 +13,10 @@ TEXTS = "TEXTS"
 """BYTES [words]: each word's text, UTF-8."""
 TEXT_SCORES = "TEXT_SCORES"
 """FP32 [words]: each word's CTC confidence (the mean of its kept steps' probabilities)."""
+WORDS_KEPT = "WORDS_KEPT"
+"""BOOL [words]: asked for, an ocr model answers every word it read, and this says which of them
+it keeps for its users (a text score of at least ``[recognition] text_score``); not asked, it
+answers the kept words only, as rapidocr does."""
 WORD_TAPS = {"crop": ("WORD_CROPS", "WORD_CROP_SHAPES"), "input": ("WORD_INPUTS", "WORD_INPUT_SHAPES"),
              "output": ("WORD_OUTPUTS", "WORD_OUTPUT_SHAPES")}
 """Word stage -> (the padded arrays, their shapes): asked for only by the harness."""

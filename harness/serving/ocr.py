@@ -10,8 +10,11 @@ the same ``[recognition]`` table); asks the ``recognizer`` for each word alone; 
 decodes its per-step probabilities with the dictionary ``harness model export`` wrote beside
 the recognizer's ONNX (``recognizer/dictionary.txt``).
 
-An image without words answers zero words. A failing step fails only its own request, with
-its message. The stage taps (``WORD_*``) are made only when asked for.
+A word scoring below ``[recognition] text_score`` is dropped, its box with it (rapidocr's
+``filter_by_text_score``), unless ``WORDS_KEPT`` is asked for: then every word read is answered
+and ``WORDS_KEPT`` says which are kept (what the harness compares). An image without words
+answers zero words. A failing step fails only its own request, with its message. The stage
+taps (``WORD_*``) are made only when asked for.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import triton_python_backend_utils as pb_utils
 from harness.geometry import Geometry
 from harness.ocr.dali_recognition import INPUTS, word_samples
 from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, crop_box, load_dictionary, parameters, to_input
-from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, pack_ragged
+from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, pack_ragged
 from harness.serving.preprocess import invalid_argument
 from harness.spec import load_spec, spec_name_of
 from harness.stage import GEOMETRY_TENSOR
@@ -87,14 +90,18 @@ class TritonPythonModel:
                 scores.append(score)
                 for stage, array in (("crop", crop), ("input", x), ("output", probabilities)):
                     words[stage].append(array)
+        kept = np.array([self.recognition.keeps(score) for score in scores], bool)
+        answered = np.arange(len(texts)) if WORDS_KEPT in asked else np.flatnonzero(kept)
         made = {name: value for name, value in found.items()}
-        made[TEXTS] = np.array([texts], dtype=object).reshape(1, len(texts))
-        made[TEXT_SCORES] = np.array([scores], np.float32).reshape(1, len(scores))
+        made["BOXES"], made["SCORES"] = found["BOXES"][:, answered], found["SCORES"][:, answered]
+        made[TEXTS] = np.array([texts], dtype=object).reshape(1, len(texts))[:, answered]
+        made[TEXT_SCORES] = np.array([scores], np.float32).reshape(1, len(scores))[:, answered]
+        made[WORDS_KEPT] = kept[None, answered]
         for stage, (arrays, shapes) in WORD_TAPS.items():
             if arrays in asked or shapes in asked:
                 least, dtype = {"crop": ((0, 0, 3), np.uint8), "input": ((3, self.recognition.height, 0), np.float32),
                                 "output": ((0, self.decoder.classes), np.float32)}[stage]
-                padded, sizes = pack_ragged(words[stage], least, dtype)
+                padded, sizes = pack_ragged([words[stage][i] for i in answered], least, dtype)
                 made[arrays], made[shapes] = padded[None], sizes[None]
         names = asked or set(DETECTION_OUTPUTS) | {TEXTS, TEXT_SCORES}
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in made.items()

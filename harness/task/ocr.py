@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -28,8 +28,17 @@ from harness.client import TaskModels
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
 from harness.errors import UsageError
 from harness.formatting import fmt
-from harness.ocr.compare import WORD_STAGES, WordPair, WordRules, character_error_rate, edit_distance, step_verdict
-from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, decode_texts, pack_ragged, unpack_ragged
+from harness.ocr.compare import (
+    CAUSES,
+    WORD_STAGES,
+    WordPair,
+    WordRules,
+    character_error_rate,
+    edit_distance,
+    needed_leads,
+    step_verdict,
+)
+from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, decode_texts, pack_ragged, unpack_ragged
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
@@ -38,7 +47,7 @@ from harness.task.detection import Detection, DetectionEvents, DetectionSetup
 from harness.verdict import Verdict
 
 WORD_STEPS = "WORD_STEPS"
-"""The deployed side's key of the step-by-step comparison: [words, 4 stages, (verdict rank, error)]."""
+"""The deployed side's key of the step-by-step comparison: [words, word stages, (verdict rank, error)]."""
 MATCH_IOU = 0.5
 MAX_LISTED = 20
 """Word changes listed per image (report.json, the report's table)."""
@@ -60,7 +69,8 @@ class OcrEvents(DetectionEvents):
 
     def __init__(self, margin: float):
         super().__init__(margin)
-        self.words = dict.fromkeys(("words_matched", "words_exact", "word_ties", "reference_chars", "char_errors"), 0)
+        self.words = dict.fromkeys(("words_matched", "words_exact", "word_ties", "words_dropped", "reference_chars",
+                                    "char_errors"), 0)
         self.culprits: dict[str, int] = {}
 
     def add(self, result) -> None:
@@ -107,7 +117,8 @@ class Ocr(Detection):
     agreement_words = "word agreement"
     tie_words = ("change is a near tie", "changes are near ties")
     csv_fields = (*Detection.csv_fields, "words_matched", "words_exact", "cer", "word_culprit")
-    answer_extras = (GEOMETRY_TENSOR, TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair))
+    answer_extras = (GEOMETRY_TENSOR, TEXTS, TEXT_SCORES, WORDS_KEPT,
+                     *(name for pair in WORD_TAPS.values() for name in pair))
 
     def __init__(self, setup: DetectionSetup | None = None, recognition: RecognitionSetup | None = None):
         super().__init__(setup)
@@ -144,9 +155,7 @@ class Ocr(Detection):
     def _without_words(model):
         """``model`` as the detection task reads it: without its words and word taps (whose FP32
         ``TEXT_SCORES`` [-1] would read as a second score output beside the boxes')."""
-        from dataclasses import replace
-
-        words = {TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair)}
+        words = {TEXTS, TEXT_SCORES, WORDS_KEPT, *(name for pair in WORD_TAPS.values() for name in pair)}
         return replace(model, outputs=tuple(t for t in model.outputs if t.name not in words))
 
     claims_first = 2
@@ -184,6 +193,8 @@ class Ocr(Detection):
             out[TEXTS] = np.array(texts, dtype=str)
         if TEXT_SCORES in answer:
             out[TEXT_SCORES] = np.asarray(answer[TEXT_SCORES], np.float32).reshape(-1)
+        if WORDS_KEPT in answer:
+            out[WORDS_KEPT] = np.asarray(answer[WORDS_KEPT], bool).reshape(-1)
         for arrays, shapes in WORD_TAPS.values():
             if arrays in answer and shapes in answer:
                 out[arrays], out[shapes] = np.asarray(answer[arrays]), np.asarray(answer[shapes], np.int32)
@@ -192,7 +203,8 @@ class Ocr(Detection):
     # -- the words on each side -------------------------------------------------------------------
     def read_words(self, image: np.ndarray, quads: np.ndarray, p) -> dict:
         """Each box's word as the reference reads it with ``p`` (a ``Recognition``): the texts, their
-        scores and the word stages, packed as the ocr models answer them."""
+        scores, which are kept (``p.text_score``) and the word stages, packed as the ocr models
+        answer them when asked for every word."""
         from harness.ocr.recognition import crop_box, to_input
 
         decoder = self.decoder(p)
@@ -207,7 +219,8 @@ class Ocr(Detection):
             scores.append(score)
             for stage, array in (("crop", crop), ("input", x), ("output", probabilities)):
                 words[stage].append(array)
-        out = {TEXTS: np.array(texts, dtype=str), TEXT_SCORES: np.array(scores, np.float32)}
+        out = {TEXTS: np.array(texts, dtype=str), TEXT_SCORES: np.array(scores, np.float32),
+               WORDS_KEPT: np.array([p.keeps(score) for score in scores], bool)}
         least = {"crop": (0, 0, 3), "input": (3, p.height, 0), "output": (0, decoder.classes)}
         for stage, (arrays, shapes) in WORD_TAPS.items():
             out[arrays], out[shapes] = pack_ragged(words[stage], least[stage], np.uint8 if stage == "crop" else np.float32)
@@ -232,9 +245,10 @@ class Ocr(Detection):
         return out
 
     def redo_steps(self, image: np.ndarray, deployed: dict, p=None, stages: tuple[str, ...] = WORD_STAGES) -> np.ndarray:
-        """[words, 4, 2]: per deployed word and word stage, (the verdict's rank, the error) of the
-        reference's step (``p``: its ``[recognition]``, by default the spec's) on the deployment's
-        previous stage against the deployment's; a stage not in ``stages`` is left equal."""
+        """[words, stages, 2]: per deployed word and word stage, (the verdict's rank, the error) of
+        the reference's step (``p``: its ``[recognition]``, by default the spec's) on the
+        deployment's previous stage against the deployment's; a stage not in ``stages``, and the
+        text score filter where the deployment answers only the words it keeps, is left equal."""
         from harness.ocr.recognition import crop_box, to_input
 
         s = self._recognition()
@@ -243,16 +257,19 @@ class Ocr(Detection):
         quads = Detections.from_array(deployed[Stage.POSTPROCESS]).quads
         crops, inputs, outputs = (unpack_ragged(deployed[a], deployed[b]) for a, b in WORD_TAPS.values())
         texts = [str(t) for t in deployed[TEXTS]]
+        scores, kept = deployed.get(TEXT_SCORES), deployed.get(WORDS_KEPT)
         if not (len(quads) == len(crops) == len(inputs) == len(outputs) == len(texts)):
             raise ValueError(f"the deployment answers {len(quads)} boxes but {len(crops)} crops, {len(inputs)} inputs, "
                              f"{len(outputs)} outputs and {len(texts)} texts")
         steps = np.zeros((len(quads), len(WORD_STAGES), 2), np.float64)
         for i, quad in enumerate(quads):
             expected = {"crop": lambda: crop_box(image, quad, p), "input": lambda: to_input(crops[i], p, "RGB"),
-                        "output": lambda: self.recognizer(inputs[i]), "text": lambda: decoder(outputs[i])[0]}
-            got = {"crop": crops[i], "input": inputs[i], "output": outputs[i], "text": texts[i]}
+                        "output": lambda: self.recognizer(inputs[i]), "text": lambda: decoder(outputs[i])[0],
+                        "kept": lambda: p.keeps(float(scores[i]))}
+            got = {"crop": crops[i], "input": inputs[i], "output": outputs[i], "text": texts[i],
+                   "kept": None if kept is None else bool(kept[i])}
             for k, stage in enumerate(WORD_STAGES):
-                if stage not in stages:
+                if stage not in stages or (stage == "kept" and (kept is None or scores is None)):
                     continue
                 try:
                     verdict, error = step_verdict(stage, expected[stage](), got[stage], s.rules)
@@ -263,38 +280,128 @@ class Ocr(Detection):
 
     # -- comparison -------------------------------------------------------------------------------
     def result_of(self, reference, deployed, isolated, margin, top_k, scores=DETECTION):
+        if TEXTS in reference and TEXTS in deployed and WORDS_KEPT not in deployed and WORDS_KEPT in reference:
+            # The deployment answers the words it keeps only: the reference's as its users get them.
+            reference, isolated = self.kept_only(reference, isolated)
         boxes = super().result_of(reference, deployed, isolated, margin, top_k, scores)
         if boxes is None or TEXTS not in reference or TEXTS not in deployed:
             return boxes
         pairs = self.pair_words(reference, deployed)
-        word_metrics = self.word_metrics(pairs)
+        word_metrics = self.word_metrics(pairs, self.recognition.rules if self.recognition else WordRules())
         worst = Verdict.worst([boxes.verdict, *(pair.verdict for pair in pairs)])
         return StageResult(Stage.POSTPROCESS, worst, {**boxes.metrics, **word_metrics}, boxes.isolated_verdict,
                            boxes.isolated)
 
+    @staticmethod
+    def kept_only(reference: dict, isolated: dict) -> tuple[dict, dict]:
+        """The reference without the words it drops (boxes, texts, scores, word stages), and the
+        isolated run's boxes without those of the same dropped words (the same map's boxes)."""
+        kept = np.asarray(reference[WORDS_KEPT], bool)
+        if kept.all():
+            return reference, isolated
+        out = dict(reference)
+        out[Stage.POSTPROCESS] = np.asarray(reference[Stage.POSTPROCESS])[kept]
+        for name in (TEXTS, TEXT_SCORES, WORDS_KEPT):
+            out[name] = np.asarray(reference[name])[kept]
+        for arrays, shapes in WORD_TAPS.values():
+            if arrays in reference:
+                out[arrays], out[shapes] = np.asarray(reference[arrays])[kept], np.asarray(reference[shapes])[kept]
+        if Stage.POSTPROCESS not in isolated:
+            return out, isolated
+        alone = Detections.from_array(isolated[Stage.POSTPROCESS])
+        dropped = Detections.from_array(reference[Stage.POSTPROCESS]).quads[~kept]
+        iou = iou_matrix(np.nan_to_num(dropped), np.nan_to_num(alone.quads))
+        gone = {d for _, d in greedy_match(iou, np.ones(len(dropped)), MATCH_IOU)}
+        keep = np.array([i not in gone for i in range(len(alone))], bool)
+        return out, {**isolated, Stage.POSTPROCESS: np.asarray(isolated[Stage.POSTPROCESS])[keep]}
+
     def pair_words(self, reference: dict, deployed: dict) -> list[WordPair]:
-        """The words of the boxes matched one to one (IoU above 0.5, the reference's best score first)."""
+        """The words of the boxes matched one to one (IoU above 0.5, the reference's best score
+        first), each with its steps, whether each side keeps it, the reference's leads where the
+        deployed output changed a step's best class, and, for a changed answer, the stage that made
+        it and whether it is a tie (:mod:`harness.ocr.compare`)."""
         ref, dep = Detections.from_array(reference[Stage.POSTPROCESS]), Detections.from_array(deployed[Stage.POSTPROCESS])
         iou = iou_matrix(np.nan_to_num(ref.quads), np.nan_to_num(dep.quads))
         rules = self.recognition.rules if self.recognition else WordRules()
-        ref_outputs = (unpack_ragged(reference[WORD_TAPS["output"][0]], reference[WORD_TAPS["output"][1]])
-                       if WORD_TAPS["output"][0] in reference else None)
+        ref_outputs, dep_outputs = (unpack_ragged(side[WORD_TAPS["output"][0]], side[WORD_TAPS["output"][1]])
+                                    if WORD_TAPS["output"][0] in side else None for side in (reference, deployed))
         steps = deployed.get(WORD_STEPS)
         ref_scores, dep_scores = reference.get(TEXT_SCORES), deployed.get(TEXT_SCORES)
+        ref_kept, dep_kept = reference.get(WORDS_KEPT), deployed.get(WORDS_KEPT)
         out = []
         for r, d in greedy_match(iou, ref.scores, MATCH_IOU):
             ref_text, dep_text = str(reference[TEXTS][r]), str(deployed[TEXTS][d])
             word_steps = {} if steps is None else {
                 stage: (Verdict(("equal", "close", "tie", "diverged")[int(steps[d, k, 0])]), float(steps[d, k, 1]))
-                for k, stage in enumerate(WORD_STAGES)}
-            near = False
-            if ref_text != dep_text and ref_outputs is not None and self.recognition is not None:
-                decoded_alike = "text" not in word_steps or word_steps["text"][0] is not Verdict.DIVERGED
-                near = decoded_alike and self.near_tie(ref_outputs[r], dep_text, rules.text_margin)
+                for k, stage in enumerate(WORD_STAGES[:steps.shape[1]])}
             delta = (float(dep_scores[d]) - float(ref_scores[r])) if ref_scores is not None and dep_scores is not None \
                 else 0.0
-            out.append(WordPair(r, d, ref_text, dep_text, delta, word_steps, near))
+            pair = WordPair(r, d, ref_text, dep_text, delta, word_steps, False,
+                            bool(ref_kept[r]) if ref_kept is not None else True,
+                            bool(dep_kept[d]) if dep_kept is not None else True,
+                            needed_leads(ref_outputs[r], dep_outputs[d], self.decoder(self._recognition().reference).text)
+                            if ref_outputs and dep_outputs and ref_text != dep_text else None,
+                            reference_score=None if ref_scores is None else float(ref_scores[r]))
+            if pair.changed and pair.step_culprit is None:
+                pair = replace(pair, near_tie=self.is_tie(pair, ref_outputs[r] if ref_outputs else None, rules),
+                               made_by=self.made_by(reference, deployed, r, d, ref_text, dep_text, pair.deployed_kept))
+            out.append(pair)
         return out
+
+    def is_tie(self, pair: WordPair, reference_output: np.ndarray | None, rules: WordRules) -> bool:
+        """Whether a changed answer, every step within its rule, sits where the reference was unsure:
+        each step whose best class changed led by at most ``text_margin`` (by the reference's output
+        alone, its near steps flipped, where the deployment shows no output), and a word kept on one
+        side only scored within ``score_margin`` of the threshold on both."""
+        if pair.reference_kept != pair.deployed_kept:
+            threshold = self._recognition().reference.text_score
+            scores = (pair.reference_score, None if pair.reference_score is None else pair.reference_score + pair.score_delta)
+            if any(score is None or abs(score - threshold) > rules.score_margin for score in scores):
+                return False
+            if not (pair.reference_kept and pair.deployed_kept):  # one side answers no text: nothing more to match
+                return True
+        if pair.reference_text == pair.deployed_text:
+            return True
+        if pair.leads is not None:
+            return all(lead <= rules.text_margin for _, lead in pair.leads)
+        return reference_output is not None and self.near_tie(reference_output, pair.deployed_text, rules.text_margin)
+
+    def made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
+                dep_kept: bool) -> str | None:
+        """The first of :data:`~harness.ocr.compare.CAUSES` whose deployed value, taken through the
+        reference's remaining steps, gives the deployment's answer (its text, and whether it is kept):
+        the box (the reference's crop of the deployed box in its own image), the crop, the input, the
+        output (decoded), else the decoding or the filter itself; None where the deployment shows no
+        word stage."""
+        from harness.ocr.recognition import crop_box, to_input
+
+        names = [name for pair in WORD_TAPS.values() for name in pair]
+        if not all(name in deployed for name in names):
+            return None
+        p = self._recognition().reference
+        decoder = self.decoder(p)
+        crops, inputs, outputs = (unpack_ragged(deployed[a], deployed[b])[d] for a, b in WORD_TAPS.values())
+        wanted = (dep_text, dep_kept)
+
+        def answer(probabilities) -> tuple[str, bool]:
+            text, score = decoder(probabilities)
+            return text, p.keeps(score)
+
+        ref_quad, dep_quad = (Detections.from_array(side[Stage.POSTPROCESS]).quads[i]
+                              for side, i in ((reference, r), (deployed, d)))
+        image = reference.get(Stage.DECODE)
+        tries = {"box": (lambda: answer(self.recognizer(to_input(crop_box(np.asarray(image), dep_quad, p), p, "RGB"))))
+                 if image is not None and not np.array_equal(ref_quad, dep_quad) else None,
+                 "crop": lambda: answer(self.recognizer(to_input(crops, p, "RGB"))),
+                 "input": lambda: answer(self.recognizer(inputs)),
+                 "output": lambda: answer(outputs)}
+        for cause, attempt in tries.items():
+            try:
+                if attempt is not None and attempt() == wanted:
+                    return cause
+            except (ValueError, IndexError, RuntimeError):  # a deployed stage the reference's step cannot take
+                continue
+        return "text" if decoder(outputs)[0] != dep_text else "kept"
 
     def near_tie(self, probabilities: np.ndarray, deployed_text: str, margin: float) -> bool:
         """Whether the reference's output decodes to ``deployed_text`` once its steps whose two best
@@ -306,35 +413,35 @@ class Ocr(Detection):
         near = np.flatnonzero(top2[:, 1] - top2[:, 0] <= margin)
         if not len(near) or len(near) > 64:  # nothing near, or noise everywhere: no tie to speak of
             return False
-        decoder = self.decoder(self._recognition().reference)
-
-        def text_of(classes: np.ndarray) -> str:
-            keep = np.ones(len(classes), bool)
-            keep[1:] = classes[1:] != classes[:-1]
-            return "".join(decoder.char(int(c)) for c in classes[keep & (classes != decoder.blank_index)])
-
+        text = self.decoder(self._recognition().reference).text
         for flipped in [[k] for k in near] + [list(near)]:
             classes = best.copy()
             classes[flipped] = second[flipped]
-            if text_of(classes) == deployed_text:
+            if text(classes) == deployed_text:
                 return True
         return False
 
     @staticmethod
-    def word_metrics(pairs: list[WordPair]) -> dict:
-        exact = sum(p.reference_text == p.deployed_text for p in pairs)
-        chars = sum(len(p.reference_text) for p in pairs)
-        errors = sum(edit_distance(p.reference_text, p.deployed_text) for p in pairs)
+    def word_metrics(pairs: list[WordPair], rules: WordRules = WordRules()) -> dict:
+        """The words answered (kept on either side) and how they changed: each side's text as its
+        users get it ('' for a word it drops)."""
+        answered = [p for p in pairs if p.answered]
+        visible = [p.visible_texts for p in answered]
+        exact = sum(a == b for a, b in visible)
+        chars = sum(len(a) for a, _ in visible)
+        errors = sum(edit_distance(a, b) for a, b in visible)
         changed = [p for p in pairs if p.verdict in (Verdict.TIE, Verdict.DIVERGED)]
         culprits = [p.culprit for p in pairs if p.culprit]
         step_worst = {stage: max((p.steps[stage][1] for p in pairs if stage in p.steps), default=None)
                       for stage in WORD_STAGES}
-        return {"words_matched": len(pairs), "words_exact": exact, "word_ties": sum(p.verdict is Verdict.TIE for p in pairs),
+        return {"words_matched": len(answered), "words_exact": exact,
+                "word_ties": sum(p.verdict is Verdict.TIE for p in pairs),
+                "words_dropped": sum(not p.answered for p in pairs),
                 "reference_chars": chars, "char_errors": errors, "cer": round(errors / chars, 5) if chars else 0.0,
-                "max_text_score_delta": max((abs(p.score_delta) for p in pairs), default=None),
-                "word_culprit": min(culprits, key=WORD_STAGES.index) if culprits else None,
+                "max_text_score_delta": max((abs(p.score_delta) for p in answered), default=None),
+                "word_culprit": min(culprits, key=_cause_order) if culprits else None,
                 "word_step_worst": {k: (None if v is None or not np.isfinite(v) else v) for k, v in step_worst.items()},
-                "word_changes": [p.to_dict() for p in changed[:MAX_LISTED]]}
+                "word_changes": [p.to_dict(rules) for p in changed[:MAX_LISTED]]}
 
     def events(self, margin):
         return OcrEvents(margin)
@@ -345,8 +452,7 @@ class Ocr(Detection):
     def effect_of_results(self, dataset, results, changes):
         from harness.ocr.effect import evaluate_ocr
 
-        found = [(path, {image: (Detections.from_array(stages[Stage.POSTPROCESS]), [str(t) for t in stages[TEXTS]])
-                         for image, stages in images.items() if TEXTS in stages})
+        found = [(path, {image: kept_words(stages) for image, stages in images.items() if TEXTS in stages})
                  for path, images in results.items()]
         return evaluate_ocr(dataset.source, found, changes=changes)
 
@@ -396,23 +502,47 @@ class Ocr(Detection):
         if line is None or not f.get("words_matched"):
             return line
         culprits = ", ".join(f"{stage} {count}" for stage, count in sorted(
-            (f.get("word_culprits") or {}).items(), key=lambda kv: WORD_STAGES.index(kv[0])))
+            (f.get("word_culprits") or {}).items(), key=lambda kv: _cause_order(kv[0])))
         return (line + f" Words of the matched boxes: **{f['words_exact']} of {f['words_matched']} read alike**, "
                        f"character error rate {fmt(f['cer'])}"
                 + (f"; words diverged first at: {culprits}" if culprits else "") + ".")
 
     def sections(self, report):
         out = super().sections(report)
-        rows = tuple((e.image, c["verdict"], c["reference_text"], c["deployed_text"], fmt(c["cer"]),
-                      fmt(c["score_delta"]), c["culprit"] or "-")
+
+        def shown(text: str, kept) -> str:
+            return text if kept in (None, True) else f"{text} (dropped)"
+
+        rows = tuple((e.image, c["verdict"], shown(c["reference_text"], c.get("reference_kept")),
+                      shown(c["deployed_text"], c.get("deployed_kept")), fmt(c["cer"]), fmt(c["score_delta"]),
+                      c["culprit"] or "-", c.get("evidence") or "")
                      for e in report.summary.events for c in e.details.get("word_changes") or ())
         if rows:
-            out.append(Section("Words that changed", "Words of matched boxes whose text or a word stage changed; "
-                               "culprit: the first word stage (crop, input, output, text) where the reference's step "
-                               "on the deployment's previous stage does not make the deployment's.",
-                               ("image", "verdict", "reference", "deployed", "CER", "score change", "culprit"), rows,
-                               verdict_column=1))
+            out.append(Section("Words that changed", "Words of matched boxes whose answer (the text, or whether the "
+                               "word is kept: its score at least the text score threshold) or a word stage changed. "
+                               "culprit: the first word stage (crop, input, output, text, kept) where the reference's "
+                               "step on the deployment's previous stage does not make the deployment's; else, for a "
+                               "change that is no tie, the stage that made it (box, crop, input, output). A tie: "
+                               "every step within its rule, and the reference unsure where the answer changed (its "
+                               "lead at each changed step within the tie margin).",
+                               ("image", "verdict", "reference", "deployed", "CER", "score change", "culprit",
+                                "evidence"), rows, verdict_column=1))
         return out
+
+
+def kept_words(stages: dict) -> tuple[Detections, list[str]]:
+    """One side's boxes and texts as its users get them: without the words it drops (``WORDS_KEPT``)."""
+    boxes, texts = Detections.from_array(stages[Stage.POSTPROCESS]), [str(t) for t in stages[TEXTS]]
+    if WORDS_KEPT not in stages:
+        return boxes, texts
+    kept = np.asarray(stages[WORDS_KEPT], bool)
+    return (Detections.from_array(np.asarray(stages[Stage.POSTPROCESS])[kept]),
+            [t for t, k in zip(texts, kept) if k])
+
+
+def _cause_order(cause: str) -> int:
+    """Pipeline order of a word's culprit (:data:`~harness.ocr.compare.CAUSES`; ``unknown`` last)."""
+    return CAUSES.index(cause) if cause in CAUSES else len(CAUSES)
 
 
 RECOGNITION = "recognition."

@@ -33,8 +33,17 @@ def test_one_round_records_the_known_answers_and_the_next_agrees(server, tmp_pat
     rows = [line.split("|")[1:-1] for line in again.stdout.splitlines()[2:]]
     assert {(r[0].strip(), r[1].strip()) for r in rows} == {(m, mode) for m in ("classify_dali", "detect_opencv")
                                                            for mode in ("alone", "batched")}
-    for model, mode, probes, wrong, failed, _ in rows:
-        assert int(probes) >= 2 and int(wrong) == 0 and int(failed) == 0, (model, mode)
+    for model, mode, probes, agreement, wrong, failed, _ in rows:
+        assert int(probes) >= 2 and float(agreement) == 1.0 and int(wrong) == 0 and int(failed) == 0, (model, mode)
+
+
+def test_by_default_the_watch_probes_every_tasks_pipelines(server):
+    """Without --model: every task's pipelines the server has ready (this repository serves them all)."""
+    from loadtest.watch import served_task_models
+
+    expected = {f"{task}_{pipeline}" for task in ("classify", "embed", "detect", "ocr", "segment")
+                for pipeline in ("dali", "opencv")}
+    assert set(served_task_models(server.grpc_url, "grpc", 30.0)) == expected
 
 
 def scrape(port: int) -> dict[tuple[str, str, str], float]:

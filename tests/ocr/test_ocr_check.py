@@ -18,7 +18,10 @@ import pytest
 from harness.paths import PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
+from loadtest.answers import WRONG_ANSWER
 from tests.commands import harness
+from tests.loadtest.planted import add_wrong_every_other
+from tests.loadtest.test_sweep import against, sweep
 
 pytestmark = pytest.mark.server
 
@@ -27,8 +30,10 @@ SMALL = SPECS / "ocr" / "small.toml"
 BAD_TEXTS = ("ocr_invalid_utf8", "ocr_empty_text")
 """Foreign OCR deployments (tests/ocr/bad_texts): ocr_opencv's answer, its first word's text not
 UTF-8, or empty."""
+WRONG_WORDS = "ocr_wrong"
+"""ocr_dali's answer with every second request's first word misread (tests/loadtest/planted.py)."""
 MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
-          "recognizer", *BAD_TEXTS]
+          "recognizer", *BAD_TEXTS, WRONG_WORDS]
 """What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
 
 
@@ -53,6 +58,7 @@ def ocr_server(repository, tmp_path_factory):
     profile = build_cpu_profile(repository, tmp_path_factory.mktemp("ocr") / "repository",
                                 {"detection.toml": SPECS / "detection" / "small.toml", "ocr.toml": SMALL})
     add_bad_texts(profile)
+    add_wrong_every_other(profile, WRONG_WORDS, "ocr_dali", "word")
     triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), models=MODELS)
     with triton:
         yield triton
@@ -71,7 +77,8 @@ def test_the_aligned_pipeline_reads_every_word_alike(ocr_server, words, tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     f = report["task_figures"]
     assert f["matched"] == f["reference_boxes"] == f["deployed_boxes"] >= 10
-    assert f["words_matched"] == f["words_exact"] == f["matched"] and f["cer"] == 0.0
+    # every matched box's word read alike; those scoring below the text score dropped on both sides
+    assert f["words_matched"] == f["words_exact"] == f["matched"] - f["words_dropped"] and f["cer"] == 0.0
     assert not f["word_culprits"] and not report["events"]
     # the vertical words of the turned photo are found and read alike too (turned upright by the rotation rule)
     rows = {row["image"]: row for row in csv.DictReader((tmp_path / "per_image.csv").open())}
@@ -175,3 +182,27 @@ def test_infer_shows_each_boxs_word(ocr_server, words):
     labels = json.loads((words.parent / "labels.json").read_text())
     shown = [a["text"] for a in labels["annotations"] if f"'{a['text']}'" in result.stdout]
     assert len(shown) >= len(labels["annotations"]) // 2, (shown, result.stdout)
+
+
+def test_the_sweep_verifies_every_word_and_reports_the_wrong_ones(ocr_server, words, tmp_path):
+    """Every answer of ocr_dali under load judged against its photo's words alone (verified, none
+    wrong); a model misreading every second request's first word: its wrong words reported."""
+    run = sweep(*against(ocr_server), "--model", "ocr_dali", "--model", WRONG_WORDS, "--clients", 1, "--protocols", "grpc",
+                "--warmup", "1", "--duration", "4", "--images", words, "--report", tmp_path, timeout=300)
+    assert run.returncode == 1, run.stderr  # the wrong words fail the sweep
+    stats = {p["ensemble"]: p["stats"] for p in json.loads((tmp_path / "results.json").read_text())["points"]}
+    for model, wrong in (("ocr_dali", False), (WRONG_WORDS, True)):
+        s = stats[model]
+        assert s["requests"] > 0 and s["verified"] == s["requests"] and s["unverified"] == 0, (model, s)
+        assert (s["wrong_answers"] > 0) is wrong and s["errors"] == ({WRONG_ANSWER: s["wrong_answers"]} if wrong else {})
+    assert "words read otherwise than the photo alone" in run.stderr
+
+
+def test_the_watch_judges_the_words(ocr_server, words, tmp_path):
+    watch = harness("watch", "--url", ocr_server.grpc_url, "--once", "--known-answers", tmp_path, "--images", words,
+                    "--model", "ocr_dali", "--model", WRONG_WORDS, "--photo-count", 3)  # odd: every second is wrong
+    assert watch.returncode == 1, watch.stderr
+    rows = {(r[0].strip(), r[1].strip()): r for r in (line.split("|")[1:-1] for line in watch.stdout.splitlines()[2:])}
+    assert float(rows["ocr_dali", "alone"][3]) == 1.0 and int(rows["ocr_dali", "alone"][4]) == 0
+    assert float(rows[WRONG_WORDS, "alone"][3]) < 1.0 and int(rows[WRONG_WORDS, "alone"][4]) > 0
+    assert "words read otherwise" in watch.stderr

@@ -88,6 +88,10 @@ def test_the_spec_refuses_a_bad_recognition_table(tmp_path):
     bad.write_text(f'extends = "{PROJECT_ROOT / "model_repository" / "ocr.toml"}"\n[reference.recognition]\nheigth = 32\n')
     with pytest.raises(SpecError, match=r"unknown key\(s\) \['heigth'\]"):
         load_spec(bad)
+    for value, said in (("1.5", "a score from 0 to 1"), ('"high"', "must be a number")):
+        bad.write_text(f'extends = "{PROJECT_ROOT / "model_repository" / "ocr.toml"}"\n[recognition]\ntext_score = {value}\n')
+        with pytest.raises(SpecError, match=said):
+            load_spec(bad)
 
 
 def test_word_tensors_travel_padded_with_their_shapes():
@@ -163,21 +167,74 @@ def test_the_load_tests_rule_judges_an_ocr_models_words():
     assert "1 missed" in judge_words(known, fewer).change
 
 
-def test_a_text_change_is_a_near_tie_only_where_a_close_second_best_explains_it():
-    """The reference's output reads "ab"; its last character's two best classes lie 0.04 apart. The
-    deployment reading "ac" (that second best) is a near tie; reading "ax" or "" is not."""
+def test_a_changed_word_is_a_tie_only_where_the_reference_was_unsure():
+    """The reference reads "ab", its last character 0.50 against "c" 0.46. A deployment reading "ac" there,
+    with its "a" one step later (a CTC alignment shift, led by 0.9: the text unchanged by it), needs only
+    the unsure step: a tie, every step within its rule. Needing a step led by 0.6, it diverges, its culprit
+    the stage that made it; with no output to tell by, the culprit says so."""
+    from harness.ocr.compare import WordPair, WordRules, needed_leads
     from harness.task import get_task
+    from harness.verdict import Verdict
 
     task = get_task("ocr").configure(load_spec(PROJECT_ROOT / "model_repository" / "ocr.toml"))
     decoder = task.decoder(task.recognition.reference)
     index = {c: decoder.characters.index(c) + 1 for c in "abc"}  # the blank is class 0
-    steps = np.zeros((3, decoder.classes), np.float32)
-    steps[0, index["a"]] = 0.9
-    steps[1, 0] = 0.9
-    steps[2, index["b"]], steps[2, index["c"]] = 0.5, 0.46
-    assert decoder(steps)[0] == "ab"
-    assert task.near_tie(steps, "ac", 0.1) and not task.near_tie(steps, "ac", 0.01)
-    assert not task.near_tie(steps, "ax", 0.1) and not task.near_tie(steps, "", 0.1)
+    reference = np.zeros((4, decoder.classes), np.float32)
+    reference[0, index["a"]], reference[0, 0] = 0.95, 0.05
+    reference[1, 0] = 0.9
+    reference[2, index["b"]], reference[2, index["c"]] = 0.5, 0.46
+    reference[3, 0] = 0.9
+    deployed = reference.copy()
+    deployed[0, index["a"]], deployed[0, 0] = 0.05, 0.95  # "a" moves one step later: read alike
+    deployed[1, index["a"]], deployed[1, 0] = 0.9, 0.0
+    deployed[2, index["b"]], deployed[2, index["c"]] = 0.45, 0.51
+    assert decoder(reference)[0] == "ab" and decoder(deployed)[0] == "ac"
+    leads = needed_leads(reference, deployed, decoder.text)
+    assert [step for step, _ in leads] == [2] and leads[0][1] == pytest.approx(0.04)
+
+    within = {"crop": (Verdict.EQUAL, 0.0), "input": (Verdict.CLOSE, 0.0078), "output": (Verdict.EQUAL, 0.0),
+              "text": (Verdict.EQUAL, 0.0), "kept": (Verdict.EQUAL, 0.0)}
+    rules = WordRules()
+    tie = WordPair(0, 0, "ab", "ac", -0.01, within, True, leads=leads, made_by="input", reference_score=0.8)
+    assert tie.verdict is Verdict.TIE and tie.culprit is None
+    assert "made by the input (close: error 0.0078)" in tie.evidence(rules) and "0.040 at step 2" in tie.evidence(rules)
+    sure = WordPair(0, 0, "ab", "ac", -0.2, within, False, leads=((2, 0.6),), made_by="input", reference_score=0.8)
+    assert sure.verdict is Verdict.DIVERGED and sure.culprit == "input" and "0.600 at step 2" in sure.evidence(rules)
+    blind = WordPair(0, 0, "ab", "ac", 0.0, {}, False)
+    assert blind.culprit == "unknown" and "no deployed output" in blind.evidence(rules)
+    beyond = WordPair(0, 0, "ab", "ac", 0.0, {**within, "input": (Verdict.DIVERGED, 0.3)}, True, leads=leads)
+    assert beyond.verdict is Verdict.DIVERGED and beyond.culprit == "input"
+    # the old rule's fallback, by the reference's output alone: its unsure step flipped reads "ac"
+    assert task.near_tie(reference, "ac", 0.1) and not task.near_tie(reference, "ac", 0.01)
+
+
+def test_a_word_kept_on_one_side_only_is_a_tie_near_the_threshold():
+    """rapidocr drops a word scoring below text_score (0.5): a word kept on one side only is a change of
+    the answer, a tie where both scores lie within score_margin (0.12) of the threshold; a word neither
+    side keeps is no answer (its text changes nothing a user sees)."""
+    from harness.ocr.compare import WordPair, WordRules
+    from harness.task import get_task
+    from harness.verdict import Verdict
+
+    task = get_task("ocr").configure(load_spec(PROJECT_ROOT / "model_repository" / "ocr.toml"))
+    assert task.recognition.reference.text_score == 0.5 and task.recognition.reference.keeps(0.5)
+    steps = {"crop": (Verdict.EQUAL, 0.0), "input": (Verdict.CLOSE, 0.0078), "kept": (Verdict.EQUAL, 0.0)}
+    rules = WordRules()
+
+    def pair(ref_score, dep_score, texts=("EXIT", "EXIT")):
+        p = WordPair(0, 0, *texts, dep_score - ref_score, steps, False, ref_score >= 0.5, dep_score >= 0.5,
+                     reference_score=ref_score, made_by="input")
+        return WordPair(**{**p.__dict__, "near_tie": task.is_tie(p, None, rules)})
+
+    near = pair(0.52, 0.47)
+    assert near.changed and near.verdict is Verdict.TIE and near.visible_texts == ("EXIT", "")
+    assert "scores 0.520 -> 0.470 around the threshold" in near.evidence(rules)
+    far = pair(0.9, 0.3)
+    assert far.verdict is Verdict.DIVERGED and far.culprit == "input"
+    dropped = pair(0.2, 0.3, ("m", "mE"))
+    assert not dropped.answered and not dropped.changed and dropped.verdict is Verdict.CLOSE
+    metrics = task.word_metrics([near, far, dropped], rules)
+    assert metrics["words_matched"] == 2 and metrics["words_dropped"] == 1 and metrics["words_exact"] == 0
 
 
 def test_the_report_draws_each_sides_words_and_marks_a_changed_one():

@@ -12,17 +12,25 @@ from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
+HYMENOPTERA = PROJECT_ROOT.parent / "shared" / "datasets" / "hymenoptera" / "val"
 PHOTOS = ("n01530575_brambling.JPEG", "n02328150_Angora.JPEG")
 """Real photos with one salient animal each (the ImageNet sample)."""
 SEGMENT_MODELS = ["segment_dali", "segment_opencv", "segment_preprocess_dali_taps", "segment_preprocess_opencv"]
 """What check and diagnose read of the segmentation pipelines (the ensembles load their steps)."""
 
 
+WRONG_MASKS = "segment_wrong"
+"""segment_dali's answer with every second request's matte and mask inverted (tests/loadtest/planted.py)."""
+
+
 @pytest.fixture(scope="module")
 def segmentation_server(repository, tmp_path_factory):
+    from tests.loadtest.planted import add_wrong_every_other
+
     profile = build_cpu_profile(repository, tmp_path_factory.mktemp("segmentation") / "repository")
+    add_wrong_every_other(profile, WRONG_MASKS, "segment_dali", "mask")
     triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-                          models=SEGMENT_MODELS)
+                          models=[*SEGMENT_MODELS, WRONG_MASKS])
     with triton:
         yield triton
     assert not triton.is_running(), "tritonserver did not exit"
