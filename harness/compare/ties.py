@@ -26,7 +26,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.result import StageResult
+from harness.result import ImageResult, StageResult
 from harness.stage import Stage
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -81,3 +81,22 @@ def explained_by_upstream(result: StageResult, output: StageResult | None) -> St
     if why is None:
         return result
     return dataclasses.replace(result, verdict=Verdict.DIVERGED, metrics={**result.metrics, "unexplained": why})
+
+
+def made_by(result: ImageResult) -> str:
+    """Which stage made one image's result change, in words: the first stage before the result
+    that adds an error of its own (its isolated run on the reference's previous stage not equal;
+    without one, its own verdict), with that verdict and its largest error, e.g. ``resize (close:
+    max 2)``; ``postprocess`` when every stage before it matches (the result step's own doing).
+    The "made by" of a changed mask or box: a tie's evidence, a divergence's stage."""
+    for stage in result.stages:
+        if stage.stage == Stage.POSTPROCESS:
+            break
+        verdict = stage.isolated_verdict or stage.verdict
+        if verdict is Verdict.EQUAL:
+            continue
+        metrics = stage.isolated if stage.isolated_verdict is not None and stage.isolated else stage.metrics
+        worst = metrics.get("max_abs")
+        shown = f"max {worst:.3g}" if isinstance(worst, (int, float)) and np.isfinite(worst) else "its shape"
+        return f"{stage.stage} ({verdict.value}: {shown})"
+    return str(Stage.POSTPROCESS)

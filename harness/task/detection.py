@@ -37,6 +37,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.client import TaskModels
+from harness.compare.ties import made_by
 from harness.detection.boxes import Detections
 from harness.detection.compare import Boxes, DetectionTolerance
 from harness.errors import ServerStopped, UsageError
@@ -186,7 +187,7 @@ class DetectionEvents(Events):
             self.events.append(Event(result.image, post.verdict, {
                 k: m.get(k) for k in ("reference_boxes", "deployed_boxes", "matched", "missed", "extra",
                                       "near_threshold", "min_iou", "worst_corner_px", "max_score_delta")}
-                | {"problems": m.get("problem_lines") or []}))
+                | {"problems": m.get("problem_lines") or [], "made_by": made_by(result)}))
 
     def result(self):
         matched = self.totals["matched"]
@@ -538,15 +539,18 @@ class Detection(Task):
         rows = tuple((e.image, Verdict(e.verdict).value, str(e.details["reference_boxes"]),
                       str(e.details["deployed_boxes"]), str(e.details["matched"]), str(e.details["missed"]),
                       str(e.details["extra"]), str(e.details["near_threshold"]), fmt(e.details["min_iou"]),
-                      fmt(e.details["worst_corner_px"]), "; ".join(e.details.get("problems") or ()))
+                      fmt(e.details["worst_corner_px"]), e.details.get("made_by") or "",
+                      "; ".join(e.details.get("problems") or ()))
                      for e in events)
         note = ("Matched one to one by IoU above 0.5, the reference's boxes by descending score. A box that appears, "
                 "disappears or moves near a threshold (its score within the margin of the score threshold, or its "
                 "map pixels crossing the binarization threshold only from close to it) is a **tie**: listed, not "
-                "counted as a divergence. Corner errors are in the source image's pixels.")
+                "counted as a divergence. Corner errors are in the source image's pixels. made by: the first stage "
+                "that adds an error of its own (its isolated run), with its verdict and largest error.")
         return [Section("Images whose boxes changed", note,
                         ("image", "verdict", "reference boxes", "deployed boxes", "matched", "missed", "extra",
-                         "near threshold", "worst IoU", "worst corner (px)", "problems"), rows, verdict_column=1)]
+                         "near threshold", "worst IoU", "worst corner (px)", "made by", "problems"), rows,
+                        verdict_column=1)]
 
 
 POSTPROCESS_CANDIDATES = {

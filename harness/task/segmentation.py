@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.client import TaskModels
+from harness.compare.ties import made_by
 from harness.errors import UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
@@ -142,7 +143,8 @@ class SegmentationEvents(Events):
         if post.verdict in (Verdict.TIE, Verdict.DIVERGED):
             self.events.append(Event(result.image, post.verdict, {
                 k: m.get(k) for k in ("iou", "dice", "boundary_f", "matte_mae", "flipped", "near_threshold",
-                                      "far_flipped")} | {"problem": m.get("problem") or m.get("unexplained") or ""}))
+                                      "far_flipped")} | {"problem": m.get("problem") or m.get("unexplained") or "",
+                                                         "made_by": made_by(result)}))
 
     def result(self):
         n = self.images
@@ -367,14 +369,16 @@ class Segmentation(Task):
             return []
         rows = tuple((e.image, Verdict(e.verdict).value, fmt(e.details["iou"]), fmt(e.details["dice"]),
                       fmt(e.details["boundary_f"]), fmt(e.details["matte_mae"]), str(e.details["flipped"]),
-                      str(e.details["near_threshold"]), str(e.details["far_flipped"]), e.details.get("problem") or "")
+                      str(e.details["near_threshold"]), str(e.details["far_flipped"]), e.details.get("made_by") or "",
+                      e.details.get("problem") or "")
                      for e in events)
         note = ("A mask whose flipped pixels beyond the close rule all lay near the threshold on both sides (the matte "
                 "within the margin of it) is a **tie**: listed, not counted as a divergence, unless the postprocessing "
-                "alone makes the change.")
+                "alone makes the change. made by: the first stage that adds an error of its own (its isolated run), "
+                "with its verdict and largest error.")
         return [Section("Images whose mask changed", note,
                         ("image", "verdict", "IoU", "Dice", "boundary F", "matte error", "flipped", "near threshold",
-                         "far from it", "problem"), rows, verdict_column=1)]
+                         "far from it", "made by", "problem"), rows, verdict_column=1)]
 
     # -- diagnose -------------------------------------------------------------------------------
     def diagnose_hypotheses(self):

@@ -53,3 +53,23 @@ def test_a_tie_stands_only_where_what_came_before_explains_it():
     assert explained_by_upstream(close, noisy).verdict is Verdict.DIVERGED
     # no isolated run, outputs that differ: the margin's word stands
     assert explained_by_upstream(StageResult(Stage.TOPK, Verdict.TIE, {}), noisy).verdict is Verdict.TIE
+
+
+def test_a_changed_result_names_the_stage_that_made_it():
+    """The first stage adding an error of its own (its isolated run, else its verdict), with its
+    largest error; the result step itself where nothing before it differs."""
+    from harness.compare.ties import made_by
+    from harness.result import ImageResult, StageResult
+    from harness.stage import Stage
+
+    def stage(name, verdict, isolated=None, worst=0.0):
+        return StageResult(name, verdict, {"max_abs": worst}, isolated, {"max_abs": worst} if isolated else None)
+
+    decoded = stage(Stage.DECODE, Verdict.EQUAL)
+    resized = stage(Stage.RESIZE, Verdict.CLOSE, Verdict.CLOSE, 2.0)
+    cropped = stage(Stage.CROP, Verdict.CLOSE, Verdict.EQUAL, 0.0)  # inherits the resize's error
+    post = stage(Stage.POSTPROCESS, Verdict.DIVERGED)
+    assert made_by(ImageResult("a.jpg", (decoded, cropped, resized, post))) == "resize (close: max 2)"
+    assert made_by(ImageResult("b.jpg", (decoded, cropped, post))) == "postprocess"
+    output = stage(Stage.OUTPUT, Verdict.DIVERGED, None, 0.4)  # no isolated run: its own verdict
+    assert made_by(ImageResult("c.jpg", (decoded, output, post))) == "output (diverged: max 0.4)"

@@ -195,7 +195,7 @@ def test_the_sweep_verifies_every_word_and_reports_the_wrong_ones(ocr_server, wo
         s = stats[model]
         assert s["requests"] > 0 and s["verified"] == s["requests"] and s["unverified"] == 0, (model, s)
         assert (s["wrong_answers"] > 0) is wrong and s["errors"] == ({WRONG_ANSWER: s["wrong_answers"]} if wrong else {})
-    assert "words read otherwise than the photo alone" in run.stderr
+    assert f"{WRONG_WORDS} x1: {stats[WRONG_WORDS]['wrong_answers']} wrong answers of" in run.stderr
 
 
 def test_the_watch_judges_the_words(ocr_server, words, tmp_path):

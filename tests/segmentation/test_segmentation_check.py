@@ -175,7 +175,7 @@ def test_the_sweep_verifies_every_mask_and_reports_the_wrong_ones(segmentation_s
         s = stats[model]
         assert s["requests"] > 0 and s["verified"] == s["requests"] and s["unverified"] == 0, (model, s)
         assert (s["wrong_answers"] > 0) is wrong and s["errors"] == ({WRONG_ANSWER: s["wrong_answers"]} if wrong else {})
-    assert "pixels flipped" in run.stderr  # the first wrong answer's detail
+    assert f"{WRONG_MASKS} x1: {stats[WRONG_MASKS]['wrong_answers']} wrong answers of" in run.stderr
 
 
 def test_the_watch_judges_the_masks(segmentation_server, tmp_path):
