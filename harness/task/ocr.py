@@ -344,7 +344,7 @@ class Ocr(Detection):
                             reference_score=None if ref_scores is None else float(ref_scores[r]))
             if pair.changed and pair.step_culprit is None:
                 pair = replace(pair, near_tie=self.is_tie(pair, ref_outputs[r] if ref_outputs else None, rules),
-                               made_by=self.made_by(reference, deployed, r, d, ref_text, dep_text, pair.deployed_kept))
+                               made_by=self.word_made_by(reference, deployed, r, d, ref_text, dep_text, pair.deployed_kept))
             out.append(pair)
         return out
 
@@ -366,7 +366,7 @@ class Ocr(Detection):
             return all(lead <= rules.text_margin for _, lead in pair.leads)
         return reference_output is not None and self.near_tie(reference_output, pair.deployed_text, rules.text_margin)
 
-    def made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
+    def word_made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
                 dep_kept: bool) -> str | None:
         """The first of :data:`~harness.ocr.compare.CAUSES` whose deployed value, taken through the
         reference's remaining steps, gives the deployment's answer (its text, and whether it is kept):
