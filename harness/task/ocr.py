@@ -367,7 +367,7 @@ class Ocr(Detection):
         return reference_output is not None and self.near_tie(reference_output, pair.deployed_text, rules.text_margin)
 
     def word_made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
-                dep_kept: bool) -> str | None:
+                     dep_kept: bool) -> str | None:
         """The first of :data:`~harness.ocr.compare.CAUSES` whose deployed value, taken through the
         reference's remaining steps, gives the deployment's answer (its text, and whether it is kept):
         the box (the reference's crop of the deployed box in its own image), the crop, the input, the
