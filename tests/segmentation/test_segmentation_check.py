@@ -124,7 +124,7 @@ def test_two_planted_causes_are_named_in_one_diagnosis(segmentation_server, diag
 def test_a_single_pixel_a_strip_and_a_flat_photo_are_each_compared(segmentation_server, segmentation_photos, tmp_path):
     """Made from a real photo: its 1x1 average, a 4-pixel strip of it, and its flat mean colour
     (nothing salient). Each is compared at its own size; the flat one's masks are both empty
-    (agreement); the strip, enlarged 80 times, is where DALI's LANCZOS3 and PIL's part most."""
+    (agreement); the strip is enlarged 80 times (PIL's edges replayed at both its long edges)."""
     import cv2
     import numpy as np
 
