@@ -51,12 +51,15 @@ def lead_moves(reference: np.ndarray, deployed: np.ndarray) -> np.ndarray:
 def main(argv=None) -> int:
     import cv2
 
-    from harness.detection.detector import TextDetector
+    from harness.detection.boxes import greedy_match, iou_matrix
+    from harness.detection.detector import OUTPUT_NAME, TextDetector
     from harness.detection.postprocess import from_table
+    from harness.geometry import Geometry
     from harness.ocr.compare import needed_leads
     from harness.ocr.dali_recognition import CpuRecognitionRunner, word_samples
     from harness.ocr.recognition import CtcDecoder, crop_box, parameters, to_input
     from harness.ocr.recognizer import TextRecognizer
+    from harness.preprocessing.dali_graph import CpuPipelineRunner
     from harness.spec import load_spec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -70,6 +73,7 @@ def main(argv=None) -> int:
     recognizer = TextRecognizer()
     decoder = CtcDecoder(recognizer.characters, p.blank_index)
     dali = CpuRecognitionRunner(p, spec.preprocess.decode, batch_size=1)
+    dali_detector = CpuPipelineRunner(spec.preprocess, 1)  # the detect_preprocess_dali graph: input, GEOMETRY
     photos = []
     for folder in args.folders:
         found = sorted(f for f in folder.rglob("*") if f.suffix.lower() in SUFFIXES) if folder.is_dir() else [folder]
@@ -77,6 +81,7 @@ def main(argv=None) -> int:
 
     words, crop_means, crop_max, input_max, output_max, moves, changed = 0, [], 0.0, 0.0, [], [], []
     flipped, score_moves, kept_flips = [], [], []  # every step whose best class changed; |score change|; kept or not
+    own_words, by_box, by_recognition = 0, [], []  # each side's own boxes: changes the box made, and the others
     for n, photo in enumerate(photos, 1):
         data = photo.read_bytes()
         bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
@@ -112,6 +117,26 @@ def main(argv=None) -> int:
                 kept_flips.append((photo.name, ref_text, ref_score, dep_score))
             if ref_text != dep_text:
                 changed.append((photo.name, ref_text, dep_text, needed_leads(ref, dep, decoder.text)))
+        # each side's own boxes, as check compares them: the DALI detector graph on DALI's CPU kernels
+        result = dali_detector.run([np.frombuffer(data, np.uint8)])[0]
+        if result.error is None:
+            model_input, geometry = result.outputs
+            probability = detector.probability(model_input[None])
+            deployed = detector.postprocess({OUTPUT_NAME: probability[0]}, Geometry.from_tensor(geometry)).quads
+            pairs = greedy_match(iou_matrix(quads, deployed), np.ones(len(quads)), 0.5)
+            made = dali.run(word_samples(data, deployed[[d for _, d in pairs]], p, rgb.shape[:2])) if pairs else []
+            for (r, d), (_, dali_input) in zip(pairs, made):
+                own_words += 1
+                ref = recognizer(to_input(crop_box(rgb, quads[r], p), p, "RGB"))
+                dep = recognizer(dali_input)
+                (ref_text, ref_score), (dep_text, dep_score) = decoder(ref), decoder(dep)
+                if ref_text == dep_text and p.keeps(ref_score) == p.keeps(dep_score):
+                    continue
+                # made by the box: the reference's own reading of the deployed box gives the deployed answer
+                box = decoder(recognizer(to_input(crop_box(rgb, deployed[d], p), p, "RGB")))
+                moved = float(np.abs(quads[r] - deployed[d]).max())
+                row = (photo.name, ref_text, dep_text, needed_leads(ref, dep, decoder.text), moved, ref_score, dep_score)
+                (by_box if box[0] == dep_text and p.keeps(box[1]) == p.keeps(dep_score) else by_recognition).append(row)
         if n % 25 == 0:
             print(f"... {n} of {len(photos)} photos, {words} words", file=sys.stderr)
 
@@ -145,6 +170,14 @@ def main(argv=None) -> int:
     print(f"words kept on one side only (text_score {p.text_score}): {len(kept_flips)}")
     for name, text, ref_score, dep_score in kept_flips:
         print(f"  {name}: {text!r} scores {ref_score:.4f} -> {dep_score:.4f}")
+    print(f"each side's own boxes (the DALI detector graph): {own_words} matched words; answers changed by the box "
+          f"{len(by_box)}, by the recognition preprocessing {len(by_recognition)}; the largest lead a change made by "
+          f"the box needed: {max((lead for row in by_box for _, lead in row[3]), default=0):.4f}")
+    for cause, rows in (("box", by_box), ("recognition", by_recognition)):
+        for name, ref_text, dep_text, leads, moved, ref_score, dep_score in rows:
+            shown = ", ".join(f"step {t}: {lead:.3f}" for t, lead in leads)
+            print(f"  {cause}: {name}: {ref_text!r} ({ref_score:.3f}) -> {dep_text!r} ({dep_score:.3f}); a corner moved "
+                  f"{moved:.1f} px; leads needed: {shown or '-'}")
     return 0
 
 
