@@ -17,8 +17,11 @@ is a **tie** when the change sits where the reference was unsure: at each step t
 needed (:func:`needed_leads`: the fewest steps, least sure first, whose best class must give
 way to the deployment's for the reference's output to read as the deployment's does), the
 reference's best class led the deployment's by at most ``text_margin``; and a word kept on one
-side only scored within ``score_margin`` of the threshold on both. Otherwise it is diverged, and
-its culprit is the stage that **made** the change: the first of the deployment's box, crop,
+side only scored within ``score_margin`` of the threshold on both. A change the **box** made (the
+reference reads the deployed box as the deployment does: another crop of the word, which moves
+the recognizer as far as it likes) is a tie where that box moved within the detection task's
+close rule: the box is the upstream stage, and its rule explains it. Otherwise it is diverged,
+and its culprit is the stage that **made** the change: the first of the deployment's box, crop,
 input and output which, taken through the reference's remaining steps, gives the deployment's
 answer. Both are listed with their evidence (the leads, the stage that made it and its error).
 A word neither side keeps is no answer: only its steps are judged.
@@ -141,6 +144,9 @@ class WordPair:
     """The first of :data:`CAUSES` whose deployed value, taken through the reference's remaining
     steps, gives the deployment's answer (None: the answer did not change, or no word stage is shown)."""
     reference_score: float | None = None
+    box_move: tuple[float, float, bool] | None = None
+    """The deployed box against the reference's: (its worst corner's move in pixels, the IoU,
+    whether that is within the detection task's close rule)."""
 
     @property
     def answered(self) -> bool:
@@ -187,21 +193,23 @@ class WordPair:
         if self.step_culprit:
             verdict, error = self.steps[self.step_culprit]
             return f"{self.step_culprit} beyond its rule (error {_num(error)})"
-        if self.made_by and self.made_by != "box":
+        if self.made_by == "box" and self.box_move is not None:
+            corner, iou, within = self.box_move
+            parts.append(f"made by the box (a corner moved {corner:.1f} px, IoU {iou:.3f}: "
+                         f"{'within' if within else 'beyond'} the detection rule)")
+        elif self.made_by:
             verdict, error = self.steps.get(self.made_by, (None, None))
             within = f" ({verdict.value}: error {_num(error)})" if verdict is not None else ""
             parts.append(f"made by the {self.made_by}{within}")
-        elif self.made_by == "box":
-            parts.append("made by the box")
         if self.leads:
             shown = ", ".join(f"{lead:.3f} at step {step}" for step, lead in sorted(self.leads, key=lambda x: -x[1])[:3])
-            limit = f" (tie margin {rules.text_margin:g})" if rules else ""
+            limit = f" (tie margin {rules.text_margin:g})" if rules and self.made_by != "box" else ""
             parts.append(f"the reference's lead at the steps that changed it: {shown}{limit}")
         elif self.leads is None and self.reference_text != self.deployed_text:
             parts.append("no deployed output to compare steps with")
         if self.reference_kept != self.deployed_kept and self.reference_score is not None:
             deployed = self.reference_score + self.score_delta
-            limit = f" (margin {rules.score_margin:g})" if rules else ""
+            limit = f" (margin {rules.score_margin:g})" if rules and self.made_by != "box" else ""
             parts.append(f"scores {self.reference_score:.3f} -> {deployed:.3f} around the threshold{limit}")
         return "; ".join(parts)
 

@@ -341,30 +341,42 @@ class Ocr(Detection):
                             bool(dep_kept[d]) if dep_kept is not None else True,
                             needed_leads(ref_outputs[r], dep_outputs[d], self.decoder(self._recognition().reference).text)
                             if ref_outputs and dep_outputs and ref_text != dep_text else None,
-                            reference_score=None if ref_scores is None else float(ref_scores[r]))
+                            reference_score=None if ref_scores is None else float(ref_scores[r]),
+                            box_move=self.box_move(ref, dep, r, d, float(iou[r, d])))
             if pair.changed and pair.step_culprit is None:
-                pair = replace(pair, near_tie=self.is_tie(pair, ref_outputs[r] if ref_outputs else None, rules),
-                               made_by=self.word_made_by(reference, deployed, r, d, ref_text, dep_text, pair.deployed_kept))
+                pair = replace(pair, made_by=self.word_made_by(reference, deployed, r, d, ref_text, dep_text,
+                                                               pair.deployed_kept))
+                pair = replace(pair, near_tie=self.is_tie(pair, ref_outputs[r] if ref_outputs else None, rules))
             out.append(pair)
         return out
 
     def is_tie(self, pair: WordPair, reference_output: np.ndarray | None, rules: WordRules) -> bool:
-        """Whether a changed answer, every step within its rule, sits where the reference was unsure:
-        each step whose best class changed led by at most ``text_margin`` (by the reference's output
-        alone, its near steps flipped, where the deployment shows no output), and a word kept on one
-        side only scored within ``score_margin`` of the threshold on both."""
+        """Whether a changed answer, every step within its rule, is explained by what came before it
+        (:mod:`harness.ocr.compare`): made by a box that moved within the detection rule; else where
+        the reference was unsure: each step the change needed led by at most ``text_margin`` (by the
+        reference's output alone, its near steps flipped, where the deployment shows no output), and
+        a word kept on one side only scored within ``score_margin`` of the threshold on both."""
+        if pair.made_by == "box":
+            return pair.box_move is not None and pair.box_move[2]
         if pair.reference_kept != pair.deployed_kept:
             threshold = self._recognition().reference.text_score
             scores = (pair.reference_score, None if pair.reference_score is None else pair.reference_score + pair.score_delta)
-            if any(score is None or abs(score - threshold) > rules.score_margin for score in scores):
-                return False
-            if not (pair.reference_kept and pair.deployed_kept):  # one side answers no text: nothing more to match
-                return True
+            return all(score is not None and abs(score - threshold) <= rules.score_margin for score in scores)
         if pair.reference_text == pair.deployed_text:
             return True
         if pair.leads is not None:
             return all(lead <= rules.text_margin for _, lead in pair.leads)
         return reference_output is not None and self.near_tie(reference_output, pair.deployed_text, rules.text_margin)
+
+    def box_move(self, ref: Detections, dep: Detections, r: int, d: int, iou: float) -> tuple[float, float, bool]:
+        """(the worst corner's move, the IoU, whether the match is within the detection task's close
+        rule: :class:`harness.detection.compare.DetectionTolerance`) of a matched pair of boxes."""
+        from harness.detection.compare import DetectionTolerance, corner_distance
+
+        t = self.setup.tolerance if self.setup else DetectionTolerance()
+        corner = corner_distance(ref.quads[r], dep.quads[d])
+        within = (iou >= t.close_iou or corner <= t.corner_px) and abs(dep.scores[d] - ref.scores[r]) <= t.score_atol
+        return corner, iou, bool(within)
 
     def word_made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
                      dep_kept: bool) -> str | None:
