@@ -188,7 +188,7 @@ def test_the_sweep_verifies_every_word_and_reports_the_wrong_ones(ocr_server, wo
     """Every answer of ocr_dali under load judged against its photo's words alone (verified, none
     wrong); a model misreading every second request's first word: its wrong words reported."""
     run = sweep(*against(ocr_server), "--model", "ocr_dali", "--model", WRONG_WORDS, "--clients", 1, "--protocols", "grpc",
-                "--warmup", "1", "--duration", "4", "--images", words, "--report", tmp_path, timeout=300)
+                "--warmup", "1", "--duration", "3", "--images", words, "--report", tmp_path, timeout=300)
     assert run.returncode == 1, run.stderr  # the wrong words fail the sweep
     stats = {p["ensemble"]: p["stats"] for p in json.loads((tmp_path / "results.json").read_text())["points"]}
     for model, wrong in (("ocr_dali", False), (WRONG_WORDS, True)):

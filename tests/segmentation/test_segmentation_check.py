@@ -167,7 +167,7 @@ def test_the_sweep_verifies_every_mask_and_reports_the_wrong_ones(segmentation_s
     """Every answer of segment_dali under load judged against its photo's mask alone (verified, none
     wrong); a model answering every second request's mask inverted: its wrong masks reported."""
     run = sweep(*against(segmentation_server), "--model", "segment_dali", "--model", WRONG_MASKS, "--clients", 1,
-                "--protocols", "grpc", "--warmup", "1", "--duration", "4", "--images", segmentation_photos,
+                "--protocols", "grpc", "--warmup", "1", "--duration", "3", "--images", segmentation_photos,
                 "--report", tmp_path, timeout=300)
     assert run.returncode == 1, run.stderr  # the wrong masks fail the sweep
     stats = {p["ensemble"]: p["stats"] for p in json.loads((tmp_path / "results.json").read_text())["points"]}
