@@ -24,10 +24,14 @@ setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/mo
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
 
-# The full suite (what CI runs); it ends with its slowest 25 tests and its total, and leaves
-# build/test-suite.xml for `benchmarks/suite_times.py` (the time by module).
+# The full suite (what CI runs) in two workers, one per core of CI's machine (a run alone
+# keeps about one core busy: client and server take turns); each module stays on one worker,
+# longest first (docs/architecture.md, the budget). It ends with its slowest 25 tests and its
+# total, and leaves build/test-suite.xml and build/test-servers-*.json for
+# `benchmarks/suite_times.py` (the time and the server starts by module).
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q --durations=25 --junitxml=build/test-suite.xml
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 --junitxml=build/test-suite.xml
 
 # The everyday loop (docs/architecture.md): every test that needs no Triton server, and one
 # end-to-end check against the real one.
