@@ -77,7 +77,7 @@ class TorchvisionRecipe(Recipe):
             raise SpecError(f"torchvision has no '{p.resize.interpolation}' interpolation; use one of {', '.join(modes)}")
         self.p = p
         self.on_tensor = self.force_tensor or not p.resize.antialias or p.resize.dtype == "float32"
-        if self.on_tensor and p.resize.interpolation == "lanczos":
+        if self.on_tensor and p.resize.interpolation == "lanczos" and p.resize.resampling != "pil":  # v2's has it
             raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
         self._interpolation = modes[p.resize.interpolation]
         size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
