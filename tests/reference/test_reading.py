@@ -55,7 +55,8 @@ def test_what_was_read_for_a_clip_compose_and_a_vit_processor(photos):
     vit = read_source(f"hf:{VIT}")
     assert vit.read.recipe == "torch" and "torchvision backend (transformers 5's default" in vit.framework
     assert read_source(f"hf:{VIT}:slow").read.recipe == "torchvision"  # PIL's backend, its old name
-    assert to_table(vit.preprocess)["resize"]["mode"] == "stretch" and to_table(vit.preprocess)["crop"]["offset_rounding"] == "floor"
+    table = to_table(vit.preprocess)
+    assert table["resize"]["mode"] == "stretch" and table["crop"]["offset_rounding"] == "floor"
 
 
 def test_a_config_needs_no_framework(monkeypatch, photos):
