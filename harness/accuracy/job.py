@@ -115,7 +115,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.shards import shard_dataset, write_shard
     from harness.deployment import DeployedSide
-    from harness.reference.reading import proof_line
+    from harness.reference.reading import proven_reference
     from harness.report import versions
     from harness.report.formats import require_formats
     from harness.results import ReferenceInfo
@@ -168,7 +168,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
             full, reference_model = load(task.name)
         dataset = shard_dataset(full, options.shard) if options.shard else full
         samples = dataset.samples
-        reading = proof_line(recipe, [s.path for s in samples])  # a training definition read: proven on these
+        recipe, reading = proven_reference(recipe, [s.path for s in samples])  # a training definition: proven on these
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
         # What the effect is computed from is the task's to say (Task.effect_from).
         if task.effect_from == "results":

@@ -133,7 +133,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     from harness.check.rundir import RunDirectory
     from harness.deployment import DeployedSide
     from harness.listing import list_inputs
-    from harness.reference.reading import proof_line
+    from harness.reference.reading import proven_reference
     from harness.report import versions, write_reports
     from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
     from harness.target import open_deployment, require_reference_model
@@ -153,7 +153,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     recipe = session.recipe(options.reference)
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
     hint = resume_command(session, options)
-    reading = proof_line(recipe, [f.path for f in listing.inputs])  # a training definition read: proven on these
+    recipe, reading = proven_reference(recipe, [f.path for f in listing.inputs])  # a training definition: proven on these
     if reading:
         log(f"reference {reading}")
 

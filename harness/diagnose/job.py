@@ -92,7 +92,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.outcome import Outcome
     from harness.reference import BUILT_IN
     from harness.reference.model import CHOICES, TorchModel
-    from harness.reference.reading import proof_line
+    from harness.reference.reading import proven_reference
     from harness.report.data import versions
     from harness.report.diagnosis import write_diagnosis
     from harness.report.formats import require_formats
@@ -196,13 +196,13 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
                                        (final_recipe, final_preprocess, final_postprocess), note)
     training_written, training_not_written = _write_training_spec(options.write_training_spec, spec, session.spec_path,
                                                                   fingerprinted)
+    reading = proven_reference(training, images)[1] if training is not None else None  # how exactly it was read
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
               "search (all phases)": time.perf_counter() - search_start,
               "total": time.perf_counter() - started}
     report = DiagnosisReport(
         result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
-        ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name,
-                      reading=proof_line(training, images) if training is not None else None), deployment.model, server,
+        ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name, reading=reading), deployment.model, server,
         CombinedChange(reference_table(spec, final_recipe, final_preprocess, final_postprocess),
                        reference_toml(spec, final_recipe, final_preprocess, final_postprocess), note or None),
         spec.source, str(written) if written else None, diagnoser.tie_margin,

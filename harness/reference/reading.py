@@ -336,10 +336,19 @@ def _first_difference(name: str, own: dict, spec: dict) -> Difference | None:
     return None
 
 
-def proof_line(recipe, paths) -> str | None:
-    """:meth:`ReadingProof.line` of ``recipe``'s reading on the files ``paths`` (None: no reading)."""
-    if getattr(recipe, "reading", None) is None:
-        return None
+def proven_reference(recipe, paths):
+    """(the run's reference recipe, the report's first line) for ``recipe`` on the files ``paths``.
+
+    A training definition read (:attr:`Recipe.reading`) is proven on these files; where the
+    spec's replay is exact on every one of them, the replay is the reference (it gives every stage,
+    decode, resize and crop too, where a framework's transform gives only its output: so a check
+    says at which operation a deployment departs), else the framework's own transform stays the
+    reference. A recipe that is no reading is returned as it is, with no line."""
+    from harness.reference.base import BUILT_IN
+
+    reading = getattr(recipe, "reading", None)
+    if reading is None:
+        return recipe, None
 
     def items():
         for path in paths:
@@ -348,4 +357,11 @@ def proof_line(recipe, paths) -> str | None:
             except OSError:
                 continue  # the run lists the file with its reason
 
-    return prove(recipe, items()).line()
+    proof = prove(recipe, items())
+    if not proof.passed:
+        return recipe, proof.line()
+    replay = BUILT_IN[reading.read.recipe](reading.preprocess)
+    replay.name, replay.reading = recipe.name, reading
+    replay.describe = lambda: (f"{reading.framework}: the spec read from it, replayed by the {reading.read.recipe} "  # noqa: E731
+                               f"recipe (exact on these {proof.images} photos), every stage")
+    return replay, proof.line()
