@@ -16,8 +16,8 @@ def operation(stage: Stage, p) -> str:
         Stage.RESIZE: f"resize {r.extent()} {r.interpolation}" + (", PIL's resampling" if r.resampling == "pil" else "")
                       + (f", sizes rounded {r.size_rounding}" if r.mode == "shorter_side" else ""),
         Stage.CROP: f"center crop {list(p.crop.size)}, offsets rounded {p.crop.offset_rounding}",
-        Stage.INPUT: f"normalize x/255*{fmt(n.pixel_range)}, mean {[fmt(m) for m in n.mean]}, std "
-                     f"{[fmt(s) for s in n.std]}",
+        Stage.INPUT: f"normalize x/255*{fmt(n.pixel_range)}, mean [{', '.join(map(fmt, n.mean))}], std "
+                     f"[{', '.join(map(fmt, n.std))}]",
         Stage.OUTPUT: "the model (ONNX Runtime here, TensorRT on the GPU)",
     }.get(stage, str(stage))
 
@@ -82,8 +82,8 @@ def what_is_left(report, p) -> list[str]:
             + (f"; logits max |diff| {fmt(output.metric('max_abs'))}" if output is not None else ""))
     verdict = "nothing diverged" if summary.first_divergent_stage is None else \
         f"first divergent stage: {summary.first_divergent_stage}"
-    head = "what DALI does not replay exactly:" if left else "DALI replays every operation exactly on these photos"
-    return [f"{head} ({verdict})", *left, f"  {cost}"]
+    head = "what DALI does not replay exactly" if left else "DALI replays every operation exactly on these photos"
+    return [f"{head} ({verdict}):", *left, f"  {cost}"]
 
 
 def _deployed_spec(out):
