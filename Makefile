@@ -66,7 +66,8 @@ $(VENV)/.installed: $(VENV)/.system requirements.lock pyproject.toml
 # dependencies (and their numpy requirements) out of the environment.
 $(STUB): $(VENV)/.installed
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(TRITON_HOME) $(TRITON_WHEEL)
-	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
+	# a new file, not the old one rewritten: a running server's stub (a worktree's hard link too) is busy
+	cp --remove-destination $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
 
 # One export writes all four: the classifier, its pooled features (the embedder), the text
 # detector and the text recognizer (rapidocr's ONNX copied with their licence notice) and the
