@@ -242,7 +242,11 @@ class Detection(Task):
     def choose_output(self, model, choice):
         if choice is not None:
             return self.named_output(model, choice, "raw output")
-        boxes = self.result_outputs(model)
+        return self.raw_beside(model, self.result_outputs(model))
+
+    def raw_beside(self, model, boxes) -> OutputChoice:
+        """The raw output beside ``boxes`` (:meth:`result_outputs`'s, None: none): the one float
+        output not among them."""
         raw = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
                and (boxes is None or t.name not in boxes.names)]
         if boxes is not None:

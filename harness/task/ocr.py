@@ -163,11 +163,13 @@ class Ocr(Detection):
         return None if TEXTS not in stages else [str(t) for t in stages[TEXTS]]
 
     def choose_output(self, model, choice):
-        texts, why = find_texts(self._without_taps(model), choice)
+        model = self._without_taps(model)
+        texts, why = find_texts(model, choice)
         if texts is None and why:  # several outputs could be the texts
             return OutputChoice(None, why=why)
-        named_texts = texts is not None and choice == texts.name
-        return super().choose_output(self._without_taps(model), None if named_texts else choice)
+        if texts is not None and choice == texts.name:  # --output names the texts: the raw output is found beside
+            return self.raw_beside(model, self.result_outputs(model, choice))
+        return super().choose_output(model, choice)
 
     def result_outputs(self, model, choice=None):
         """The boxes (as the detection task finds them) and, beside them, the texts (:func:`find_texts`)
