@@ -71,6 +71,8 @@ class BoxOutputs:
     """EfficientNMS's ``num_dets``: how many rows of the others count."""
     why: str = ""
     """How the layout was told (a name, the probe's boxes), for people."""
+    unsettled: bool = False
+    """The probe's boxes fit both codings: read as corners by default (the next probe image may tell)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -107,9 +109,9 @@ class BoxOutputs:
             height, width = size
             if ((boxes[:, 0] + boxes[:, 2] > width + 1) | (boxes[:, 1] + boxes[:, 3] > height + 1)).any():
                 return replace(self, why="as x, y, width, height a box of the probe would leave the image")
-        if not len(boxes):
-            return replace(self, why="by default: the probe answered no box to tell a width from a corner by")
-        return replace(self, why="by default: the probe's boxes fit x, y, width, height as well")
+        why = ("the probe answered no box to tell a width from a corner by" if not len(boxes) else
+               "the probe's boxes fit x, y, width, height as well")
+        return replace(self, why=f"by default: {why}", unsettled=True)
 
     def read(self, answer: Mapping[str, np.ndarray]) -> Detections:
         """One image's :class:`Detections` from its answer (outputs by name, batch axis removed)."""

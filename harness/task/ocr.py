@@ -452,6 +452,10 @@ class WordOutputs:
         scores = f", their scores {self.text_scores}" if self.text_scores else ""
         return f"{self.boxes.describe()}; texts {self.texts}{scores}"
 
+    @property
+    def unsettled(self) -> bool:
+        return self.boxes.unsettled
+
     def settled(self, answer, size) -> "WordOutputs":
         """The boxes' coding told by a probe's answer (:meth:`BoxOutputs.settled`)."""
         from dataclasses import replace
