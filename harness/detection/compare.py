@@ -12,7 +12,8 @@ classes). Verdict, first rule that applies:
    moved too far (its worst corner more than ``corner_px`` source pixels AND its IoU below
    ``close_iou``: small boxes are judged by pixels, since one pixel costs a 10-pixel word a
    quarter of its IoU, large ones by overlap) and that is not explained near a threshold
-   either, or its score changed more than ``score_atol``;
+   either, or its score changed more than ``score_atol`` (where the deployment answers box
+   scores: an OCR model's boxes may have none, ``scored`` False);
 4. ``tie`` when every box missed, extra or moved too far is a near-threshold change: listed,
    not failed, as a near-tie top-1 change is in classification;
 5. ``close`` otherwise.

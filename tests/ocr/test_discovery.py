@@ -55,7 +55,9 @@ def test_x_y_width_height_told_from_corners_by_the_probe_and_compared_as_enclosi
     widths = {"regions": np.array([[10, 20, 50, 20], [200, 100, 60, 30]], np.float32)}
     assert boxes.settled(widths, (300, 400)).layout == "xywh"
     assert boxes.settled(corners, (300, 400)).layout == "xyxy"  # as x, y, w, h the second would leave the image
-    assert "fit x, y, width, height as well" in boxes.settled({"regions": widths["regions"][:1]}, (300, 400)).why
+    undecided = boxes.settled({"regions": widths["regions"][:1]}, (300, 400))
+    assert "fit x, y, width, height as well" in undecided.why and undecided.unsettled  # the next probe image may tell
+    assert WordOutputs(boxes.settled({"regions": np.zeros((0, 4))}, (300, 400)), "words").unsettled
     named = TASKS["ocr"].result_outputs(model(("bbox_xywh", FP32, (-1, 4)), ("words", STRING, (-1,))))
     assert named.boxes.layout == "xywh" and named.boxes.settled(corners, (300, 400)).layout == "xywh"
     words = WordOutputs(boxes.settled(widths, (300, 400)), "words", None)
