@@ -44,7 +44,7 @@ def check(server, images, report, model, protocol="grpc"):
 @pytest.mark.parametrize("model, protocol, read", [
     (TEXT_MODEL, "grpc", "boxes boxes (quads), no box scores; texts texts, their scores scores"),
     (WORDS_MODEL, "http", "boxes regions (x, y, width, height: a third value below the first on the probe: a width), "
-                          "no box scores; texts words, their scores confidence")])
+                          "no box scores; texts words, their scores confidence")], ids=["quads", "xywh"])
 def test_rapidocr_served_whole_reads_every_word_alike(own_seg_ocr, small_words, tmp_path, model, protocol, read):
     """Its texts found by type and shape under any name, its scores read as the words' (so its boxes
     are compared without scores), [x, y, w, h] told from corners by the probe's boxes and compared
