@@ -136,7 +136,7 @@ def server(cpu_repository):
 
 # --- servers shared by several modules, stopped after the last test that uses them -------------
 
-SHARED_SERVERS = {"foreign_aligned", "foreign_planted", "foreign_unbatched"}
+SHARED_SERVERS = {"foreign_aligned", "foreign_planted", "foreign_unbatched", "own_seg_ocr"}
 """Session fixtures, one server per distinct repository, used by modules far apart in the run:
 each is started by the first test that asks for it and stopped after the last one (not at
 the end of the session: its memory is not held for the tests between)."""
@@ -262,6 +262,16 @@ def foreign_planted(tmp_path_factory):
 def foreign_unbatched(tmp_path_factory):
     """The foreign deployment with every model at ``max_batch_size: 0``."""
     yield from _shared_server("foreign_unbatched", _serve_foreign(tmp_path_factory, "foreign_unbatched", batched=False))
+
+
+@pytest.fixture(scope="session")
+def own_seg_ocr(tmp_path_factory):
+    """The segmentation and OCR deployments of the tests' own making (tests/own/seg_ocr.py: rembg's
+    and rapidocr's shapes, aligned and planted), on one server."""
+    from tests.own.seg_ocr import serve
+
+    yield from _shared_server("own_seg_ocr", serve(tmp_path_factory.mktemp("own_seg_ocr") / "repository",
+                                                   DEFAULT_REPOSITORY / "segmenter" / "model.onnx"))
 
 
 @pytest.fixture(scope="session", params=["http", "grpc"])
