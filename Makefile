@@ -36,7 +36,7 @@ test: setup
 # The everyday loop (docs/architecture.md): every test that needs no Triton server, and one
 # end-to-end check against the real one.
 test-fast: setup
-	$(BIN)/python -m pytest -q --durations=10 -m "not server or end_to_end"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 -m "not server or end_to_end"
 
 bench: setup
 	$(BIN)/python benchmarks/roofline.py
