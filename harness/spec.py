@@ -93,10 +93,10 @@ DTYPES = ("uint8", "float32")
 DIVIDE_BY = ("range", "max")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
+RESAMPLINGS = ("auto", "pil")
+PIL_FILTERS = ("linear", "cubic", "lanczos")
+"""The interpolations PIL resizes with a filter (``resize.resampling = "pil"``)."""
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
-EDGES = ("auto", "replicate", "renormalize")
-EDGE_WORDS = {"replicate": "repeats the edge pixel where its filter reaches past the image",
-              "renormalize": "cuts its filter at the image's edge and renormalizes the weights"}
 
 
 class SpecError(HarnessError, ValueError):
@@ -137,14 +137,16 @@ class ResizeSpec:
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
     ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
     library's own."""
-    edges: str = "auto"
-    """What the resize's filter does where it reaches past the image's edge: ``replicate``
-    (the edge pixel repeats: OpenCV's ``cv2.resize``, DALI's ``fn.resize``, torch without
-    antialias), ``renormalize`` (the filter is cut at the edge and its remaining weights
-    rescaled to sum to one, the image resized horizontally first and each pass rounded to
-    ``dtype``: PIL's ``Image.resize`` and torch's antialiased kernels, so torchvision's
-    training), or ``auto``: the library's own. A stretch keeps every edge pixel, so this is
-    up to 22 levels in a 2-pixel frame (docs/segmentation.md)."""
+    resampling: str = "auto"
+    """How the filter is applied: ``auto``, the library's own; ``pil``, as PIL resizes (and
+    torchvision's antialiased tensor resize, which follows it): the filter's taps that fall
+    outside the image are dropped and the rest renormalized (DALI and OpenCV repeat the edge
+    pixel instead), and a ``uint8`` resize goes through an 8-bit intermediate (rounded and
+    clipped) between its two passes, in Pillow 13's order (vertically first where the height
+    shrinks by more than twice as many pixels as the width; torch's uint8 kernel always goes
+    horizontally first, so it follows only where Pillow does too). The DALI graph then replays
+    PIL within a level or two (:mod:`harness.preprocessing.dali_pil`); it needs ``antialias =
+    true``, as PIL always filters, and a linear, cubic or Lanczos filter."""
     # letterbox (YOLO): scale to fit ``size`` keeping the aspect ratio, then pad
     pad_value: int = 114
     """The padding's grey level (YOLO trains with 114)."""
@@ -172,12 +174,6 @@ class ResizeSpec:
     max_side: int = 2048
     """The longest model-input side a ``limit_side`` deployment takes (its TensorRT engine's
     optimization profile ends there); an image whose input would be longer is refused."""
-
-    def check_edges(self, library: str, own: str) -> None:
-        """Refuse (:class:`SpecError`) ``edges`` that ``library``, whose resize does ``own``, cannot honour."""
-        if self.edges not in ("auto", own):
-            raise SpecError(f"resize.edges = {self.edges!r}: {library} {EDGE_WORDS[own]}; set resize.edges = "
-                            f"{own!r} (or \"auto\")")
 
     def extent(self) -> str:
         """The resize's own parameters in words (``shorter_side [256]``, ``limit_side 736 (min, x32)``,
@@ -455,8 +451,8 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
         del out["crop"]
     if preprocess.normalize.divide_by == "range":  # the default, left out as before the key existed
         del out["normalize"]["divide_by"]
-    if preprocess.resize.edges == "auto":  # likewise
-        del out["resize"]["edges"]
+    if out["resize"].get("resampling") == "auto":  # likewise
+        del out["resize"]["resampling"]
     if postprocess is not None:
         out["postprocess"] = dict(postprocess)
     if recognition is not None:
@@ -466,11 +462,13 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
 
 _LETTERBOX_KEYS = frozenset({"pad_value", "pad_position", "pad_rounding", "stride", "auto", "scaleup"})
 _LIMIT_SIDE_KEYS = frozenset({"limit_side_len", "limit_type", "multiple", "max_side_limit", "max_side"})
+_CLASSIFIER_KEYS = frozenset({"resampling"})
+"""The resampling key of the classifiers' resizes (a detector's resize is OpenCV's bilinear)."""
 _RESIZE_KEYS_OF_OTHER_MODES = {
     "shorter_side": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS,
     "stretch": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS | {"size_rounding"},
-    "letterbox": _LIMIT_SIDE_KEYS | {"size_rounding"},
-    "limit_side": _LETTERBOX_KEYS | {"size_rounding", "size"},
+    "letterbox": _LIMIT_SIDE_KEYS | _CLASSIFIER_KEYS | {"size_rounding"},
+    "limit_side": _LETTERBOX_KEYS | _CLASSIFIER_KEYS | {"size_rounding", "size"},
 }
 """Resize keys that mean nothing in a mode: left out of its table (and ignored when read)."""
 
@@ -615,8 +613,11 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
     _check_choice(f"{source}: normalize.divide_by", p.normalize.divide_by, DIVIDE_BY)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
+    _check_choice(f"{source}: resize.resampling", p.resize.resampling, RESAMPLINGS)
+    if p.resize.resampling == "pil" and (not p.resize.antialias or p.resize.interpolation not in PIL_FILTERS):
+        raise SpecError(f"{source}: resize.resampling = \"pil\" is PIL's filtered resize: it needs resize.antialias = "
+                        f"true and resize.interpolation one of {', '.join(PIL_FILTERS)}")
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
-    _check_choice(f"{source}: resize.edges", p.resize.edges, EDGES)
     if p.resize.for_detector:
         _validate_detector(p, source)
         return _validate_normalize(p, source)

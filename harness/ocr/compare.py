@@ -171,11 +171,12 @@ class WordPair:
     @property
     def culprit(self) -> str | None:
         """The first word stage beyond its rule; else, for a changed answer that is no tie, the
-        stage that made it (``unknown`` where the deployment shows no word stage to tell by)."""
+        stage that made it (``text`` where the deployment shows no word stage before its texts:
+        the first place the change is seen)."""
         if self.step_culprit:
             return self.step_culprit
         if self.changed and not self.near_tie:
-            return self.made_by or "unknown"
+            return self.made_by or "text"
         return None
 
     @property

@@ -36,9 +36,6 @@ def check_supported(p: Preprocess) -> None:
     if p.resize.interpolation not in INTERPOLATION:
         raise SpecError(f"DALI's resize has no '{p.resize.interpolation}' interpolation; "
                         f"use one of {', '.join(INTERPOLATION)}")
-    if p.resize.size_rounding not in ("auto", "half_up") or p.crop.offset_rounding not in ("auto", "half_up"):
-        raise SpecError("DALI rounds resized sizes and crop offsets half up: "
-                        "set resize.size_rounding and crop.offset_rounding to \"half_up\" (or \"auto\")")
 
 
 def decode(encoded, spec: DecodeSpec, device: str):
@@ -80,24 +77,25 @@ def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", 
 
 def resize(image, spec: ResizeSpec):
     """Resize to ``spec.output_size`` of each image (a detector's sizes computed per image in
-    the graph, :mod:`harness.preprocessing.dali_resize`); with ``edges = "renormalize"``,
-    PIL's edges replayed (:func:`harness.preprocessing.dali_resize.renormalized`)."""
-    from harness.preprocessing import dali_resize
-
-    dtype = types.FLOAT if spec.dtype == "float32" else types.UINT8
+    the graph, :mod:`harness.preprocessing.dali_resize`)."""
     if spec.for_detector:
+        from harness.preprocessing import dali_resize
+
         sizes = dali_resize.letterbox_sizes if spec.mode == "letterbox" else dali_resize.limit_side_sizes
         height, width = sizes(image, spec.detector())
         extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
+    elif spec.resampling == "pil" or spec.size_rounding not in ("auto", "half_up"):
+        # the sizes computed in the graph, rounded as the spec says (DALI's own rounds half up)
+        from harness.preprocessing import dali_pil
+
+        height, width = dali_pil.output_sizes(image, spec)
+        if spec.resampling == "pil":
+            return dali_pil.resize(image, spec, height, width)
+        extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
     elif spec.mode == "stretch":
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
-    elif spec.edges == "renormalize":  # the sizes resize_shorter would give (rounded half up)
-        extent = dict(zip(("resize_y", "resize_x"), dali_resize.shorter_side_sizes(image, spec.size[0])))
     else:
         extent = dict(resize_shorter=spec.size[0])
-    if spec.edges == "renormalize":
-        return dali_resize.renormalized(image, extent["resize_y"], extent["resize_x"], INTERPOLATION[spec.interpolation],
-                                        spec.antialias, dtype)
     return fn.resize(
         image,
         **extent,
@@ -107,12 +105,16 @@ def resize(image, spec: ResizeSpec):
         # the output size is rounded; cv2, PIL and torchvision map the whole source onto
         # the rounded size. That alone moves pixels by up to ~70 levels, so match them.
         subpixel_scale=False,
-        dtype=dtype,
+        dtype=types.FLOAT if spec.dtype == "float32" else types.UINT8,
     )
 
 
 def crop(image, spec: CropSpec):
-    """Center crop (DALI rounds the offsets half up)."""
+    """Center crop (DALI rounds the offsets half up; other roundings are computed in the graph)."""
+    if spec.offset_rounding not in ("auto", "half_up"):
+        from harness.preprocessing import dali_pil
+
+        return dali_pil.center_crop(image, spec)
     return fn.crop(image, crop_h=spec.size[0], crop_w=spec.size[1], crop_pos_x=0.5, crop_pos_y=0.5)
 
 

@@ -1,21 +1,6 @@
-"""Resizes as DALI graph nodes, computed per sample from the decoded shape inside the
-pipeline (as the Triton DALI backend needs: no Python in the served graph).
-
-PIL's edges (:func:`renormalized`, a spec's ``resize.edges = "renormalize"``): ``fn.resize``
-repeats the edge pixel where its filter reaches past the image; PIL cuts the filter at the
-edge and rescales the weights left to sum to one, and rounds the image to uint8 between its
-two passes (horizontal first, unless the height shrinks by more than twice as many pixels as
-the width: Pillow 13). DALI has no argument for either, so the graph replays them: each
-pass resizes the image padded with zeros beyond its edge (``fn.slice`` with
-``out_of_bounds_policy="pad"``, the ROI the image itself, so the filter reads zeros past the
-edge), and divides by the same resize of a row (or column) of ones padded alike, which is
-the weight the filter kept inside the image; the first pass is rounded to the resize's
-dtype before the second. On DALI 2.1.1's CPU kernels this matches PIL within one level
-(bilinear, bicubic, Lanczos; docs/segmentation.md), where ``fn.resize`` alone differs by up to
-22 levels in a 2-pixel frame and, for Lanczos and bicubic, by up to 6 levels inside where
-PIL's intermediate rounding clips an overshoot.
-
-The two detector resizes, with the arithmetic of :mod:`harness.geometry`:
+"""The two detector resizes as DALI graph nodes, computed per sample from the decoded shape
+inside the pipeline (as the Triton DALI backend needs: no Python in the served graph), with
+the arithmetic of :mod:`harness.geometry`:
 
 - :func:`limit_side`: the ratio in float64 as Python computes it (``int(h * ratio)`` sits on
   an integer for some sizes, where a float32 product could fall either side), ``floor``,
@@ -55,75 +40,6 @@ def _round_half_even(x):
 def _resize(image, height, width):
     return fn.resize(image, resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT),
                      interp_type=types.INTERP_LINEAR, antialias=False, subpixel_scale=False)
-
-
-FILTER_RADIUS = {types.INTERP_LINEAR: 1.0, types.INTERP_CUBIC: 2.0, types.INTERP_LANCZOS3: 3.0}
-"""Half the support of each filter DALI resizes with, in output pixels (in input pixels when
-enlarging); an antialiased shrink widens it by the scale."""
-
-
-def renormalized(image, height, width, interp_type, antialias: bool, dtype):
-    """``image`` (HWC) resized to ``height`` x ``width`` (numbers or float nodes) with PIL's
-    edges and passes (see the module doc): with a uint8 ``dtype``, both orders of the passes
-    are computed and each sample takes the one Pillow 13 runs (vertical first where the height
-    shrinks by more than twice as many pixels as the width, ``Resample.c``); with float32 the
-    order changes nothing but float rounding, and the horizontal pass goes first."""
-    if interp_type not in FILTER_RADIUS:  # nearest: no filter reaches past the edge
-        return fn.resize(image, resize_y=height, resize_x=width, interp_type=interp_type, antialias=antialias,
-                         subpixel_scale=False, dtype=dtype)
-
-    def one_pass(x, axis, size):
-        return _renormalized_pass(x, axis, size, interp_type, antialias, dtype)
-
-    horizontal_first = one_pass(one_pass(image, 1, width), 0, height)
-    if dtype != types.UINT8:
-        return horizontal_first
-    vertical_first = one_pass(one_pass(image, 0, height), 1, width)
-    h, w = _sides(image)
-    taller = h - height
-    vertical = fn.cast((taller > 0) & (taller > 2.0 * (w - width)), dtype=types.FLOAT)
-    # DALI 2.1.1 has no per-sample select: a blend by 0 and 1 is exact
-    chosen = fn.cast(horizontal_first, dtype=types.FLOAT) * (1.0 - vertical) + fn.cast(vertical_first,
-                                                                                      dtype=types.FLOAT) * vertical
-    return fn.cast(chosen, dtype=types.UINT8)
-
-
-def _renormalized_pass(image, axis: int, size, interp_type, antialias: bool, dtype):
-    """One pass of :func:`renormalized`: ``image`` resized to ``size`` along ``axis`` (0 rows, 1 columns)."""
-    sides = _sides(image)
-    length = sides[axis]
-    radius = FILTER_RADIUS[interp_type]
-    if antialias:
-        radius = radius * dmath.max(length / size, 1.0)
-    margin = dmath.ceil(radius) + 2.0  # zeros enough for the whole filter beyond each edge
-    # the image, and a line of ones along the axis, each padded with zeros beyond both edges
-    ones = fn.cast(image[0:1, :, 0:1] if axis == 1 else image[:, 0:1, 0:1], dtype=types.FLOAT) * 0.0 + 1.0
-    resized = []
-    for tensor, other in ((image, sides[1 - axis]), (ones, 1.0 + 0.0 * length)):
-        padded = fn.slice(tensor, fn.cast(-margin, dtype=types.FLOAT), fn.cast(length + 2.0 * margin, dtype=types.FLOAT),
-                          axes=[axis], normalized_anchor=False, normalized_shape=False, out_of_bounds_policy="pad",
-                          fill_values=0.0)
-        extent = (size, other) if axis == 0 else (other, size)
-        start = (margin, 0.0 * margin) if axis == 0 else (0.0 * margin, margin)
-        end = (margin + length, other) if axis == 0 else (other, margin + length)
-        resized.append(fn.resize(padded, resize_y=fn.cast(extent[0], dtype=types.FLOAT),
-                                 resize_x=fn.cast(extent[1], dtype=types.FLOAT),
-                                 roi_start=fn.cast(fn.stack(*start), dtype=types.FLOAT),
-                                 roi_end=fn.cast(fn.stack(*end), dtype=types.FLOAT), roi_relative=False,
-                                 interp_type=interp_type, antialias=antialias, subpixel_scale=False,
-                                 dtype=types.FLOAT))
-    out = resized[0] / resized[1]  # the weight kept inside the image, broadcast over the other axis
-    if dtype == types.UINT8:
-        return fn.cast(dmath.clamp(out, 0.0, 255.0), dtype=types.UINT8)  # rounds to nearest
-    return out
-
-
-def shorter_side_sizes(image, size: int):
-    """(height, width) float nodes of ``fn.resize(resize_shorter=size)``: the shorter side
-    ``size``, the other scaled and rounded half up (:meth:`harness.spec.ResizeSpec.output_size`)."""
-    h, w = _sides(image)
-    scale = size / dmath.min(h, w)
-    return tuple(fn.cast(dmath.max(dmath.floor(side * scale + 0.5), 1.0), dtype=types.FLOAT) for side in (h, w))
 
 
 def limit_side_sizes(image, p: LimitSide):

@@ -33,10 +33,9 @@ def check_supported(p: Preprocess, decode: bool = True) -> None:
             f"cv2.resize cannot antialias with interpolation '{p.resize.interpolation}': "
             "set resize.antialias = false, or interpolation = \"area\" (which averages when shrinking)"
         )
-    if pil_resizes(p.resize):
-        p.resize.check_edges("the OpenCV model's antialiased lanczos (PIL's Image.resize)", "renormalize")
-    else:
-        p.resize.check_edges("cv2.resize", "replicate")
+    if p.resize.resampling == "pil" and not (p.resize.interpolation == "lanczos" and p.resize.dtype == "uint8"):
+        raise SpecError("cv2.resize has no PIL resampling (taps renormalized at the edges, an 8-bit intermediate): "
+                        "set resize.resampling = \"auto\"")
     if decode and (not p.decode.fancy_upsampling or p.decode.fast_idct):
         raise SpecError("cv2.imdecode always uses fancy upsampling and the accurate IDCT; "
                         "set decode.fancy_upsampling = true and decode.fast_idct = false")
@@ -53,17 +52,12 @@ def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def pil_resizes(spec: ResizeSpec) -> bool:
-    """Whether :func:`resize` hands a uint8 image to PIL: an antialiased lanczos (cv2's LANCZOS4
-    does not antialias; PIL's LANCZOS does, and rembg trains with it)."""
-    return spec.interpolation == "lanczos" and spec.antialias and spec.dtype == "uint8"
-
-
 def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
     """HWC -> HWC of ``spec.output_size`` (a detector's: before any padding); float32 input or
     ``dtype = "float32"`` keeps fractions."""
     height, width = spec.output_size(*image.shape[:2])
-    if pil_resizes(spec) and image.dtype == np.uint8:
+    if spec.interpolation == "lanczos" and spec.antialias and image.dtype == np.uint8 and spec.dtype == "uint8":
+        # cv2's LANCZOS4 does not antialias; PIL's LANCZOS does (what rembg trains with)
         from PIL import Image
 
         return np.asarray(Image.fromarray(image).resize((width, height), Image.LANCZOS))

@@ -208,7 +208,7 @@ def test_a_changed_word_is_a_tie_only_where_the_reference_was_unsure():
         assert moved.verdict is verdict and moved.culprit == (None if close else "box")
         assert f"a corner moved 2.2 px, IoU {0.95 if close else 0.6:.3f}" in moved.evidence(rules)
     blind = WordPair(0, 0, "ab", "ac", 0.0, {}, False)
-    assert blind.culprit == "unknown" and "no deployed output" in blind.evidence(rules)
+    assert blind.culprit == "text" and "no deployed output" in blind.evidence(rules)
     beyond = WordPair(0, 0, "ab", "ac", 0.0, {**within, "input": (Verdict.DIVERGED, 0.3)}, True, leads=leads)
     assert beyond.verdict is Verdict.DIVERGED and beyond.culprit == "input"
     # the old rule's fallback, by the reference's output alone: its unsure step flipped reads "ac"

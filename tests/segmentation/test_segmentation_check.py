@@ -45,7 +45,7 @@ def test_the_aligned_segmenter_passes(segmentation_server, segmentation_photos, 
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["decode", "resize", "crop", "input", "output", "postprocess"]
     assert stages["postprocess"]["verdict"] in ("equal", "close") and stages["output"]["verdict"] in ("equal", "close")
-    # PIL's edges and passes replayed (resize.edges = "renormalize"): DALI's LANCZOS3 within 2 levels of PIL's
+    # PIL's edges and passes replayed (resize.resampling = "pil"): DALI's LANCZOS3 within 2 levels of PIL's
     assert stages["resize"]["verdict"] == "close" and stages["resize"]["metrics"]["max_abs"]["worst"] <= 2
     figures = report["task_figures"]
     assert figures["images"] == 3 and figures["mean_iou"] > 0.95 and figures["mean_boundary_f"] > 0.95

@@ -1,16 +1,16 @@
-"""How far DALI's resize is from PIL's, with DALI's own edges and with PIL's replayed.
+"""How far DALI's resize is from PIL's, with DALI's own resampling and with PIL's replayed.
 
 For every photo of the folders given, the resize stage of the DALI graph (CPU kernels, the
 very step the served models run: :class:`harness.preprocessing.dali_graph.CpuStageRunner`)
 against PIL's ``Image.resize`` of the same decoded image, for each interpolation PIL and DALI
-share (bilinear, bicubic, Lanczos), with ``resize.edges = "replicate"`` (``fn.resize`` as
-it is) and ``"renormalize"`` (PIL's edges and passes replayed:
-:func:`harness.preprocessing.dali_resize.renormalized`). Printed per interpolation and edges:
-the largest difference in levels over every photo, how many photos reach it, the mean
-difference, and the share of values more than one level off, inside the 2-pixel frame at the
-image's edge and away from it.
+share (bilinear, bicubic, Lanczos), with ``resize.resampling = "auto"`` (``fn.resize`` as it
+is: the edge pixel repeated, float between the passes) and ``"pil"`` (PIL's edges and 8-bit
+passes in Pillow's order replayed: :mod:`harness.preprocessing.dali_pil`). Printed per
+interpolation and resampling: the largest difference in levels over every photo, how many
+photos reach it, the mean difference, and the share of values more than one level off, inside
+the 2-pixel frame at the image's edge and away from it.
 
-    .venv/bin/python benchmarks/resize_edges.py DIR [DIR ...] [--size 320 320] [--mode stretch]
+    .venv/bin/python benchmarks/pil_resize.py DIR [DIR ...] [--size 320 320] [--mode stretch]
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ def measure(photos: list[Path], mode: str, size: list[int]) -> list[str]:
     from PIL import Image
 
     images = [np.asarray(Image.open(p).convert("RGB")) for p in photos]
-    lines = ["| interpolation | edges | max (photos at it) | mean | > 1 level in the frame | > 1 level inside |",
+    lines = ["| interpolation | resampling | max (photos at it) | mean | > 1 level in the frame | > 1 level inside |",
              "|---|---|---|---|---|---|"]
     for interpolation, pil_filter in PIL_FILTERS.items():
-        for edges in ("replicate", "renormalize"):
-            resize = ResizeSpec(mode=mode, size=tuple(size), interpolation=interpolation, antialias=True, edges=edges)
+        for resampling in ("auto", "pil"):
+            resize = ResizeSpec(mode=mode, size=tuple(size), interpolation=interpolation, antialias=True,
+                                resampling=resampling)
             runner = CpuStageRunner(Preprocess(resize=resize))
             worst, at_worst, total, count, frame_over, frame_n, inside_over, inside_n = 0.0, 0, 0.0, 0, 0, 0, 0, 0
             for image in images:
@@ -58,7 +59,7 @@ def measure(photos: list[Path], mode: str, size: list[int]) -> list[str]:
                 frame_n += diff[~inside].size
                 inside_over += int((diff[inside] > 1).sum())
                 inside_n += diff[inside].size
-            lines.append(f"| {interpolation} | {edges} | {worst:.0f} ({at_worst}) | {total / count:.4f} | "
+            lines.append(f"| {interpolation} | {resampling} | {worst:.0f} ({at_worst}) | {total / count:.4f} | "
                          f"{frame_over / max(frame_n, 1):.2%} | {inside_over / max(inside_n, 1):.4%} |")
     return lines
 
