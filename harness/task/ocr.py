@@ -367,20 +367,25 @@ class Ocr(Detection):
     def is_tie(self, pair: WordPair, reference_output: np.ndarray | None, rules: WordRules) -> bool:
         """Whether a changed answer, every step within its rule, is explained by what came before it
         (:mod:`harness.ocr.compare`): made by a box that moved within the detection rule; else where
-        the reference was unsure: each step the change needed led by at most ``text_margin`` (by the
-        reference's output alone, its near steps flipped, where the deployment shows no output), and
-        a word kept on one side only scored within ``score_margin`` of the threshold on both."""
+        the reference was unsure: each step a text change needed led by at most ``text_margin`` (by
+        the reference's output alone, its near steps flipped, where the deployment shows no output),
+        and a word kept on one side only scored within ``score_margin`` of the threshold on both or
+        changed its text within that margin (a word read otherwise scores otherwise)."""
         if pair.made_by == "box":
             return pair.box_move is not None and pair.box_move[2]
-        if pair.reference_kept != pair.deployed_kept:
-            threshold = self._recognition().reference.text_score
-            scores = (pair.reference_score, None if pair.reference_score is None else pair.reference_score + pair.score_delta)
-            return all(score is not None and abs(score - threshold) <= rules.score_margin for score in scores)
         if pair.reference_text == pair.deployed_text:
-            return True
-        if pair.leads is not None:
-            return all(lead <= rules.text_margin for _, lead in pair.leads)
-        return reference_output is not None and self.near_tie(reference_output, pair.deployed_text, rules.text_margin)
+            text_explained = True
+        elif pair.leads is not None:
+            text_explained = all(lead <= rules.text_margin for _, lead in pair.leads)
+        else:
+            text_explained = reference_output is not None and self.near_tie(reference_output, pair.deployed_text,
+                                                                             rules.text_margin)
+        if pair.reference_kept == pair.deployed_kept:
+            return text_explained
+        threshold = self._recognition().reference.text_score
+        scores = (pair.reference_score, None if pair.reference_score is None else pair.reference_score + pair.score_delta)
+        near = all(score is not None and abs(score - threshold) <= rules.score_margin for score in scores)
+        return near or (pair.reference_text != pair.deployed_text and text_explained)
 
     def box_move(self, ref: Detections, dep: Detections, r: int, d: int, iou: float) -> tuple[float, float, bool]:
         """(the worst corner's move, the IoU, whether the match is within the detection task's close
