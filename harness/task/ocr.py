@@ -525,8 +525,8 @@ class Ocr(Detection):
     # -- reports --------------------------------------------------------------------------------
     def output_note(self, report):
         return (f"{super().output_note(report)} The words of the matched boxes are compared end to end (exact, "
-                "character error rate) and step by step (crop, input, output, text: the reference's step on the "
-                "deployment's previous stage).")
+                "character error rate, whether each side keeps it) and step by step (crop, input, output, text, kept: "
+                "the reference's step on the deployment's previous stage).")
 
     def summary_line(self, report):
         line = super().summary_line(report)
@@ -555,8 +555,9 @@ class Ocr(Detection):
                                "culprit: the first word stage (crop, input, output, text, kept) where the reference's "
                                "step on the deployment's previous stage does not make the deployment's; else, for a "
                                "change that is no tie, the stage that made it (box, crop, input, output). A tie: "
-                               "every step within its rule, and the reference unsure where the answer changed (its "
-                               "lead at each changed step within the tie margin).",
+                               "every step within its rule, and a change made by a box that moved within the "
+                               "detection rule, or where the reference was unsure (its lead at each step the change "
+                               "needed within the tie margin, its score near the threshold).",
                                ("image", "verdict", "reference", "deployed", "CER", "score change", "culprit",
                                 "evidence"), rows, verdict_column=1))
         return out
