@@ -21,6 +21,7 @@ import numpy as np
 
 from harness.compare.comparators import ARRAYS
 from harness.compare.stages import as_8bit
+from harness.compare.ties import explained_by_upstream
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
@@ -28,6 +29,7 @@ from harness.diagnose.outcomes import Evaluation, ImageOutcome
 from harness.outcome import Outcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
+from harness.result import StageResult
 from harness.results import ImageIssue
 from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
@@ -54,9 +56,10 @@ class Setting(NamedTuple):
     """The reference's ``[postprocess]`` keys changed, (key, value) sorted: the task's result
     step run with them (:meth:`harness.task.Task.diagnose_result`'s ``context``)."""
 
-Prepared = tuple[ImageOutcome, "np.ndarray | None", "tuple[int, int] | None"]
-"""An image's preprocessing outcome, its model input (None: nothing left to run) and the size
-of its decoded image (what a detector's boxes map back to)."""
+Prepared = tuple[ImageOutcome, "np.ndarray | None", "tuple[int, int] | None", "np.ndarray | None"]
+"""An image's preprocessing outcome, its model input (None: nothing left to run), the size
+of its decoded image (what a detector's boxes map back to) and the decoded image itself (what
+OCR's words are cut from where the deployment shows none, as check cuts them)."""
 
 class Diagnoser:
     """Replays settings of the reference against one set of deployed tensors.
@@ -147,7 +150,7 @@ class Diagnoser:
             return made
         if not model and stage in PREPROCESS_STAGES:
             prepared = self._prepare(setting, recipe, screen)
-            tried = made.with_outcomes({i: outcome for i, (outcome, _, _) in prepared.items()})
+            tried = made.with_outcomes({i: outcome for i, (outcome, *_) in prepared.items()})
             if tried.score(stage)[:2] > before.score(stage)[:2]:
                 return tried.with_status(self._rejected("before the model"))
             return tried.with_status("screened")
@@ -196,7 +199,7 @@ class Diagnoser:
         cached = self._outcomes.get(setting, {})
         recipe = self._decoded.serve(recipe, (setting.recipe, setting.preprocess.decode))
         todo = [i for i in indices if i not in cached]
-        out = {i: (cached[i], None, None) for i in indices if i in cached}
+        out = {i: (cached[i], None, None, None) for i in indices if i in cached}
         for i, (prepared, seconds) in zip(todo, self._pool().map(lambda i: self._prepare_one(setting, recipe, i), todo)):
             out[i] = prepared
             self.timing["reference preprocessing"] += seconds[0]
@@ -213,7 +216,7 @@ class Diagnoser:
             text = str(exc).strip()
             reason = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
             failed = ImageOutcome({Stage.DECODE: Verdict.DIVERGED.value}, {Stage.DECODE: math.inf}, reason)
-            return (failed, None, None), (time.perf_counter() - start, 0.0)
+            return (failed, None, None, None), (time.perf_counter() - start, 0.0)
         middle = time.perf_counter()
         dep = self.deployed.stages[i]
         verdicts, errors = {}, {}
@@ -227,8 +230,10 @@ class Diagnoser:
                 verdicts[stage], errors[stage] = self._decode_verdicts[key]
             else:
                 verdicts[stage], errors[stage] = self._compare(stage, mine, dep[stage])
-        source = tuple(np.asarray(ref[Stage.DECODE]).shape[:2]) if Stage.DECODE in ref else None
-        return (ImageOutcome(verdicts, errors), ref[Stage.INPUT], source), (middle - start, time.perf_counter() - middle)
+        decoded = ref.get(Stage.DECODE)
+        source = tuple(np.asarray(decoded).shape[:2]) if decoded is not None else None
+        return ((ImageOutcome(verdicts, errors), ref[Stage.INPUT], source, decoded),
+                (middle - start, time.perf_counter() - middle))
 
     def _compare(self, stage: Stage, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
         judged = ARRAYS.judge(reference, deployed, self.tolerances[stage])
@@ -250,7 +255,7 @@ class Diagnoser:
     def _finish(self, setting: Setting, model, prepared: dict[int, Prepared]) -> dict[int, ImageOutcome]:
         """The model's output and top-1 class added to prepared images; cached per setting."""
         cached = self._outcomes.setdefault(setting, {})
-        todo = [i for i, (_, x, _) in prepared.items() if x is not None and i not in cached]
+        todo = [i for i, (_, x, *_) in prepared.items() if x is not None and i not in cached]
         start = time.perf_counter()
         # Batches in parallel, one per core (one intra-op thread each: see the CLI).
         logits, new = self._logits.logits(setting.fp16, model, [prepared[i][1] for i in todo], self._pool().map)
@@ -265,10 +270,14 @@ class Diagnoser:
             # The task's event (a top-1 change; a nearest-neighbour change) within the tie margin
             # is a near tie, not a divergence (issue 14).
             context = {"deployed": self.deployed.stages[i], "source": prepared[i][2], "preprocess": setting.preprocess,
-                       "postprocess": dict(setting.postprocess)}
+                       "postprocess": dict(setting.postprocess), "decoded": prepared[i][3]}
             event, happened = self.task.diagnose_result(out, dep_out, self._gallery, i, self.tie_margin, context)
-            verdicts[self.task.result_stage], errors[self.task.result_stage] = event.value, happened
+            # held to what explains a tie, as check holds its result stage (harness.compare.ties)
+            stage = self.task.result_stage
+            event = explained_by_upstream(StageResult(stage, Verdict(event), {}),
+                                          StageResult(Stage.OUTPUT, Verdict(verdicts[Stage.OUTPUT]), {})).verdict
+            verdicts[stage], errors[stage] = event.value, happened
             cached[i] = ImageOutcome(verdicts, errors)
-        for i, (outcome, _, _) in prepared.items():
+        for i, (outcome, *_) in prepared.items():
             cached.setdefault(i, outcome)  # complete already, or the reference failed on it
         return {i: cached[i] for i in prepared}
