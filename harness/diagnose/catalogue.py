@@ -114,9 +114,9 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
 
 def resize_filters(ref: Preprocess) -> list[Hypothesis]:
     """The resize filter as one decision: every other (interpolation, antialias) pair, each one
-    hypothesis setting both (a library names them together: PIL's LANCZOS antialiases,
-    ``cv2.INTER_LINEAR`` cannot, torchvision's tensors have no Lanczos without it). Named by
-    what changes: the antialias alone first, then the interpolation alone, then both."""
+    hypothesis (a library names them together: PIL's LANCZOS antialiases, ``cv2.INTER_LINEAR``
+    cannot, torchvision's tensors have no Lanczos without it), setting what it changes. Named
+    by what changes: the antialias alone first, then the interpolation alone, then both."""
     r, H = ref.resize, Hypothesis
     alone = [(r.interpolation, not r.antialias)] + [(i, r.antialias) for i in INTERPOLATIONS if i != r.interpolation]
     both = [(i, not r.antialias) for i in INTERPOLATIONS if i != r.interpolation]
@@ -129,7 +129,8 @@ def resize_filters(ref: Preprocess) -> list[Hypothesis]:
             name, culprit = f"interpolation {interpolation}", "resize interpolation"
         else:
             name, culprit = f"interpolation {interpolation}, antialias {aa}", "resize filter"
-        out.append(H(name, culprit, {"resize": {"interpolation": interpolation, "antialias": antialias}}))
+        changed = {k: v for k, v in (("interpolation", interpolation), ("antialias", antialias)) if v != getattr(r, k)}
+        out.append(H(name, culprit, {"resize": changed}))
     return out
 
 

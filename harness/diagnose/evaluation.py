@@ -70,7 +70,8 @@ class Diagnoser:
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS, task=None):
+                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS, task=None,
+                 logits: LogitsCache | None = None):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
         self.tie_margin = tie_margin
@@ -91,7 +92,8 @@ class Diagnoser:
         """The images every evaluation runs on: those both sides processed."""
         self.rejected_by_training: list[ImageIssue] = []
         self._outcomes: dict[Setting, dict[int, ImageOutcome]] = {}
-        self._logits = LogitsCache()
+        self._logits = logits or LogitsCache()
+        """The model's outputs per input (shared with check's read of the deployed side, where given)."""
         self._decode_verdicts: dict[tuple, tuple[str, float]] = {}
         self._decoded = DecodedImages()
         self._executor: ThreadPoolExecutor | None = None
@@ -140,21 +142,29 @@ class Diagnoser:
                model: bool) -> Evaluation:
         """``h`` on top of ``applied`` on the first :data:`SCREEN_IMAGES` images, against ``base``
         there: status ``rejected`` when it does no better up to ``stage`` (then its error,
-        then the output's), else ``screened``. Without ``model``, and ``stage`` before the
-        model, only the preprocessing runs: it rejects what is worse up to ``stage`` and leaves
-        the rest (better, or equal up to it) for the model to decide."""
+        then the output's), else ``screened``. Without ``model`` the preprocessing runs first:
+        with ``stage`` before the model, it rejects what is worse up to ``stage`` and leaves the
+        rest (better, or equal up to it) for the model to decide; with ``stage`` after the
+        model, it rejects what makes a stage before the model diverge on an image where none
+        did (that cannot explain a later stage), and runs the model on the rest."""
         screen = self.indices[:SCREEN_IMAGES]
         before = base.subset(screen)
         made, setting, recipe = self._start(applied, h, before)
         if setting is None:
             return made
-        if not model and stage in PREPROCESS_STAGES:
-            prepared = self._prepare(setting, recipe, screen)
-            tried = made.with_outcomes({i: outcome for i, (outcome, *_) in prepared.items()})
+        if model:
+            tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting.fp16), screen))
+            return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
+        prepared = self._prepare(setting, recipe, screen)
+        tried = made.with_outcomes({i: outcome for i, (outcome, *_) in prepared.items()})
+        if stage in PREPROCESS_STAGES:
             if tried.score(stage)[:2] > before.score(stage)[:2]:
                 return tried.with_status(self._rejected("before the model"))
             return tried.with_status("screened")
-        tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting.fp16), screen))
+        if tried.diverged(Stage.INPUT) > before.diverged(Stage.INPUT):
+            return tried.with_status(f"rejected: a stage before the model diverges on the first {SCREEN_IMAGES} images, "
+                                     "where none did")
+        tried = made.with_outcomes(self._finish(setting, self._model(setting.fp16), prepared))
         return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
 
     def _start(self, applied: Sequence[Hypothesis], h: Hypothesis | None,

@@ -77,6 +77,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.deployment import DeployedSide
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
+    from harness.diagnose.caches import CachedModel, LogitsCache
     from harness.diagnose.training import fingerprint_training
     from harness.listing import list_inputs
     from harness.outcome import Outcome
@@ -138,7 +139,8 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
         side = DeployedSide(deployment, session.client_factory(client))
         # check's verdict, by check's own code on the same inputs: where the diagnosis starts from
-        checker = ImageChecker(side, reference, model, tolerances, tie_margin=tie_margin)
+        logits = LogitsCache()
+        checker = ImageChecker(side, reference, CachedModel(model, logits), tolerances, tie_margin=tie_margin)
         with progress(len(images), "checking, and reading the deployed stages") as advance:
             try:
                 deployed = fetch_deployed(checker, listing.inputs, listing.skipped, on_image=advance)
@@ -160,7 +162,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     elif options.reference:
         recipe = options.reference
     diagnoser = Diagnoser(deployed, recipe, reference_spec, spec.preprocess, model, tolerances, fp16_model,
-                          tie_margin=tie_margin, scores=deployment.scores_kind, task=task)
+                          tie_margin=tie_margin, scores=deployment.scores_kind, task=task, logits=logits)
     compared = None
 
     def verify(causes):  # check's comparison of the same images against the corrected spec

@@ -48,7 +48,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     """Every culprit not yet used, tried on top of ``applied``; the best kept. When none
     explains the stage, the culprits whose settings only make sense together are tried in
     pairs (:func:`~harness.diagnose.catalogue.partnered`) before the round settles for a
-    partial improvement, or for nothing."""
+    partial improvement (a single culprit's, else a pair's), or for nothing."""
     focus = base.first_divergent()
     recipe, reference, *_ = diagnoser.setting(applied)
     # Every culprit, those found already too: another value of one replaces it (two crop-offset
@@ -57,6 +57,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     hypotheses = [*catalogue(recipe, reference, diagnoser.deployed_spec),
                   *(Hypothesis(c.name, c.culprit, postprocess=c.changes) for c in diagnoser.task.diagnose_hypotheses())]
     tried, explaining = _try(diagnoser, number, applied, base, focus, hypotheses, progress)
+    improving = [e for e in tried if e.evaluated and e.improves(base, focus)]
     if not explaining:
         seen = set()
         for h in hypotheses:
@@ -73,7 +74,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
                 pairs.append(h)
         more, explaining = _try(diagnoser, number, applied, base, focus, pairs, progress, "partners: ")
         tried += more
-    improving = [e for e in tried if e.evaluated and e.improves(base, focus)]
+        improving = improving or [e for e in more if e.evaluated and e.improves(base, focus)]
     if explaining:
         chosen = min(explaining, key=lambda e: _simplicity(e, focus))
     else:
