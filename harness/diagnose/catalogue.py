@@ -9,6 +9,7 @@ the search can draw them again on top of the changes found so far.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -147,12 +148,25 @@ gives up, so that a partial improvement (or a half that no library can do alone)
 dropped without its partner."""
 
 
-def partnered(hypotheses: list[Hypothesis]) -> list[Hypothesis]:
-    """Every pair of ``hypotheses`` whose culprits are :data:`PARTNERS`, each as one hypothesis."""
+def partnered(hypotheses: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
+    """Every pair of ``hypotheses`` whose culprits are :data:`PARTNERS`, each as one hypothesis
+    on ``ref`` under ``recipe``; those a library cannot make, and those that repeat a setting
+    ``hypotheses`` hold already (a resize filter), left out."""
+    seen = {(recipe, ref, False, False, ())}
+    for h in hypotheses:
+        with contextlib.suppress(SpecError):
+            seen.add(setting_key(h, recipe, ref))
     out = []
     for first, second in PARTNERS:
         for a in (h for h in hypotheses if h.culprit == first):
-            out += [combined(a, b) for b in hypotheses if b.culprit == second]
+            for pair in (combined(a, b) for b in hypotheses if b.culprit == second):
+                try:
+                    key = setting_key(pair, recipe, ref)
+                except SpecError:
+                    continue  # a pair no library can make is no hypothesis
+                if key not in seen:
+                    seen.add(key)
+                    out.append(pair)
     return out
 
 

@@ -18,18 +18,17 @@ predictions: the top-1 flips it brings back, then the output error it adds.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from typing import Callable
 
 from harness.diagnose.advice import recommend
-from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses, partnered, setting_key
+from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses, partnered
 from harness.diagnose.conclusion import combined_recommendation, conclude
 from harness.diagnose.evaluation import SCREEN_IMAGES, Diagnoser
 from harness.diagnose.findings import Cause, CheckVerdict, Diagnosis, Round
 from harness.diagnose.outcomes import Evaluation
-from harness.spec import Preprocess, SpecError
+from harness.spec import Preprocess
 from harness.stage import Stage
 
 MAX_ROUNDS = 5
@@ -59,19 +58,7 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
     tried, explaining = _try(diagnoser, number, applied, base, focus, hypotheses, progress)
     improving = [e for e in tried if e.evaluated and e.improves(base, focus)]
     if not explaining:
-        seen = set()
-        for h in hypotheses:
-            with contextlib.suppress(SpecError):
-                seen.add(setting_key(h, recipe, reference))
-        pairs = []
-        for h in partnered(hypotheses):
-            try:
-                key = setting_key(h, recipe, reference)
-            except SpecError:
-                continue  # a pair no library can make is no hypothesis
-            if key not in seen:
-                seen.add(key)
-                pairs.append(h)
+        pairs = partnered(hypotheses, recipe, reference)
         more, explaining = _try(diagnoser, number, applied, base, focus, pairs, progress, "partners: ")
         tried += more
         improving = improving or [e for e in more if e.evaluated and e.improves(base, focus)]
