@@ -34,8 +34,10 @@ SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "imag
 SPECS = PROJECT_ROOT / "specs"
 CLASSIFIED = ("n01734418_king_snake.JPEG", "n02107908_Appenzeller.JPEG")
 SEGMENTED = ("n02111889_Samoyed.JPEG", "n02134084_ice_bear.JPEG")
-"""One salient animal each; the second is dimmed (its brightest value 150), so that dividing by
-255 and by the image's maximum differ."""
+"""One salient animal each, larger than the segmenter's input (its resize shrinks them)."""
+DIMMED = "n02113978_Mexican_hairless.JPEG"
+"""A salient dog, small (250x250: the segmentation sweep's postprocessing is cheap), dimmed (its
+brightest value 150) so that dividing by 255 and by the image's maximum differ."""
 WORDED = ("n01484850_great_white_shark.JPEG", "n02092339_Weimaraner.JPEG", "n02422699_impala.JPEG",
           "n01560419_bulbul.JPEG")
 """Photos without text of their own (not in docs/detection-imagenet-text.json), words rendered onto
@@ -59,19 +61,18 @@ def small_server(repository, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> dict[str, Path]:
-    """Folders of this module's photos: ``classification``, ``segmentation``, ``dimmed`` (the
-    dimmed photo alone: every segmentation plant shows on it), ``words``."""
+    """Folders of this module's photos: ``classification``, ``segmentation``, ``dimmed`` (every
+    segmentation plant shows on it alone), ``words``."""
     out = tmp_path_factory.mktemp("agrees")
     folders = {task: out / task for task in ("classification", "segmentation", "dimmed")}
     for task, names in (("classification", CLASSIFIED), ("segmentation", SEGMENTED)):
         folders[task].mkdir()
         for name in names:
             (folders[task] / name).write_bytes((SAMPLE / name).read_bytes())
-    dim = cv2.imread(str(SAMPLE / SEGMENTED[1]))
+    dim = cv2.imread(str(SAMPLE / DIMMED))
     dim = (dim.astype("float32") * (150.0 / dim.max())).round().astype("uint8")
     folders["dimmed"].mkdir()
-    for folder in (folders["segmentation"], folders["dimmed"]):
-        cv2.imwrite(str(folder / SEGMENTED[1]), dim, [cv2.IMWRITE_JPEG_QUALITY, 95])
+    cv2.imwrite(str(folders["dimmed"] / DIMMED), dim, [cv2.IMWRITE_JPEG_QUALITY, 95])
     words = generate([SAMPLE / name for name in WORDED], out / "words", 2, seed=5).parent / "images"
     turned = sorted(words.iterdir())[1]
     cv2.imwrite(str(turned), cv2.rotate(cv2.imread(str(turned)), cv2.ROTATE_90_CLOCKWISE), [cv2.IMWRITE_JPEG_QUALITY, 95])
