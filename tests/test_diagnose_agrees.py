@@ -13,7 +13,6 @@ size the planted detection and OCR specs extend (specs/detection/small.toml, spe
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import time
@@ -158,39 +157,48 @@ def test_a_segmenters_resize_filter_is_one_hypothesis(server, photos, tmp_path):
         "resize.interpolation": "lanczos", "resize.antialias": True}
 
 
-def test_a_greedy_search_tries_a_partial_improvements_partner_before_giving_up(server, photos, tmp_path, repository):
-    """Training resized with torchvision's bicubic and its antialias, the deployment (DALI) with
-    linear and none. Searched with a catalogue that offers the filter's halves apart (the
-    antialias, the interpolation), neither explains the resize alone; the round tries them as a
-    pair before it settles, and the pair is the one cause."""
-    from harness.compare.ties import default_tie_margin
-    from harness.compare.tolerance import tolerances_for
-    from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose
-    from harness.reference.model import OnnxModel, TorchModel
-    from harness.spec import load_spec
-    from tests.test_diagnose import dali_checker, fetch_deployed
+def test_a_greedy_search_tries_a_halfs_partner_before_giving_up(server, photos, tmp_path):
+    """The segmenter's case searched with a catalogue that offers the resize filter's halves apart
+    (the antialias, the interpolation), as the search did before the filter was one hypothesis:
+    neither half improves the resize beyond noise alone (torchvision's tensors have no Lanczos
+    without antialias), so the round tries them as a pair before giving up, and the pair is the
+    one cause (before: "no known culprit")."""
+    from harness.check.image import ImageChecker
+    from harness.client import TritonClient
+    from harness.deployment import DeployedSide, TapsDeployment
+    from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose, fetch_deployed
+    from harness.reference import load_recipe
+    from harness.session import Session
+    from harness.spec import SpecError
+    from harness.task import get_task
 
-    model = OnnxModel(repository / "classifier" / "model.onnx")
-    spec = load_spec(spec_file(tmp_path, "bicubic.toml", DEFAULT_REPOSITORY / "preprocessing.toml",
-                               '[reference]\nrecipe = "torchvision"\n[reference.resize]\ninterpolation = "cubic"\n'
-                               'antialias = true\nsize_rounding = "half_up"\n[reference.crop]\noffset_rounding = "half_up"\n'))
-    deployed = fetch_deployed(dali_checker(server.grpc_url, model), sorted(photos["classification"].iterdir()))
-    tolerances = tolerances_for(spec.preprocess, spec.tolerances)
+    spec_path = spec_file(tmp_path, "linear_no_antialias.toml", DEFAULT_REPOSITORY / "segmentation.toml",
+                          '[reference.resize]\ninterpolation = "linear"\nantialias = false\n')
+    session = Session(spec_file=spec_path, url=server.grpc_url, task="segmentation")
+    spec, task = session.spec, get_task("segmentation").configure(session.spec)
+    deployment = TapsDeployment("dali", task, spec.preprocess)
+    model = session.reference_model(threads=1, task=task.name)
+    tolerances = session.tolerances(deployment.scores_kind, task)
+    margin = session.tie_margin(None, deployment.scores_kind, task)
+    checker = ImageChecker(DeployedSide(deployment, lambda: TritonClient(server.grpc_url, "grpc")), load_recipe(spec),
+                           model, tolerances, tie_margin=margin)
+    deployed = fetch_deployed(checker, sorted(photos["segmentation"].iterdir()))
+    assert deployed.check.first_divergent_stage == "resize"
+    def no_fp16():
+        raise SpecError("the segmenter has no fp16 twin here")
 
-    def search(catalogue):
-        diagnoser = Diagnoser(dataclasses.replace(deployed, check=None), spec.reference.recipe,
-                              spec.reference.preprocess, spec.preprocess, model, tolerances, lambda: TorchModel(half=True),
-                              tie_margin=default_tie_margin(tolerances))
-        try:
-            return diagnose(diagnoser, "preprocessing.toml", "DALI", catalogue)
-        finally:
-            diagnoser.close()
-
-    halves = search(lambda *args: [h for h in candidate_hypotheses(*args) if h.culprit != "resize filter"])
-    assert [c.hypothesis.culprit for c in halves.causes] == ["resize antialias + resize interpolation"], \
-        halves.conclusion
-    assert halves.remaining is None and halves.rounds[0].explains
-    assert [c.hypothesis.culprit for c in search(candidate_hypotheses).causes] == ["resize filter"]
+    diagnoser = Diagnoser(deployed, spec.reference.recipe, spec.reference.preprocess, spec.preprocess, model, tolerances,
+                          no_fp16, tie_margin=margin, scores=deployment.scores_kind, task=task)
+    try:
+        found = diagnose(diagnoser, str(spec_path), "DALI",
+                         lambda *args: [h for h in candidate_hypotheses(*args) if h.culprit != "resize filter"])
+    finally:
+        diagnoser.close()
+    first = found.rounds[0]
+    halves = [e for e in first.ranked if e.culprit in ("resize antialias", "resize interpolation")]
+    assert halves and not any(e.outcomes and e.improvement(e.baseline or first.base, "resize").real for e in halves)
+    assert [c.hypothesis.culprit for c in found.causes] == ["resize antialias + resize interpolation"], found.conclusion
+    assert found.remaining is None and first.explains
 
 
 # -- every planted spec ---------------------------------------------------------------------------

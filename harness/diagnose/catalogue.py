@@ -143,9 +143,9 @@ PARTNERS = (
     ("letterbox pad position", "letterbox padding rounding"),  # where the padding goes, and its odd pixel
 )
 """Culprits whose settings only make sense together: when no hypothesis of a round explains its
-stage, the search tries each pair of their hypotheses as one (:func:`partnered`) before it
-gives up, so that a partial improvement (or a half that no library can do alone) is not
-dropped without its partner."""
+stage or improves it beyond noise, the search tries each pair of their hypotheses as one
+(:func:`partnered`) before it gives up, so that a half that improves the stage too little to
+count (or that no library can do alone) is not dropped without its partner."""
 
 
 def partnered(hypotheses: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:

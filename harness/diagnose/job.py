@@ -217,14 +217,15 @@ def check_corrected(diagnoser, causes, checker, spec, postprocess: str | None):
     from harness.diagnose.advice import corrected
     from harness.diagnose.evaluation import DEFAULT_WORKERS
     from harness.diagnose.findings import CheckVerdict
-    from harness.reference import BUILT_IN
+    from harness.reference import load_recipe
 
     recipe, preprocess, fp16, bgr_images, postprocessing = diagnoser.setting(causes)
     if fp16 or bgr_images:
         return None
-    task = checker.task.configure(corrected(spec, recipe, preprocess, dict(postprocessing)), postprocess)
-    replayer = ImageChecker(checker.side, BUILT_IN[recipe](preprocess), checker.reference_model, checker.tolerances,
-                            False, checker.top_k, tie_margin=checker.tie_margin, task=task)
+    fixed = corrected(spec, recipe, preprocess, dict(postprocessing))  # what check reads of the written spec
+    task = checker.task.configure(fixed, postprocess)
+    replayer = ImageChecker(checker.side, load_recipe(fixed), checker.reference_model, checker.tolerances, False,
+                            checker.top_k, tie_margin=checker.tie_margin, task=task)
     deployed, summary = diagnoser.deployed, RunSummary(events=task.events(checker.tie_margin))
     with ThreadPoolExecutor(DEFAULT_WORKERS) as pool:
         for result, _ in pool.map(lambda i: replayer.replay(deployed.names[i], deployed.data[i], deployed.answered[i]),

@@ -45,9 +45,10 @@ def _simplicity(e: Evaluation, stage: Stage) -> tuple:
 def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, ...], base: Evaluation,
                  catalogue: Catalogue, progress: Callable[[str], None]) -> Round:
     """Every culprit not yet used, tried on top of ``applied``; the best kept. When none
-    explains the stage, the culprits whose settings only make sense together are tried in
-    pairs (:func:`~harness.diagnose.catalogue.partnered`) before the round settles for a
-    partial improvement (a single culprit's, else a pair's), or for nothing."""
+    explains the stage nor improves it (each half of a setting that goes together may do
+    neither alone), the culprits whose settings only make sense together are tried in pairs
+    (:func:`~harness.diagnose.catalogue.partnered`) before the round gives up. (A single
+    culprit that improves the stage is kept, and the next round tries its partner on top.)"""
     focus = base.first_divergent()
     recipe, reference, *_ = diagnoser.setting(applied)
     # Every culprit, those found already too: another value of one replaces it (two crop-offset
@@ -57,11 +58,11 @@ def search_round(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, .
                   *(Hypothesis(c.name, c.culprit, postprocess=c.changes) for c in diagnoser.task.diagnose_hypotheses())]
     tried, explaining = _try(diagnoser, number, applied, base, focus, hypotheses, progress)
     improving = [e for e in tried if e.evaluated and e.improves(base, focus)]
-    if not explaining:
+    if not explaining and not improving:
         pairs = partnered(hypotheses, recipe, reference)
         more, explaining = _try(diagnoser, number, applied, base, focus, pairs, progress, "partners: ")
         tried += more
-        improving = improving or [e for e in more if e.evaluated and e.improves(base, focus)]
+        improving = [e for e in more if e.evaluated and e.improves(base, focus)]
     if explaining:
         chosen = min(explaining, key=lambda e: _simplicity(e, focus))
     else:
