@@ -182,7 +182,7 @@ def test_a_greedy_search_tries_a_halfs_partner_before_giving_up(server, photos, 
     margin = session.tie_margin(None, deployment.scores_kind, task)
     checker = ImageChecker(DeployedSide(deployment, lambda: TritonClient(server.grpc_url, "grpc")), load_recipe(spec),
                            model, tolerances, tie_margin=margin)
-    deployed = fetch_deployed(checker, sorted(photos["segmentation"].iterdir()))
+    deployed = fetch_deployed(checker, sorted(photos["segmentation"].iterdir())[:1])  # one photo shows it
     assert deployed.check.first_divergent_stage == "resize"
     def no_fp16():
         raise SpecError("the segmenter has no fp16 twin here")
