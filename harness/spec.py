@@ -334,6 +334,11 @@ def load_spec(path: str | Path) -> Spec:
     return parse_spec(table, source=str(path))
 
 
+def extend_spec(spec: Spec, table: Mapping[str, Any], source: str) -> Spec:
+    """The spec a file holding ``extends`` = ``spec``'s file and ``table`` reads as."""
+    return parse_spec(_merge(spec.raw, table), source)
+
+
 def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
     """Validate a spec table (as read from TOML) into a :class:`Spec`."""
     table = dict(table)

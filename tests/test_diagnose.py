@@ -4,9 +4,12 @@ Single planted causes, and combinations of them (specs/planted/*+*.toml): every 
 named in one run, and their order by prediction cost must match what undoing each one alone
 does to the predictions, measured here independently (recipe + model, no diagnose code)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from harness.check.image import ImageChecker
 from harness.client import TritonClient
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import tolerances_for
@@ -17,7 +20,7 @@ from harness.diagnose import Diagnoser, candidate_hypotheses, diagnose, resolve_
 from harness.diagnose.deployed import fetch_deployed
 from harness.errors import ServerStopped
 from harness.paths import DEFAULT_REPOSITORY
-from harness.reference import BUILT_IN
+from harness.reference import BUILT_IN, load_recipe
 from harness.reference.model import OnnxModel, TorchModel
 from harness.server import TritonServer, free_port
 from harness.spec import SPEC_FILENAME, load_spec, with_overrides
@@ -48,20 +51,27 @@ COMBINATIONS = {  # spec in specs/planted -> its planted causes
 DEPLOYED_SPEC = "model_repository/preprocessing.toml"
 
 
-def dali_side(url: str, retries: int = RETRIES) -> DeployedSide:
-    """The repository's DALI pipeline through its taps model, as the diagnose command reads it."""
-    return DeployedSide(TapsDeployment("dali", get_task(None), load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess),
-                        lambda: TritonClient(url, "grpc"), retries)
-
-
-@pytest.fixture(scope="module")
-def deployed(server, photos_dir):
-    return fetch_deployed(dali_side(server.grpc_url), [photos_dir / n for n in PHOTOS])
+def dali_checker(url: str, model, retries: int = RETRIES) -> ImageChecker:
+    """Check of the repository's DALI pipeline through its taps model, against the aligned spec,
+    as the diagnose command reads the deployed side."""
+    spec = load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME)
+    side = DeployedSide(TapsDeployment("dali", get_task(None), spec.preprocess), lambda: TritonClient(url, "grpc"),
+                        retries)
+    tolerances = tolerances_for(spec.preprocess, spec.tolerances)
+    return ImageChecker(side, load_recipe(spec), model, tolerances, tie_margin=default_tie_margin(tolerances))
 
 
 @pytest.fixture(scope="module")
 def model(repository):
     return OnnxModel(repository / "classifier" / "model.onnx")
+
+
+@pytest.fixture(scope="module")
+def deployed(server, photos_dir, model):
+    """The deployed stages, for every spec of this module: check's verdict (the aligned spec's) left
+    out, so that the search is tested on its own."""
+    return dataclasses.replace(fetch_deployed(dali_checker(server.grpc_url, model), [photos_dir / n for n in PHOTOS]),
+                               check=None)
 
 
 def planted_spec(repository, name):
@@ -211,19 +221,20 @@ def test_hypotheses_cover_the_known_culprits(spec):
     assert reference.resize.size_rounding == "floor" and reference.crop.offset_rounding == "half_even"
 
 
-def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tmp_path, spec):
+def test_images_the_server_rejects_are_listed_not_dropped(server, photos_dir, tmp_path, model):
     (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     copy_photos(photos_dir, PHOTOS[:2], tmp_path)
-    reference = BUILT_IN["opencv"](spec.reference.preprocess)
     vanished = tmp_path / "vanished.jpg"  # listed, then gone before it is read
-    got = fetch_deployed(dali_side(server.grpc_url), [*list_images(tmp_path), vanished], reference)
+    got = fetch_deployed(dali_checker(server.grpc_url, model), [*list_images(tmp_path), vanished])
     assert sorted(got.names) == sorted(PHOTOS[:2])
     failed = {f.image: f for f in got.failed}
     assert failed["bad.jpg"].outcome == "failed"  # neither side reads it
     assert failed["vanished.jpg"].outcome == "failed" and failed["vanished.jpg"].reason.startswith("unreadable")
+    # check's verdict on the same images, as check folds it: every entry a row
+    assert got.check.compared == 2 and got.check.images == 4 and len(got.check.failed) == 2
 
 
-def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repository, photos_dir, tmp_path):
+def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repository, photos_dir, tmp_path, model):
     ports = dict(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
     server = TritonServer(cpu_repository, log_file=tmp_path / "t.log", models=DALI_CHECK_MODELS, **ports).start()
     seen = []
@@ -235,7 +246,7 @@ def test_a_server_that_stops_ends_the_read_naming_it_and_the_image(cpu_repositor
 
     try:
         with pytest.raises(ServerStopped, match="stopped answering at image") as stopped:
-            fetch_deployed(dali_side(server.grpc_url, retries=1), list_images(photos_dir)[:12], workers=1,
+            fetch_deployed(dali_checker(server.grpc_url, model, retries=1), list_images(photos_dir)[:12], workers=1,
                            on_image=stop_after_two)
     finally:
         server.stop()

@@ -33,6 +33,11 @@ class ImageTensors:
     isolated: dict[str, np.ndarray] = field(default_factory=dict)
     not_isolated: dict[str, str] = field(default_factory=dict)
     """Stage -> why it could not run alone on the reference's (said on the stage's metrics)."""
+    answered: dict[str, np.ndarray] = field(default_factory=dict)
+    """What the deployment answered, before the task derived stages from it (``deployed`` holds
+    both): what :meth:`ImageChecker.replay` compares another reference with."""
+    data: bytes = b""
+    """The file's bytes, as read."""
 
 
 class ImageChecker:
@@ -48,14 +53,16 @@ class ImageChecker:
         top_k: int = DEFAULT_TOP_K,
         *,
         tie_margin: float,
+        task=None,
     ):
         """``side``: the deployed side (its deployment and request policy). ``tie_margin``: a
         top-1 change within this many logits of the reference's margin is a tie, not a
-        divergence (the job's, :meth:`harness.session.Session.tie_margin`)."""
+        divergence (the job's, :meth:`harness.session.Session.tie_margin`). ``task``: the
+        deployment's task configured with another spec (default: the deployment's own)."""
         self.side, self.recipe, self.reference_model, self.tolerances = side, recipe, reference_model, tolerances
         self.isolate, self.top_k = isolate, top_k
         self.tie_margin = tie_margin
-        self.task, self.scores = side.deployment.task, side.deployment.scores_kind
+        self.task, self.scores = task or side.deployment.task, side.deployment.scores_kind
         """The task compared after the model input, and what the deployed output holds (the
         reference's output is made comparable to it: probabilities as the logits' softmax)."""
 
@@ -65,14 +72,25 @@ class ImageChecker:
         library, a pixel limit, memory for an absurd size, a broken custom reference) is
         this image's row with a one-line reason; only :class:`ServerStopped` ends the run."""
         file = file if isinstance(file, InputFile) else InputFile.of(file)
+        return self._contained(file.name, lambda: self._check(file))
+
+    def replay(self, name: str, data: bytes, answered: dict) -> tuple[ImageResult, ImageTensors | None]:
+        """One image compared exactly as :meth:`check` compares it, against what the deployment
+        already answered for it (``answered``: :attr:`ImageTensors.answered`), without asking
+        the server again and without isolated runs: how diagnose has its corrected reference
+        judged by check's own comparison."""
+        return self._contained(name, lambda: self._compare(name, data, lambda: dict(answered), isolate=False))
+
+    @staticmethod
+    def _contained(name: str, run) -> tuple[ImageResult, ImageTensors | None]:
         try:
-            return self._check(file)
+            return run()
         except ServerStopped:
             raise
         except BaseException as exc:  # a task's or the user's sys.exit() too: only a real interrupt ends the run
             if escapes(exc):
                 raise
-            return ImageResult(file.name, error=f"comparison failed: {one_line(contained(exc))}"), None
+            return ImageResult(name, error=f"comparison failed: {one_line(contained(exc))}"), None
 
     def _check(self, file: InputFile) -> tuple[ImageResult, ImageTensors | None]:
         name = file.name
@@ -80,7 +98,12 @@ class ImageChecker:
             data = read_input(file)
         except OSError as exc:
             return ImageResult(name, error=f"unreadable: {getattr(exc, 'reason', None) or exc.strerror or exc}"), None
-        tensors = ImageTensors()
+        return self._compare(name, data, lambda: self.side.read(name, data), self.isolate)
+
+    def _compare(self, name: str, data: bytes, read, isolate: bool) -> tuple[ImageResult, ImageTensors | None]:
+        """The reference's stages, the deployed ones (``read()``) with what the task derives from
+        them, and every stage compared."""
+        tensors = ImageTensors(data=data)
         reference_error = deployed_error = None
         try:
             tensors.reference = self.recipe(data)
@@ -101,7 +124,8 @@ class ImageChecker:
             except Exception as exc:  # the reference's postprocessing could not process it
                 reference_error = one_line(exc)
         try:
-            tensors.deployed = self.side.read(name, data)
+            tensors.deployed = read()
+            tensors.answered = dict(tensors.deployed)
             tensors.deployed.update(self.task.derive_deployed(tensors.deployed, tensors.reference))
         except PostprocessError as exc:  # the user's --postprocess on the deployed output
             return ImageResult(name, error=f"postprocessing: {one_line(exc)}"), None
@@ -113,7 +137,7 @@ class ImageChecker:
             return ImageResult(name, error=f"reference: {reference_error}", rejected_by=Side.TRAINING), None
         if deployed_error:
             return ImageResult(name, error=f"deployed: {deployed_error}", rejected_by=Side.DEPLOYMENT), None
-        if self.isolate:
+        if isolate:
             self._isolate(name, tensors)
         stages = compare_stages(tensors.reference, tensors.deployed, self.tolerances, tensors.isolated, self.top_k,
                                 self.tie_margin, self.scores, self.task.result_of)

@@ -29,15 +29,16 @@ DEFAULT_REPORT = REPORTS_DIR / "diagnose"
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "diagnose", help="find which known culprits explain a divergence, and the changes that fix it",
-        description="Try each known culprit as a change to the reference recipe, against deployed tensors read "
-                    "from the server once, in rounds: each round re-locates the first divergent stage with the "
-                    "changes found so far applied. Ranks the causes by what each costs in predictions and "
-                    "recommends every change in spec terms. Near-tie top-1 changes are not divergences. With "
+        description="Check the images as `harness check` does, then try each known culprit as a change to the "
+                    "reference recipe, against the deployed tensors that check read from the server once, in rounds: "
+                    "each round re-locates the first divergent stage with the changes found so far applied. Ranks "
+                    "the causes by what each costs in predictions and recommends every change in spec terms. "
+                    "Near-tie top-1 changes are not divergences. With "
                     "--reference FILE.py:NAME (your training code), it first finds the spec that reproduces it on the "
                     "same images, diagnoses against that spec, and compares the callable itself.",
-        epilog=epilog("nothing diverged, or the causes found explain every divergence",
-                      "a divergence nothing explains, or an image only one side can process (with a training "
-                      "callable: no spec reproducing it, or the callable diverges from the deployment)",
+        epilog=epilog("check's verdict on the same images: nothing diverged",
+                      "check's verdict: a divergence, explained or not, or an image only one side can process "
+                      "(with a training callable: the callable diverges from the deployment)",
                       "usage/setup errors, the server stopped, or no image could be compared"))
     p.add_argument("images", type=Path, metavar="IMAGES", help=IMAGES_HELP)
     p.add_argument("--write-spec", type=Path, default=None, metavar="FILE",

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from harness.diagnose.catalogue import Hypothesis, plain, resolve_auto
+from harness.diagnose.catalogue import Hypothesis, plain, resolve_auto, result_key
 from harness.spec import Preprocess, Spec, SpecError, load_spec, to_table, with_overrides
 
 if TYPE_CHECKING:
@@ -65,12 +65,14 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
                      f"settings: preprocess the training data with {h.recipe} ([reference] recipe = \"{h.recipe}\"), "
                      f"since the deployed {deployed_library} cannot change its arithmetic.")
     changes = h.changes(diagnoser.reference)
-    post = [c for c in changes if c[0].startswith("postprocess.")]
-    changes = [c for c in changes if not c[0].startswith("postprocess.")]
-    if post:  # the result step: the deployed spec's [postprocess], which its postprocessing step reads
-        parts.append(f"Set {_assign(post, 1)} in the deployed spec's [postprocess] ({deployed_spec_path}, read by the "
-                     f"postprocessing step) to match training (the deployment behaves as if {_assign(post, 2)}); or "
-                     f"train with {_assign(post, 2)}.")
+    post = [c for c in changes if _section(c[0]) not in PREPROCESS_SECTIONS]
+    changes = [c for c in changes if _section(c[0]) in PREPROCESS_SECTIONS]
+    for table in dict.fromkeys(_section(c[0]) for c in post):
+        # the result step: the deployed spec's [postprocess] (or [recognition]), which its step reads
+        group = [c for c in post if _section(c[0]) == table]
+        parts.append(f"Set {_assign(group, 1)} in the deployed spec's [{table}] ({deployed_spec_path}, read by the "
+                     f"{RESULT_STEPS.get(table, table + ' step')}) to match training (the deployment behaves as if "
+                     f"{_assign(group, 2)}); or train with {_assign(group, 2)}.")
     if not changes:
         return " ".join(parts)
     deployed = diagnoser.deployed_spec
@@ -90,6 +92,15 @@ def recommend(h: Hypothesis, diagnoser: Diagnoser, deployed_spec_path: str | Non
             parts.append(f"Train with {_assign(group, 2)}: the deployed {deployed_library} cannot do "
                          f"{_assign(group, 1)} ({reason}).")
     return " ".join(parts)
+
+
+PREPROCESS_SECTIONS = ("decode", "resize", "crop", "normalize", "input")
+"""The spec's preprocessing tables (a cause's other keys belong to the task's result step)."""
+RESULT_STEPS = {"postprocess": "postprocessing step", "recognition": "recognizer's crop, input and decoding"}
+
+
+def _section(key: str) -> str:
+    return key.partition(".")[0]
 
 
 def _get(p: Preprocess, key: str):
@@ -135,7 +146,8 @@ def _toml(value) -> str:
 def reference_table(spec: Spec, recipe: str, preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None) -> dict:
     """The ``[reference]`` table that, on top of ``spec``, gives ``recipe`` with exactly
     ``preprocess``: the recipe, and every key that differs from the spec's reference; and
-    ``postprocess``, the reference's ``[postprocess]`` keys changed (a detector's thresholds)."""
+    ``postprocess``, the reference's result-step keys changed: ``KEY`` in ``[postprocess]`` (a
+    detector's thresholds), ``TABLE.KEY`` in that table (OCR's ``recognition.channel_order``)."""
     before, after = to_table(spec.reference.preprocess), to_table(preprocess)
     table: dict = {"recipe": recipe}
     for section, values in after.items():
@@ -145,8 +157,9 @@ def reference_table(spec: Spec, recipe: str, preprocess: Preprocess, postprocess
                         for k in before[section].keys() - values.keys()})
         if changed:
             table[section] = changed
-    if postprocess:
-        table["postprocess"] = dict(postprocess)
+    for key, value in (postprocess or {}).items():
+        section, _, name = result_key(key).partition(".")
+        table.setdefault(section, {})[name] = plain(value)
     return table
 
 
@@ -180,10 +193,25 @@ def corrected_spec(spec: Spec, spec_path: Path, recipe: str, preprocess: Preproc
     lines += ["# `harness check --spec` this file compares the same deployment against it.", f'extends = "{extends}"', ""]
     out.write_text("\n".join(lines) + "\n" + reference_toml(spec, recipe, preprocess, postprocess))
     written = load_spec(out)
-    if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess) or (
-            postprocess and any(written.reference.postprocess.get(k) != v for k, v in postprocess.items())):
+    if (written.reference.recipe, resolve_auto(recipe, written.reference.preprocess)) != (recipe, preprocess) or any(
+            plain(_result_value(written.reference, k)) != plain(v) for k, v in (postprocess or {}).items()):
         raise SpecError(f"{out}: the corrected spec does not read back as the reference it describes")
     return out
+
+
+def _result_value(reference, key: str):
+    """The value of a result-step key (``postprocess.KEY`` or ``recognition.KEY``) of a spec's reference."""
+    section, _, name = result_key(key).partition(".")
+    return (getattr(reference, section, None) or {}).get(name)
+
+
+def corrected(spec: Spec, recipe: str, preprocess: Preprocess, postprocess: Mapping[str, Any] | None = None) -> Spec:
+    """The spec :func:`corrected_spec` writes, in memory: ``spec`` extended by the corrected
+    ``[reference]`` (what ``harness check --spec`` the written file reads)."""
+    from harness.spec import extend_spec
+
+    return extend_spec(spec, {"reference": reference_table(spec, recipe, preprocess, postprocess)},
+                       f"{spec.source} (corrected by diagnose)")
 
 
 def fingerprint(recipe: str, p: Preprocess) -> str:

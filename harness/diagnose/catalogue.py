@@ -9,6 +9,7 @@ the search can draw them again on top of the changes found so far.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -33,16 +34,29 @@ class Hypothesis:
     postprocess: tuple[tuple[str, Any, Any], ...] = ()
     """(key, reference value, hypothesized value) of the reference's ``[postprocess]`` table
     changed: a task's result step (a detector's thresholds, unclip ratio, NMS), offered by the
-    task (:meth:`harness.task.Task.diagnose_hypotheses`) and judged by its result stage."""
+    task (:meth:`harness.task.Task.diagnose_hypotheses`) and judged by its result stage. A key
+    ``table.key`` names another table of the task's (OCR's ``recognition.channel_order``)."""
 
     def changes(self, base: Preprocess) -> list[tuple[str, Any, Any]]:
-        """(section.key, reference value, hypothesized value) of each overridden key."""
+        """(section.key, reference value, hypothesized value) of each key it sets to another value."""
         out = []
         for section, values in self.overrides.items():
             for key, value in values.items():
                 before = getattr(getattr(base, section), key)
-                out.append((f"{section}.{key}", plain(before), plain(value)))
-        return out + [(f"postprocess.{key}", plain(before), plain(after)) for key, before, after in self.postprocess]
+                if plain(before) != plain(value):
+                    out.append((f"{section}.{key}", plain(before), plain(value)))
+        return out + [(result_key(key), plain(before), plain(after)) for key, before, after in self.postprocess]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """Every spec key it sets (what a later hypothesis setting one of them replaces)."""
+        return frozenset([*(f"{s}.{k}" for s, values in self.overrides.items() for k in values),
+                          *(result_key(k) for k, _, _ in self.postprocess), *(["recipe"] if self.recipe else [])])
+
+
+def result_key(key: str) -> str:
+    """A result culprit's key as the spec names it: ``postprocess.KEY``, or ``TABLE.KEY`` as given."""
+    return key if "." in key else f"postprocess.{key}"
 
 
 def plain(value):
@@ -72,14 +86,13 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     if ref.input.channel_order == "RGB":
         # cv2.imdecode's BGR kept from the decoder on: the image stages too, not only the model input.
         hs.append(H("BGR from the decoder on", "channel order", {"input": {"channel_order": "BGR"}}, bgr_images=True))
-    hs.append(H(f"antialias {'off' if ref.resize.antialias else 'on'}", "resize antialias",
-                {"resize": {"antialias": not ref.resize.antialias}}))
+    filters = resize_filters(ref)
+    hs.append(filters[0])  # the antialias flipped: the commonest port bug, first
     if recipe == "opencv" and not ref.resize.antialias and ref.resize.interpolation != "area":
         # cv2 cannot antialias a linear resize; the antialiased resize ports meet is PIL's (torchvision's).
         hs.append(H("antialias on (PIL's resize, as torchvision)", "resize antialias", {"resize": {"antialias": True}},
                     recipe="torchvision"))
-    hs += [H(f"interpolation {i}", "resize interpolation", {"resize": {"interpolation": i}})
-           for i in INTERPOLATIONS if i != ref.resize.interpolation]
+    hs += filters[1:]
     hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
     hs.append(H(f"resize on {'uint8' if ref.resize.dtype == 'float32' else 'float32'}", "resize dtype",
                 {"resize": {"dtype": "uint8" if ref.resize.dtype == "float32" else "float32"}}))
@@ -98,6 +111,78 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
            for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
     return _unique(hs + _common_hypotheses(ref, deployed), recipe, ref)
+
+
+def resize_filters(ref: Preprocess) -> list[Hypothesis]:
+    """The resize filter as one decision: every other (interpolation, antialias) pair, each one
+    hypothesis (a library names them together: PIL's LANCZOS antialiases, ``cv2.INTER_LINEAR``
+    cannot, torchvision's tensors have no Lanczos without it), setting what it changes. Named
+    by what changes: the antialias alone first, then the interpolation alone, then both."""
+    r, H = ref.resize, Hypothesis
+    alone = [(r.interpolation, not r.antialias)] + [(i, r.antialias) for i in INTERPOLATIONS if i != r.interpolation]
+    both = [(i, not r.antialias) for i in INTERPOLATIONS if i != r.interpolation]
+    out = []
+    for interpolation, antialias in alone + both:
+        aa = "on" if antialias else "off"
+        if interpolation == r.interpolation:
+            name, culprit = f"antialias {aa}", "resize antialias"
+        elif antialias == r.antialias:
+            name, culprit = f"interpolation {interpolation}", "resize interpolation"
+        else:
+            name, culprit = f"interpolation {interpolation}, antialias {aa}", "resize filter"
+        changed = {k: v for k, v in (("interpolation", interpolation), ("antialias", antialias)) if v != getattr(r, k)}
+        out.append(H(name, culprit, {"resize": changed}))
+    return out
+
+
+PARTNERS = (
+    ("resize antialias", "resize interpolation"),  # the resize filter, where a catalogue offers its halves apart
+    ("limit type", "limit side length"),  # PaddleOCR's det_limit_type with its det_limit_side_len
+    ("output-size rounding", "crop offset rounding"),  # one library's rounding, of sizes and offsets alike
+    ("normalization scale", "normalization values"),  # the pixels' scale with the mean/std written for it
+    ("letterbox pad position", "letterbox padding rounding"),  # where the padding goes, and its odd pixel
+)
+"""Culprits whose settings only make sense together: when no hypothesis of a round explains its
+stage or improves it beyond noise, the search tries each pair of their hypotheses as one
+(:func:`partnered`) before it gives up, so that a half that improves the stage too little to
+count (or that no library can do alone) is not dropped without its partner."""
+
+
+def partnered(hypotheses: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
+    """Every pair of ``hypotheses`` whose culprits are :data:`PARTNERS`, each as one hypothesis
+    on ``ref`` under ``recipe``; those a library cannot make, and those that repeat a setting
+    ``hypotheses`` hold already (a resize filter), left out."""
+    seen = {(recipe, ref, False, False, ())}
+    for h in hypotheses:
+        with contextlib.suppress(SpecError):
+            seen.add(setting_key(h, recipe, ref))
+    out = []
+    for first, second in PARTNERS:
+        for a in (h for h in hypotheses if h.culprit == first):
+            for pair in (combined(a, b) for b in hypotheses if b.culprit == second):
+                try:
+                    key = setting_key(pair, recipe, ref)
+                except SpecError:
+                    continue  # a pair no library can make is no hypothesis
+                if key not in seen:
+                    seen.add(key)
+                    out.append(pair)
+    return out
+
+
+def combined(a: Hypothesis, b: Hypothesis) -> Hypothesis:
+    """``a`` and ``b`` as one hypothesis (``b``'s values over ``a``'s where both set a key)."""
+    overrides = {section: dict(values) for section, values in a.overrides.items()}
+    for section, values in b.overrides.items():
+        overrides.setdefault(section, {}).update(values)
+    return Hypothesis(f"{a.name} + {b.name}", f"{a.culprit} + {b.culprit}", overrides, b.recipe or a.recipe,
+                      a.fp16 or b.fp16, a.bgr_images or b.bgr_images, (*a.postprocess, *b.postprocess))
+
+
+def setting_key(h: Hypothesis, recipe: str, ref: Preprocess) -> tuple:
+    """What ``h`` makes of ``ref`` under ``recipe``: two hypotheses with one key are the same
+    setting (raises :class:`SpecError` where it cannot be made)."""
+    return h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images, h.postprocess
 
 
 LETTERBOX_PAD_VALUES = (114, 0, 128, 127)
@@ -192,7 +277,7 @@ def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothes
     seen, out = {(recipe, ref, False, False, ())}, []
     for h in hs:
         try:
-            key = (h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images, h.postprocess)
+            key = setting_key(h, recipe, ref)
         except SpecError:
             out.append(h)  # reported as not applicable
             continue

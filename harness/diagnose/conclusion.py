@@ -3,7 +3,7 @@ one recommendation covering every cause."""
 
 from __future__ import annotations
 
-from harness.diagnose.findings import Cause, Round
+from harness.diagnose.findings import Cause, CheckVerdict, Round
 from harness.diagnose.outcomes import MIN_ERROR_DROP, MIN_IMAGES_ERROR_DROP, MIN_IMAGES_LEFT, Evaluation
 from harness.formatting import fmt
 from harness.stage import Stage
@@ -16,14 +16,22 @@ def _explained(e: Evaluation, base: Evaluation, focus: Stage) -> str:
 
 
 def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Cause, ...], final: Evaluation,
-             stopped: str) -> str:
-    """What was found, round by round, and what remains."""
-    focus = baseline.first_divergent()
+             stopped: str, check: CheckVerdict | None = None, after: CheckVerdict | None = None) -> str:
+    """What was found, round by round, and what remains. ``check``: check's verdict on the same
+    images, where the diagnosis starts from; ``after``: check's comparison with every cause
+    applied."""
+    focus = check.first_divergent if check is not None else baseline.first_divergent()
     if focus is None:
-        ties = baseline.ties()
+        ties = check.summary.ties if check is not None else baseline.ties()
         tied = f" {_count(ties, *baseline.task.tie_words)}, not a divergence." if ties else ""
         return ("No stage diverged: every stage is equal or close to the reference, so there is no divergence to "
                 "explain and no dominant cause." + tied)
+    if not rounds and check is not None:  # check's divergence, which the replay does not show
+        return (f"`harness check` finds the divergence first at `{focus}` ({check.describe()}), but the reference "
+                "replayed against the deployed stages finds every stage there equal or close, so **no known culprit** "
+                "explains it. Compare that stage's saved tensors (`harness check --save-tensors`) by hand, or look "
+                "for a difference the catalogue does not hold.")
+    focus = baseline.first_divergent()
     first = rounds[0]
     if not causes:
         if first.chosen is not None:
@@ -42,7 +50,8 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
                 f"error cut by {MIN_IMAGES_ERROR_DROP:.0%}"
                 + listed + ". Compare that stage's saved tensors (`harness check --save-tensors`) by hand, or look "
                 "for a difference the catalogue does not hold.")
-    if len(causes) == 1 and final.first_divergent() is None:
+    remains = after.first_divergent if after is not None else final.first_divergent()
+    if len(causes) == 1 and remains is None:
         best = first.chosen
         return (f"The divergence first appears at `{focus}`; **{best.name}** ({best.culprit}) explains it: "
                 f"{_explained(best, first.base, focus)}.")
@@ -60,7 +69,7 @@ def conclude(baseline: Evaluation, rounds: tuple[Round, ...], causes: tuple[Caus
     costs = "; ".join(f"**{c.hypothesis.name}** {_cost(c)}" for c in causes)
     parts.append(f"What each costs in predictions, most first: {costs}." if len(causes) > 1 else
                  f"What it costs in predictions: {costs}.")
-    parts.append(remaining_sentence(final, rounds, stopped, len(causes)))
+    parts.append(remaining_sentence(final, rounds, stopped, len(causes), after))
     return " ".join(parts)
 
 
@@ -83,8 +92,13 @@ def _cost(c: Cause) -> str:
     return f"({c.flips} {c.without.task.flip_words}, output error +{fmt(c.output_error)})"
 
 
-def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str, causes: int) -> str:
+def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: str, causes: int,
+                       after: CheckVerdict | None = None) -> str:
     stage, applied = final.first_divergent(), "With all of them applied" if causes > 1 else "With it applied"
+    if after is not None and after.first_divergent is not None and stage is None:
+        # the replay sees nothing left; check's own comparison, with the corrected spec, does
+        return (f"{applied}, `harness check` still finds a divergence ({after.describe()}) that the replay does not "
+                "show: no known culprit explains it.")
     if stage is None:
         return f"{applied}, nothing diverges on the {final.images} images."
     why = {"round bound": f"the search stopped after {len(rounds)} rounds",
@@ -95,14 +109,15 @@ def remaining_sentence(final: Evaluation, rounds: tuple[Round, ...], stopped: st
             + (f" ({final.task.agreement_words} {agreement:.1%})" if agreement is not None else "") + f"; {why}.")
 
 
-def combined_recommendation(causes: tuple[Cause, ...], final: Evaluation) -> str | None:
-    """One recommendation covering every cause, most costly first, and what remains."""
+def combined_recommendation(causes: tuple[Cause, ...], remaining: Stage | None) -> str | None:
+    """One recommendation covering every cause, most costly first, and what remains (``remaining``:
+    the first divergent stage left with every cause applied)."""
     if not causes:
         return None
-    if len(causes) == 1 and final.first_divergent() is None:
+    if len(causes) == 1 and remaining is None:
         return causes[0].advice
     lines = [f"{k}. **{c.hypothesis.name}** {_cost(c)}: {c.advice}" for k, c in enumerate(causes, 1)]
-    stage = final.first_divergent()
+    stage = remaining
     tail = ("With every change, nothing diverges." if stage is None else
             f"With every change, the divergence that remains first appears at `{stage}`.")
     return "\n".join(["Every change, most costly first:", *lines, tail])

@@ -1,22 +1,25 @@
-"""The deployed side of a diagnosis: every image's stages and logits, read from the server once
-(the search then replays reference settings against them without asking the server again)."""
+"""The deployed side of a diagnosis, read from the server once, by check's own code: every
+image checked as ``harness check`` checks it (:class:`harness.check.image.ImageChecker`, its
+request loop :func:`harness.check.run.check_concurrently`), folded into check's verdict
+(:class:`harness.compare.aggregate.RunSummary`), and every image's deployed stages kept (the
+search then replays reference settings against them without asking the server again)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from harness.deployment import DeployedSide
-from harness.errors import ServerStopped
-from harness.listing import InputFile, read_input
-from harness.names import identifier
+from harness.listing import InputFile, Skipped
 from harness.outcome import Outcome
-from harness.results import ImageIssue
+from harness.result import ImageResult
+from harness.results import CheckSummary, ImageIssue
 from harness.stage import Stage
+
+if TYPE_CHECKING:
+    from harness.check.image import ImageChecker
 
 _NO_OUTPUT = ("deployed: no raw output (the deployment answers only boxes, and its ensemble's replay did not "
               "reproduce them): diagnose compares the model's output")
@@ -27,69 +30,58 @@ FETCH_WORKERS = 4
 
 @dataclass
 class Deployed:
-    """The deployed tensors of every image, fetched from the server once."""
+    """The deployed tensors of every image the search replays, fetched from the server once."""
 
     names: list[str]
     data: list[bytes]
     stages: list[dict[str, np.ndarray]]
+    """What the deployment answered, with the stages the task derives from it (a detector's boxes)."""
     failed: list[ImageIssue]
-    """The images the deployment did not answer, each with its outcome."""
+    """The images left out of the search (not compared by check, or without a raw output), each
+    with its outcome."""
+    answered: list[dict[str, np.ndarray]] = field(default_factory=list)
+    """What the deployment answered, as it answered it (check's replay compares another reference with it)."""
+    check: CheckSummary | None = None
+    """Check's verdict on the same images: its per-image comparison, folded as check folds it
+    (None: the deployed side was not read by check: a training callable's outputs)."""
 
 
-def fetch_deployed(side: DeployedSide, images: list[Path], reference: Callable[[bytes], object] | None = None,
-                   workers: int = FETCH_WORKERS, on_image: Callable[[str], None] = lambda name: None):
-    """Every image's deployed stages, read once through ``side`` (its request policy: retries,
-    one re-send of a rejection), ``workers`` in flight. An image that cannot be read, or that
-    the server rejects, is listed with its reason; with ``reference``, a rejected image the
-    reference can process is "rejected by deployment", else "failed". A server that stops
-    answering ends the read with :class:`harness.errors.ServerStopped`."""
+def fetch_deployed(checker: "ImageChecker", files: Sequence[InputFile | Path], skipped: Sequence[Skipped] = (),
+                   workers: int = FETCH_WORKERS, on_image: Callable[[str], None] = lambda name: None) -> Deployed:
+    """Every image checked by ``checker`` as ``harness check`` does (its request policy:
+    retries, one re-send of a rejection; its isolated runs), ``workers`` in flight; check's
+    verdict folded from the results (``skipped`` entries are its rows too), and the deployed
+    stages of every compared image kept, in the order of ``files``. An image that cannot be
+    read, or that one side or both reject, is listed with check's reason and outcome. A server
+    that stops answering ends the read with :class:`harness.errors.ServerStopped`."""
+    from harness.check.run import check_concurrently
+    from harness.compare.aggregate import RunSummary
 
-    def read(path: Path):
-        name = identifier(path)
-        try:
-            data = read_input(InputFile.of(path))
-        except OSError as exc:
-            return name, None, None, ImageIssue(name, f"unreadable: {getattr(exc, 'reason', None) or exc}",
-                                                Outcome.FAILED)
-        try:
-            stages = side.read(name, data)
-            # what the task derives from the deployment's answer (a detector's boxes from its raw output)
-            stages.update(side.deployment.task.derive_deployed(stages, {}))
-            if Stage.OUTPUT not in stages:  # the search replays the reference up to the model's output
-                return name, data, None, ImageIssue(name, _NO_OUTPUT, Outcome.FAILED)
-            return name, data, stages, None
-        except ServerStopped:
-            raise
-        except Exception as exc:  # noqa: BLE001 - anything else the deployment does with one image is that image's
-            return name, data, None, ImageIssue(name, f"deployed: {_line(exc)}", _one_sided(reference, data))
+    inputs = [f if isinstance(f, InputFile) else InputFile.of(Path(f)) for f in files]
+    summary = RunSummary(events=checker.task.events(checker.tie_margin))
+    for entry in skipped:
+        summary.add(ImageResult(entry.name, error=entry.reason, skipped=True))
+    checked: dict[str, tuple] = {}
 
-    deployed = Deployed([], [], [], [])
-    pool = ThreadPoolExecutor(max(1, workers))
-    try:
-        for name, data, stages, failed in pool.map(read, images):
-            if failed:
-                deployed.failed.append(failed)
-            else:
-                deployed.names.append(name)
-                deployed.data.append(data)
-                deployed.stages.append(stages)
-            on_image(name)
-    finally:  # a stopped server: the images not started yet are not tried (each would wait out its retries)
-        pool.shutdown(cancel_futures=True)
+    def record(result: ImageResult, tensors) -> None:
+        summary.add(result)
+        # only what the search replays against: the reference's and the isolated tensors go
+        checked[result.image] = (result, None if tensors is None else (tensors.data, tensors.deployed, tensors.answered))
+        on_image(result.image)
+
+    stopped = check_concurrently(inputs, checker.check, max(1, workers), record)
+    if stopped is not None:  # the images in flight were recorded; the others not started
+        raise stopped
+    deployed = Deployed([], [], [], [], [], summary.result())
+    for file in inputs:
+        result, kept = checked[file.name]
+        if kept is None:
+            deployed.failed.append(ImageIssue(file.name, result.error or "not compared", result.outcome))
+        elif Stage.OUTPUT not in kept[1]:  # the search replays the reference up to the model's output
+            deployed.failed.append(ImageIssue(file.name, _NO_OUTPUT, Outcome.FAILED))
+        else:
+            deployed.names.append(file.name)
+            deployed.data.append(kept[0])
+            deployed.stages.append(kept[1])
+            deployed.answered.append(kept[2])
     return deployed
-
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
-def _one_sided(reference: Callable[[bytes], object] | None, data: bytes) -> Outcome:
-    """Rejected by deployment when the reference processes what the deployment rejected."""
-    if reference is None:
-        return Outcome.FAILED
-    try:
-        reference(data)
-    except Exception:  # noqa: BLE001 - failing on both sides is the ordinary "failed"
-        return Outcome.FAILED
-    return Outcome.REJECTED_BY_DEPLOYMENT

@@ -21,6 +21,7 @@ import numpy as np
 
 from harness.compare.comparators import ARRAYS
 from harness.compare.stages import as_8bit
+from harness.compare.ties import explained_by_upstream
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
@@ -28,6 +29,7 @@ from harness.diagnose.outcomes import Evaluation, ImageOutcome
 from harness.outcome import Outcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
+from harness.result import StageResult
 from harness.results import ImageIssue
 from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
@@ -54,9 +56,10 @@ class Setting(NamedTuple):
     """The reference's ``[postprocess]`` keys changed, (key, value) sorted: the task's result
     step run with them (:meth:`harness.task.Task.diagnose_result`'s ``context``)."""
 
-Prepared = tuple[ImageOutcome, "np.ndarray | None", "tuple[int, int] | None"]
-"""An image's preprocessing outcome, its model input (None: nothing left to run) and the size
-of its decoded image (what a detector's boxes map back to)."""
+Prepared = tuple[ImageOutcome, "np.ndarray | None", "tuple[int, int] | None", "np.ndarray | None"]
+"""An image's preprocessing outcome, its model input (None: nothing left to run), the size
+of its decoded image (what a detector's boxes map back to) and the decoded image itself (what
+OCR's words are cut from where the deployment shows none, as check cuts them)."""
 
 class Diagnoser:
     """Replays settings of the reference against one set of deployed tensors.
@@ -67,7 +70,8 @@ class Diagnoser:
 
     def __init__(self, deployed: Deployed, recipe: str, reference: Preprocess, deployed_spec: Preprocess,
                  model: ReferenceModel, tolerances: dict[str, Tolerance], fp16_model: Callable[[], ReferenceModel],
-                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS, task=None):
+                 workers: int = DEFAULT_WORKERS, *, tie_margin: float, scores: ScoreKind = LOGITS, task=None,
+                 logits: LogitsCache | None = None):
         self.deployed, self.recipe, self.reference = deployed, recipe, resolve_auto(recipe, reference)
         self.deployed_spec, self.model, self.tolerances = resolve_auto("dali", deployed_spec), model, tolerances
         self.tie_margin = tie_margin
@@ -88,7 +92,8 @@ class Diagnoser:
         """The images every evaluation runs on: those both sides processed."""
         self.rejected_by_training: list[ImageIssue] = []
         self._outcomes: dict[Setting, dict[int, ImageOutcome]] = {}
-        self._logits = LogitsCache()
+        self._logits = logits or LogitsCache()
+        """The model's outputs per input (shared with check's read of the deployed side, where given)."""
         self._decode_verdicts: dict[tuple, tuple[str, float]] = {}
         self._decoded = DecodedImages()
         self._executor: ThreadPoolExecutor | None = None
@@ -137,21 +142,29 @@ class Diagnoser:
                model: bool) -> Evaluation:
         """``h`` on top of ``applied`` on the first :data:`SCREEN_IMAGES` images, against ``base``
         there: status ``rejected`` when it does no better up to ``stage`` (then its error,
-        then the output's), else ``screened``. Without ``model``, and ``stage`` before the
-        model, only the preprocessing runs: it rejects what is worse up to ``stage`` and leaves
-        the rest (better, or equal up to it) for the model to decide."""
+        then the output's), else ``screened``. Without ``model`` the preprocessing runs first:
+        with ``stage`` before the model, it rejects what is worse up to ``stage`` and leaves the
+        rest (better, or equal up to it) for the model to decide; with ``stage`` after the
+        model, it rejects what makes a stage before the model diverge on an image where none
+        did (that cannot explain a later stage), and runs the model on the rest."""
         screen = self.indices[:SCREEN_IMAGES]
         before = base.subset(screen)
         made, setting, recipe = self._start(applied, h, before)
         if setting is None:
             return made
-        if not model and stage in PREPROCESS_STAGES:
-            prepared = self._prepare(setting, recipe, screen)
-            tried = made.with_outcomes({i: outcome for i, (outcome, _, _) in prepared.items()})
+        if model:
+            tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting.fp16), screen))
+            return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
+        prepared = self._prepare(setting, recipe, screen)
+        tried = made.with_outcomes({i: outcome for i, (outcome, *_) in prepared.items()})
+        if stage in PREPROCESS_STAGES:
             if tried.score(stage)[:2] > before.score(stage)[:2]:
                 return tried.with_status(self._rejected("before the model"))
             return tried.with_status("screened")
-        tried = made.with_outcomes(self._outcomes_of(setting, recipe, self._model(setting.fp16), screen))
+        if tried.diverged(Stage.INPUT) > before.diverged(Stage.INPUT):
+            return tried.with_status(f"rejected: a stage before the model diverges on the first {SCREEN_IMAGES} images, "
+                                     "where none did")
+        tried = made.with_outcomes(self._finish(setting, self._model(setting.fp16), prepared))
         return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
 
     def _start(self, applied: Sequence[Hypothesis], h: Hypothesis | None,
@@ -196,7 +209,7 @@ class Diagnoser:
         cached = self._outcomes.get(setting, {})
         recipe = self._decoded.serve(recipe, (setting.recipe, setting.preprocess.decode))
         todo = [i for i in indices if i not in cached]
-        out = {i: (cached[i], None, None) for i in indices if i in cached}
+        out = {i: (cached[i], None, None, None) for i in indices if i in cached}
         for i, (prepared, seconds) in zip(todo, self._pool().map(lambda i: self._prepare_one(setting, recipe, i), todo)):
             out[i] = prepared
             self.timing["reference preprocessing"] += seconds[0]
@@ -213,7 +226,7 @@ class Diagnoser:
             text = str(exc).strip()
             reason = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
             failed = ImageOutcome({Stage.DECODE: Verdict.DIVERGED.value}, {Stage.DECODE: math.inf}, reason)
-            return (failed, None, None), (time.perf_counter() - start, 0.0)
+            return (failed, None, None, None), (time.perf_counter() - start, 0.0)
         middle = time.perf_counter()
         dep = self.deployed.stages[i]
         verdicts, errors = {}, {}
@@ -227,8 +240,10 @@ class Diagnoser:
                 verdicts[stage], errors[stage] = self._decode_verdicts[key]
             else:
                 verdicts[stage], errors[stage] = self._compare(stage, mine, dep[stage])
-        source = tuple(np.asarray(ref[Stage.DECODE]).shape[:2]) if Stage.DECODE in ref else None
-        return (ImageOutcome(verdicts, errors), ref[Stage.INPUT], source), (middle - start, time.perf_counter() - middle)
+        decoded = ref.get(Stage.DECODE)
+        source = tuple(np.asarray(decoded).shape[:2]) if decoded is not None else None
+        return ((ImageOutcome(verdicts, errors), ref[Stage.INPUT], source, decoded),
+                (middle - start, time.perf_counter() - middle))
 
     def _compare(self, stage: Stage, reference: np.ndarray, deployed: np.ndarray) -> tuple[str, float]:
         judged = ARRAYS.judge(reference, deployed, self.tolerances[stage])
@@ -250,7 +265,7 @@ class Diagnoser:
     def _finish(self, setting: Setting, model, prepared: dict[int, Prepared]) -> dict[int, ImageOutcome]:
         """The model's output and top-1 class added to prepared images; cached per setting."""
         cached = self._outcomes.setdefault(setting, {})
-        todo = [i for i, (_, x, _) in prepared.items() if x is not None and i not in cached]
+        todo = [i for i, (_, x, *_) in prepared.items() if x is not None and i not in cached]
         start = time.perf_counter()
         # Batches in parallel, one per core (one intra-op thread each: see the CLI).
         logits, new = self._logits.logits(setting.fp16, model, [prepared[i][1] for i in todo], self._pool().map)
@@ -265,10 +280,14 @@ class Diagnoser:
             # The task's event (a top-1 change; a nearest-neighbour change) within the tie margin
             # is a near tie, not a divergence (issue 14).
             context = {"deployed": self.deployed.stages[i], "source": prepared[i][2], "preprocess": setting.preprocess,
-                       "postprocess": dict(setting.postprocess)}
+                       "postprocess": dict(setting.postprocess), "decoded": prepared[i][3]}
             event, happened = self.task.diagnose_result(out, dep_out, self._gallery, i, self.tie_margin, context)
-            verdicts[self.task.result_stage], errors[self.task.result_stage] = event.value, happened
+            # held to what explains a tie, as check holds its result stage (harness.compare.ties)
+            stage = self.task.result_stage
+            event = explained_by_upstream(StageResult(stage, Verdict(event), {}),
+                                          StageResult(Stage.OUTPUT, Verdict(verdicts[Stage.OUTPUT]), {})).verdict
+            verdicts[stage], errors[stage] = event.value, happened
             cached[i] = ImageOutcome(verdicts, errors)
-        for i, (outcome, _, _) in prepared.items():
+        for i, (outcome, *_) in prepared.items():
             cached.setdefault(i, outcome)  # complete already, or the reference failed on it
         return {i: cached[i] for i in prepared}

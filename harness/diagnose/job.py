@@ -56,15 +56,10 @@ class DiagnoseResult:
     """The training spec written (``--write-training-spec``)."""
 
     def exit_status(self) -> int:
-        """1 when a divergence remains that nothing explains (a training callable no spec
-        reproduces: when the callable itself diverges from the deployment), or an image only
-        one side processes (unless allowed); else 0."""
-        report = self.report
-        unexplained = report.training is not None and not report.training.reproduced and (
-            report.compared is not None and report.compared.first_divergent() is not None)
-        found = report.diagnosis.remaining is not None or unexplained or (
-            report.one_sided() and not self.options.allow_rejected)
-        return EXIT_FOUND if found else EXIT_OK
+        """Check's rule on check's verdict of the same images (:mod:`harness.errors`): 1 where
+        ``harness check`` exits 1 (a stage or an event diverged, or an image only one side
+        processes, unless allowed), explained or not; else 0."""
+        return EXIT_OK if self.report.passed else EXIT_FOUND
 
 
 @contextlib.contextmanager
@@ -84,9 +79,11 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     A training callable (``options.reference`` ``file.py:name``) is first fingerprinted
     (:mod:`harness.diagnose.training`): the deployment is diagnosed against the spec that
     reproduces it, and compared with the callable itself."""
+    from harness.check.image import ImageChecker
     from harness.deployment import DeployedSide
     from harness.diagnose import SCREEN_IMAGES, Diagnoser, diagnose, fetch_deployed, reference_toml
     from harness.diagnose.advice import fingerprint, reference_table
+    from harness.diagnose.caches import CachedModel, LogitsCache
     from harness.diagnose.training import fingerprint_training
     from harness.listing import list_inputs
     from harness.outcome import Outcome
@@ -105,9 +102,12 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     started = time.perf_counter()
     spec = session.spec
     choice = options.reference or spec.reference.recipe
-    training = None if choice in BUILT_IN else session.recipe(options.reference)  # the user's callable or Compose
+    reference = session.recipe(options.reference)  # a built-in recipe, or the user's training code
+    training = None if choice in BUILT_IN else reference  # the user's callable or Compose
     listing = list_inputs(options.images)
     images = [file.path for file in listing.inputs]
+    # what check runs: a training definition proven on these files is replayed as the spec read from it
+    checked, reading = proven_reference(reference, images)
     # every entry a row, as check lists them: what is not an image is listed with why
     skipped = tuple(ImageIssue(s.name, s.reason, Outcome.SKIPPED) for s in listing.skipped)
     if not images:
@@ -137,20 +137,22 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
             raise SpecError("the fp16 hypothesis needs the PyTorch model (--reference-model torch)")
         return TorchModel(half=True)
 
-    reference = training or BUILT_IN[choice](spec.reference.preprocess)
     read_start = time.perf_counter()
     with session.connect(log=log) as client:
         server = session.server_info(client)
-        deployment = open_deployment(session, client, target, images, log, reference, model)
+        deployment = open_deployment(session, client, target, images, log, checked, model)
         task = deployment.configure_task(spec, target.postprocess)
         model = model or load_model(task.name)
         # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
         tolerances = session.tolerances(deployment.scores_kind, task)
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
         side = DeployedSide(deployment, session.client_factory(client))
-        with progress(len(images), "reading the deployed stages") as advance:
+        # check's verdict, by check's own code on the same inputs: where the diagnosis starts from
+        logits = LogitsCache()
+        checker = ImageChecker(side, checked, CachedModel(model, logits), tolerances, tie_margin=tie_margin)
+        with progress(len(images), "checking, and reading the deployed stages") as advance:
             try:
-                deployed = fetch_deployed(side, images, reference, on_image=advance)
+                deployed = fetch_deployed(checker, listing.inputs, listing.skipped, on_image=advance)
             except ServerStopped as exc:
                 raise exc.then("Nothing was diagnosed; run diagnose again once the server answers") from None
     read_seconds = time.perf_counter() - read_start
@@ -172,12 +174,17 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     elif options.reference:
         recipe = options.reference
     diagnoser = Diagnoser(deployed, recipe, reference_spec, spec.preprocess, model, tolerances, fp16_model,
-                          tie_margin=tie_margin, scores=deployment.scores_kind, task=task)
+                          tie_margin=tie_margin, scores=deployment.scores_kind, task=task, logits=logits)
     compared = None
+
+    def verify(causes):  # check's comparison of the same images against the corrected spec
+        return check_corrected(diagnoser, causes, checker, spec, target.postprocess)
+
     try:
         with status("diagnosing") as update:
             result = diagnose(diagnoser, None if foreign else str(session.repository / session.spec_name),
-                              deployment.label if foreign else DEPLOYED_LIBRARY[target.pipeline], progress=update)
+                              deployment.label if foreign else DEPLOYED_LIBRARY[target.pipeline], progress=update,
+                              verify=verify)
             if training is not None:  # the callable itself against the deployment, as it is
                 compared = diagnoser.evaluate_recipe(training, options.reference)
     finally:
@@ -196,7 +203,6 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
                                        (final_recipe, final_preprocess, final_postprocess), note)
     training_written, training_not_written = _write_training_spec(options.write_training_spec, spec, session.spec_path,
                                                                   fingerprinted)
-    reading = proven_reference(training, images)[1] if training is not None else None  # how exactly it was read
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
               "search (all phases)": time.perf_counter() - search_start,
               "total": time.perf_counter() - started}
@@ -213,6 +219,35 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         str(training_written) if training_written else None, training_not_written)
     return DiagnoseResult(report, write_diagnosis(options.report, report, options.formats), written, options,
                           training_written)
+
+
+def check_corrected(diagnoser, causes, checker, spec, postprocess: str | None):
+    """Check's comparison (:meth:`harness.check.image.ImageChecker.replay`, no server) of every
+    image the search ran on against the reference with ``causes`` applied, as the corrected
+    spec says it (:func:`harness.diagnose.advice.corrected`), folded into check's verdict; None
+    where a spec cannot say a cause (the model in fp16, BGR image stages)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.check.image import ImageChecker
+    from harness.compare.aggregate import RunSummary
+    from harness.diagnose.advice import corrected
+    from harness.diagnose.evaluation import DEFAULT_WORKERS
+    from harness.diagnose.findings import CheckVerdict
+    from harness.reference import load_recipe
+
+    recipe, preprocess, fp16, bgr_images, postprocessing = diagnoser.setting(causes)
+    if fp16 or bgr_images:
+        return None
+    fixed = corrected(spec, recipe, preprocess, dict(postprocessing))  # what check reads of the written spec
+    task = checker.task.configure(fixed, postprocess)
+    replayer = ImageChecker(checker.side, load_recipe(fixed), checker.reference_model, checker.tolerances, False,
+                            checker.top_k, tie_margin=checker.tie_margin, task=task)
+    deployed, summary = diagnoser.deployed, RunSummary(events=task.events(checker.tie_margin))
+    with ThreadPoolExecutor(DEFAULT_WORKERS) as pool:
+        for result, _ in pool.map(lambda i: replayer.replay(deployed.names[i], deployed.data[i], deployed.answered[i]),
+                                  diagnoser.indices):
+            summary.add(result)
+    return CheckVerdict.of(summary.result(), task.result_stage)
 
 
 def _write_spec(out: Path | None, spec, spec_path: Path, result, final: tuple, note: str):

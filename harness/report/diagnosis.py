@@ -111,6 +111,8 @@ def render_markdown(report: DiagnosisReport) -> str:
     if report.training:
         lines += render_training(report), ""
     lines += [f"Against the spec found: {d.conclusion}" if report.training else d.conclusion, ""]
+    if d.check is not None:
+        lines += [render_check(report), ""]
     if d.recommendation:
         lines += [f"**Recommended change:** {d.recommendation}", ""]
     if report.fingerprint:
@@ -145,6 +147,17 @@ def render_markdown(report: DiagnosisReport) -> str:
     if report.timing_seconds:
         lines += ["", "Time (s): " + ", ".join(f"{k} {v:.1f}" for k, v in report.timing_seconds.items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def render_check(report: DiagnosisReport) -> str:
+    """Check's verdict on the same images (where the diagnosis started from, and the exit
+    status's), and check's comparison against the corrected spec."""
+    d = report.diagnosis
+    text = (f"**`harness check` on the same images: {d.check.describe()}** (exit status "
+            f"{0 if report.passed else 1}, check's rule: {'passed' if report.passed else 'failed'}).")
+    if d.after is not None:
+        text += f" Against the reference with every cause applied (the corrected spec), check's comparison: {d.after.describe()}."
+    return text
 
 
 def render_training(report: DiagnosisReport) -> str:

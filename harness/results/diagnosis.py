@@ -92,8 +92,9 @@ class DiagnosisReport:
 
     @property
     def verdict(self) -> str:
-        """``nothing diverged``, ``explained`` (the causes found explain every divergence),
-        ``unexplained`` (a divergence remains) or ``rejected`` (an image one side only processes)."""
+        """``nothing diverged``, ``explained`` (check's divergence, every bit of it explained by
+        the causes found), ``unexplained`` (a divergence remains) or ``rejected`` (an image one
+        side only processes)."""
         d = self.diagnosis
         if d.remaining is not None or self.callable_unexplained():
             return "unexplained"
@@ -101,11 +102,20 @@ class DiagnosisReport:
             return "rejected"
         return "nothing diverged" if d.first_divergent is None else "explained"
 
+    def check_fails(self) -> bool:
+        """Check's verdict on the same images fails (what ``harness check`` exits 1 on); without
+        it (a diagnosis built by hand), a divergence or a one-sided image does."""
+        d = self.diagnosis
+        if d.check is not None:
+            return d.check.fails(self.allow_rejected)
+        return d.first_divergent is not None or self.callable_unexplained() or bool(
+            self.one_sided() and not self.allow_rejected)
+
     @property
     def passed(self) -> bool:
-        """Exit status 0 (:meth:`harness.diagnose.job.DiagnoseResult.exit_status`)."""
-        return self.diagnosis.remaining is None and not self.callable_unexplained() and not (
-            self.one_sided() and not self.allow_rejected)
+        """Exit status 0 (:meth:`harness.diagnose.job.DiagnoseResult.exit_status`): check's rule,
+        on check's verdict of the same images; an explained divergence still fails."""
+        return not self.check_fails()
 
     def cases(self) -> list[Case]:
         """Whether the divergence is explained (failed when one remains), every hypothesis of
@@ -116,6 +126,10 @@ class DiagnosisReport:
         d = self.diagnosis
         causes = " + ".join(c.hypothesis.name for c in d.causes)
         details = "\n".join(x for x in (d.conclusion, d.recommendation) if x)
+        cases = []
+        if d.check is not None:  # what the exit status says: check's verdict on the same images
+            cases.append(Case("check's verdict", "diagnose", Status.FAILED if d.check.first_divergent else Status.PASSED,
+                              d.check.describe()))
         if d.remaining is not None:
             conclusion = Case("divergence explained", "diagnose", Status.FAILED,
                               f"a divergence remains at `{d.remaining}` that no known culprit explains"
@@ -124,7 +138,7 @@ class DiagnosisReport:
             conclusion = Case("divergence explained", "diagnose", Status.PASSED, "nothing diverged", details)
         else:
             conclusion = Case("divergence explained", "diagnose", Status.PASSED, f"explained by {causes}", details)
-        cases = [conclusion]
+        cases.append(conclusion)
         if self.training is not None:
             unexplained = self.callable_unexplained()
             t = self.training
@@ -170,6 +184,9 @@ class DiagnosisReport:
             "spec": self.spec, "written_spec": self.written_spec, "written_training_spec": self.written_training_spec,
             "write_training_spec_not_written": self.training_not_written, "tie_margin": self.tie_margin,
             "timing_seconds": dict(self.timing_seconds), "counts": dict(self.counts), "versions": dict(self.versions),
+            "verdict": self.verdict, "passed": self.passed,
+            "check": d.check.to_dict() if d.check else None,
+            "check_with_every_cause": d.after.to_dict() if d.after else None,
         }
 
 

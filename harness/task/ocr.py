@@ -496,27 +496,39 @@ class Ocr(Detection):
 
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
         """The boxes as the detection task judges them under the setting, then the deployment's
-        words redone under the setting's ``[recognition]`` (crop, input and decoding on the
-        deployment's own previous stages; the model is the same in every setting): a word stage
-        beyond its rule is the event."""
+        words as check compares them: each word stage redone under the setting's
+        ``[recognition]`` (crop, input and decoding on the deployment's own previous stages, the
+        crops cut from the deployment's decoded image or else the setting's, as check cuts
+        them), and the recognizer's own step as check found it (the model is the same in every
+        setting); a word stage beyond its rule is the event. A deployment answering no word
+        stages has its texts compared with the setting's reading of its boxes."""
         from dataclasses import replace
 
-        changes = dict((context or {}).get("postprocess") or {})
+        context = context or {}
+        changes = dict(context.get("postprocess") or {})
         words = {k.removeprefix(RECOGNITION): v for k, v in changes.items() if k.startswith(RECOGNITION)}
         boxes = {k: v for k, v in changes.items() if not k.startswith(RECOGNITION)}
         verdict, happened = super().diagnose_result(reference, deployed, gallery, index, margin,
-                                                    {**(context or {}), "postprocess": boxes})
-        dep = (context or {}).get("deployed") or {}
-        if Stage.DECODE not in dep or TEXTS not in dep or not all(n in dep for pair in WORD_TAPS.values() for n in pair):
+                                                    {**context, "postprocess": boxes})
+        dep = context.get("deployed") or {}
+        image = dep.get(Stage.DECODE, context.get("decoded"))
+        if image is None or TEXTS not in dep or Stage.POSTPROCESS not in dep:
             return verdict, happened
         try:
             p = replace(self._recognition().reference, **words)
-            steps = self.redo_steps(np.asarray(dep[Stage.DECODE]), dep, p, stages=("crop", "input", "text"))
+            if all(n in dep for pair in WORD_TAPS.values() for n in pair):
+                steps = self.redo_steps(np.asarray(image), dep, p, stages=("crop", "input", "text"))
+                if WORD_STEPS in dep and len(dep[WORD_STEPS]) == len(steps):
+                    output = WORD_STAGES.index("output")
+                    steps[:, output] = dep[WORD_STEPS][:, output]
+                diverged = (steps[:, :, 0] == Verdict.DIVERGED.rank).any()
+            else:
+                quads = Detections.from_array(dep[Stage.POSTPROCESS]).quads
+                mine = self.read_words(np.asarray(image), quads, p)[TEXTS]
+                diverged = [str(t) for t in mine] != [str(t) for t in dep[TEXTS]]
         except Exception:  # noqa: BLE001 - a setting whose words cannot be made is as far as it gets
             return Verdict.DIVERGED, 1.0
-        if (steps[:, :, 0] == Verdict.DIVERGED.rank).any():
-            return Verdict.DIVERGED, 1.0
-        return verdict, happened
+        return (Verdict.DIVERGED, 1.0) if diverged else (verdict, happened)
 
     def csv_values(self, stage):
         values = super().csv_values(stage)

@@ -33,7 +33,7 @@ def test_diagnose_writes_its_report_and_names_the_fix(server, photos_dir, reposi
     images = copy_photos(photos_dir, PHOTOS[:3], tmp_path / "images")
     result = harness("diagnose", images, "--spec", planted(repository, "channel_order"), "--url", server.grpc_url,
                      "--report", tmp_path / "r", "--reference-model", "onnx")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # check's rule: the deployment diverges, explained or not
     assert "**channel order RGB** (channel order) explains it" in result.stdout
     diagnosis = json.loads((tmp_path / "r" / "diagnosis.json").read_text())
     assert diagnosis["first_divergent_stage"] == "input" and diagnosis["explained_by"] == "channel order RGB"
@@ -55,7 +55,7 @@ def test_three_causes_in_one_run_and_the_written_spec_passes_check(server, photo
     written = tmp_path / "fixed" / "spec.toml"
     result = harness("diagnose", images, "--spec", spec, "--url", server.grpc_url, "--report", tmp_path / "r",
                      "--reference-model", "onnx", "--write-spec", written)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     diagnosis = json.loads((tmp_path / "r" / "diagnosis.json").read_text())
     assert {c["culprit"] for c in diagnosis["causes"]} == {"resize antialias", "channel order", "normalization scale"}
     costs = [(c["cost"]["top1_flips"], c["cost"]["output_error"]) for c in diagnosis["causes"]]
@@ -93,7 +93,7 @@ def test_hostile_files_are_listed_without_a_traceback(server, photos_dir, reposi
     assert set(failed) == {"bomb.jpg", "empty.jpg", "notes.jpg"}
     assert all(f["outcome"] == "failed" and f["reason"] for f in failed.values())  # neither side reads them
     assert "too large" in failed["bomb.jpg"]["reason"]
-    assert result.returncode == 0 and diagnosis["explained_by"] == "channel order RGB"
+    assert result.returncode == 1 and diagnosis["explained_by"] == "channel order RGB"
     assert "3 images failed on both sides" in result.stdout
 
     only_hostile = tmp_path / "hostile"
@@ -153,4 +153,4 @@ def test_a_near_tie_alone_is_nothing_diverged(server, photos_dir, tmp_path):
     strict = harness("diagnose", images, "--url", server.grpc_url, "--report", tmp_path / "r0", "--tie-margin", "0")
     diagnosis = json.loads((tmp_path / "r0" / "diagnosis.json").read_text())
     assert diagnosis["first_divergent_stage"] == "topk" and diagnosis["baseline"]["top1_ties"] == 0
-    assert strict.returncode == 0 and diagnosis["explained_by"] == "resize with dali", strict.stdout
+    assert strict.returncode == 1 and diagnosis["explained_by"] == "resize with dali", strict.stdout

@@ -132,7 +132,7 @@ def test_diagnose_cases_are_its_hypotheses(server, images, repository, tmp_path)
     chosen = next(c for c in round1 if c.classname == "diagnose.round1" and c.name == "channel order RGB")
     assert kind == "passed" and chosen.system_out.startswith("explains `input`, kept")
     assert sum(group == "diagnose.round1" for group, _ in found) > 5  # every hypothesis of the round
-    assert list(failing(found)) == [("diagnose.rejected by deployment", BILEVEL)]
+    assert list(failing(found)) == [("diagnose", "check's verdict"), ("diagnose.rejected by deployment", BILEVEL)]
     assert properties(report / "diagnosis.junit.xml")["verdict"] == "rejected"
     assert sorted(p.name for p in report.iterdir()) == ["diagnosis.junit.xml"]
 

@@ -94,7 +94,7 @@ def test_planted_differences_fail_check_at_crop_and_diagnose_names_both(planted,
     written = tmp_path / "fixed.toml"
     diagnosed = harness("diagnose", images, "--url", planted.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
                         "--reference-model", onnx, "--report", tmp_path / "diagnose", "--write-spec", written)
-    assert diagnosed.returncode == 0, diagnosed.stderr
+    assert diagnosed.returncode == 1, diagnosed.stderr  # explained; check's rule still fails the run
     diagnosis = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
     assert {c["culprit"] for c in diagnosis["causes"]} == {"resize antialias", "channel order"}
     assert diagnosis["remaining_divergence"] is None
@@ -206,7 +206,7 @@ def test_diagnose_from_the_scores_alone_still_names_both_causes(planted, images,
     result = harness("diagnose", images, "--url", planted.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
                      "--reference-model", onnx, "--stage", "jpeg_to_tensor=none", "--stage", "hwc_to_chw=none",
                      "--report", tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
     assert diagnosis["first_divergent_stage"] == "output"
     assert {c["culprit"] for c in diagnosis["causes"]} == {"resize antialias", "channel order"}

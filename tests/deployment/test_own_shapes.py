@@ -92,7 +92,7 @@ def test_planted_in_the_normalized_step_fails_check_and_diagnose_names_both(plan
     written = tmp_path / "fixed.toml"
     result = run("diagnose", planted, images, tmp_path / "diagnose", "--model", "norm_classifier", "--write-spec",
                  written, onnx=onnx)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr  # as check's
     diagnosis = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
     assert {c["culprit"] for c in diagnosis["causes"]} == {"resize mode", "channel order"}  # the order: the images'
     assert diagnosis["fingerprint"].startswith("BGR; stretched to 224x224")
@@ -126,7 +126,7 @@ def test_a_model_answering_only_probabilities_is_judged_as_a_distribution(aligne
 
 def test_diagnose_names_the_cause_in_a_model_answering_only_probabilities(planted, images, onnx, tmp_path):
     result = run("diagnose", planted, images, tmp_path, "--model", "softmax_only", onnx=onnx)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     diagnosis = json.loads((tmp_path / "diagnosis.json").read_text())
     assert {c["culprit"] for c in diagnosis["causes"]} == {"channel order", "resize mode"}
     assert diagnosis["scores_kind"] == "probabilities" and diagnosis["remaining_divergence"] is None
@@ -154,7 +154,7 @@ def test_a_client_making_an_image_and_a_scale_factor_for_a_two_input_model(align
     assert stages["output"]["isolated"] is not None  # the model fed the reference's crop beside the client's factor
     result = run("diagnose", aligned, images, tmp_path / "diagnose", "--model", "scaled_net", "--client",
                  f"{CLIENTS}:preprocess_scaled_stretch", onnx=onnx)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     diagnosis = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
     assert [c["culprit"] for c in diagnosis["causes"]] == ["resize mode"]
     assert "preprocess_scaled_stretch` behaves as if resize.mode = \"stretch\"" in diagnosis["recommendation"]
@@ -189,7 +189,7 @@ def test_a_training_callable_is_fingerprinted_then_the_deployment_diagnosed_agai
     result = run("diagnose", aligned, images, tmp_path / "reproduced", "--model", "norm_classifier", "--reference",
                  f"{TRAINING_CODE}:train_transform", "--write-training-spec", written, "--write-spec", deployment,
                  onnx=onnx)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr  # the callable itself diverges (check's verdict)
     diagnosis = json.loads((tmp_path / "reproduced" / "diagnosis.json").read_text())
     fingerprint = diagnosis["training_fingerprint"]
     assert fingerprint["reproduced"] and set(fingerprint["changes_from_the_spec"]) == {

@@ -38,7 +38,7 @@ def hand_diagnosis() -> Diagnosis:
                   "Set resize.antialias = true in the deployed spec.")
     conclusion = conclude(baseline, rounds, (cause,), chosen, "nothing diverges")
     return Diagnosis(baseline, Stage.RESIZE, rounds, (cause,), chosen, "nothing diverges", conclusion,
-                     combined_recommendation((cause,), chosen))
+                     combined_recommendation((cause,), chosen.first_divergent()))
 
 
 def hand_report() -> DiagnosisReport:

@@ -71,7 +71,7 @@ def test_a_planted_antialias_fails_at_resize_and_diagnose_names_it(server, plant
     diagnosis = run_diagnose(session(server, PLANTED), DiagnoseOptions(planted_images, tmp_path / "diagnose", EMBEDDING))
     causes = [c.hypothesis.name for c in diagnosis.report.diagnosis.causes]
     assert causes == ["antialias off"] and diagnosis.report.diagnosis.remaining is None
-    assert diagnosis.exit_status() == 0
+    assert diagnosis.exit_status() == check.exit_status() == 1  # check's rule, on check's verdict
     text = (tmp_path / "diagnose" / "diagnosis.md").read_text()
     assert "nearest-neighbour changes" in text and "top-1" not in text
 
