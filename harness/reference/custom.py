@@ -16,7 +16,7 @@ import numpy as np
 from harness.errors import call_user, raised
 from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES
-from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.preprocessing.image_check import ImageError, identify
 from harness.reference.base import Recipe
 from harness.reference.decoders import open_rgb
 from harness.spec import SpecError
@@ -108,7 +108,7 @@ class CallableRecipe(Recipe):
         self.stages = ("input",)  # refined after the first call if fn returns a dict
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
-        kind = identify(image_bytes(data))
+        kind = identify(data)
         try:
             result = call_user(self.fn, bytes(data))  # sys.exit() in it fails this image, not the run
         except Exception as exc:
