@@ -13,7 +13,7 @@ processes) after that model's requests; at the end the growth over the whole run
 request refused, growth < 100 MB, a photo still classified; exit 1 otherwise.
 
     .venv/bin/python benchmarks/decode_bomb_rss.py [--side 13376] [--requests 2] [--internal]
-        [--models classify_opencv,...] [--formats "WebP (lossless),..."] [--timeout 120]
+        [--models classify_opencv,...] [--formats "WebP (lossless);GIF"] [--timeout 120]
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def _tiff(compression: str, side: int, mode: str = "RGB") -> bytes:
         at = ifd + 2 + 12 * k
         if struct.unpack("<H", data[at:at + 2])[0] in (256, 257, 278):  # ImageWidth, ImageLength, RowsPerStrip
             data[at + 2:at + 12] = struct.pack("<HII", 4, 1, side)  # as a LONG
-    return bytes(data)
+    return bytes(data) + b"\xff"  # not ending in a zero byte (what a zero-padded row would lose)
 
 
 def tiff_deflate(side: int) -> bytes:

@@ -16,6 +16,7 @@ with the CPU decoder in the Python backend (:class:`CpuRecognitionRunner`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,28 @@ def word_samples(data: bytes, quads: np.ndarray, p: Recognition, image_size: tup
         out["SIZE"].append(np.array([height, width], np.float32))
         out["WIDTHS"].append(np.array(input_width(height, width, p), np.float32))
     return out
+
+
+def check_sample(image: np.ndarray, matrix: np.ndarray, size: np.ndarray, widths: np.ndarray, p: Recognition) -> None:
+    """ValueError (:class:`harness.preprocessing.image_check.ImageError` for the image) unless one
+    word's sample is one the ocr model could have sent: an image the image guard lets through, a
+    finite 3x3 warp, a crop no longer than the image's diagonal and widths within the
+    recognizer's profile (the resized crop's at least 1 and at most the input's, the input's at
+    most ``max_width``). Whoever calls the model directly can then cost it no more
+    than a word of the ocr model does."""
+    from harness.preprocessing.image_check import inspect
+
+    header = inspect(image)
+    matrix, size, widths = (np.asarray(a, np.float64) for a in (matrix, size, widths))
+    if matrix.shape != (3, 3) or not np.isfinite(matrix).all():
+        raise ValueError(f"MATRIX must be a finite 3x3 warp, got {matrix.tolist()}")
+    diagonal = math.hypot(header.width, header.height) + 1
+    if size.shape != (2,) or not np.isfinite(size).all() or not ((size >= 1) & (size <= diagonal)).all():
+        raise ValueError(f"SIZE must be the crop's (height, width), each from 1 to the {header.width}x{header.height} "
+                         f"image's diagonal ({diagonal:.0f}), got {size.tolist()}")
+    if widths.shape != (2,) or not np.isfinite(widths).all() or not 1 <= widths[0] <= widths[1] <= p.max_width:
+        raise ValueError(f"WIDTHS must be (the resized crop's, the input's) with 1 <= resized <= input <= "
+                         f"{p.max_width} (the recognizer's profile), got {widths.tolist()}")
 
 
 class CpuRecognitionRunner:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import cv2
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -27,6 +26,7 @@ from harness.geometry import Geometry
 from harness.ocr.dali_recognition import INPUTS, word_samples
 from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, crop_box, load_dictionary, parameters, to_input
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, pack_ragged
+from harness.preprocessing import opencv
 from harness.serving.preprocess import invalid_argument
 from harness.spec import load_spec, spec_name_of
 from harness.stage import GEOMETRY_TENSOR
@@ -47,6 +47,7 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(f"{spec_file} has no [recognition] table: nothing says how to read the "
                                                 "words of the detector's boxes")
         self.recognition = parameters(spec.recognition)
+        self.decode = spec.preprocess.decode
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.detection_model = params["detection_model"]
         self.recognizer = params.get("recognizer", "recognizer")
@@ -115,10 +116,7 @@ class TritonPythonModel:
                 yield (pb_utils.get_output_tensor_by_name(answer, "CROP").as_numpy()[0],
                        pb_utils.get_output_tensor_by_name(answer, "INPUT").as_numpy()[0])
             return
-        bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise ValueError("the image cannot be decoded by OpenCV")
-        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        rgb = opencv.decode(data, self.decode)  # behind the image guard, as every decoder
         for quad in boxes:
             crop = crop_box(rgb, quad, self.recognition)
             yield crop, to_input(crop, self.recognition, "RGB")

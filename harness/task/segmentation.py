@@ -330,7 +330,7 @@ class Segmentation(Task):
 
         found = [(path, {image: stages[Stage.POSTPROCESS] for image, stages in images.items()
                          if Stage.POSTPROCESS in stages}) for path, images in results.items()]
-        return evaluate_segmentation(dataset.source, [s.name for s in dataset.samples], found, changes=changes)
+        return evaluate_segmentation(dataset.source, {s.name: s.path for s in dataset.samples}, found, changes=changes)
 
     # -- reports --------------------------------------------------------------------------------
     def output_note(self, report):
