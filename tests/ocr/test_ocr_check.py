@@ -146,6 +146,42 @@ def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):
     assert len(dali["changes"]) == effect["evaluated"]
 
 
+def test_accuracy_on_hostile_labels_gives_each_entry_its_row_and_reads_nothing_outside(ocr_server, words, tmp_path):
+    """Issue 45: a COCO box of NaN/Infinity or 1e308 (a shapely traceback after the whole run
+    before) and image names leading outside the set (read, sent and their bytes shown before):
+    each is its own failed row with its reason, the rest is scored, the report written."""
+    import os
+    import shutil
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret bytes")
+    folder = tmp_path / "set"
+    shutil.copytree(words, folder / "images")
+    good = sorted(p.name for p in (folder / "images").glob("*.jpg"))[0]
+    os.symlink(secret, folder / "images" / "link.jpg")
+    names = [good, good.replace(".jpg", "_nan.jpg"), "../../secret.txt", str(secret), "link.jpg"]
+    shutil.copy(folder / "images" / good, folder / "images" / names[1])
+    labels = json.loads((words.parent / "labels.json").read_text())
+    first = next(i["id"] for i in labels["images"] if i["file_name"] == good)
+    own = [a for a in labels["annotations"] if a["image_id"] == first]
+    coco = {"images": [{"id": i, "file_name": n} for i, n in enumerate(names)], "categories": labels["categories"],
+            "annotations": [{**a, "id": k, "image_id": 0} for k, a in enumerate(own)]
+            + [{"id": 100 + i, "image_id": i, "category_id": own[0]["category_id"], "text": "x",
+                "bbox": [float("nan"), 10, float("inf"), 5] if i == 1 else [1, 2, 3, 4]} for i in range(1, 5)]}
+    (folder / "images" / "labels.json").write_text(json.dumps(coco))
+    result = harness("accuracy", folder / "images", "--labels", folder / "images" / "labels.json", "--task", "ocr",
+                     "--url", ocr_server.grpc_url, "--spec", SMALL, "--pipeline", "opencv", "--report",
+                     tmp_path / "r", timeout=600)
+    assert result.returncode in (0, 1) and "Traceback" not in result.stdout + result.stderr, result.stderr
+    report = json.loads((tmp_path / "r" / "accuracy.json").read_text())
+    failed = {row["image"]: row["reason"] for row in report["failed"]}
+    assert set(failed) == set(names[1:]) and "is not finite" in failed[names[1]], failed
+    assert all("not a path inside" in failed[n] for n in names[2:4]) and "outside the folder" in failed["link.jpg"]
+    markdown = (tmp_path / "r" / "accuracy.md").read_text()
+    assert "top secret" not in markdown and "746f7020" not in markdown  # neither the bytes nor their hex
+    assert report["effect"]["evaluated"] == 1
+
+
 def test_a_deployment_answering_text_that_is_not_utf8_or_empty_gets_rows_not_a_crash(ocr_server, words, tmp_path,
                                                                                      repository):
     """A foreign OCR deployment (--model, discovered as ocr by its texts and boxes) whose first word
