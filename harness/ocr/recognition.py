@@ -61,6 +61,10 @@ class Recognition:
     """A crop at least this many times higher than wide is turned upright; 0: never."""
     blank_index: int = 0
     """Where CTC's blank sits in the class axis (the dictionary follows it)."""
+    max_words: int = 256
+    """The most boxes of one image whose words are read (:func:`words_read`): each costs a
+    crop and a recognizer run (about 30 ms on a CPU core), so a page of 1,000 boxes is bounded;
+    the others are left out and counted (the ocr models' ``WORDS_UNREAD``)."""
 
     def __post_init__(self):
         if self.crop not in CROPS:
@@ -75,6 +79,8 @@ class Recognition:
             raise ValueError("[recognition] mean and std are three numbers each, std above 0")
         if self.rotate_ratio < 0 or self.blank_index < 0:
             raise ValueError("[recognition] rotate_ratio and blank_index are >= 0")
+        if self.max_words < 1:
+            raise ValueError(f"[recognition] max_words is at least 1, got {self.max_words}")
 
     def to_table(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -90,10 +96,20 @@ def parameters(table: Mapping[str, Any] | None) -> Recognition:
     for key in ("mean", "std"):
         if key in table:
             table[key] = tuple(float(v) for v in table[key])
-    for key in ("height", "width", "max_width", "blank_index"):
+    for key in ("height", "width", "max_width", "blank_index", "max_words"):
         if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
             raise ValueError(f"[recognition] {key} must be an integer, got {table[key]!r}")
     return Recognition(**table)
+
+
+def words_read(scores: np.ndarray, p: Recognition) -> np.ndarray:
+    """The indices (ascending: the detector's order) of the boxes whose words are read: every box,
+    or the ``max_words`` of the highest detector scores (ties: the earlier box). The ocr models
+    and the harness's reference both keep these."""
+    scores = np.asarray(scores, np.float64).reshape(-1)
+    if len(scores) <= p.max_words:
+        return np.arange(len(scores))
+    return np.sort(np.argsort(-scores, kind="stable")[:p.max_words])
 
 
 # -- crop ------------------------------------------------------------------------------------------

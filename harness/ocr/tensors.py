@@ -13,6 +13,9 @@ TEXTS = "TEXTS"
 """BYTES [words]: each word's text, UTF-8."""
 TEXT_SCORES = "TEXT_SCORES"
 """FP32 [words]: each word's CTC confidence (the mean of its kept steps' probabilities)."""
+WORDS_UNREAD = "WORDS_UNREAD"
+"""INT32 [1]: the boxes the detector found whose words were not read (beyond the spec's
+``[recognition] max_words``): left out of BOXES, SCORES and TEXTS."""
 WORD_TAPS = {"crop": ("WORD_CROPS", "WORD_CROP_SHAPES"), "input": ("WORD_INPUTS", "WORD_INPUT_SHAPES"),
              "output": ("WORD_OUTPUTS", "WORD_OUTPUT_SHAPES")}
 """Word stage -> (the padded arrays, their shapes): asked for only by the harness."""

@@ -1,10 +1,10 @@
 """ocr_preprocess_dali (cpu profile): the same DALI graph as the GPU model
-(:mod:`harness.ocr.dali_recognition`) with DALI's CPU decoder, run in the Python backend
-because the DALI backend needs a GPU here. One word a request, as the GPU model takes it;
+(:mod:`harness.ocr.dali_recognition`) on the CPU, run in the Python backend because the DALI
+backend needs a GPU here. One word a request, as the GPU model takes it;
 the requests of a dynamic batch run as one DALI batch. Each request is checked first
 (:func:`harness.ocr.dali_recognition.check_sample`): one that the ocr model could not have
-sent (an image the guard refuses, a crop beyond the image, widths beyond the recognizer's
-profile) is refused alone, with ``INVALID_ARGUMENT``, before anything is decoded."""
+sent (a region beyond the decode limit, a crop beyond its region, widths beyond the
+recognizer's profile) is refused alone, with ``INVALID_ARGUMENT``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class TritonPythonModel:
         spec = load_spec(Path(args["model_repository"]).parent / spec_name_of(config))
         threads = int(config.get("parameters", {}).get("num_threads", {}).get("string_value", "1"))
         self.recognition = parameters(spec.recognition)
-        self.runner = CpuRecognitionRunner(self.recognition, spec.preprocess.decode, config["max_batch_size"], threads)
+        self.runner = CpuRecognitionRunner(self.recognition, config["max_batch_size"], threads)
 
     def execute(self, requests):
         samples = {name: [] for name in INPUTS}

@@ -27,7 +27,8 @@ SMALL = SPECS / "ocr" / "small.toml"
 BAD_TEXTS = ("ocr_invalid_utf8", "ocr_empty_text")
 """Foreign OCR deployments (tests/ocr/bad_texts): ocr_opencv's answer, its first word's text not
 UTF-8, or empty."""
-MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
+MODELS = ["ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps", "detect_dali", "detect_opencv",
+          "detect_preprocess_dali_taps", "ocr_preprocess_dali",
           "recognizer", *BAD_TEXTS]
 """What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
 

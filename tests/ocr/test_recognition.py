@@ -120,15 +120,15 @@ def test_character_error_rate_and_the_step_rules():
 @pytest.mark.parametrize("p", [Recognition(), Recognition(crop="axis_aligned", channel_order="RGB", pad_value=-1.0)],
                          ids=["aligned", "axis_aligned_rgb_pad"])
 def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
-    """ocr_preprocess_dali's graph (CPU decoder) on words rendered onto a real photo, level and
-    turned a quarter (upright words: the turn folded into the warp): the same crop sizes, crops
-    within a few levels, inputs within one level of the reference's OpenCV."""
+    """ocr_preprocess_dali's graph (on the CPU) on words rendered onto a real photo, level and
+    turned a quarter (upright words: the turn folded into the warp), each given its region of the
+    decoded image: the same crop sizes, crops within a few levels, inputs within one level of the
+    reference's OpenCV."""
     from harness.ocr.dali_recognition import CpuRecognitionRunner, word_samples
-    from harness.spec import DecodeSpec
 
     rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / PHOTOS[2])), cv2.COLOR_BGR2RGB)
     drawn, words = render_words(rgb, random.Random(0))
-    runner = CpuRecognitionRunner(p, DecodeSpec(), 8)
+    runner = CpuRecognitionRunner(p, 8)
     for turned in (False, True):
         image = np.ascontiguousarray(np.rot90(drawn, -1)) if turned else drawn
         # the detector's order: clockwise from the top left, so an upright word's box is tall
@@ -136,7 +136,7 @@ def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
                  for w in words]
         encoded = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])[1]
         decoded = cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-        made = runner.run(word_samples(encoded.tobytes(), quads, p, decoded.shape[:2]))
+        made = runner.run(word_samples(decoded, quads, p))
         assert len(made) == len(quads) >= 2
         if turned:  # the turn folded into the warp is exercised
             assert any(np.linalg.norm(q[0] - q[3]) >= 1.5 * np.linalg.norm(q[0] - q[1]) for q in quads)
