@@ -91,7 +91,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2, help="requests of each file to each model (default 2)")
     parser.add_argument("--models", default=",".join(ENSEMBLES), help="models to send them to (comma separated)")
     parser.add_argument("--internal", action="store_true", help="also every model that takes an IMAGE alone")
-    parser.add_argument("--formats", default=";".join(BOMBS), help="bombs to send (names of tests/attack_files.BOMBS, separated by ;)")
+    parser.add_argument("--formats", default=";".join(BOMBS),
+                        help="bombs to send (names of tests/attack_files.BOMBS, separated by ;)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take (default 120)")
     args = parser.parse_args()
     bombs = {name: BOMBS[name](args.side) for name in args.formats.split(";")}

@@ -190,3 +190,24 @@ BOMBS = {
     "PNM (plain)": pnm_plain,
 }
 """Name -> the bomb of that format and coding, as a function of the declared side."""
+
+
+def text_page(side: int, columns: int, rows: int, font_px: int, seed: int = 0) -> bytes:
+    """A JPEG page of ``columns x rows`` short words (``w123``) in a grid on white: what makes an
+    OCR model read as many words as its detector finds (1,000 on a 2048 x 2048 page)."""
+    import random
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = random.Random(seed)
+    page = Image.new("RGB", (side, side), (255, 255, 255))
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", font_px)
+    cell_w, cell_h = side / columns, side / rows
+    for r in range(rows):
+        for c in range(columns):
+            draw.text((c * cell_w + cell_w * 0.1, r * cell_h + cell_h * 0.2), f"w{rng.randint(10, 999)}", fill=(0, 0, 0),
+                      font=font)
+    buf = io.BytesIO()
+    page.save(buf, "JPEG", quality=90)
+    return buf.getvalue()

@@ -147,6 +147,65 @@ def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):
     assert len(dali["changes"]) == effect["evaluated"]
 
 
+def raw_infer(server, protocol: str, model: str, data: bytes, outputs=None):
+    """One request as any client sends it: tritonclient itself, outputs named or not (None: all)."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    module = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.url(protocol))
+    tensor = module.InferInput("IMAGE", [1, len(data)], "UINT8")
+    tensor.set_data_from_numpy(np.frombuffer(data, np.uint8)[None])
+    asked = [module.InferRequestedOutput(name) for name in outputs] if outputs else None
+    result = client.infer(model, [tensor], outputs=asked)
+    response = result.get_response()
+    names = [o["name"] for o in response["outputs"]] if protocol == "http" else [o.name for o in response.outputs]
+    return {name: result.as_numpy(name) for name in names}
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_page_of_words_reads_at_most_max_words_and_a_client_naming_no_outputs_gets_no_word_taps(ocr_server,
+                                                                                                  protocol):
+    """Issue 45: a 109 KB image of 101 words answered 1.31 GB to a client naming no outputs (every
+    word's crop, input and per-step probabilities); the spec's max_words (16 in the small spec)
+    bounds the words read, the rest counted in WORDS_UNREAD; the word taps are ocr_*_taps's, by name."""
+    from tests.attack_files import text_page
+
+    page = text_page(640, 4, 6, 40)  # 24 words
+    for model in ("ocr_dali", "ocr_opencv"):
+        answer = raw_infer(ocr_server, protocol, model, page)
+        size = sum(a.nbytes for a in answer.values())
+        assert size < 20e6 and not any(name.startswith("WORD_") for name in answer), (model, size, sorted(answer))
+        assert answer["TEXTS"].shape == (1, 16) and answer["BOXES"].shape[1] == 16 and answer["WORDS_UNREAD"][0, 0] == 8
+    taps = raw_infer(ocr_server, protocol, "ocr_dali_taps", page, ["TEXTS", "WORD_OUTPUTS", "WORD_OUTPUT_SHAPES"])
+    assert taps["WORD_OUTPUTS"].shape[:2] == (1, 16) and taps["TEXTS"].shape == (1, 16)
+
+
+def test_a_page_beyond_max_words_checks_alike_the_reference_reading_the_same_boxes(ocr_server, tmp_path):
+    from tests.attack_files import text_page
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "page.jpg").write_bytes(text_page(640, 4, 6, 40))
+    result, report = check(ocr_server, tmp_path / "images", tmp_path / "r", "--spec", SMALL, "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "r" / "images.jsonl").read_text().splitlines()]
+    assert row["outcome"] == "compared", row
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_bad_image_is_the_clients_error_in_both_ocr_models(ocr_server, protocol):
+    from tritonclient.utils import InferenceServerException
+
+    from tests.attack_files import webp_lossless
+
+    for model in ("ocr_dali", "ocr_opencv"):
+        with pytest.raises(InferenceServerException) as refused:
+            raw_infer(ocr_server, protocol, model, webp_lossless(13376), ["TEXTS"])
+        assert "image too large for its coding" in str(refused.value)
+        assert str(refused.value.status()) in ("400", "StatusCode.INVALID_ARGUMENT"), refused.value.status()
+
+
 def test_accuracy_on_hostile_labels_gives_each_entry_its_row_and_reads_nothing_outside(ocr_server, words, tmp_path):
     """Issue 45: a COCO box of NaN/Infinity or 1e308 (a shapely traceback after the whole run
     before) and image names leading outside the set (read, sent and their bytes shown before):

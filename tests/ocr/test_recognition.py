@@ -196,3 +196,36 @@ def test_the_report_draws_each_sides_words_and_marks_a_changed_one():
     changed = draw_comparison(drawn, boxes, boxes, texts=(said, ["caf\u00e9", *said[1:]]))
     assert alike.shape == changed.shape and red(alike) == 0 and red(changed) >= 5  # thin anti-aliased text
     assert not np.array_equal(alike, draw_comparison(drawn, boxes, boxes))  # the words are written
+
+
+def test_at_most_max_words_are_read_the_highest_scores_in_the_detectors_order():
+    from harness.ocr.recognition import words_read
+
+    p = Recognition(max_words=3)
+    assert list(words_read(np.array([0.9, 0.5, 0.8, 0.95, 0.5]), p)) == [0, 2, 3]
+    assert list(words_read(np.array([0.5, 0.5, 0.5, 0.5]), p)) == [0, 1, 2]  # ties: the earlier boxes
+    assert list(words_read(np.array([0.7, 0.6]), p)) == [0, 1] and len(words_read(np.zeros(0), p)) == 0
+    with pytest.raises(ValueError, match="max_words is at least 1"):
+        Recognition(max_words=0)
+    assert Recognition().max_words == 256
+
+
+def test_the_dali_graph_bounds_a_crop_and_widths_no_caller_of_the_ocr_model_sends():
+    """What the DALI backend (which cannot refuse one sample) runs: a SIZE beyond the region's
+    diagonal and WIDTHS beyond the profile are clamped; the cpu profile's model refuses them."""
+    from harness.ocr.dali_recognition import CpuRecognitionRunner, check_sample
+
+    p = Recognition()
+    region = np.full((20, 60, 3), 128, np.uint8)
+    sample = {"IMAGE": [region], "MATRIX": [np.eye(3, dtype=np.float32)], "SIZE": [np.array([20.0, 60.0], np.float32)],
+              "WIDTHS": [np.array([120.0, 320.0], np.float32)]}
+    check_sample(*(sample[name][0] for name in ("IMAGE", "MATRIX", "SIZE", "WIDTHS")), p)
+    runner = CpuRecognitionRunner(p, 2)
+    huge = {**sample, "SIZE": [np.array([20.0, 13000.0], np.float32)], "WIDTHS": [np.array([1e6, 1e6], np.float32)]}
+    (crop, x), = runner.run(huge)
+    assert crop.shape[1] <= 65 and x.shape == (3, 48, p.max_width)  # 13000 wide asked: the region's diagonal
+    for name, value, why in (("SIZE", np.array([20.0, 13000.0]), "SIZE must be"), ("WIDTHS", np.array([1.0, 1e6]), "WIDTHS"),
+                             ("IMAGE", np.zeros((5, 5)), "IMAGE must be"), ("MATRIX", np.full((3, 3), np.nan), "MATRIX")):
+        with pytest.raises(ValueError, match=why):
+            check_sample(*({**{k: v[0] for k, v in sample.items()}, name: value}[k] for k in
+                           ("IMAGE", "MATRIX", "SIZE", "WIDTHS")), p)

@@ -94,3 +94,25 @@ def test_a_postprocessing_refuses_a_geometry_beyond_the_decode_limit_or_a_map_it
         client.infer("detect_postprocess", {"PROBABILITY": np.zeros((1, 1, 64, 64), np.float32),
                                             "GEOMETRY": np.array([[20000, 20000, 64, 64, 0, 0, 0, 0]], np.int32)},
                      ["BOXES"])
+
+
+def test_a_segmentation_beyond_the_specs_output_ceiling_is_refused_by_name(server):
+    """Issue 45: a 13376 x 13376 photo (4.5 MB, under the decode limit) was answered with an 895 MB
+    matte and mask, the server 4.3 GB larger after; the spec's max_output_pixels (33.5 megapixels)
+    refuses a 5800 x 5800 one by name, over both transports, and the next photo is served."""
+    import io
+
+    from PIL import Image
+
+    from harness.client import TritonClient
+
+    ramp = np.linspace(0, 255, 5800, dtype=np.float32).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(np.stack([np.tile(ramp, (5800, 1))] * 3, axis=-1)).save(buf, "JPEG", quality=50)
+    for model, protocol in (("segment_dali", "http"), ("segment_opencv", "grpc")):
+        with TritonClient(server.url(protocol), protocol, timeout=120) as client:
+            with pytest.raises(InferenceError, match="5800x5800 photo .* max_output_pixels"):
+                client.infer(model, {"IMAGE": pack_images([buf.getvalue()])}, ["MASK"])
+            small = io.BytesIO()
+            Image.fromarray(np.full((48, 64, 3), 90, np.uint8)).save(small, "JPEG")
+            assert client.infer(model, {"IMAGE": pack_images([small.getvalue()])}, ["MASK"])["MASK"].shape == (1, 48, 64)
