@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -77,7 +78,7 @@ def load_labels(source: Path | dict) -> Labels:
             raise LabelsError(f"{where}: annotation {a.get('id')} names image {image} / category {category}, "
                               "which the file does not define")
         try:
-            quads[image].append(_quad(a, where))
+            quads[image].append(_quad(a))
         except ValueError as exc:
             unusable.setdefault(images[image], str(exc))
             continue
@@ -90,21 +91,32 @@ def load_labels(source: Path | dict) -> Labels:
     return Labels(coco, boxes, {name: i for i, name in images.items()}, unusable)
 
 
-def _quad(annotation: dict, where: str) -> np.ndarray:
-    """The annotation's quad, :class:`LabelsError` for one that has none, ValueError for one that
-    cannot be used."""
-    segmentation = annotation.get("segmentation")
+def _number(value: int | float) -> float:
     try:
-        if isinstance(segmentation, list) and len(segmentation) == 1 and len(segmentation[0]) == 8:
-            quad = np.asarray([float(v) for v in segmentation[0]], np.float64).reshape(4, 2)
-            what, sizes = "segmentation", ()
+        return float(value)
+    except OverflowError:  # an integer of 400 digits
+        return math.inf
+
+
+def _quad(annotation: dict) -> np.ndarray:
+    """The annotation's quad, or ValueError saying why it cannot be used (no quad or bbox of numbers,
+    not finite, a negative size, beyond any image): its image's row, never the whole file."""
+    segmentation = annotation.get("segmentation")
+    quad8 = isinstance(segmentation, list) and len(segmentation) == 1 and isinstance(segmentation[0], list) \
+        and len(segmentation[0]) == 8
+    what = "segmentation" if quad8 else "bbox"
+    values = segmentation[0] if quad8 else annotation.get("bbox")
+    if not isinstance(values, list) or len(values) != (8 if quad8 else 4) \
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"annotation {annotation.get('id')} has neither a 4-point segmentation nor a bbox of four "
+                         f"numbers (its {what}: {str(values)[:80]})")
+    with np.errstate(over="ignore", invalid="ignore"):
+        numbers = np.array([_number(v) for v in values], np.float64)
+        if quad8:
+            quad, sizes = numbers.reshape(4, 2), ()
         else:
-            x, y, w, h = (float(v) for v in annotation["bbox"])
-            quad, what, sizes = np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]]), "bbox", (w, h)
-    except (KeyError, TypeError, ValueError, OverflowError):
-        raise LabelsError(f"{where}: annotation {annotation.get('id')} has neither a 4-point segmentation nor a bbox "
-                          "of four numbers") from None
-    values = annotation.get(what)
+            x, y, w, h = numbers
+            quad, sizes = np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]]), (w, h)
     if not np.isfinite(quad).all():
         raise ValueError(f"annotation {annotation.get('id')}'s {what} {values} is not finite")
     if any(side < 0 for side in sizes):
