@@ -340,6 +340,6 @@ def _with_bbox(annotation: dict) -> dict:
     """An annotation as COCOeval's bbox mode needs it: ``bbox`` the enclosing box of the
     label's quad (as the detections' boxes are of theirs: both sides measured alike, where a
     turned word's ink box would be tighter than any quad's), ``area``, ``iscrowd``."""
-    x1, y1, x2, y2 = Detections(_quad(annotation, "labels")[None], [1.0]).xyxy[0]
+    x1, y1, x2, y2 = Detections(_quad(annotation)[None], [1.0]).xyxy[0]
     bbox = [float(x1), float(y1), float(x2 - x1), float(y2 - y1)]
     return dict(annotation, bbox=bbox, area=bbox[2] * bbox[3], iscrowd=annotation.get("iscrowd", 0))
