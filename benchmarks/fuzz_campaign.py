@@ -146,24 +146,25 @@ def labels_campaign(work: Path, url: str, args) -> None:
     os.symlink(work / "secret.txt", images / "link_out.jpg")
     boxes = [[float("nan"), 1, 2, 3], [1, 2, float("inf"), 4], [1e308, 2, 3, 4], [10 ** 400, 1, 2, 3], [1, 2, -3, 4],
              ["a", 1, 2, 3], None, [1, 2, 3], {"x": 1}, [True, 1, 2, 3]]
-    names = ["../secret.txt", str(work / "secret.txt"), "link_out.jpg", "sub/../../secret.txt"]
-    entries = [(f"box{i}.jpg", {"bbox": box}) for i, box in enumerate(boxes)] + [(n, {"bbox": [1, 2, 3, 4]}) for n in names]
+    names = ["../secret.txt", str(work / "secret.txt"), "images/link_out.jpg", "images/../../secret.txt"]
+    entries = [(f"images/box{i}.jpg", {"bbox": box}) for i, box in enumerate(boxes)] \
+        + [(n, {"bbox": [1, 2, 3, 4]}) for n in names]
     coco = {"images": [*labels["images"]], "categories": labels["categories"], "annotations": list(labels["annotations"])}
     for k, (name, annotation) in enumerate(rng.sample(entries, len(entries))):
-        if not name.startswith(("..", "/", "link", "sub")):
-            os.link(images / first["file_name"], images / name)
+        if "box" in name:
+            os.link(ocr / first["file_name"], ocr / name)
         coco["images"].append({"id": 1000 + k, "file_name": name})
         coco["annotations"] += [{**a, "id": 10_000 + 10 * k + j, "image_id": 1000 + k} for j, a in enumerate(own)]
         coco["annotations"].append({"id": 20_000 + k, "image_id": 1000 + k, "category_id": own[0]["category_id"],
                                     "text": "x", **annotation})
     (ocr / "hostile.json").write_text(json.dumps(coco))
-    result, seconds = harness("accuracy", str(images), "--labels", str(ocr / "hostile.json"), "--task", "ocr", "--url",
-                              url, "--report", str(work / "ocr-report"), "--timeout", args.timeout)
+    result, seconds = harness("accuracy", str(ocr / "hostile.json"), "--task", "ocr", "--url", url, "--report",
+                              str(work / "ocr-report"), "--timeout", args.timeout)
     _label_rows("ocr labels", result, seconds, work / "ocr-report", len(coco["images"]))
     for name, text in (("deep", "[" * 100_000 + "]" * 100_000), ("notjson", "{\"images\": [1, 2,")):
         (ocr / f"{name}.json").write_text(text)
-        result, seconds = harness("accuracy", str(images), "--labels", str(ocr / f"{name}.json"), "--task", "ocr",
-                                  "--url", url, "--report", str(work / f"ocr-{name}"), "--timeout", args.timeout)
+        result, seconds = harness("accuracy", str(ocr / f"{name}.json"), "--task", "ocr", "--url", url, "--report",
+                                  str(work / f"ocr-{name}"), "--timeout", args.timeout)
         last = (result.stderr.strip().splitlines() or [""])[-1]
         line(f"ocr {name}", result, seconds, f"one line: {last.startswith('error:')} ({last[:100]})")
     # -- segmentation: one photo under many names, each mask with its own defect

@@ -222,7 +222,7 @@ def test_accuracy_on_hostile_labels_gives_each_entry_its_row_and_reads_nothing_o
     names = [good, good.replace(".jpg", "_nan.jpg"), "../../secret.txt", str(secret), "link.jpg"]
     shutil.copy(folder / "images" / good, folder / "images" / names[1])
     labels = json.loads((words.parent / "labels.json").read_text())
-    first = next(i["id"] for i in labels["images"] if i["file_name"] == good)
+    first = next(i["id"] for i in labels["images"] if Path(i["file_name"]).name == good)
     own = [a for a in labels["annotations"] if a["image_id"] == first]
     coco = {"images": [{"id": i, "file_name": n} for i, n in enumerate(names)], "categories": labels["categories"],
             "annotations": [{**a, "id": k, "image_id": 0} for k, a in enumerate(own)]
