@@ -35,18 +35,21 @@ MODELS = ["ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps", "detect_
 
 def add_bad_texts(profile):
     """The foreign deployments answering a bad text, beside the repository's own models."""
-    config = (profile / "ocr_opencv" / "config.pbtxt").read_text()
-    outputs = config[config.index("output ["):config.index("instance_group")]
-    kept = "output [\n" + ",\n".join(line.rstrip(",") for line in outputs.splitlines()
-                                      if any(f'"{n}"' in line for n in ("BOXES", "SCORES", "TEXTS", "PROBABILITY",
-                                                                         "GEOMETRY"))) + "\n]\n"
+    from harness.repository import load_config, save_config
+
     for name, mode in zip(BAD_TEXTS, ("invalid", "empty")):
+        config = load_config(profile / "ocr_opencv" / "config.pbtxt")
+        kept = [o for o in config.output if o.name in ("BOXES", "SCORES", "TEXTS", "PROBABILITY", "GEOMETRY")]
+        del config.output[:]
+        config.output.extend(kept)
+        config.name = name
+        config.ClearField("dynamic_batching")
+        config.ClearField("instance_group")
+        config.parameters.clear()
+        config.parameters["mode"].string_value = mode
         (profile / name / "1").mkdir(parents=True)
         (profile / name / "1" / "model.py").write_text((Path(__file__).parent / "bad_texts" / "model.py").read_text())
-        (profile / name / "config.pbtxt").write_text(
-            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
-            'input [ { name: "IMAGE" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true } ]\n'
-            f'{kept}parameters [ {{ key: "mode" value: {{ string_value: "{mode}" }} }} ]\n')
+        save_config(config, profile / name / "config.pbtxt")
 
 
 @pytest.fixture(scope="module")
