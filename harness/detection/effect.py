@@ -65,6 +65,8 @@ def load_labels(source: Path | dict) -> Labels:
         images = {int(im["id"]): str(im["file_name"]) for im in coco["images"]}
         categories = {int(c["id"]) for c in coco["categories"]}
         annotations = list(coco["annotations"])
+    except LabelsError:
+        raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise LabelsError(f"{where}: not COCO detection JSON ({type(exc).__name__}: {exc})") from None
     quads: dict[int, list] = {i: [] for i in images}
