@@ -24,15 +24,19 @@ setup: $(VENV)/.system $(VENV)/.installed $(STUB) model_repository/classifier/mo
 demo: setup
 	$(HARNESS) check data/photos --report reports/demo
 
-# The full suite (what CI runs); it ends with its slowest 25 tests and its total, and leaves
-# build/test-suite.xml for `benchmarks/suite_times.py` (the time by module).
+# The full suite (what CI runs) in two workers, one per core of CI's machine (a run alone
+# keeps about one core busy: client and server take turns); each module stays on one worker,
+# longest first (docs/architecture.md, the budget). It ends with its slowest 25 tests and its
+# total, and leaves build/test-suite.xml and build/test-servers-*.json for
+# `benchmarks/suite_times.py` (the time and the server starts by module).
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q --durations=25 --junitxml=build/test-suite.xml
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 --junitxml=build/test-suite.xml
 
 # The everyday loop (docs/architecture.md): every test that needs no Triton server, and one
 # end-to-end check against the real one.
 test-fast: setup
-	$(BIN)/python -m pytest -q --durations=10 -m "not server or end_to_end"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 -m "not server or end_to_end"
 
 bench: setup
 	$(BIN)/python benchmarks/roofline.py
@@ -62,7 +66,8 @@ $(VENV)/.installed: $(VENV)/.system requirements.lock pyproject.toml
 # dependencies (and their numpy requirements) out of the environment.
 $(STUB): $(VENV)/.installed
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --target $(TRITON_HOME) $(TRITON_WHEEL)
-	cp $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
+	# a new file, not the old one rewritten: a running server's stub (a worktree's hard link too) is busy
+	cp --remove-destination $(TRITON_HOME)/pytriton/tritonserver/python_backend_stubs/3.11/triton_python_backend_stub $@
 
 # One export writes all four: the classifier, its pooled features (the embedder), the text
 # detector and the text recognizer (rapidocr's ONNX copied with their licence notice) and the

@@ -383,9 +383,11 @@ class ReferenceArgs(ArgGroup):
         self.alias_labels = alias_labels
 
     def add_arguments(self, group) -> None:
-        group.add_argument("--reference", default=None, metavar="NAME|FILE.py:NAME",
-                           help="opencv, torchvision, or your own Compose/callable (default: the spec's [reference] "
-                                "recipe)")
+        group.add_argument("--reference", default=None, metavar="NAME|FILE.py:NAME|SOURCE",
+                           help="opencv, torchvision, or your own Compose/callable (one taking a PIL image gets one), or "
+                                "your framework's definition: torchvision:WEIGHTS, timm:PATH|MODEL, "
+                                "hf:PATH[:pil|:torchvision] (read into the spec's operations and proven on the photos; "
+                                "docs/deploy.md) (default: the spec's [reference] recipe)")
         group.add_argument("--reference-model", default="auto", metavar="auto|torch|onnx|PATH",
                            help="the trained model: your own as an ONNX file (ONNX Runtime) or a TorchScript file "
                                 "(PyTorch), needed with --model; or how to run the repository's classifier: auto "

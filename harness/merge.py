@@ -212,7 +212,8 @@ def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualS
     # The shards ran side by side: the run took as long as the longest.
     run = dataclasses.replace(check_run(first["run"]), seconds=max(s.report["run"]["seconds"] for s in shards))
     report = CheckReport(summary=summary.result(), spec=spec_info(first["spec"]), versions=first["versions"],
-                         reference=reference_info(first["reference"]), deployed=deployed, run=run)
+                         reference=reference_info(first["reference"]), deployed=deployed, run=run,
+                         classes=tuple(first.get("classes", ())))
     if report.summary.images != shards[0].record.listed:  # every image listed is an image reported
         raise RuntimeError(f"{report.summary.images} images merged of {shards[0].record.listed} listed")
     if listing_digest(list(seen)) != shards[0].record.listing_sha256:  # the rows' names, not shard.json's word

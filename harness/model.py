@@ -24,6 +24,7 @@ limit-side resize).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import shutil
 from dataclasses import dataclass
@@ -224,25 +225,130 @@ def model_tag(onnx_path: Path) -> str | None:
     return props.get(TAG_KEY)
 
 
-def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size: tuple[int, int]) -> Path:
-    """Install the user's ONNX classifier and labels, appending ``probabilities`` if missing."""
-    import onnx
-    from onnx import helper
+@dataclass(frozen=True)
+class ModelInput:
+    """What a user's ONNX classifier takes and gives, as read from it (:func:`conform_onnx`)."""
 
+    name: str
+    layout: str
+    """``NCHW`` or ``NHWC``."""
+    size: tuple[int, int] | None
+    """(height, width) when the model fixes them; None when they are dynamic."""
+    output: str
+    classes: int | None
+
+
+def read_classifier(onnx_path: Path) -> ModelInput:
+    """The input name, layout and size and the scores output of a classifier ONNX, or
+    :class:`ModelError` naming what this contract cannot serve: one float32 image input with a
+    dynamic batch, [batch, 3, H, W] or [batch, H, W, 3]; one float32 [batch, classes] output (of
+    several, the one named ``logits``)."""
+    inputs, outputs = onnx_signature(onnx_path)
+    if len(inputs) != 1:
+        raise ModelError(f"{onnx_path}: {len(inputs)} inputs {[i.name for i in inputs]}: a classifier here takes one "
+                         "image tensor")
+    x = inputs[0]
+    if x.dtype != "float32" or len(x.shape) != 4:
+        raise ModelError(f"{onnx_path}: input '{x.name}' is {x.dtype} {list(x.shape)}: expected float32 [batch, 3, H, W] "
+                         "or [batch, H, W, 3]")
+    if isinstance(x.shape[0], int):
+        raise ModelError(f"{onnx_path}: input '{x.name}' {list(x.shape)} has a fixed batch of {x.shape[0]}: export it "
+                         "with a dynamic batch (torch.onnx.export(..., dynamic_axes={'<input>': {0: 'batch'}}))")
+    if x.shape[1] == 3:
+        layout, sides = "NCHW", x.shape[2:]
+    elif x.shape[3] == 3:
+        layout, sides = "NHWC", x.shape[1:3]
+    else:
+        raise ModelError(f"{onnx_path}: input '{x.name}' {list(x.shape)}: no dimension of 3 channels after the batch "
+                         "(NCHW) or last (NHWC)")
+    size = tuple(sides) if all(isinstance(s, int) for s in sides) else None
+    scores = [o for o in outputs if o.dtype == "float32" and len(o.shape) == 2]
+    named = [o for o in scores if o.name == LOGITS]
+    if len(named) != 1 and len(scores) != 1:
+        raise ModelError(f"{onnx_path}: outputs {[(o.name, o.dtype, list(o.shape)) for o in outputs]}: expected one "
+                         f"float32 [batch, classes] output (of several, the one named '{LOGITS}')")
+    out = (named or scores)[0]
+    return ModelInput(x.name, layout, size, out.name, out.shape[1] if isinstance(out.shape[1], int) else None)
+
+
+def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int]) -> ModelInput:
+    """Write the classifier of ``onnx_path`` to ``out`` meeting the contract above, its own graph
+    untouched: a new input ``input`` [batch, 3, H, W] feeding the model's own input (through an
+    ``Identity``, or a ``Transpose`` for an NHWC model), its scores as ``logits`` (an ``Identity``)
+    and ``probabilities`` (their ``Softmax``) appended where missing. ``input_size`` is the
+    preprocessing's (H, W): a model fixing another is refused. TensorRT folds the added nodes."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    found = read_classifier(onnx_path)
+    if found.size is not None and tuple(found.size) != tuple(input_size):
+        raise ModelError(f"{onnx_path}: the model takes {found.size[0]}x{found.size[1]} images ({found.layout}), the "
+                         f"preprocessing makes {input_size[0]}x{input_size[1]}")
     model = onnx.load(str(onnx_path))
-    outputs = {o.name for o in model.graph.output}
-    if LOGITS not in outputs:
-        raise ModelError(f"{onnx_path}: no output named '{LOGITS}' (outputs: {sorted(outputs)})")
+    graph = model.graph
+    names = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.input} | {
+        o.name for o in graph.output}
+    added = []
+    if found.name != INPUT_NAME or found.layout != "NCHW":
+        if INPUT_NAME in names:  # a tensor inside already has the name the served input takes: renamed
+            _rename(graph, INPUT_NAME, _unused(names, INPUT_NAME))
+            found = dataclasses.replace(found, name=_unused(names, INPUT_NAME)) if found.name == INPUT_NAME else found
+        original = next(i for i in graph.input if i.name == found.name)
+        graph.input.remove(original)
+        graph.input.insert(0, helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", 3, *input_size]))
+        added.append(helper.make_node("Transpose", [INPUT_NAME], [found.name], perm=[0, 2, 3, 1])
+                     if found.layout == "NHWC" else helper.make_node("Identity", [INPUT_NAME], [found.name]))
+    outputs = {o.name: o for o in graph.output}
+    if found.output != LOGITS:
+        if LOGITS in names:
+            _rename(graph, LOGITS, _unused(names, LOGITS))
+        scores = outputs[found.output]
+        logits = onnx.ValueInfoProto()
+        logits.CopyFrom(scores)
+        logits.name = LOGITS
+        graph.node.append(helper.make_node("Identity", [found.output], [LOGITS]))
+        graph.output.remove(scores)
+        graph.output.insert(0, logits)
     if PROBABILITIES not in outputs:
-        logits = next(o for o in model.graph.output if o.name == LOGITS)
-        model.graph.node.append(helper.make_node("Softmax", [LOGITS], [PROBABILITIES], axis=1))
-        probs = onnx.ValueInfoProto()
-        probs.CopyFrom(logits)
-        probs.name = PROBABILITIES
-        model.graph.output.append(probs)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    out = model_dir / ONNX_FILENAME
+        if PROBABILITIES in names:
+            _rename(graph, PROBABILITIES, _unused(names, PROBABILITIES))
+        logits = next(o for o in graph.output if o.name == LOGITS)
+        graph.node.append(helper.make_node("Softmax", [LOGITS], [PROBABILITIES], axis=1))
+        probabilities = onnx.ValueInfoProto()
+        probabilities.CopyFrom(logits)
+        probabilities.name = PROBABILITIES
+        graph.output.append(probabilities)
+    for k, node in enumerate(added):
+        graph.node.insert(k, node)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    onnx.checker.check_model(model)
     onnx.save(model, str(out))
+    return found
+
+
+def _unused(names: set[str], name: str) -> str:
+    """``name`` with a suffix no tensor of the graph has."""
+    k = 1
+    while f"{name}__{k}" in names:
+        k += 1
+    return f"{name}__{k}"
+
+
+def _rename(graph, old: str, new: str) -> None:
+    """Every use of the tensor ``old`` in ``graph`` (nodes, inputs, outputs, value infos) renamed ``new``."""
+    for node in graph.node:
+        node.input[:] = [new if n == old else n for n in node.input]
+        node.output[:] = [new if n == old else n for n in node.output]
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.name == old:
+            value.name = new
+
+
+def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size: tuple[int, int]) -> Path:
+    """Install the user's ONNX classifier and labels, meeting the contract (:func:`conform_onnx`:
+    its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended)."""
+    out = model_dir / ONNX_FILENAME
+    conform_onnx(onnx_path, out, input_size)
     shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
     check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
     return out

@@ -247,6 +247,60 @@ def _queue_policies(repo: Path, policy: QueuePolicy) -> None:
         save_config(config, config_path, header)
 
 
+def models_of(repo: Path, roots) -> list[str]:
+    """``roots`` and every model their ensembles run, step by step (a step that is itself an
+    ensemble followed too), sorted: what serving them needs."""
+    configs, found, todo = load_repository(repo), set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        if name not in configs:
+            raise RepositoryError(f"{repo}: no model {name!r} (models: {', '.join(configs)})")
+        found.add(name)
+        todo += [step.model_name for step in configs[name].ensemble_scheduling.step]
+    return sorted(found)
+
+
+def copy_models(source: Path, out: Path, models, spec_table: dict, header: str = "") -> Path:
+    """The production configs and code of ``models`` of ``source`` written to ``out`` (replaced if
+    present), without their ONNX, engines or labels (the deployment brings its own), and beside
+    them the one spec every one of them reads, ``spec_table`` (:func:`~harness.spec.to_table`'s
+    shape, with ``[reference]``) under ``header``'s comment lines."""
+    read = {name: load_config(source / name / CONFIG_FILENAME) for name in models}
+    others = sorted({c.parameters[SPEC_PARAMETER].string_value for c in read.values() if SPEC_PARAMETER in c.parameters})
+    if others:
+        raise RepositoryError(f"{source}: the models {', '.join(models)} read other specs than {SPEC_FILENAME}: "
+                              f"{', '.join(others)}")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for name in models:
+        shutil.copytree(source / name, out / name,
+                        ignore=shutil.ignore_patterns("*.onnx", "*.plan", "*.stamp.json", LABELS_FILENAME, "__pycache__"))
+    (out / SPEC_FILENAME).write_text(header + tomli_w.dumps(spec_table))
+    return out
+
+
+def set_input_size(repo: Path, old: tuple[int, int], new: tuple[int, int]) -> list[str]:
+    """Every config dimension of the model input's size ``old`` ([3, H, W] model inputs, [H, W, 3]
+    crops) set to ``new``; returns the models changed (their comments kept)."""
+    changed = []
+    for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
+        config = load_config(config_path)
+        edited = False
+        for tensor in (*config.input, *config.output):
+            for before, after in (([3, *old], [3, *new]), ([*old, 3], [*new, 3])):
+                if list(tensor.dims) == before and before != after:
+                    tensor.dims[:] = after
+                    edited = True
+        if edited:
+            header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
+            save_config(config, config_path, header)
+            changed.append(config_path.parent.name)
+    return changed
+
+
 def build_cpu_profile(source: Path, out: Path, spec_path=None) -> Path:
     """The cpu profile of ``source`` in ``out``: :func:`build_profile` with ``profile="cpu"``."""
     return build_profile(source, out, "cpu", spec_path)

@@ -93,6 +93,9 @@ DTYPES = ("uint8", "float32")
 DIVIDE_BY = ("range", "max")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
+RESAMPLINGS = ("auto", "pil")
+PIL_FILTERS = ("linear", "cubic", "lanczos")
+"""The interpolations PIL resizes with a filter (``resize.resampling = "pil"``)."""
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
 
 
@@ -134,6 +137,14 @@ class ResizeSpec:
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
     ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
     library's own."""
+    resampling: str = "auto"
+    """How the filter is applied: ``auto``, the library's own; ``pil``, as PIL resizes (and
+    torchvision's antialiased tensor resize, which follows it): the filter's taps that fall
+    outside the image are dropped and the rest renormalized (DALI and OpenCV repeat the edge
+    pixel instead), and a ``uint8`` resize goes horizontally then vertically through an 8-bit
+    intermediate (rounded and clipped). The DALI graph then replays PIL within a level
+    (:mod:`harness.preprocessing.dali_pil`); it needs ``antialias = true``, as PIL always
+    filters, and a linear, cubic or Lanczos filter."""
     # letterbox (YOLO): scale to fit ``size`` keeping the aspect ratio, then pad
     pad_value: int = 114
     """The padding's grey level (YOLO trains with 114)."""
@@ -438,6 +449,8 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
         del out["crop"]
     if preprocess.normalize.divide_by == "range":  # the default, left out as before the key existed
         del out["normalize"]["divide_by"]
+    if out["resize"].get("resampling") == "auto":  # likewise
+        del out["resize"]["resampling"]
     if postprocess is not None:
         out["postprocess"] = dict(postprocess)
     if recognition is not None:
@@ -447,11 +460,13 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
 
 _LETTERBOX_KEYS = frozenset({"pad_value", "pad_position", "pad_rounding", "stride", "auto", "scaleup"})
 _LIMIT_SIDE_KEYS = frozenset({"limit_side_len", "limit_type", "multiple", "max_side_limit", "max_side"})
+_CLASSIFIER_KEYS = frozenset({"resampling"})
+"""The resampling key of the classifiers' resizes (a detector's resize is OpenCV's bilinear)."""
 _RESIZE_KEYS_OF_OTHER_MODES = {
     "shorter_side": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS,
     "stretch": _LETTERBOX_KEYS | _LIMIT_SIDE_KEYS | {"size_rounding"},
-    "letterbox": _LIMIT_SIDE_KEYS | {"size_rounding"},
-    "limit_side": _LETTERBOX_KEYS | {"size_rounding", "size"},
+    "letterbox": _LIMIT_SIDE_KEYS | _CLASSIFIER_KEYS | {"size_rounding"},
+    "limit_side": _LETTERBOX_KEYS | _CLASSIFIER_KEYS | {"size_rounding", "size"},
 }
 """Resize keys that mean nothing in a mode: left out of its table (and ignored when read)."""
 
@@ -596,6 +611,10 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
     _check_choice(f"{source}: normalize.divide_by", p.normalize.divide_by, DIVIDE_BY)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
+    _check_choice(f"{source}: resize.resampling", p.resize.resampling, RESAMPLINGS)
+    if p.resize.resampling == "pil" and (not p.resize.antialias or p.resize.interpolation not in PIL_FILTERS):
+        raise SpecError(f"{source}: resize.resampling = \"pil\" is PIL's filtered resize: it needs resize.antialias = "
+                        f"true and resize.interpolation one of {', '.join(PIL_FILTERS)}")
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
     if p.resize.for_detector:
         _validate_detector(p, source)

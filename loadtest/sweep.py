@@ -41,7 +41,7 @@ from loadtest.triton import Endpoints, ServerNotReady, check_inputs, check_ready
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_IMAGES = PROJECT_ROOT / "data" / "photos"
-DEFAULT_OUT = PROJECT_ROOT / "build" / "loadtest"
+DEFAULT_OUT = Path("build") / "loadtest"  # under the folder it runs in
 ENSEMBLES = ("classify_dali", "classify_opencv")
 PROTOCOLS = ("grpc", "http")
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,47 @@ from harness.server import TritonServer, free_port
 from harness.spec import SPEC_FILENAME, load_spec
 
 OPENCV_DATA = Path("/usr/share/doc/opencv-doc/examples/data")
+
+
+# --- what each server start costs: the suite's budget is mostly server starts and requests -----
+
+SERVER_STARTS = Path("build") / f"test-servers-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.json"
+"""Every tritonserver the run started in this process (each xdist worker writes its own): the
+test that started it (a session fixture's first user), its repository, how many models it
+loaded and the seconds to ready; written at the end of the run, read by
+``benchmarks/suite_times.py --servers build/test-servers-*.json``."""
+_starts: list[dict] = []
+_running_test = {"nodeid": "(collection)"}
+
+
+def _recording(start):
+    def timed_start(self):
+        began = time.monotonic()
+        try:
+            return start(self)
+        finally:
+            models = self.models if self.models is not None else [
+                p.name for p in self.repository.iterdir() if (p / "config.pbtxt").exists()]
+            _starts.append({"test": _running_test["nodeid"], "repository": str(self.repository),
+                            "models": len(models), "seconds": round(time.monotonic() - began, 2)})
+    timed_start.recorded = True
+    return timed_start
+
+
+if not getattr(TritonServer.start, "recorded", False):  # once, however often this module is imported
+    TritonServer.start = _recording(TritonServer.start)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _running_test["nodeid"] = item.nodeid
+    yield
+
+
+def pytest_sessionfinish(session):
+    if _starts:
+        SERVER_STARTS.parent.mkdir(exist_ok=True)
+        SERVER_STARTS.write_text(json.dumps(_starts, indent=1))
 
 
 @pytest.fixture(autouse=True)
@@ -61,13 +105,23 @@ def cpu_repository(repository, tmp_path_factory) -> Path:
     return build_cpu_profile(repository, tmp_path_factory.mktemp("profile") / "repository")
 
 
-DALI_CHECK_MODELS = ["classify_dali", "preprocess_dali_taps"]
-"""What a check or a diagnosis of the DALI pipeline reads (the ensemble loads its steps: image
-validation, preprocessing, the classifier): the models to start a server of its own with,
-when a test stops it (about 6 s to start, where the whole repository takes 16-25 s)."""
+def pipeline_models(task: str = "classification", pipelines=("dali", "opencv")) -> list[str]:
+    """What check, diagnose, accuracy and infer read of ``task``'s pipelines in this repository:
+    each pipeline's ensemble (which loads its steps: image validation, preprocessing, the model,
+    the postprocessing) and its taps model. A server of a module or a test of its own starts
+    with only these (about 6 s, where the whole repository takes 15-25)."""
+    from harness.task import get_task
+
+    models = get_task(task).repository
+    return [name for pipeline in pipelines for name in (models.ensemble(pipeline), models.taps(pipeline))]
 
 
-CLASSIFY_MODELS = [*DALI_CHECK_MODELS, "classify_opencv", "preprocess_opencv"]
+DALI_CHECK_MODELS = pipeline_models(pipelines=("dali",))
+"""What a check or a diagnosis of the DALI pipeline reads: the models to start a server of its
+own with, when a test stops it."""
+
+
+CLASSIFY_MODELS = pipeline_models()
 """Both classification pipelines, their taps included: what check, infer and accuracy read of
 them (the detection and embedding models left out)."""
 
@@ -82,11 +136,11 @@ def server(cpu_repository):
 
 # --- servers shared by several modules, stopped after the last test that uses them -------------
 
-SHARED_SERVERS = ("foreign_aligned", "foreign_planted", "foreign_unbatched")
+SHARED_SERVERS = {"foreign_aligned", "foreign_planted", "foreign_unbatched", "own_seg_ocr"}
 """Session fixtures, one server per distinct repository, used by modules far apart in the run:
 each is started by the first test that asks for it and stopped after the last one (not at
 the end of the session: its memory is not held for the tests between)."""
-_last_users: dict[str, str] = {}
+_last_users: dict[str, pytest.Item] = {}
 _open_servers: dict[str, contextlib.ExitStack] = {}
 
 
@@ -98,15 +152,57 @@ starts its own). A test using one is marked ``server``; so is every test that st
 another way (the command line without ``--url``, its own ``TritonServer``): marked by hand."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the markers
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the markers, and before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & SERVER_FIXTURES:
             item.add_marker(pytest.mark.server)
-        for name in SHARED_SERVERS:
-            if name in names:
-                _last_users[name] = item.nodeid
+    if getattr(config, "workerinput", None) is not None:  # a pytest-xdist worker (make test: -n 2)
+        _schedule(items)
+    for item in items:
+        for name in SHARED_SERVERS & set(getattr(item, "fixturenames", ())):
+            _last_users[name] = item
+
+
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+"""Each test module's seconds in a full run (``benchmarks/suite_times.py --write-hints``): the
+order the two workers take modules in, longest first, so that no long module starts last
+while the other worker sits idle. Only an order: a stale or missing figure costs balance,
+never a result (an unknown module counts as long)."""
+
+
+UNKNOWN_MODULE_SECONDS = 120.0
+"""A module the figures do not know yet (a new one) goes early: it may be long."""
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def _schedule(items) -> None:
+    """The run's items as xdist's ``loadgroup`` distributes them (``make test``: ``-n 2 --dist
+    loadgroup``): one group per module, so that a module's own server starts once; modules
+    sharing a session server (``SHARED_SERVERS``) in one group, so that its last user (which
+    stops it) runs on the worker that started it; the groups longest first."""
+    parent = {}
+
+    def root(name):
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    for item in items:
+        module = _module(item)
+        for name in SHARED_SERVERS & set(getattr(item, "fixturenames", ())):
+            parent[root(module)] = root(name)
+    seconds = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.exists() else {}
+    group_seconds: dict[str, float] = {}
+    for module in {_module(item) for item in items}:
+        group_seconds[root(module)] = group_seconds.get(root(module), 0.0) + seconds.get(module, UNKNOWN_MODULE_SECONDS)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(root(_module(item)).replace("/", ".")))
+    items.sort(key=lambda item: -group_seconds[root(_module(item))])  # stable: a module keeps its order
 
 
 @pytest.fixture(autouse=True)
@@ -127,7 +223,7 @@ def no_server_unless_marked(request, monkeypatch):
 def pytest_runtest_teardown(item, nextitem):
     yield
     for name, last in _last_users.items():
-        if last == item.nodeid and name in _open_servers:
+        if last is item and name in _open_servers:
             _open_servers.pop(name).close()
 
 
@@ -166,6 +262,16 @@ def foreign_planted(tmp_path_factory):
 def foreign_unbatched(tmp_path_factory):
     """The foreign deployment with every model at ``max_batch_size: 0``."""
     yield from _shared_server("foreign_unbatched", _serve_foreign(tmp_path_factory, "foreign_unbatched", batched=False))
+
+
+@pytest.fixture(scope="session")
+def own_seg_ocr(tmp_path_factory):
+    """The segmentation and OCR deployments of the tests' own making (tests/own/seg_ocr.py: rembg's
+    and rapidocr's shapes, aligned and planted), on one server."""
+    from tests.own.seg_ocr import serve
+
+    yield from _shared_server("own_seg_ocr", serve(tmp_path_factory.mktemp("own_seg_ocr") / "repository",
+                                                   DEFAULT_REPOSITORY / "segmenter" / "model.onnx"))
 
 
 @pytest.fixture(scope="session", params=["http", "grpc"])

@@ -46,7 +46,7 @@ LAYERS = (
     # The command line's vocabulary: the argument groups every command (and preflight's and the load test's own
     # command lines) parse their options with.
     ("command-line vocabulary", {"arguments"}),
-    ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs", "merge"}),
+    ("jobs", {"check", "diagnose", "accuracy", "layers", "training", "preflight", "compare_runs", "merge", "deploy"}),
     ("command line", {"cli", "__main__"}),
 )
 """Bottom first: a unit imports its own layer or those below, never above."""

@@ -115,6 +115,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.shards import shard_dataset, write_shard
     from harness.deployment import DeployedSide
+    from harness.reference.reading import proven_reference
     from harness.report import versions
     from harness.report.formats import require_formats
     from harness.results import ReferenceInfo
@@ -153,7 +154,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     with session.connect(log=log) as client:
         server = session.server_info(client)
         server_metadata = client.server_metadata()
-        probes = [s.path for s in full.samples] if full else _probe_images(options.dataset)
+        probes = [s.path for s in full.samples] if full else _probe_images(options.dataset, options.labels)
         deployments = [session.deployment(client, pipeline, task=options.task) for pipeline in pipelines] + [
             open_deployment(session, client, dataclasses.replace(target, task=target.task or options.task), probes, log,
                             recipe, reference_model)
@@ -167,6 +168,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
             full, reference_model = load(task.name)
         dataset = shard_dataset(full, options.shard) if options.shard else full
         samples = dataset.samples
+        recipe, reading = proven_reference(recipe, [s.path for s in samples])  # a training definition: proven on these
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
         # What the effect is computed from is the task's to say (Task.effect_from).
         if task.effect_from == "results":
@@ -175,11 +177,11 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                 d.configure_task(session.spec, options.postprocess)
             tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
             return _results_effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin,
-                                   server, server_metadata, start, progress)
+                                   server, server_metadata, start, progress, reading)
         if task.effect_from == "outputs":
             tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
             return _effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
-                           server_metadata, start, log, progress)
+                           server_metadata, start, log, progress, reading)
         with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
             predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
                                              on_image=lambda name: advance(f"reference {name}"), k=k)]
@@ -191,7 +193,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     classes, tie_margin = session.classes(), session.tie_margin(options.tie_margin)
     report = AccuracyReport(
         evaluate(dataset, predictions, classes, tie_margin, k), classes,
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
+        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading),
         server, session.spec.source,
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
@@ -201,17 +203,21 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     return AccuracyResult(report, files["json"], files.get("markdown"), options, files)
 
 
-def _probe_images(dataset: Path) -> list[Path]:
-    """Images to probe a ``--model`` with before the dataset's labels are read (its task decides how)."""
+def _probe_images(dataset: Path, labels: Path | None = None) -> list[Path]:
+    """Images to probe a ``--model`` with before the dataset's labels are read (its task decides how):
+    a CSV's or a COCO JSON's own images (never the label file itself), a folder's first images."""
+    from harness.accuracy import load_dataset
     from harness.corpus import list_images
 
-    folder = dataset if dataset.is_dir() else dataset.parent
+    if dataset.is_file() or labels is not None:
+        return [s.path for s in load_dataset(dataset, None, labels).samples[:5]]  # labels read as names only
+    folder = dataset
     found = list_images(folder) or [p for d in sorted(folder.iterdir()) if d.is_dir() for p in list_images(d)]
     return found[:5]
 
 
 def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides, tie_margin: float,
-            server, server_metadata, start: float, log, progress) -> EffectResult:
+            server, server_metadata, start: float, log, progress, reading: str | None = None) -> EffectResult:
     """The task's effect on the labeled set: every path's raw output of every image, then
     :meth:`harness.task.Task.effect` on the images no path failed."""
     import numpy as np
@@ -247,7 +253,7 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
     report = EffectReport(
         task.name, effect, dataset, evaluated, failed, outcomes, tuple(side.deployment.label for side in sides),
         tuple(side.deployment.model for side in sides),
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name), server, session.spec.source,
+        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading), server, session.spec.source,
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
     if effect is None:
@@ -264,7 +270,8 @@ DETECT_WORKERS = 4
 
 
 def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides,
-                    tie_margin: float, server, server_metadata, start: float, progress) -> EffectResult:
+                    tie_margin: float, server, server_metadata, start: float, progress,
+                    reading: str | None = None) -> EffectResult:
     """The task's effect from its result stage (a detector's on a COCO labeled set): every
     path's result of every image (the reference's by its postprocessing, each deployment's as
     it answers it), each deployed path's changes against the reference's, as check judges them
@@ -345,7 +352,7 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     report = EffectReport(
         task.name, effect, dataset, evaluated, failures, outcomes, tuple(side.deployment.label for side in sides),
         tuple(side.deployment.model for side in sides),
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name), server, session.spec.source,
+        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading), server, session.spec.source,
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
     files = write_accuracy_files(options.report, report, options.formats)

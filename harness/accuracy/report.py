@@ -20,6 +20,11 @@ FLIPS_SHOWN = 50
 """Images listed in accuracy.md whose top-1 class differs between paths (all are in accuracy.json)."""
 
 
+def reading_lines(reference) -> list[str]:
+    """The reference's reading (``--reference hf:...``) and its proof, first: an empty list without one."""
+    return [f"> Reference {reference.reading}", ""] if reference.reading else []
+
+
 def render_markdown(report: AccuracyReport) -> str:
     """accuracy.md: the consistency table, per-class scores, the images whose top-1 changed,
     and the failed images."""
@@ -33,6 +38,7 @@ def render_markdown(report: AccuracyReport) -> str:
                "flip rate vs reference", "without ties", "McNemar b/c, p")
     lines = [
         "# Accuracy: the deployed preprocessing vs the training reference", "",
+        *reading_lines(report.reference),
         f"- Dataset: `{data.source}` ({layout}; {len(data.samples)} images"
         + (f", {len(classes)} classes" if data.labeled else "") + ")",
         f"- Evaluated: {evaluated} images on every path; {len(result.failed)} left out of every path"
@@ -188,6 +194,7 @@ def render_effect_markdown(report: EffectReport) -> str:
     rejected = "".join(f", {n} of them rejected by {side} only" for side in SIDES
                        if (n := sum(o == f"rejected by {side}" for o in report.outcomes.values())))
     lines = [f"# Effect on a labeled set ({report.task}): the deployed preprocessing vs the training reference", "",
+             *reading_lines(report.reference),
              f"- Dataset: `{data.source}` ({layout}; {len(data.samples)} images{counted})",
              f"- Evaluated: {evaluated} images on every path; {len(report.failed)} left out of every path"
              + rejected + (" (listed below)" if report.failed else ""),

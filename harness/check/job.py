@@ -133,6 +133,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     from harness.check.rundir import RunDirectory
     from harness.deployment import DeployedSide
     from harness.listing import list_inputs
+    from harness.reference.reading import proven_reference
     from harness.report import versions, write_reports
     from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
     from harness.target import open_deployment, require_reference_model
@@ -152,6 +153,9 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     recipe = session.recipe(options.reference)
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
     hint = resume_command(session, options)
+    recipe, reading = proven_reference(recipe, [f.path for f in listing.inputs])  # a training definition: proven on these
+    if reading:
+        log(f"reference {reading}")
 
     with RunDirectory(options.report) as run_dir:
         manifest = run_manifest(session, options, recipe.name)
@@ -209,8 +213,9 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
             stopped = outcome.stopped
             report = CheckReport(
                 summary=outcome.summary.result(), spec=SpecInfo.of(spec, tolerances), versions=versions(server_metadata),
-                reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name),
+                reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading),
                 deployed=DeployedInfo.of(deployment, server, options.target.note()),
+                classes=_class_names(session, options.target, task),
                 run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
                              options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
             missing = listing.entries - report.summary.images
@@ -227,6 +232,20 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                 raise stopped.then(f"the reports could not be written either ({exc.strerror or exc}); the "
                                    f"{report.summary.images} records written are kept: continue with: {hint}") from None
     return CheckResult(report, paths, options, stopped, hint)
+
+
+def _class_names(session, target, task) -> tuple[str, ...]:
+    """The names of the classes the scores hold: ``--class-names``, or this repository's classifier's
+    for its own pipelines (a ``--model`` of the user's has other classes unless named); none for a
+    task that has no classes."""
+    from harness.model import ModelError
+
+    if task.labeled_by != "classes" or (target.model is not None and session.labels is None):
+        return ()
+    try:
+        return tuple(session.classes())
+    except ModelError:  # no label file: the indices alone
+        return ()
 
 
 def _verify(run_dir, manifest) -> None:

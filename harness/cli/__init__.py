@@ -13,13 +13,14 @@ import argparse
 import sys
 
 from harness import arguments
-from harness.cli import accuracy, check, diagnose, layers, loadtest, preflight, serving, train, watch
+from harness.cli import accuracy, check, deploy, diagnose, layers, loadtest, preflight, serving, train, watch
 from harness.cli.common import console
 from harness.errors import ERROR_STATUS, run_command, terminate_as_interrupt
 from harness.names import terminal_text
 
-COMMAND_MODULES = (serving, check, loadtest, diagnose, accuracy, train, preflight, layers, watch)
-WORK = (("set up", ("model", "corpus", "repo")), ("serve", ("serve", "infer")), ("check", ("check", "compare", "merge")),
+COMMAND_MODULES = (serving, deploy, check, loadtest, diagnose, accuracy, train, preflight, layers, watch)
+WORK = (("set up", ("model", "corpus", "repo")), ("deploy your model", ("deploy",)),
+        ("serve", ("serve", "infer")), ("check", ("check", "compare", "merge")),
         ("diagnose", ("diagnose",)), ("measure the effect", ("accuracy", "train")),
         ("on the GPU host", ("preflight", "layers", "repeat")), ("load", ("loadtest",)),
         ("in production", ("watch",)))

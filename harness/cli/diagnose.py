@@ -41,10 +41,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                       "usage/setup errors, the server stopped, or no image could be compared"))
     p.add_argument("images", type=Path, metavar="IMAGES", help=IMAGES_HELP)
     p.add_argument("--write-spec", type=Path, default=None, metavar="FILE",
-                   help="write the corrected reference spec (every cause applied to [reference]) to FILE; "
-                        "`harness check --spec FILE` then compares against it. With a training callable "
-                        "(--reference FILE.py:NAME): its fingerprint, your training as a spec. Nothing is written "
-                        "without a cause found (or without a spec reproducing the callable), and the run says so")
+                   help="write the deployment spec: the training reference as the deployment behaves (every cause "
+                        "applied to [reference]) to FILE; `harness check --spec FILE` then passes. Nothing is "
+                        "written without a cause found, and the run says so")
+    p.add_argument("--write-training-spec", type=Path, default=None, metavar="FILE",
+                   help="with training code (--reference FILE.py:NAME, torchvision:, timm:, hf:): write your training "
+                        "as it is (the spec that reproduces it) to FILE; nothing without a spec reproducing it. "
+                        "With --write-spec, both in one run")
     groups = Groups(p, deployment=DeploymentArgs(notes={"model": MODEL_NOTE, "client": CLIENT_NOTE}),
                     reference=ReferenceArgs(), verdict=VerdictArgs(fail_on=False), server=ServerArgs(),
                     repository=RepositoryArgs(), output=OutputArgs(DEFAULT_REPORT, DIAGNOSIS_REPORTS))
@@ -57,7 +60,8 @@ def run_diagnose_command(args, groups: Groups) -> int:
     parsed = groups.parse(args)
     reference, rule, output = parsed.reference, parsed.verdict, parsed.output
     options = DiagnoseOptions(args.images, output.report, parsed.deployment, reference.recipe, reference.model,
-                              args.write_spec, rule.tie_margin, rule.allow_rejected, output.formats)
+                              args.write_spec, args.write_training_spec, rule.tie_margin, rule.allow_rejected,
+                              output.formats)
 
     @contextlib.contextmanager
     def status(text):
@@ -73,11 +77,18 @@ def run_diagnose_command(args, groups: Groups) -> int:
         from harness.report.diagnosis import render_markdown
 
         out(render_markdown(result.report))
-    spec = f"; corrected spec: {result.written_spec}" if result.written_spec else ""
+    from harness.report.diagnosis import DEPLOYMENT_SPEC, TRAINING_SPEC
+
+    specs = "".join(f"; {what.split(' (')[0].lower()}: {path}" for what, path in (
+        (DEPLOYMENT_SPEC, result.written_spec), (TRAINING_SPEC, result.written_training_spec)) if path)
     if output.formats is None:
-        console.print(f"diagnosis: {paths['markdown']} (also {paths['json'].name})" + spec)
+        console.print(f"diagnosis: {paths['markdown']} (also {paths['json'].name})" + specs)
     else:
-        say(formats_line(paths.values()) + spec)
-    if result.report.not_written:
-        console.print(result.report.not_written)
+        say(formats_line(paths.values()) + specs)
+    for what, path in ((DEPLOYMENT_SPEC, result.written_spec), (TRAINING_SPEC, result.written_training_spec)):
+        if path:
+            console.print(f"{what}: {path}")
+    for why in (result.report.not_written, result.report.training_not_written):
+        if why:
+            console.print(why)
     return result.exit_status()

@@ -21,7 +21,7 @@ from harness.arguments import (
 from harness.cli.common import connect, console, say
 from harness.errors import UsageError
 from harness.names import terminal_text
-from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
+from harness.paths import DEFAULT_PHOTOS, WORK_DIR
 from harness.session import Session
 from harness.task import TASKS, get_task
 
@@ -65,7 +65,7 @@ def register_setup(commands: argparse._SubParsersAction) -> None:
 
     corpus = commands.add_parser("corpus", help="gather the real-photo corpus (and re-encoded variants)",
                                  epilog=epilog("gathered", None, "usage or setup error"))
-    corpus.add_argument("--out", type=Path, default=DEFAULT_PHOTOS, help="photo directory (default: %(default)s)")
+    corpus.add_argument("--out", type=Path, default=Path("data/photos"), help="photo directory (default: %(default)s)")
     corpus.add_argument("--variants", type=int, default=0, metavar="N",
                         help="also write N re-encoded variants (quality, subsampling, progressive, EXIF, gray, CMYK) "
                              "(default: %(default)s)")
@@ -100,7 +100,7 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
                        help="the port of Triton's gRPC endpoint (default: %(default)s)")
     serve.add_argument("--metrics-port", type=int, default=8002,
                        help="the port of Triton's metrics endpoint (default: %(default)s)")
-    serve.add_argument("--log-file", type=Path, default=BUILD_DIR / "tritonserver.log",
+    serve.add_argument("--log-file", type=Path, default=WORK_DIR / "tritonserver.log",
                        help="the server's log (default: %(default)s)")
     serve_groups = Groups(serve, repository=RepositoryArgs())
     serve.set_defaults(run=lambda args: run_serve(args, serve_groups))
@@ -210,8 +210,9 @@ def run_repo_build(args, groups: Groups) -> int:
 
 
 def run_serve(args, groups: Groups) -> int:
+    import tempfile
+
     from harness.repository import build_cpu_profile
-    from harness.server import TritonServer
 
     paths = groups.parse(args).repository
 
@@ -219,9 +220,15 @@ def run_serve(args, groups: Groups) -> int:
         raise UsageError("the gpu profile needs the DALI and TensorRT backends and a GPU: "
                          "serve it with `docker compose up` (see README)")
     if args.profile == "as-is":
-        repo = paths.repository
-    else:
-        repo = build_cpu_profile(paths.repository, BUILD_DIR / "repository-cpu", paths.spec)
+        return _serve(args, paths.repository)
+    # the cpu profile in a folder of its own, removed when the server stops (`harness repo build` keeps one)
+    with tempfile.TemporaryDirectory(prefix="harness-serve-") as tmp:
+        return _serve(args, build_cpu_profile(paths.repository, Path(tmp) / "repository-cpu", paths.spec))
+
+
+def _serve(args, repo: Path) -> int:
+    from harness.server import TritonServer
+
     server = TritonServer(repo, args.host, args.http_port, args.grpc_port, args.metrics_port, log_file=args.log_file)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -314,7 +321,7 @@ def run_infer(args, groups: Groups) -> int:
 def run_corpus(args) -> int:
     from harness.corpus import build_corpus, make_variants
 
-    photos = build_corpus(args.out, BUILD_DIR / "wheels", progress=console.print)
+    photos = build_corpus(args.out, WORK_DIR / "wheels", progress=console.print)
     console.print(f"{len(photos)} photos in {args.out}")
     if args.variants:
         target = args.variants_out or args.out.with_name(args.out.name + "-variants")

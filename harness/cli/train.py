@@ -12,9 +12,9 @@ from harness.arguments import Groups, RepositoryArgs, epilog, make_session
 from harness.cli.common import console, out
 from harness.errors import UsageError
 from harness.names import printable
-from harness.paths import BUILD_DIR
+from harness.paths import WORK_DIR
 
-DEFAULT_OUT = BUILD_DIR / "trained"
+DEFAULT_OUT = WORK_DIR / "trained"
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from harness.arguments import DeploymentArgs, Groups, RepositoryArgs, ServerArgs
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
-from harness.paths import BUILD_DIR, DEFAULT_PHOTOS
+from harness.paths import DEFAULT_PHOTOS, WORK_DIR
 from harness.session import embedded_server
 
-DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "watch"
+DEFAULT_KNOWN_ANSWERS = WORK_DIR / "watch"
 EXAMPLES = """examples:
   every minute, metrics on 127.0.0.1:9108:
     harness watch --url 127.0.0.1:8001 --model classify_dali --model detect_dali

@@ -125,9 +125,11 @@ class Deployment:
                 "found": self.describe()}
 
     def unsettled(self) -> list:
-        """The tensors whose stage the evidence did not settle (listed, not compared); a
-        probe image that settles more is a better one."""
-        return [m for m in getattr(self, "mappings", ()) if m.suggestion]
+        """The tensors whose stage the evidence did not settle (listed, not compared), and the
+        result outputs a probe's answer did not tell how to read (a box coding); a probe image
+        that settles more is a better one."""
+        results = [self.box_outputs] if getattr(self.box_outputs, "unsettled", False) else []
+        return [m for m in getattr(self, "mappings", ()) if m.suggestion] + results
 
     # -- hooks ---------------------------------------------------------------------------
     def read(self, client: "TritonClient", data: bytes, image: str = "") -> dict[Stage, np.ndarray]:

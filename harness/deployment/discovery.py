@@ -164,7 +164,8 @@ def task_output(model: ModelInfo, task: str | None = None, choice: str | None = 
 
     chosen, why = (tasks[task], f"--task {task}") if task is not None else claim(model, list(tasks.values()))
     pick = chosen.choose_output(model, choice)
-    if pick.name is None and (choice is not None or chosen.result_outputs(model) is None):
+    results = chosen.result_outputs(model, choice)
+    if pick.name is None and (results is None or (choice is not None and choice not in results.names)):
         others = [t.name for t in tasks.values() if t is not chosen and t.claims(model)]
         hint = f" (it looks like {others[0]}: --task {others[0]})" if others else ""
         raise DeploymentError(pick.why + hint)

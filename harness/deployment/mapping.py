@@ -94,12 +94,17 @@ class TensorMapping:
     compared: bool = True
     suggestion: str | None = None
     """For a tensor not compared: the ``--stage`` line that would compare it."""
+    batch_of_one: bool = False
+    """The tensor carries a leading batch axis of one its step declares (an unbatched model's
+    ``[1, 3, H, W]``): read without it, given back with it."""
 
     def to_stage(self, array: np.ndarray) -> np.ndarray:
         """The tensor (one image, no batch dim) in the harness's convention: images HWC on
         the 0-255 scale, the model input CHW float32."""
         if self.stage is None:
             return array
+        if self.batch_of_one:
+            array = array[0]
         if self.stage is Stage.OUTPUT:
             return np.asarray(array, np.float32).reshape(-1)
         wants = "HWC" if self.stage.is_image else "CHW"
@@ -118,14 +123,15 @@ class TensorMapping:
             array = np.asarray(array, np.float32) / np.float32(self.scale)
         if np.dtype(dtype) == np.uint8:
             array = np.clip(np.rint(array), 0, 255)
-        return np.ascontiguousarray(array, dtype)
+        return np.ascontiguousarray(array[None] if self.batch_of_one else array, dtype)
 
     def describe(self) -> str:
         if self.stage is None or not self.compared:
             target = "not compared"
         else:
             target = self.stage.value
-        line = f"{self.step}.{self.tensor} -> {target} ({self.why})"
+        batch = " (a batch of one)" if self.batch_of_one else ""
+        line = f"{self.step}.{self.tensor}{batch} -> {target} ({self.why})"
         return line + (f"; to compare it: {self.suggestion}" if self.suggestion else "")
 
 

@@ -118,7 +118,8 @@ class ModelDeployment(Deployment):
 
     def describe(self) -> list[str]:
         if self.box_outputs is not None:
-            shown = "the raw output and the boxes are" if self.scores_output else "only the boxes are"
+            result = self.task.result_words
+            shown = f"the raw output and {result} are" if self.scores_output else f"only {result} are"
         else:
             label = self.task.output_label
             shown = f"only the {label} {'are' if label.endswith('s') else 'is'}"
@@ -177,6 +178,8 @@ class StepwiseDeployment(Deployment):
         self.box_outputs, self.extras, self.result = box_outputs, extras, result
         self.steps, self.mappings, self.isolations = steps, mappings, isolations
         self._compared = {(m.step, m.tensor): m for m in mappings if m.stage is not None and m.compared}
+        self._raw_batch = any(m.batch_of_one for m in self._compared.values() if m.stage is Stage.OUTPUT)
+        """The raw output carries its unbatched step's batch axis of one: read without it."""
         self.stages = tuple(s for s in STAGES if (s is Stage.OUTPUT and self.scores_output)
                             or any(m.stage is s for m in self._compared.values()))
         self.isolates = {stage: iso.source.stage for stage, iso in isolations.items()}
@@ -235,8 +238,8 @@ class StepwiseDeployment(Deployment):
             trusted, diff = _reproduces({n: unbatch(values[n], self._producer[n]) for n in answer}, answer)
             out = self.answer_stages(answer)
             if trusted and self.scores_output and not self.raw_answered:
-                out[Stage.OUTPUT] = np.asarray(unbatch(values[self.scores_output], self._producer[self.scores_output]),
-                                               np.float32)
+                raw = np.asarray(unbatch(values[self.scores_output], self._producer[self.scores_output]), np.float32)
+                out[Stage.OUTPUT] = raw[0] if self._raw_batch else raw
         else:
             ensemble = self.scores(client, [data])[0]
             replayed = np.asarray(values[self.scores_output], np.float32).reshape(-1)
@@ -288,8 +291,8 @@ class StepwiseDeployment(Deployment):
         array = iso.source.from_stage(previous, numpy_dtype(tensor.data_type))
         sent = {iso.input_name: array[None] if iso.step.batched else array, **self._replayed(iso.others)}
         out = unbatch(client.infer(iso.step.name, sent, [iso.output_name])[iso.output_name], iso.step)
-        if iso.target.stage is Stage.OUTPUT and self.task.output_shaped:
-            return np.asarray(out, np.float32)  # a map or a head keeps its shape
+        if iso.target.stage is Stage.OUTPUT and self.task.output_shaped:  # a map or a head keeps its shape
+            return np.asarray(out[0] if iso.target.batch_of_one else out, np.float32)
         return iso.target.to_stage(out)
 
 
@@ -373,10 +376,14 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
     info = read_model(client, model)
     request = ImageRequest(model, image_input(info), info.batched)
     chosen, out, _ = task_output(info, task, scores, tasks=tasks)
-    boxes = chosen.result_outputs(info)
-    extras = tuple(name for name in chosen.answer_extras if any(t.name == name for t in info.outputs))
+    boxes = chosen.result_outputs(info, scores)
+    extras = tuple(name for name in chosen.answer_extras if any(t.name == name for t in info.outputs)
+                   and (boxes is None or name not in boxes.names))
     asked = [*([out.name] if out else []), *(boxes.names if boxes is not None else ())]
     probe_answer = _probe(lambda: client.infer(model, request.inputs([probe]), asked), model)
+    if boxes is not None:
+        boxes = chosen.settle_results(boxes, {k: v[0] if info.batched else v for k, v in probe_answer.items()},
+                                      decoded_size(probe))
     kind = chosen.output_kind(out.name if out else None, probe_answer[out.name] if out else None)
     if -1 in tuple(input_size) and reference is not None and Stage.INPUT in reference:
         input_size = tuple(np.asarray(reference[Stage.INPUT]).shape[-2:])  # a detector's input follows the image
@@ -401,7 +408,7 @@ def discover(client: TritonClient, model: str, probe: bytes, input_size: tuple[i
     mappings = map_outputs(info.name, outputs, decoded_size(probe), input_size, dict(overrides or {}), reference,
                            dict(sources or {}))
     if boxes is not None or chosen.output_shaped:
-        mappings = _result_mappings(mappings, outputs, boxes, raw, out is not None, steps)
+        mappings = _result_mappings(mappings, outputs, boxes, raw, out is not None, steps, chosen.noun)
     model_output = fed_raw or raw
     scoring = next((pair for pair in steps if model_output in pair[0].outputs.values()), None) if raw else None
     if reference is not None and scoring is not None and len(scoring[0].inputs) == 1:
@@ -447,7 +454,7 @@ def _raw_tensor(steps, boxes, values: Mapping[str, np.ndarray]) -> str | None:
 
 
 def _result_mappings(mappings: list[TensorMapping], outputs, boxes, raw: str | None, answered: bool,
-                     steps) -> list[TensorMapping]:
+                     steps, noun: str = "the result") -> list[TensorMapping]:
     """The mappings with the boxes' tensors (``boxes``, None: none) as ``postprocess`` and the
     raw output's reason in a detector's words."""
     post = _box_step(steps, boxes) if boxes is not None else None
@@ -458,11 +465,11 @@ def _result_mappings(mappings: list[TensorMapping], outputs, boxes, raw: str | N
             mapping = dataclasses.replace(mapping, stage=Stage.POSTPROCESS, layout=None, compared=True, suggestion=None,
                                           why=f"{kind}: the deployment's result ({boxes.describe()})")
         elif ens == raw and mapping.stage is Stage.OUTPUT and not mapping.why.startswith("set by"):
-            taker = post[0].model if post else "the step making the boxes"
-            why = (f"{kind}: the raw output, answered by the ensemble" + ("" if boxes else ", boxes made of it here")
+            taker = post[0].model if post else "the step making the result"
+            why = (f"{kind}: the raw output, answered by the ensemble" + ("" if boxes else f", {noun} made of it here")
                    if answered else
                    f"{kind}: the raw output, the tensor {mapping.step} makes and {taker} takes; the ensemble answers "
-                   "only boxes, so it is read from the step-by-step replay")
+                   "only its result, so it is read from the step-by-step replay")
             mapping = dataclasses.replace(mapping, why=why)
         out.append(mapping)
     return out
@@ -533,15 +540,18 @@ def map_outputs(model: str, outputs, decoded: tuple[int, int] | None, input_size
     one stage, the one nearest the model is compared and the earlier ones kept for isolation."""
     mappings = []
     for step, name, _, array, fed, is_scores in outputs:
-        mapping = map_tensor(step, name, array, decoded_size=decoded, input_size=input_size, model_input=fed,
+        # An unbatched step's NCHW (or NHWC) tensor of one image: mapped as a batched step's is.
+        batch_of_one = np.ndim(array) == 4 and np.shape(array)[0] == 1
+        one = np.asarray(array)[0] if batch_of_one else array
+        mapping = map_tensor(step, name, one, decoded_size=decoded, input_size=input_size, model_input=fed,
                              scores=is_scores, reference=reference)
         for key in (step, f"{step}.{name}"):
             if key in overrides:
                 try:
-                    mapping = overridden(mapping, overrides.pop(key), array, sources.get(key, "--stage"), reference)
+                    mapping = overridden(mapping, overrides.pop(key), one, sources.get(key, "--stage"), reference)
                 except ValueError as exc:
                     raise DeploymentError(str(exc)) from None
-        mappings.append(mapping)
+        mappings.append(dataclasses.replace(mapping, batch_of_one=True) if batch_of_one else mapping)
     if overrides:
         known = [f"{step}[.{name}]" for step, name, *_ in outputs]
         raise DeploymentError(f"--stage {', '.join(overrides)}: no such step output in {model!r}; "

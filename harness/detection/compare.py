@@ -12,7 +12,8 @@ classes). Verdict, first rule that applies:
    moved too far (its worst corner more than ``corner_px`` source pixels AND its IoU below
    ``close_iou``: small boxes are judged by pixels, since one pixel costs a 10-pixel word a
    quarter of its IoU, large ones by overlap) and that is not explained near a threshold
-   either, or its score changed more than ``score_atol``;
+   either, or its score changed more than ``score_atol`` (where the deployment answers box
+   scores: an OCR model's boxes may have none, ``scored`` False);
 4. ``tie`` when every box missed, extra or moved too far is a near-threshold change: listed,
    not failed, as a near-tie top-1 change is in classification;
 5. ``close`` otherwise.
@@ -131,7 +132,7 @@ class DetectionComparison:
     @property
     def max_score_delta(self) -> float | None:
         """The largest score change of a match, sign kept."""
-        return max((m.score_delta for m in self.matches), key=abs, default=None)
+        return max((m.score_delta for m in self.matches if math.isfinite(m.score_delta)), key=abs, default=None)
 
     @property
     def near_threshold(self) -> tuple[tuple[str, BoxChange | BoxMatch], ...]:
@@ -146,10 +147,12 @@ class DetectionComparison:
         for kind, changes in (("missed", self.missed), ("extra", self.extra)):
             for c in changes:
                 note = " (near the threshold)" if c.near_threshold else ""
-                lines.append(f"{kind} box {c.index} (score {c.score:.3f}){note}")
-        if self.matches and (self.worst_corner_px or self.max_score_delta):
+                score = f" (score {c.score:.3f})" if math.isfinite(c.score) else ""
+                lines.append(f"{kind} box {c.index}{score}{note}")
+        delta = _finite(self.max_score_delta)
+        if self.matches and (self.worst_corner_px or delta):
             lines.append(f"{len(self.matches)} matched: worst IoU {self.worst_iou:.3f}, corners moved up to "
-                         f"{self.worst_corner_px:.1f} px, score change up to {self.max_score_delta:+.3f}")
+                         f"{self.worst_corner_px:.1f} px" + (f", score change up to {delta:+.3f}" if delta else ""))
         return lines
 
     def to_dict(self) -> dict:
@@ -189,9 +192,10 @@ def corner_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(min(np.max(np.linalg.norm(a - np.roll(b, k, axis=0), axis=1)) for k in range(4)))
 
 
-def problems_of(side: str, d: Detections, image_size: tuple[int, int] | None, tolerance: DetectionTolerance) -> list[str]:
+def problems_of(side: str, d: Detections, image_size: tuple[int, int] | None, tolerance: DetectionTolerance,
+                scored: bool = True) -> list[str]:
     out = []
-    bad_scores = int(np.sum(~np.isfinite(d.scores)))
+    bad_scores = int(np.sum(~np.isfinite(d.scores))) if scored else 0
     if bad_scores:
         out.append(f"{side}: {bad_scores} of {len(d)} scores are not finite")
     bad_quads = int(np.sum(~np.isfinite(d.quads).all(axis=(1, 2))))
@@ -220,26 +224,31 @@ class Boxes(Comparator):
     tolerance_type = DetectionTolerance
 
     def __init__(self, score_threshold: float, image_size: tuple[int, int] | None = None,
-                 explained: Callable[[np.ndarray], bool] | None = None):
+                 explained: Callable[[np.ndarray], bool] | None = None, scored: bool = True):
         self.score_threshold, self.image_size, self.explained = score_threshold, image_size, explained
+        self.scored = scored
 
     def __call__(self, reference: Detections, deployed: Detections,
                  tolerance: DetectionTolerance = DetectionTolerance()) -> "DetectionComparison":
         return compare_detections(reference, deployed, self.score_threshold, tolerance, self.image_size,
-                                  self.explained)
+                                  self.explained, self.scored)
 
 
 def compare_detections(reference: Detections, deployed: Detections, score_threshold: float,
                        tolerance: DetectionTolerance = DetectionTolerance(),
                        image_size: tuple[int, int] | None = None,
-                       explained: Callable[[np.ndarray], bool] | None = None) -> DetectionComparison:
+                       explained: Callable[[np.ndarray], bool] | None = None,
+                       scored: bool = True) -> DetectionComparison:
     """Compare one image's boxes (see the module's rules). ``score_threshold``: the
     postprocessor's (``DbParams.box_thresh``, ``YoloParams.conf_threshold``: their
     ``score_threshold``); ``image_size``: (height, width) of the source image, to catch boxes
     outside it; ``explained(quads)``: whether a change over those [N, 4, 2] quads (source
-    pixels) lies near a threshold by the raw outputs' evidence (None: by the score only)."""
+    pixels) lies near a threshold by the raw outputs' evidence (None: by the score only);
+    ``scored`` False: the deployment answers no box scores (NaN), so none is judged (no score
+    change, and a box only it has is near a threshold by the evidence alone)."""
     t = tolerance
-    problems = problems_of("reference", reference, image_size, t) + problems_of("deployed", deployed, image_size, t)
+    problems = problems_of("reference", reference, image_size, t) + problems_of("deployed", deployed, image_size, t,
+                                                                                scored)
     finite_ref = np.isfinite(reference.quads).all(axis=(1, 2))
     finite_dep = np.isfinite(deployed.quads).all(axis=(1, 2))
     iou = iou_matrix(np.nan_to_num(reference.quads), np.nan_to_num(deployed.quads))
@@ -266,18 +275,18 @@ def compare_detections(reference: Detections, deployed: Detections, score_thresh
 
     missed = unmatched(reference, {r for r, _ in pairs})
     extra = unmatched(deployed, {d for _, d in pairs})
-    verdict = _verdict(matches, missed, extra, problems, t)
+    verdict = _verdict(matches, missed, extra, problems, t, scored)
     return DetectionComparison(verdict, len(reference), len(deployed), matches, missed, extra, tuple(problems))
 
 
-def _verdict(matches, missed, extra, problems, t: DetectionTolerance) -> Verdict:
+def _verdict(matches, missed, extra, problems, t: DetectionTolerance, scored: bool = True) -> Verdict:
     if problems:
         return Verdict.DIVERGED
-    if not missed and not extra and all(m.corner_px == 0 and m.score_delta == 0 for m in matches):
+    if not missed and not extra and all(m.corner_px == 0 and (m.score_delta == 0 or not scored) for m in matches):
         return Verdict.EQUAL
     far = [c for c in missed + extra if not c.near_threshold]
     moved = [m for m in matches if (m.iou < t.close_iou and m.corner_px > t.corner_px and not m.near_threshold)
-             or not abs(m.score_delta) <= t.score_atol]
+             or (scored and not abs(m.score_delta) <= t.score_atol)]
     if far or moved:
         return Verdict.DIVERGED
     return Verdict.TIE if missed or extra or any(m.near_threshold for m in matches) else Verdict.CLOSE

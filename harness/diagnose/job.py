@@ -34,7 +34,10 @@ class DiagnoseOptions:
     """A built-in recipe (None: the spec's): diagnose varies its parameters."""
     reference_model: str = "auto"
     write_spec: Path | None = None
-    """Where to write the corrected reference spec (None: not written)."""
+    """Where to write the deployment spec: the reference as the deployment behaves, every cause
+    applied (None: not written)."""
+    write_training_spec: Path | None = None
+    """Where to write the training as it is: a training callable's fingerprint (None: not written)."""
     tie_margin: float | None = None
     allow_rejected: bool = False
     formats: tuple[str, ...] | None = None
@@ -47,7 +50,10 @@ class DiagnoseResult:
     paths: dict[str, Path]
     """``markdown`` and ``json`` (those ``--format`` chose, and any other by its format: ``junit``)."""
     written_spec: Path | None
+    """The deployment spec written (``--write-spec``)."""
     options: DiagnoseOptions
+    written_training_spec: Path | None = None
+    """The training spec written (``--write-training-spec``)."""
 
     def exit_status(self) -> int:
         """1 when a divergence remains that nothing explains (a training callable no spec
@@ -86,6 +92,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.outcome import Outcome
     from harness.reference import BUILT_IN
     from harness.reference.model import CHOICES, TorchModel
+    from harness.reference.reading import proven_reference
     from harness.report.data import versions
     from harness.report.diagnosis import write_diagnosis
     from harness.report.formats import require_formats
@@ -153,10 +160,13 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     search_start = time.perf_counter()
     recipe, reference_spec, fingerprinted = spec.reference.recipe, spec.reference.preprocess, None
     if training is not None:
+        # the search starts from what the training definition was read as (--reference hf:..., a Compose), else the spec's
+        read = training.reading.read if training.reading is not None else None
+        start = (read.recipe, read.preprocess) if read is not None else (
+            spec.reference.recipe if spec.reference.recipe in BUILT_IN else "opencv", spec.reference.preprocess)
         with status("fingerprinting the training callable") as update:
             fingerprinted = fingerprint_training(
-                training, options.reference, deployed.names, deployed.data,
-                spec.reference.recipe if spec.reference.recipe in BUILT_IN else "opencv", spec.reference.preprocess,
+                training, options.reference, deployed.names, deployed.data, *start,
                 spec.preprocess, model, session.tolerances(), fp16_model, session.tie_margin(), progress=update)
         recipe, reference_spec = fingerprinted.recipe, fingerprinted.preprocess
     elif options.reference:
@@ -182,44 +192,60 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         + (["The deployment's image stages are in BGR order (the decoder's, kept): a spec holds only the model "
             "input's order, so its image stages stay different."] if bgr_images else []))
     final_postprocess = dict(final_postprocess)
-    written, not_written = _write_spec(options.write_spec, spec, session.spec_path, result, fingerprinted,
+    written, not_written = _write_spec(options.write_spec, spec, session.spec_path, result,
                                        (final_recipe, final_preprocess, final_postprocess), note)
+    training_written, training_not_written = _write_training_spec(options.write_training_spec, spec, session.spec_path,
+                                                                  fingerprinted)
+    reading = proven_reference(training, images)[1] if training is not None else None  # how exactly it was read
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
               "search (all phases)": time.perf_counter() - search_start,
               "total": time.perf_counter() - started}
     report = DiagnosisReport(
         result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
-        ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name), deployment.model, server,
+        ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name, reading=reading), deployment.model, server,
         CombinedChange(reference_table(spec, final_recipe, final_preprocess, final_postprocess),
                        reference_toml(spec, final_recipe, final_preprocess, final_postprocess), note or None),
         spec.source, str(written) if written else None, diagnoser.tie_margin,
         {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
         fingerprint(final_recipe, final_preprocess) if result.causes else None,
         tuple(DeployedInfo.of(deployment, server).found) if foreign else (),
-        deployment.scores_kind.name, not_written, fingerprinted, compared, options.allow_rejected, skipped)
-    return DiagnoseResult(report, write_diagnosis(options.report, report, options.formats), written, options)
+        deployment.scores_kind.name, not_written, fingerprinted, compared, options.allow_rejected, skipped,
+        str(training_written) if training_written else None, training_not_written)
+    return DiagnoseResult(report, write_diagnosis(options.report, report, options.formats), written, options,
+                          training_written)
 
 
-def _write_spec(out: Path | None, spec, spec_path: Path, result, fingerprinted, final: tuple, note: str):
-    """(the spec written, or None; why nothing was written, or None). ``--write-spec`` writes
-    the corrected reference (training as the deployment behaves) when causes were found; with
-    a training callable, the callable's fingerprint (the user's training spec) when a spec
-    reproduces it. Nothing else: a spec holding no cause would be a guess."""
+def _write_spec(out: Path | None, spec, spec_path: Path, result, final: tuple, note: str):
+    """(the deployment spec written, or None; why nothing was written, or None). ``--write-spec``
+    writes the training reference as the deployment behaves (every cause applied: the reference
+    ``harness check --spec`` then passes with) when causes were found; nothing else: a spec
+    holding no cause would be a guess."""
     from harness.diagnose import corrected_spec
 
     if out is None:
         return None, None
-    if fingerprinted is not None:
-        if not fingerprinted.reproduced:
-            return None, (f"--write-spec: nothing written to {out}: no spec reproduces the training callable "
-                          f"{fingerprinted.name} (see the fingerprint)")
-        header = f"the [reference] below is the training callable {fingerprinted.name} as a spec: with it, " + (
-            "every stage it gives is equal or close on every image")
-        return corrected_spec(spec, spec_path, fingerprinted.recipe, fingerprinted.preprocess,
-                              [c.hypothesis for c in fingerprinted.diagnosis.causes], out, header=header), None
     if not result.causes:
         why = ("nothing diverged" if result.first_divergent is None else "no known culprit explains the divergence")
         return None, f"--write-spec: nothing written to {out}: {why}, so there is no correction to write"
     recipe, preprocess, postprocess = final
     return corrected_spec(spec, spec_path, recipe, preprocess, [c.hypothesis for c in result.causes], out, note,
                           postprocess=postprocess), None
+
+
+def _write_training_spec(out: Path | None, spec, spec_path: Path, fingerprinted):
+    """(the training spec written, or None; why not, or None). ``--write-training-spec`` writes
+    your training as it is: a training callable's fingerprint, when a spec reproduces it."""
+    from harness.diagnose import corrected_spec
+
+    if out is None:
+        return None, None
+    if fingerprinted is None:
+        return None, (f"--write-training-spec: nothing written to {out}: no training code was given (--reference "
+                      "FILE.py:NAME, torchvision:, timm:, hf:): the spec's [reference] is the training already")
+    if not fingerprinted.reproduced:
+        return None, (f"--write-training-spec: nothing written to {out}: no spec reproduces the training callable "
+                      f"{fingerprinted.name} (see the fingerprint)")
+    header = f"the [reference] below is the training callable {fingerprinted.name} as a spec: with it, " + (
+        "every stage it gives is equal or close on every image")
+    return corrected_spec(spec, spec_path, fingerprinted.recipe, fingerprinted.preprocess,
+                          [c.hypothesis for c in fingerprinted.diagnosis.causes], out, header=header), None

@@ -92,8 +92,13 @@ class WordPair:
 
     @property
     def culprit(self) -> str | None:
-        """The first word stage beyond its rule (None: none)."""
-        return next((s for s in WORD_STAGES if s in self.steps and self.steps[s][0] is Verdict.DIVERGED), None)
+        """The first word stage beyond its rule; ``text`` where the text changed (not a near tie) and
+        no stage before it is seen beyond its rule (a deployment answering its texts alone shows no
+        other); None: none."""
+        found = next((s for s in WORD_STAGES if s in self.steps and self.steps[s][0] is Verdict.DIVERGED), None)
+        if found is None and self.reference_text != self.deployed_text and not self.near_tie:
+            return "text"
+        return found
 
     @property
     def verdict(self) -> Verdict:

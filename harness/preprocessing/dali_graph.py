@@ -36,9 +36,6 @@ def check_supported(p: Preprocess) -> None:
     if p.resize.interpolation not in INTERPOLATION:
         raise SpecError(f"DALI's resize has no '{p.resize.interpolation}' interpolation; "
                         f"use one of {', '.join(INTERPOLATION)}")
-    if p.resize.size_rounding not in ("auto", "half_up") or p.crop.offset_rounding not in ("auto", "half_up"):
-        raise SpecError("DALI rounds resized sizes and crop offsets half up: "
-                        "set resize.size_rounding and crop.offset_rounding to \"half_up\" (or \"auto\")")
 
 
 def decode(encoded, spec: DecodeSpec, device: str):
@@ -87,6 +84,14 @@ def resize(image, spec: ResizeSpec):
         sizes = dali_resize.letterbox_sizes if spec.mode == "letterbox" else dali_resize.limit_side_sizes
         height, width = sizes(image, spec.detector())
         extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
+    elif spec.resampling == "pil" or spec.size_rounding not in ("auto", "half_up"):
+        # the sizes computed in the graph, rounded as the spec says (DALI's own rounds half up)
+        from harness.preprocessing import dali_pil
+
+        height, width = dali_pil.output_sizes(image, spec)
+        if spec.resampling == "pil":
+            return dali_pil.resize(image, spec, height, width)
+        extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
     elif spec.mode == "stretch":
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
     else:
@@ -105,7 +110,11 @@ def resize(image, spec: ResizeSpec):
 
 
 def crop(image, spec: CropSpec):
-    """Center crop (DALI rounds the offsets half up)."""
+    """Center crop (DALI rounds the offsets half up; other roundings are computed in the graph)."""
+    if spec.offset_rounding not in ("auto", "half_up"):
+        from harness.preprocessing import dali_pil
+
+        return dali_pil.center_crop(image, spec)
     return fn.crop(image, crop_h=spec.size[0], crop_w=spec.size[1], crop_pos_x=0.5, crop_pos_y=0.5)
 
 

@@ -33,6 +33,9 @@ def check_supported(p: Preprocess, decode: bool = True) -> None:
             f"cv2.resize cannot antialias with interpolation '{p.resize.interpolation}': "
             "set resize.antialias = false, or interpolation = \"area\" (which averages when shrinking)"
         )
+    if p.resize.resampling == "pil" and not (p.resize.interpolation == "lanczos" and p.resize.dtype == "uint8"):
+        raise SpecError("cv2.resize has no PIL resampling (taps renormalized at the edges, an 8-bit intermediate): "
+                        "set resize.resampling = \"auto\"")
     if decode and (not p.decode.fancy_upsampling or p.decode.fast_idct):
         raise SpecError("cv2.imdecode always uses fancy upsampling and the accurate IDCT; "
                         "set decode.fancy_upsampling = true and decode.fast_idct = false")

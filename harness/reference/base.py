@@ -43,6 +43,9 @@ class Recipe:
     """What ``auto`` means in this library: (resize.size_rounding, crop.offset_rounding)."""
     trains = False
     """Offered as a training preprocessing (``harness train --preprocessing NAME``)."""
+    reading = None
+    """The training definition this recipe is, read into the spec's operations
+    (:class:`harness.reference.reading.Reading`), when it is one (``--reference hf:...``, a Compose)."""
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
         """Every stage of one image. Raises :class:`harness.preprocessing.ImageError` for bad files."""

@@ -3,8 +3,11 @@
 Given as ``path/to/file.py:name``. For a ``Compose``, the image is opened the way
 torchvision's ``ImageFolder`` opens it (PIL, ``convert("RGB")``, no EXIF rotation) and
 each transform's output is captured as a stage: ``Resize`` -> ``resize``, ``CenterCrop``
--> ``crop``, the final output -> ``input``. A callable takes the file bytes and returns
-either the model input (CHW) or a dict of some of the stages, ``input`` included.
+-> ``crop``, the final output -> ``input``. A callable that takes a PIL image (a torchvision
+transform or preset such as ``ResNet50_Weights.DEFAULT.transforms()``, a v2 transform, a
+function whose first parameter is annotated ``PIL.Image.Image``, a Hugging Face image
+processor) is given the image opened the same way; any other callable takes the file bytes.
+Either returns the model input (CHW) or a dict of some of the stages, ``input`` included.
 """
 
 from __future__ import annotations
@@ -42,6 +45,40 @@ def load_object(ref: str) -> Any:
 
 def is_compose(obj: Any) -> bool:
     return type(obj).__name__ == "Compose" and hasattr(obj, "transforms")
+
+
+PIL_TAKERS = ("torchvision.transforms", "timm.data", "transformers.")
+"""Where the callables given a PIL image come from: torchvision's transforms and presets (v1
+and v2), timm's, Hugging Face's image processors."""
+
+
+def takes_pil_image(obj: Any) -> bool:
+    """Whether ``obj`` is called with a PIL image rather than the file's bytes: a transform or
+    image processor of :data:`PIL_TAKERS` (by its class or a base class), or a function whose
+    first parameter is annotated ``PIL.Image.Image``."""
+    import inspect
+
+    if any(c.__module__.startswith(PIL_TAKERS) for c in type(obj).__mro__ if c is not object):
+        return True
+    try:
+        parameters = list(inspect.signature(obj).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not parameters:
+        return False
+    annotation = parameters[0].annotation
+    if isinstance(annotation, str):  # ``from __future__ import annotations``
+        return annotation in ("Image.Image", "PIL.Image.Image")
+    from PIL import Image
+
+    return annotation is Image.Image
+
+
+GIVEN_BYTES = ("a reference callable is given the file's bytes, unless it takes a PIL image (a torchvision "
+               "transform or preset, a timm or Hugging Face one, or a function whose first parameter is annotated "
+               "PIL.Image.Image), which gets the image as torchvision's ImageFolder opens it; it returns the model "
+               "input (CHW) or a dict of stages with 'input'")
+"""What a reference callable may take and return: said whenever one fails."""
 
 
 def to_hwc_255(value: Any, scaled: bool) -> np.ndarray:
@@ -101,18 +138,24 @@ class ComposeRecipe(Recipe):
 
 
 class CallableRecipe(Recipe):
-    """Any ``fn(file_bytes)`` returning the model input, or a dict of stages."""
+    """Any ``fn(file_bytes)`` returning the model input, or a dict of stages; with ``pil``, the
+    image opened as torchvision's ``ImageFolder`` opens it instead (:func:`takes_pil_image`)."""
 
-    def __init__(self, fn: Callable[[bytes], Any], name: str):
-        self.fn, self.name = fn, name
+    def __init__(self, fn: Callable[[Any], Any], name: str, pil: bool = False):
+        self.fn, self.name, self.pil = fn, name, pil
         self.stages = ("input",)  # refined after the first call if fn returns a dict
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
         kind = identify(data)
+        given = open_rgb(data, exif_orientation=False) if self.pil else bytes(data)
+        what = f"a PIL image ({given.width}x{given.height} RGB)" if self.pil else "the file's bytes"
         try:
-            result = call_user(self.fn, bytes(data))  # sys.exit() in it fails this image, not the run
+            result = call_user(self.fn, given)  # sys.exit() in it fails this image, not the run
         except Exception as exc:
-            raise ImageError(f"reference {self.name} failed on this {kind}: {raised(exc)}") from None
+            raise ImageError(f"reference {self.name} failed on this {kind}, given {what}: {raised(exc)} ({GIVEN_BYTES})") \
+                from None
+        if self.pil and not isinstance(result, dict):
+            result = _pixel_values(result)
         if isinstance(result, dict):
             unknown = set(result) - set(PREPROCESS_STAGES)
             if unknown or "input" not in result:
@@ -126,4 +169,12 @@ class CallableRecipe(Recipe):
         return out
 
     def describe(self):
-        return f"{self.name}: user callable"
+        return f"{self.name}: user callable" + (" (given a PIL image)" if self.pil else "")
+
+
+def _pixel_values(result: Any) -> Any:
+    """A Hugging Face processor's answer (a ``BatchFeature`` holding ``pixel_values``) as its one image's tensor."""
+    values = result.get("pixel_values") if hasattr(result, "get") and not isinstance(result, dict) else None
+    if values is None:
+        return result
+    return values[0] if len(values) == 1 else values

@@ -77,7 +77,7 @@ class TorchvisionRecipe(Recipe):
             raise SpecError(f"torchvision has no '{p.resize.interpolation}' interpolation; use one of {', '.join(modes)}")
         self.p = p
         self.on_tensor = self.force_tensor or not p.resize.antialias or p.resize.dtype == "float32"
-        if self.on_tensor and p.resize.interpolation == "lanczos":
+        if self.on_tensor and p.resize.interpolation == "lanczos" and p.resize.resampling != "pil":  # v2's has it
             raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
         self._interpolation = modes[p.resize.interpolation]
         size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
@@ -107,13 +107,29 @@ class TorchvisionRecipe(Recipe):
             image = pil_to_tensor(image)
             if self.p.resize.dtype == "float32":
                 image = image.to(torch.float32)
+        if self.on_tensor and self.p.resize.resampling == "pil":
+            # torchvision v2's kernel on uint8 tensors follows PIL (its 8-bit intermediate too); v1's
+            # goes through float (a cubic overshoot then clips once: up to 14 levels apart)
+            from torchvision.transforms.v2 import functional as F2
+
+            return F2.resize(image, self._size_of(image), interpolation=self._interpolation, antialias=True)
         if self.p.resize.size_rounding == "half_up" and self.p.resize.mode == "shorter_side":
             from torchvision.transforms import functional as F
 
-            height, width = F.get_image_size(image)[::-1]
-            return F.resize(image, list(self.p.resize.output_size(height, width)),
-                            interpolation=self._interpolation, antialias=self.p.resize.antialias)
+            return F.resize(image, self._size_of(image), interpolation=self._interpolation,
+                            antialias=self.p.resize.antialias)
         return self._resize(image)
+
+    def _size_of(self, image) -> list[int]:
+        """The output size torchvision is given: the spec's where it rounds half up, else
+        torchvision's own (the shorter side's length: the other truncated)."""
+        from torchvision.transforms import functional as F
+
+        r = self.p.resize
+        if r.mode == "shorter_side" and r.size_rounding != "half_up":
+            return [r.size[0]]
+        height, width = F.get_image_size(image)[::-1]
+        return list(r.output_size(height, width))
 
     def _as_tensor(self, image):
         import torch

@@ -98,10 +98,16 @@ def render_round(r: "Round", screen: int) -> list[str]:
     return lines + [""]
 
 
+DEPLOYMENT_SPEC = "Deployment spec (the training reference as the deployment behaves, --write-spec)"
+TRAINING_SPEC = "Training spec (your training as it is, --write-training-spec)"
+
+
 def render_markdown(report: DiagnosisReport) -> str:
     """diagnosis.md."""
     d = report.diagnosis
     lines = ["# Diagnosis", ""]
+    if report.reference.reading:
+        lines += [f"> Reference {report.reference.reading}", ""]
     if report.training:
         lines += render_training(report), ""
     lines += [f"Against the spec found: {d.conclusion}" if report.training else d.conclusion, ""]
@@ -111,10 +117,12 @@ def render_markdown(report: DiagnosisReport) -> str:
         remains = "" if d.remaining is None else f" (with the causes found; a divergence remains at `{d.remaining}`)"
         lines += [f"The deployment behaves as{remains}: {report.fingerprint}.", ""]
     if report.written_spec:
-        what = "Training spec (the callable's fingerprint)" if report.training else "Corrected reference spec"
-        lines += [f"{what}: `{report.written_spec}` (`harness check --spec` it).", ""]
-    if report.not_written:
-        lines += [f"{report.not_written}.", ""]
+        lines += [f"{DEPLOYMENT_SPEC}: `{report.written_spec}` (`harness check --spec` it).", ""]
+    if report.written_training_spec:
+        lines += [f"{TRAINING_SPEC}: `{report.written_training_spec}`.", ""]
+    for why in (report.not_written, report.training_not_written):
+        if why:
+            lines += [f"{why}.", ""]
     if report.scores_kind == "probabilities":
         lines += [f"The deployment answers {report.scores_kind}: output errors and the tie margin "
                   f"({fmt(report.tie_margin)}) are in probability units.", ""]

@@ -118,6 +118,8 @@ def images_line(report: StageReport) -> str:
 def render_markdown(report: StageReport) -> str:
     summary = report.summary
     lines = [f"# {markdown_text(report.title)}", ""]
+    if report.reading():
+        lines += [f"> Reference {markdown_text(report.reading())}", ""]
     if report.stopped_reason:
         lines += [f"> **Incomplete run**: {markdown_text(report.stopped_reason)}. Continue with `--resume`.", ""]
     lines.append(headline(report))

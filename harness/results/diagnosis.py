@@ -68,6 +68,10 @@ class DiagnosisReport:
     skipped: tuple[ImageIssue, ...] = ()
     """Folder entries that are not images (hidden, a sub-folder, a link leading out...), with why:
     listed as check lists them (:func:`harness.listing.list_inputs`)."""
+    written_training_spec: str | None = None
+    """``--write-training-spec``: where the training definition was written as it is (a callable's
+    fingerprint, a framework's reading); None: not asked, or nothing written (:attr:`training_not_written`)."""
+    training_not_written: str | None = None
 
     job: ClassVar[str] = "diagnose"
 
@@ -154,7 +158,7 @@ class DiagnosisReport:
             "failed": [f.to_dict() for f in self.failed],
             "skipped": [{"image": s.image, "reason": s.reason} for s in self.skipped],
             "screen_images": self.screen_images,
-            "reference": {"recipe": self.reference.recipe, "model": self.reference.model},
+            "reference": self.reference.to_dict(),
             "deployed": {"ensemble": self.ensemble, "url": self.server.url, "protocol": self.server.protocol,
                          **({"found": list(self.found)} if self.found else {})},
             "fingerprint": self.fingerprint,
@@ -163,7 +167,8 @@ class DiagnosisReport:
             "training_fingerprint": self.training.to_dict() if self.training else None,
             "training_callable_vs_deployment": evaluation_summary(self.compared) if self.compared else None,
             "combined_change": dataclasses.asdict(self.combined_change),
-            "spec": self.spec, "written_spec": self.written_spec, "tie_margin": self.tie_margin,
+            "spec": self.spec, "written_spec": self.written_spec, "written_training_spec": self.written_training_spec,
+            "write_training_spec_not_written": self.training_not_written, "tie_margin": self.tie_margin,
             "timing_seconds": dict(self.timing_seconds), "counts": dict(self.counts), "versions": dict(self.versions),
         }
 

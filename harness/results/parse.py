@@ -16,7 +16,7 @@ def spec_info(d: dict) -> SpecInfo:
 
 
 def reference_info(d: dict) -> ReferenceInfo:
-    return ReferenceInfo(d["recipe"], d["model"], d.get("recipe_name"))
+    return ReferenceInfo(d["recipe"], d["model"], d.get("recipe_name"), d.get("reading"))
 
 
 def deployed_info(d: dict) -> DeployedInfo:

@@ -37,6 +37,11 @@ class StageReport:
         """One Markdown line per side: what played the reference, what the deployed side."""
         raise NotImplementedError
 
+    def reading(self) -> str | None:
+        """The training definition read as a spec and how exactly it is replayed (the report's
+        first line), when the reference is one (:attr:`ReferenceInfo.reading`)."""
+        return None
+
     @property
     def tie_margin(self) -> float:
         raise NotImplementedError
@@ -200,6 +205,9 @@ class CheckReport(StageReport):
     reference: ReferenceInfo
     deployed: DeployedInfo
     run: CheckRun
+    classes: tuple[str, ...] = ()
+    """The class names of the scores, in output order, where known (``--class-names``, or this
+    repository's own classifier): a table showing a class shows its name beside its index."""
 
     @property
     def title(self) -> str:
@@ -210,6 +218,9 @@ class CheckReport(StageReport):
         source = f"stages from {code(d.taps_model)}" if d.taps_model else "discovered from the server"
         return [f"Reference: {text(self.reference.recipe)}; model: {text(self.reference.model)}",
                 f"Deployed: {code(d.ensemble)} at {text(d.server.url)} ({text(d.server.protocol)}), {source}"]
+
+    def reading(self) -> str | None:
+        return self.reference.reading
 
     def found(self) -> tuple[str, ...]:
         """What discovery found on the server (empty for this repository's own pipelines)."""
@@ -249,6 +260,7 @@ class CheckReport(StageReport):
     def to_dict(self) -> dict:
         verdict = self.summary.verdict
         return {**self.summary.to_dict(), "verdict": verdict.value if verdict else None,
+                **({"classes": list(self.classes)} if self.classes else {}),
                 "reference": self.reference.to_dict(), "deployed": self.deployed.to_dict(),
                 "spec": self.spec.to_dict(), "versions": dict(self.versions), "run": self.run.to_dict()}
 

@@ -20,6 +20,10 @@ class ReferenceInfo:
     model: str
     recipe_name: str | None = None
     """The recipe's short name (opencv, torchvision, dali, or a custom one's)."""
+    reading: str | None = None
+    """The training definition read into the spec's operations (``--reference hf:...``, a Compose),
+    and how exactly the spec replays it on the run's photos: the report's first line
+    (:meth:`harness.reference.reading.ReadingProof.line`)."""
 
     @property
     def custom(self) -> bool:
@@ -39,6 +43,8 @@ class ReferenceInfo:
         out = {"recipe": self.recipe, "model": self.model}
         if self.recipe_name is not None:
             out["recipe_name"] = self.recipe_name
+        if self.reading is not None:
+            out["reading"] = self.reading
         return out
 
 

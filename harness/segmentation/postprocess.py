@@ -85,6 +85,28 @@ def argmax(output: np.ndarray, size: tuple[int, int], p: ArgmaxParams) -> np.nda
     return np.stack([matte, mask])
 
 
+def from_matte(matte: np.ndarray, size: tuple[int, int], model_size: tuple[int, int] | None,
+               p: SaliencyParams) -> np.ndarray:
+    """A deployment's matte alone (0 to 1, [h, w]) as the result [2, H, W]: its mask the matte
+    above ``p.threshold``. At the source ``size`` as it is; at the model's (``model_size``,
+    another) brought to ``size`` as the saliency brings its matte there (``p.interpolation``,
+    the threshold before or after); at any other size left there (a result of the wrong size)."""
+    matte = np.asarray(matte, np.float32)
+    size = (int(size[0]), int(size[1]))
+    if matte.shape == size or model_size is None or matte.shape != tuple(model_size):
+        return np.stack([matte, (matte > p.threshold).astype(np.float32)])
+    levels = matte * 255
+    if np.abs(levels - np.rint(levels)).max(initial=0) < 1e-3:  # a uint8 matte: resized as the saliency resizes it
+        up = _resize(np.rint(levels).astype(np.uint8), size, p.interpolation).astype(np.float32) / 255
+    else:
+        up = np.clip(_resize(np.ascontiguousarray(matte), size, p.interpolation), 0, 1)
+    if p.threshold_after_upsampling:
+        mask = up > p.threshold
+    else:
+        mask = _resize((matte > p.threshold).astype(np.uint8), size, "nearest") > 0
+    return np.stack([up.astype(np.float32), mask.astype(np.float32)])
+
+
 class SegmentationPostprocess:
     """A built-in postprocessing from its ``[postprocess]`` table: ``(outputs by name, source
     size) -> [2, H, W]``."""

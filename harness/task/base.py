@@ -26,7 +26,8 @@ from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 __all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "OutputChoice", "PostprocessError", "ResultCulprit",
-           "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim", "verdict_cells"]
+           "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim", "like",
+           "verdict_cells"]
 """A task needs nothing but this module: the vocabulary it speaks comes with it."""
 
 
@@ -149,6 +150,21 @@ def verdict_cells(stats) -> tuple[str, str]:
     return (f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value), counts
 
 
+def like(array: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``array`` reshaped to ``reference``'s shape where the two differ only by leading axes of one
+    (a model without batching whose output keeps a batch axis of one); else as it is."""
+    def trimmed(shape):
+        shape = tuple(shape)
+        while shape and shape[0] == 1:
+            shape = shape[1:]
+        return shape
+
+    array, reference = np.asarray(array), np.asarray(reference)
+    if array.shape != reference.shape and trimmed(array.shape) == trimmed(reference.shape):
+        return array.reshape(reference.shape)
+    return array
+
+
 def claim(model, tasks: Sequence["Task"]) -> tuple["Task", str]:
     """The task ``model`` (a ``ModelInfo``) serves among ``tasks`` (in order; the first is the
     default), and why: the first whose signs it shows, a task whose sign is a structure
@@ -219,6 +235,8 @@ class Task:
     """How messages name the model (``classifier``)."""
     noun: ClassVar[str] = "a result"
     """What the output holds, with its article (``class scores``, ``an embedding``), for messages."""
+    result_words: ClassVar[str] = "the result's outputs"
+    """What :meth:`result_outputs` hold, plural, for messages (``the boxes``)."""
 
     def choose_output(self, model, choice: str | None) -> OutputChoice:
         """The output this task reads of ``model`` (a :class:`harness.deployment.discovery.ModelInfo`:
@@ -256,11 +274,18 @@ class Task:
     like class scores too). A number ranks structures: a larger one is asked before (OCR's 2,
     texts beside boxes, before detection's ``True``, boxes alone)."""
 
-    def result_outputs(self, model):
+    def result_outputs(self, model, choice: str | None = None):
         """The outputs holding the task's result when ``model`` computes it itself (a detector's
         :class:`harness.detection.outputs.BoxOutputs`: ``names``, ``describe()``, read by
-        :meth:`read_answer`); None: the result is made here from the raw output."""
+        :meth:`read_answer`); None: the result is made here from the raw output. ``choice``: the
+        user's ``--output``, where it names one of them (an OCR model's texts)."""
         return None
+
+    def settle_results(self, outputs, answer: Mapping[str, np.ndarray], size: tuple[int, int] | None):
+        """:meth:`result_outputs` ``outputs`` as one probe's ``answer`` (outputs by name, batch axis
+        removed; ``size``: the probe image's (height, width)) tells how to read them (a box
+        coding); as they are by default."""
+        return outputs
 
     def served_results(self, names: tuple[str, ...]):
         """How :meth:`read_answer` reads this repository's ensembles' result outputs ``names``

@@ -154,7 +154,12 @@ class Classification(Task):
         flips = report.summary.events
         if not flips:
             return []
-        rows = tuple((f.image, f.verdict.value, str(f.reference_top1), str(f.deployed_top1), fmt(f.margin))
+        names = getattr(report, "classes", ())
+
+        def named(index: int) -> str:  # the class's name beside its index, where the names are known
+            return f"{index} {names[index]}" if 0 <= index < len(names) else str(index)
+
+        rows = tuple((f.image, f.verdict.value, named(f.reference_top1), named(f.deployed_top1), fmt(f.margin))
                      for f in flips)
         return [Section("Images whose top-1 class changed", FLIPS_NOTE,
                         ("image", "verdict", "reference top-1", "deployed top-1",

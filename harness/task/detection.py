@@ -47,7 +47,7 @@ from harness.names import identifier, terminal_text
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, verdict_cells
+from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -210,6 +210,7 @@ class Detection(Task):
                                    "detect_postprocess", "detect_dali", "detect_opencv"),
                             engines=("detector",))
     noun = "boxes"
+    result_words = "the boxes"
     result_stage = Stage.POSTPROCESS
     result_in_table = True
     output_words = "the detector's raw output (a probability map, a raw head)"
@@ -239,11 +240,13 @@ class Detection(Task):
 
     # -- discovery ------------------------------------------------------------------------------
     def choose_output(self, model, choice):
-        from harness.detection.outputs import find_box_outputs
-
         if choice is not None:
             return self.named_output(model, choice, "raw output")
-        boxes = find_box_outputs(model.outputs)
+        return self.raw_beside(model, self.result_outputs(model))
+
+    def raw_beside(self, model, boxes) -> OutputChoice:
+        """The raw output beside ``boxes`` (:meth:`result_outputs`'s, None: none): the one float
+        output not among them."""
         raw = [t for t in model.outputs if t.data_type in ("TYPE_FP32", "TYPE_FP16")
                and (boxes is None or t.name not in boxes.names)]
         if boxes is not None:
@@ -266,10 +269,15 @@ class Detection(Task):
         boxes = self.result_outputs(model)
         return f"it answers boxes ({boxes.describe()})" if boxes else None
 
-    def result_outputs(self, model):
+    def result_outputs(self, model, choice=None):
         from harness.detection.outputs import find_box_outputs
 
         return find_box_outputs(model.outputs)
+
+    def settle_results(self, outputs, answer, size):
+        """The boxes' coding told by the probe's answer (:meth:`BoxOutputs.settled`: x, y, width,
+        height or corners)."""
+        return outputs.settled(answer, size)
 
     def served_results(self, names):
         from harness.detection.outputs import BoxOutputs
@@ -299,7 +307,7 @@ class Detection(Task):
         without batching whose output keeps a batch axis of one)."""
         out = {}
         if Stage.OUTPUT in deployed and Stage.OUTPUT in reference:
-            aligned = _like(np.asarray(deployed[Stage.OUTPUT]), np.asarray(reference[Stage.OUTPUT]))
+            aligned = like(deployed[Stage.OUTPUT], reference[Stage.OUTPUT])
             if aligned is not deployed[Stage.OUTPUT]:
                 out[Stage.OUTPUT] = aligned
         if Stage.POSTPROCESS in deployed or Stage.OUTPUT not in deployed:
@@ -327,9 +335,17 @@ class Detection(Task):
 
     def read_answer(self, answer: Mapping[str, np.ndarray], boxes) -> dict:
         """The stages a deployment's own answer holds (one image, outputs by name): its boxes
-        (``boxes``: :class:`harness.detection.outputs.BoxOutputs`) as ``postprocess``, and its
-        ``GEOMETRY`` when it answers one."""
+        (``boxes``: :class:`harness.detection.outputs.BoxOutputs`) as ``postprocess`` (with the
+        records :data:`~harness.detection.outputs.UNSCORED` and
+        :data:`~harness.detection.outputs.AXIS_ALIGNED` where they apply), and its ``GEOMETRY``
+        when it answers one."""
+        from harness.detection.outputs import AXIS_ALIGNED, AXIS_ALIGNED_LAYOUTS, UNSCORED
+
         out = {Stage.POSTPROCESS: boxes.read(answer).to_array()}
+        if boxes.scores is None:
+            out[UNSCORED] = np.ones(1, bool)
+        if boxes.coding(answer) in AXIS_ALIGNED_LAYOUTS:
+            out[AXIS_ALIGNED] = np.ones(1, bool)
         if GEOMETRY_TENSOR in answer:
             out[GEOMETRY_TENSOR] = np.asarray(answer[GEOMETRY_TENSOR]).reshape(-1)
         return out
@@ -349,12 +365,19 @@ class Detection(Task):
         return "score"
 
     def compare_boxes(self, reference: np.ndarray, deployed: np.ndarray, margin: float,
-                      image_size: tuple[int, int] | None, explained=None) -> tuple[Verdict, dict]:
+                      image_size: tuple[int, int] | None, explained=None,
+                      reading: Mapping | None = None) -> tuple[Verdict, dict]:
+        """One image's boxes compared; ``reading``: the deployed stage dict, whose records say how
+        its boxes read (:func:`as_deployed_codes`; no box scores)."""
+        from harness.detection.outputs import UNSCORED
+
         # unconfigured (`harness compare` of two saved runs): the default rules, no threshold to be near
         tolerance = self.setup.tolerance if self.setup else DetectionTolerance()
         threshold = self.setup.score_threshold if self.setup else math.nan
-        c = Boxes(threshold, image_size, explained)(Detections.from_array(reference), Detections.from_array(deployed),
-                                                    replace(tolerance, near_threshold=margin))
+        reading = reading or {}
+        c = Boxes(threshold, image_size, explained, scored=UNSCORED not in reading)(
+            Detections.from_array(as_deployed_codes(reference, reading)), Detections.from_array(deployed),
+            replace(tolerance, near_threshold=margin))
         return c.verdict, c.metrics
 
     def binarization_evidence(self, reference: dict, deployed: dict):
@@ -389,11 +412,12 @@ class Detection(Task):
             return None
         size = tuple(Geometry.from_tensor(reference[GEOMETRY_TENSOR]).source) if GEOMETRY_TENSOR in reference else None
         verdict, metrics = self.compare_boxes(reference[post], deployed[post], margin, size,
-                                              self.binarization_evidence(reference, deployed))
+                                              self.binarization_evidence(reference, deployed), deployed)
         # The deployed postprocessing alone on the reference's raw output and geometry: no noise to
         # excuse a change there (harness.compare.ties.explained_by_upstream fails the stage on it).
         alone_boxes = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
-        alone = self.compare_boxes(reference[post], alone_boxes, ISOLATED_MARGIN, size) if alone_boxes is not None else None
+        alone = (self.compare_boxes(reference[post], alone_boxes, ISOLATED_MARGIN, size, reading=deployed)
+                 if alone_boxes is not None else None)
         if verdict is Verdict.TIE and self.setup is not None and GEOMETRY_TENSOR in reference and (
                 alone is None or alone[0] is not Verdict.DIVERGED):  # (a diverged isolated run says it already)
             # The mirror of the isolated run, with what the deployment answered: where the isolated run
@@ -414,8 +438,8 @@ class Detection(Task):
             return False
         own = Geometry.from_tensor(deployed[GEOMETRY_TENSOR]) if GEOMETRY_TENSOR in deployed else geometry
         mirror = _as_detections(post(_outputs(deployed[Stage.OUTPUT]), own))
-        return self.compare_boxes(mirror.to_array(), deployed[Stage.POSTPROCESS], ISOLATED_MARGIN, size)[0] \
-            is Verdict.DIVERGED
+        return self.compare_boxes(mirror.to_array(), deployed[Stage.POSTPROCESS], ISOLATED_MARGIN, size,
+                                  reading=deployed)[0] is Verdict.DIVERGED
 
     def events(self, margin):
         return DetectionEvents(margin)
@@ -453,10 +477,11 @@ class Detection(Task):
         return infer_table(self, client, asked)
 
     infer_extras: tuple[str, ...] = ()
-    """Outputs ``harness infer`` asks for beside the boxes, where the model answers them (OCR's texts)."""
+    """Outputs ``harness infer`` asks for beside the result outputs, where the model answers them
+    (this repository's OCR texts)."""
 
-    def infer_labels(self, answer: dict, count: int) -> list[str] | None:
-        """Each box's label for ``harness infer`` from the answer's :attr:`infer_extras` (None: boxes only)."""
+    def infer_labels(self, stages: dict) -> list[str] | None:
+        """Each box's label for ``harness infer`` from the stages :meth:`read_answer` read (None: boxes only)."""
         return None
 
     def diagnose_result(self, reference, deployed, gallery, index, margin, context=None):
@@ -473,7 +498,7 @@ class Detection(Task):
             dep = context["deployed"]
             evidence = self.binarization_evidence({Stage.OUTPUT: reference, GEOMETRY_TENSOR: geometry.to_tensor()}, dep)
             size = tuple(context["source"])
-            verdict, metrics = self.compare_boxes(boxes.to_array(), dep[Stage.POSTPROCESS], margin, size, evidence)
+            verdict, metrics = self.compare_boxes(boxes.to_array(), dep[Stage.POSTPROCESS], margin, size, evidence, dep)
             if verdict is Verdict.TIE and self.postprocessing_differs(post, dep, geometry, size):
                 verdict = Verdict.DIVERGED
         except Exception:  # noqa: BLE001 - a setting whose boxes cannot be made is as far as it gets
@@ -576,17 +601,17 @@ def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None =
     return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
 
 
-def _like(deployed: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """``deployed`` reshaped to ``reference``'s shape when the two differ only by leading axes of one."""
-    def trimmed(shape):
-        shape = tuple(shape)
-        while shape and shape[0] == 1:
-            shape = shape[1:]
-        return shape
+def as_deployed_codes(boxes: np.ndarray, deployed: Mapping) -> np.ndarray:
+    """The reference's ``boxes`` ([N, 10], :meth:`Detections.to_array`) as the deployment codes its
+    own (``deployed``: its stage dict): their enclosing axis-aligned boxes where its coding holds
+    no rotation (:data:`harness.detection.outputs.AXIS_ALIGNED`: x1, y1, x2, y2 or x, y, width,
+    height), else as they are."""
+    from harness.detection.outputs import AXIS_ALIGNED
 
-    if deployed.shape != reference.shape and trimmed(deployed.shape) == trimmed(reference.shape):
-        return deployed.reshape(reference.shape)
-    return deployed
+    if AXIS_ALIGNED not in deployed:
+        return boxes
+    found = Detections.from_array(boxes)
+    return Detections.from_xyxy(found.xyxy, found.scores, found.classes).to_array()
 
 
 def _map(output) -> np.ndarray | None:
@@ -617,38 +642,43 @@ def _detectors(task, client, asked) -> dict:
     boxes read by name (:mod:`harness.detection.outputs`)."""
     from harness.deployment.base import ImageRequest
     from harness.deployment.discovery import DeploymentError, image_input, read_model
-    from harness.detection.outputs import BoxOutputs, find_box_outputs
+    from harness.deployment.stepwise import decoded_size
 
     deployed, out = asked.deployed, {}
     if not deployed.models:
         models = task.repository
-        boxes = BoxOutputs(*models.results[:2], "auto")
+        boxes = task.served_results(models.results)
         for p in asked.pipelines:
             request = ImageRequest(models.ensemble(p), image_input(read_model(client, models.ensemble(p))), True)
-            out[request.model] = (request, boxes)
+            out[request.model] = (request, boxes, True)
     for name in deployed.models:
         info = read_model(client, name)
-        boxes = find_box_outputs(info.outputs)
+        boxes = task.result_outputs(info)
         if boxes is None:
             outputs = ", ".join(t.describe() for t in info.outputs)
             raise DeploymentError(f"{name} answers no boxes (boxes [-1, 4] or [-1, 4, 2] with scores [-1], or "
                                   f"EfficientNMS's num_dets/det_boxes/det_scores): {outputs}")
         request = ImageRequest(name, image_input(info), info.batched)
         asked.say(f"{name}: image input {request.describe()}, {boxes.describe()}")
-        out[name] = (request, boxes)
+        out[name] = (request, boxes, False)
 
-    def detect(data, request, boxes, extras):
+    def detect(data, name, extras):
+        request, boxes, settled = out[name]
         answer = client.infer(request.model, request.inputs([data]), [*boxes.names, *extras])
         answer = {k: v[0] if request.batched else v for k, v in answer.items()}
-        found = boxes.read(answer)
-        return found, task.infer_labels(answer, len(found))
+        if not settled:  # the boxes' coding, told by the first answer (as discovery's probe tells it)
+            boxes = task.settle_results(boxes, answer, decoded_size(data))
+            out[name] = (request, boxes, True)
+            asked.say(f"{name}: {boxes.describe()}")
+        stages = task.read_answer(answer, boxes)
+        return Detections.from_array(stages[Stage.POSTPROCESS]), task.infer_labels(stages)
 
-    def extras(name):
+    def extras(name, boxes):
         answered = {t.name for t in read_model(client, name).outputs}
-        return tuple(n for n in task.infer_extras if n in answered)
+        return tuple(n for n in task.infer_extras if n in answered and n not in boxes.names)
 
-    return {name: (lambda data, r=request, b=boxes, e=extras(name): detect(data, r, b, e))
-            for name, (request, boxes) in out.items()}
+    return {name: (lambda data, n=name, e=extras(name, boxes): detect(data, n, e))
+            for name, (request, boxes, _) in out.items()}
 
 
 def infer_table(task, client, asked) -> int:
@@ -679,9 +709,11 @@ def infer_table(task, client, asked) -> int:
         for detect in (detectors.values() if not cells else ()):
             try:
                 found, labels = detect(data)
-                best = sorted(range(len(found)), key=lambda i: -found.scores[i])[:asked.top_k]
+                scores = np.nan_to_num(found.scores, nan=-np.inf)  # boxes without scores: in the order answered
+                best = sorted(range(len(found)), key=lambda i: -scores[i])[:asked.top_k]
                 lines = [f"{len(found)} boxes"] + [
-                    f"{found.scores[i]:.3f} " + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i])
+                    (f"{found.scores[i]:.3f} " if np.isfinite(found.scores[i]) else "- ")
+                    + "{:.0f},{:.0f}-{:.0f},{:.0f}".format(*found.xyxy[i])
                     + ("" if labels is None else f" {terminal_text(repr(labels[i]))}") for i in best]
                 cells.append("\n".join(lines))
             except ServerUnavailable as exc:

@@ -33,8 +33,8 @@ from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, decode_texts, pac
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Section
-from harness.task.detection import Detection, DetectionEvents, DetectionSetup
+from harness.task.base import Event, OutputChoice, Section
+from harness.task.detection import Detection, DetectionEvents, DetectionSetup, as_deployed_codes
 from harness.verdict import Verdict
 
 WORD_STEPS = "WORD_STEPS"
@@ -102,6 +102,7 @@ class Ocr(Detection):
                                    "ocr_dali_taps", "ocr_opencv_taps"),
                             engines=("detector", "recognizer"), answer_suffix="_taps")
     noun = "words"
+    result_words = "the boxes and words"
     output_words = "the detector's raw output (a probability map)"
     event_words = ("word or box change", "word or box changes")
     flip_words = "images with word or box changes"
@@ -142,49 +143,59 @@ class Ocr(Detection):
 
     # -- discovery ------------------------------------------------------------------------------
     @staticmethod
-    def _without_words(model):
-        """``model`` as the detection task reads it: without its words and word taps (whose FP32
-        ``TEXT_SCORES`` [-1] would read as a second score output beside the boxes')."""
+    def _without_taps(model):
+        """``model`` without this repository's word stage taps (``WORD_*``: read by name)."""
         from dataclasses import replace
 
-        words = {TEXTS, TEXT_SCORES, *(name for pair in WORD_TAPS.values() for name in pair)}
-        return replace(model, outputs=tuple(t for t in model.outputs if t.name not in words))
+        taps = {name for pair in WORD_TAPS.values() for name in pair}
+        return replace(model, outputs=tuple(t for t in model.outputs if t.name not in taps))
 
     claims_first = 2
     """Texts beside boxes: asked before the detection task (boxes alone, ``True``)."""
 
     def claims(self, model):
-        texts = [t for t in model.outputs if t.data_type in ("TYPE_STRING", "BYTES") and "text" in t.name.lower()]
-        boxes = self.result_outputs(model)
-        return f"it answers texts ({texts[0].name}) and boxes ({boxes.describe()})" if texts and boxes else None
+        words = self.result_outputs(model)
+        return f"it answers {words.describe()}" if isinstance(words, WordOutputs) else None
 
     infer_extras = (TEXTS,)
 
-    def infer_labels(self, answer, count):
-        """Each box's word (``TEXTS``, UTF-8: a word that is not is this image's error), or None
-        where the model answers none."""
-        if TEXTS not in answer:
-            return None
-        texts = decode_texts(answer[TEXTS])
-        if len(texts) != count:
-            raise ValueError(f"{len(texts)} texts for {count} boxes")
-        return texts
+    def infer_labels(self, stages):
+        """Each box's word, from the stages :meth:`read_answer` read, or None where it read none."""
+        return None if TEXTS not in stages else [str(t) for t in stages[TEXTS]]
 
     def choose_output(self, model, choice):
-        return super().choose_output(self._without_words(model), choice)
+        model = self._without_taps(model)
+        texts, why = find_texts(model, choice)
+        if texts is None and why:  # several outputs could be the texts
+            return OutputChoice(None, why=why)
+        if texts is not None and choice == texts.name:  # --output names the texts: the raw output is found beside
+            return self.raw_beside(model, self.result_outputs(model, choice))
+        return super().choose_output(model, choice)
 
-    def result_outputs(self, model):
-        return super().result_outputs(self._without_words(model))
+    def result_outputs(self, model, choice=None):
+        """The boxes (as the detection task finds them) and, beside them, the texts (:func:`find_texts`)
+        and the words' scores (:func:`find_word_outputs`); the boxes alone where the model answers no
+        texts."""
+        model = self._without_taps(model)
+        return find_word_outputs(model, choice) or super().result_outputs(model)
 
-    def read_answer(self, answer, boxes) -> dict:
+    def read_answer(self, answer, outputs) -> dict:
         """The boxes (as the detection task reads them), the texts (UTF-8: a word that is not is
-        this image's error) and scores, and the word stage taps where answered."""
-        out = super().read_answer(answer, boxes)
-        texts = self.infer_labels(answer, len(out[Stage.POSTPROCESS]))
-        if texts is not None:
+        this image's error) and their scores, and the word stage taps where answered. ``outputs``:
+        :class:`WordOutputs`, or this repository's boxes (its texts ``TEXTS``, ``TEXT_SCORES`` by name)."""
+        words = outputs if isinstance(outputs, WordOutputs) else WordOutputs(
+            outputs, TEXTS if TEXTS in answer else None, TEXT_SCORES if TEXT_SCORES in answer else None)
+        out = super().read_answer(answer, words.boxes)
+        count = len(out[Stage.POSTPROCESS])
+        if words.texts is not None:
+            texts = decode_texts(answer[words.texts])
+            if len(texts) != count:
+                raise ValueError(f"{len(texts)} texts in {words.texts} for {count} boxes")
             out[TEXTS] = np.array(texts, dtype=str)
-        if TEXT_SCORES in answer:
-            out[TEXT_SCORES] = np.asarray(answer[TEXT_SCORES], np.float32).reshape(-1)
+        if words.text_scores is not None:
+            out[TEXT_SCORES] = np.asarray(answer[words.text_scores], np.float32).reshape(-1)
+            if len(out[TEXT_SCORES]) != count:
+                raise ValueError(f"{len(out[TEXT_SCORES])} word scores in {words.text_scores} for {count} boxes")
         for arrays, shapes in WORD_TAPS.values():
             if arrays in answer and shapes in answer:
                 out[arrays], out[shapes] = np.asarray(answer[arrays]), np.asarray(answer[shapes], np.int32)
@@ -235,7 +246,7 @@ class Ocr(Detection):
         out = super().derive_deployed(deployed, reference)
         both = {**deployed, **out}
         if TEXTS not in both and Stage.POSTPROCESS in both:
-            raise ValueError("the deployment answers no texts (a BYTES output TEXTS beside its boxes)")
+            raise ValueError("the deployment answers no texts (a BYTES output of one text per box beside its boxes)")
         image = both.get(Stage.DECODE, reference.get(Stage.DECODE))
         if image is not None and all(name in both for pair in WORD_TAPS.values() for name in pair):
             out[WORD_STEPS] = self.redo_steps(np.asarray(image), both)
@@ -284,7 +295,8 @@ class Ocr(Detection):
 
     def pair_words(self, reference: dict, deployed: dict) -> list[WordPair]:
         """The words of the boxes matched one to one (IoU above 0.5, the reference's best score first)."""
-        ref, dep = Detections.from_array(reference[Stage.POSTPROCESS]), Detections.from_array(deployed[Stage.POSTPROCESS])
+        ref = Detections.from_array(as_deployed_codes(reference[Stage.POSTPROCESS], deployed))
+        dep = Detections.from_array(deployed[Stage.POSTPROCESS])
         iou = iou_matrix(np.nan_to_num(ref.quads), np.nan_to_num(dep.quads))
         rules = self.recognition.rules if self.recognition else WordRules()
         ref_outputs = (unpack_ragged(reference[WORD_TAPS["output"][0]], reference[WORD_TAPS["output"][1]])
@@ -423,6 +435,82 @@ class Ocr(Detection):
                                ("image", "verdict", "reference", "deployed", "CER", "score change", "culprit"), rows,
                                verdict_column=1))
         return out
+
+
+STRING_TYPES = ("TYPE_STRING", "BYTES")
+TEXT_WORDS = ("text", "word", "txt", "rec", "transcri")
+"""Names of an output holding texts (or, a float one, the texts' scores)."""
+BOX_SCORE_WORDS = ("det", "dt_", "box")
+"""Names of a float output holding the boxes' scores (beside an OCR model's texts)."""
+
+
+@dataclass(frozen=True)
+class WordOutputs:
+    """An OCR deployment's outputs holding its words: the boxes (``BoxOutputs``: its scores None
+    where the deployment answers only one score per word, the text's), the texts (BYTES, one per
+    box) and the texts' scores (None: none answered)."""
+
+    boxes: Any
+    texts: str | None
+    text_scores: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.boxes.names, *(n for n in (self.texts, self.text_scores) if n))
+
+    def describe(self) -> str:
+        scores = f", their scores {self.text_scores}" if self.text_scores else ""
+        return f"{self.boxes.describe()}; texts {self.texts}{scores}"
+
+    @property
+    def unsettled(self) -> bool:
+        return self.boxes.unsettled
+
+    def settled(self, answer, size) -> "WordOutputs":
+        """The boxes' coding told by a probe's answer (:meth:`BoxOutputs.settled`)."""
+        from dataclasses import replace
+
+        return replace(self, boxes=self.boxes.settled(answer, size))
+
+
+def find_texts(model, choice: str | None = None):
+    """(the output holding an OCR model's texts: BYTES, one entry per box, any name; or None, and
+    why where several could be). ``choice`` (``--output``) names one; of several, the one named
+    like texts, else none."""
+    strings = [t for t in model.outputs if t.data_type in STRING_TYPES and len(t.dims) == 1]
+    named = [t for t in strings if t.name == choice]
+    if named:
+        return named[0], ""
+    if len(strings) > 1:
+        texty = [t for t in strings if any(w in t.name.lower() for w in TEXT_WORDS)]
+        if len(texty) == 1:
+            return texty[0], ""
+        return None, (f"model {model.name!r} answers {len(strings)} outputs that could hold its texts "
+                      f"({', '.join(t.describe() for t in strings)}): name the texts with --output")
+    return (strings[0] if strings else None), ""
+
+
+def find_word_outputs(model, choice: str | None = None) -> WordOutputs | None:
+    """An OCR model's :class:`WordOutputs`, or None where it answers no texts (or no boxes). The
+    texts' scores: the float vector named like texts (``TEXT_SCORES``, ``rec_scores``); else, of
+    the float vectors not named like the boxes' (``det``, ``box``), the one alone beside the boxes:
+    an OCR model's one score per word is its text's confidence (rapidocr's ``scores``, EasyOCR's,
+    docTR's); the boxes then have no scores of their own."""
+    from harness.detection.outputs import CLASS_WORDS, COUNT_WORDS, FLOAT_TYPES, find_box_outputs
+
+    texts, _ = find_texts(model, choice)
+    if texts is None:
+        return None
+    vectors = [t for t in model.outputs if t.data_type in FLOAT_TYPES and len(t.dims) == 1]
+    texty = [t for t in vectors if any(w in t.name.lower() for w in TEXT_WORDS)]
+    rest = [t for t in vectors if t not in texty and not any(w in t.name.lower() for w in
+                                                             (*BOX_SCORE_WORDS, *CLASS_WORDS, *COUNT_WORDS))]
+    scores = texty[0] if len(texty) == 1 else (rest[0] if not texty and len(rest) == 1 else None)
+    left = [t for t in model.outputs if t is not texts and t is not scores]
+    boxes = find_box_outputs(left, scored=False)
+    if boxes is None:
+        return None
+    return WordOutputs(boxes, texts.name, scores.name if scores else None)
 
 
 RECOGNITION = "recognition."

@@ -30,12 +30,13 @@ from harness.client import TaskModels
 from harness.errors import UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
+from harness.postprocessing import SaliencyParams
 from harness.result import StageResult
 from harness.scores import ScoreKind
 from harness.segmentation.compare import MaskTolerance, compare_masks
-from harness.segmentation.postprocess import SegmentationPostprocess, as_result, is_segmentation, raw_output
+from harness.segmentation.postprocess import SegmentationPostprocess, as_result, from_matte, is_segmentation, raw_output
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, verdict_cells
+from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -57,6 +58,9 @@ WORDS = ("mask", "matte", "segment", "saliency", "alpha")
 """An output named with one of these holds a segmentation (discovery's sign)."""
 MATTE_WORDS, MASK_WORDS = ("matte", "alpha"), ("mask",)
 """A deployment's own result, by name: a matte (or alpha) and a mask, each [H, W]."""
+MATTE_ALONE = 1
+"""Planes of a deployed ``postprocess`` read from a matte alone, before its mask is made at the
+source size (:meth:`Segmentation.derive_deployed`); the result has 2."""
 
 
 def load_postprocess(ref: str) -> "UserSegmentationPostprocess":
@@ -95,12 +99,20 @@ class UserSegmentationPostprocess:
 
 @dataclass(frozen=True)
 class ResultOutputs:
-    """A deployment's outputs holding the result: the matte and the mask, by name."""
+    """A deployment's outputs holding the result: its matte, and its mask (None: a matte alone,
+    whose mask is the spec's threshold of it)."""
 
-    names: tuple[str, str] = (MATTE, MASK)
+    matte: str = MATTE
+    mask: str | None = MASK
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.matte,) if self.mask is None else (self.matte, self.mask)
 
     def describe(self) -> str:
-        return f"a matte {self.names[0]} and a mask {self.names[1]}"
+        if self.mask is None:
+            return f"a matte {self.matte} alone (its mask: the spec's threshold of it, at the source size)"
+        return f"a matte {self.matte} and a mask {self.mask}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,8 @@ class SegmentationSetup:
     reference_table: Mapping[str, Any] | None
     """The reference's ``[postprocess]`` (None: the user's ``--postprocess``): what diagnose varies."""
     deployed_table: Mapping[str, Any] | None
+    model_size: tuple[int, int] | None = None
+    """The deployed spec's model input size (its crop): a matte answered at it is at the model's size."""
 
     @property
     def threshold(self) -> float:
@@ -164,6 +178,7 @@ class Segmentation(Task):
                                    "segment_postprocess", "segment_dali", "segment_opencv"),
                             engines=("segmenter",))
     noun = "a mask"
+    result_words = "the matte and mask"
     output_label = "map"
     model_words = "segmenter"
     output_words = "the segmenter's raw map at the model's resolution"
@@ -184,16 +199,17 @@ class Segmentation(Task):
     # -- set-up -------------------------------------------------------------------------------
     def configure(self, spec, postprocess: str | None = None) -> "Segmentation":
         table, deployed = spec.reference.postprocess, spec.postprocess
+        model_size = tuple(spec.preprocess.crop.size) if spec.preprocess.crop.size else None
         if postprocess is not None:  # the user's, for both sides
             user = load_postprocess(postprocess)
-            return Segmentation(SegmentationSetup(user, user, None, None))
+            return Segmentation(SegmentationSetup(user, user, None, None, model_size))
         if not is_segmentation(table):
             raise UsageError(f"--task segmentation: the reference's mask needs a [postprocess] table in the spec "
                              f"({spec.source}: name = \"saliency\" or \"argmax\" and its parameters), or "
                              "--postprocess FILE.py:NAME")
         return Segmentation(SegmentationSetup(
             SegmentationPostprocess(table), SegmentationPostprocess(deployed) if is_segmentation(deployed) else None,
-            table, deployed))
+            table, deployed, model_size))
 
     # -- discovery ------------------------------------------------------------------------------
     def choose_output(self, model, choice):
@@ -211,16 +227,24 @@ class Segmentation(Task):
                                       f"{', '.join(t.describe() for t in model.outputs) or 'none'}: name the map with "
                                       "--output")
 
-    def result_outputs(self, model):
-        def named(words):
-            found = [t.name for t in model.outputs if any(w in t.name.lower() for w in words) and len(t.dims) >= 2]
+    def result_outputs(self, model, choice=None):
+        """A matte and a mask by name; else a matte alone: the one plane named as a matte, or the one
+        uint8 plane (0 to 255) not named as a mask."""
+        def named(words, among):
+            found = [t.name for t in among if any(w in t.name.lower() for w in words)]
             return found[0] if len(found) == 1 else None
 
-        matte, mask = named(MATTE_WORDS), named(MASK_WORDS)
-        return ResultOutputs((matte, mask)) if matte and mask and matte != mask else None
+        planes = [t for t in model.outputs if _is_plane(t)]
+        matte, mask = named(MATTE_WORDS, planes), named(MASK_WORDS, planes)
+        if matte and mask and matte != mask:
+            return ResultOutputs(matte, mask)
+        if matte is None and mask is None:
+            levels = [t.name for t in planes if t.data_type == "TYPE_UINT8"]
+            matte = levels[0] if len(levels) == 1 else None
+        return ResultOutputs(matte, None) if matte and matte != mask else None
 
     def served_results(self, names):
-        return ResultOutputs(tuple(names[:2]))
+        return ResultOutputs(*names[:2])
 
     def claims(self, model):
         results = self.result_outputs(model)
@@ -248,20 +272,58 @@ class Segmentation(Task):
         return {GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: result}
 
     def derive_deployed(self, deployed: dict, reference: dict) -> dict:
-        """The deployment's result when it answers only its raw output (its spec's postprocessing,
-        at the size it answered, else the reference's), and that postprocessing alone on the
-        reference's output."""
-        if Stage.POSTPROCESS in deployed or Stage.OUTPUT not in deployed:
-            return {}
+        """The deployment's raw output in the reference's shape (where only leading axes of one
+        differ); its result when it answers a matte alone (its mask made at the source size:
+        :meth:`completed`) or only its raw output (its spec's postprocessing, at the size it
+        answered, else the reference's), and that postprocessing alone on the reference's output."""
+        out = {}
+        if Stage.OUTPUT in deployed and Stage.OUTPUT in reference:
+            aligned = like(deployed[Stage.OUTPUT], reference[Stage.OUTPUT])
+            if aligned is not deployed[Stage.OUTPUT]:
+                out[Stage.OUTPUT] = aligned
+        if Stage.POSTPROCESS in deployed:
+            if len(deployed[Stage.POSTPROCESS]) == MATTE_ALONE and self._known_size(deployed, reference):
+                out[Stage.POSTPROCESS] = self.completed(deployed[Stage.POSTPROCESS], self._source_size(deployed, reference),
+                                                        self._model_size(deployed, reference))
+            return out
+        if Stage.OUTPUT not in deployed:
+            return out
         s = self._setup()
         if s.deployed_postprocess is None:
             raise ValueError("the deployment answers its raw map only, and the spec has no [postprocess] to make its "
                              "mask: add one (name = \"saliency\" or \"argmax\"), or give --postprocess FILE.py:NAME")
         size = self._source_size(deployed, reference)
-        out = {Stage.POSTPROCESS: s.deployed_postprocess(_outputs(deployed[Stage.OUTPUT]), size)}
+        out[Stage.POSTPROCESS] = s.deployed_postprocess(_outputs(out.get(Stage.OUTPUT, deployed[Stage.OUTPUT])), size)
         if Stage.OUTPUT in reference:
             out[POSTPROCESSED_ALONE] = s.deployed_postprocess(_outputs(reference[Stage.OUTPUT]), size)
         return out
+
+    def completed(self, result: np.ndarray, size, model_size: tuple[int, int] | None) -> np.ndarray:
+        """A deployed result [2, H, W] as it is; a matte alone [1, h, w] with its mask, at the source
+        ``size`` (:func:`harness.segmentation.postprocess.from_matte`: a matte at the model's size
+        ``model_size`` brought to it as the deployed spec's saliency brings its own)."""
+        result = np.asarray(result, np.float32)
+        if len(result) != MATTE_ALONE:
+            return result
+        return from_matte(result[0], size, model_size, self._matte_rule())
+
+    def _matte_rule(self) -> SaliencyParams:
+        """How a matte alone becomes a result: the deployed spec's saliency; under the user's
+        ``--postprocess``, its ``threshold`` (the matte brought to the source size linearly)."""
+        s = self._setup()
+        post = s.deployed_postprocess or s.reference_postprocess
+        params = getattr(post, "params", None)
+        if isinstance(params, SaliencyParams):
+            return params
+        if params is not None:  # argmax: the matte is the winning class's probability, no threshold of it is a mask
+            raise ValueError("the deployment answers a matte alone, and the spec's [postprocess] is an argmax over "
+                             "class logits: a mask cannot be read from a matte; use a saliency [postprocess] (its "
+                             "threshold), or answer the mask too")
+        return SaliencyParams(interpolation="linear", threshold=post.threshold)
+
+    @staticmethod
+    def _known_size(deployed: dict, reference: dict) -> bool:
+        return any(GEOMETRY_TENSOR in side or Stage.DECODE in side for side in (deployed, reference))
 
     def _source_size(self, deployed: dict, reference: dict) -> tuple[int, int]:
         for side in (deployed, reference):
@@ -271,15 +333,29 @@ class Segmentation(Task):
                 return tuple(np.asarray(side[Stage.DECODE]).shape[:2])
         raise ValueError("neither side shows the source image's size (a GEOMETRY or a decode stage)")
 
+    def _model_size(self, *sides: dict) -> tuple[int, int] | None:
+        """The raw map's size (the model's resolution), from a side that shows its output, else the
+        deployed spec's crop."""
+        for side in sides:
+            if Stage.OUTPUT in side and np.ndim(side[Stage.OUTPUT]) >= 2:
+                return tuple(np.shape(side[Stage.OUTPUT])[-2:])
+        return self._setup().model_size
+
     def read_answer(self, answer: Mapping[str, np.ndarray], outputs) -> dict:
-        """A deployment's own result (one image): its matte and mask as ``postprocess`` [2, H, W]."""
-        matte_name, mask_name = outputs.names
-        matte, mask = np.asarray(answer[matte_name], np.float32), np.asarray(answer[mask_name], np.float32)
-        if matte.dtype == np.uint8 or matte.max(initial=0) > 1.0 + 1e-6:  # a uint8 matte: 0 to 255
+        """A deployment's own result (one image): its matte and mask as ``postprocess`` [2, H, W];
+        a matte alone as [1, H, W], its mask made at the source size (:meth:`derive_deployed`). A
+        uint8 matte is 0 to 255 (a float one above 1 too); any other 0 to 1."""
+        answered = np.asarray(answer[outputs.matte])
+        matte = _plane(answered, outputs.matte).astype(np.float32)
+        if answered.dtype == np.uint8 or matte.max(initial=0) > 1.0 + 1e-6:
             matte = matte / 255.0
-        if matte.shape != mask.shape:
-            raise ValueError(f"{matte_name} is {list(matte.shape)} but {mask_name} {list(mask.shape)}")
-        out = {Stage.POSTPROCESS: np.stack([matte.reshape(matte.shape[-2:]), mask.reshape(mask.shape[-2:])])}
+        if outputs.mask is None:
+            out = {Stage.POSTPROCESS: matte[None]}
+        else:
+            mask = _plane(answer[outputs.mask], outputs.mask).astype(np.float32)
+            if matte.shape != mask.shape:
+                raise ValueError(f"{outputs.matte} is {list(matte.shape)} but {outputs.mask} {list(mask.shape)}")
+            out = {Stage.POSTPROCESS: np.stack([matte, mask])}
         if GEOMETRY_TENSOR in answer:
             out[GEOMETRY_TENSOR] = np.asarray(answer[GEOMETRY_TENSOR]).reshape(-1)
         return out
@@ -303,8 +379,14 @@ class Segmentation(Task):
         post = Stage.POSTPROCESS
         if post not in reference or post not in deployed:
             return None
-        verdict, metrics = compare_masks(reference[post], deployed[post], margin, self._tolerance())
+        size = reference[post].shape[-2:]
+        model_size = self._model_size(reference, deployed) if self.setup else None
+        mine = self.completed(deployed[post], size, model_size)
+        deployed = {**deployed, post: mine}
+        verdict, metrics = compare_masks(reference[post], mine, margin, self._tolerance())
         alone_result = isolated.get(post, deployed.get(POSTPROCESSED_ALONE))
+        if alone_result is not None:
+            alone_result = self.completed(alone_result, size, model_size)
         alone = compare_masks(reference[post], alone_result, 0.0, ISOLATED) if alone_result is not None else None
         if verdict is not Verdict.DIVERGED and self.setup is not None and Stage.OUTPUT in deployed:
             # The mirror of the isolated run: the reference's postprocessing on the deployment's own map
@@ -399,6 +481,8 @@ class Segmentation(Task):
             dep = context["deployed"]
             size = tuple(context["source"])
             mine = post(_outputs(reference), size)
+            dep = {**dep, Stage.POSTPROCESS: self.completed(dep[Stage.POSTPROCESS], size,
+                                                             self._model_size({Stage.OUTPUT: reference}, dep))}
             verdict, metrics = compare_masks(mine, dep[Stage.POSTPROCESS], margin, self._tolerance())
             if verdict is not Verdict.DIVERGED and Stage.OUTPUT in dep:
                 mirror = post(_outputs(dep[Stage.OUTPUT]), size)
@@ -428,6 +512,25 @@ def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None =
     from harness.postprocessing import culprit_hypotheses
 
     return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
+
+
+def _is_plane(tensor) -> bool:
+    """One plane, [H, W] or [1, H, W], of numbers (a matte or a mask; its sides not fixed tiny)."""
+    dims = list(tensor.dims)
+    if len(dims) == 3 and dims[0] == 1:
+        dims = dims[1:]
+    return (tensor.data_type in ("TYPE_FP32", "TYPE_FP16", "TYPE_UINT8") and len(dims) == 2
+            and all(d == -1 or d >= 8 for d in dims))
+
+
+def _plane(array, name: str) -> np.ndarray:
+    """One image's answered plane without its leading axes of one ([H, W])."""
+    array = np.asarray(array)
+    while array.ndim > 2 and array.shape[0] == 1:
+        array = array[0]
+    if array.ndim != 2:
+        raise ValueError(f"{name} is {list(np.shape(array))}, not one plane [H, W]")
+    return array
 
 
 def _is_logits(tensor) -> bool:

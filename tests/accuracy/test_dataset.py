@@ -70,3 +70,15 @@ def test_coco_labels_beside_a_folder_of_their_images_name_the_command(tmp_path, 
         load_dataset(labels, None)
     dataset = load_dataset(tmp_path / "pics", None, labels)
     assert dataset.layout == "coco" and [s.name for s in dataset.samples] == names
+
+
+def test_a_model_is_probed_with_a_csv_datasets_images_never_the_csv(photos_dir, tmp_path):
+    """`harness accuracy labels.csv --model NAME` probes the deployment with the images the CSV names
+    (it once sent the CSV file itself, which the server could not decode)."""
+    from harness.accuracy.job import _probe_images
+    from tests.conftest import copy_photos
+
+    copy_photos(photos_dir, ["baboon.jpg", "fruits.jpg"], tmp_path)
+    (tmp_path / "labels.csv").write_text("file,label\nbaboon.jpg,baboon\nfruits.jpg,banana\n")
+    assert [p.name for p in _probe_images(tmp_path / "labels.csv")] == ["baboon.jpg", "fruits.jpg"]
+    assert [p.name for p in _probe_images(tmp_path, tmp_path / "labels.csv")] == ["baboon.jpg", "fruits.jpg"]

@@ -102,3 +102,20 @@ def test_overrides_win_take_the_scale_and_name_their_source(stages):
     for bad in (["prep"], ["prep=topk"], ["=crop"]):
         with pytest.raises(ValueError, match="STEP_MODEL=STAGE"):
             parse_overrides(bad)
+
+
+def test_an_unbatched_steps_nchw_tensor_with_a_batch_of_one_is_mapped_as_a_batched_steps(stages):
+    """``[1, 3, H, W]`` (an unbatched model's input, as ONNX files declare it): read without its batch
+    axis, given back with it when the step runs alone."""
+    from harness.deployment.stepwise import map_outputs
+
+    chw = stages[Stage.INPUT]
+    (mapping,) = map_outputs("m", [("prep", "tensor", "x", chw[None], True, False)], (512, 512), (224, 224), {},
+                             stages, {})
+    assert (mapping.stage, mapping.layout, mapping.batch_of_one) == (Stage.INPUT, "CHW", True), mapping.why
+    assert "(a batch of one) -> input" in mapping.describe()
+    np.testing.assert_array_equal(mapping.to_stage(chw[None]), chw)
+    assert mapping.from_stage(chw, np.float32).shape == (1, 3, 224, 224)
+    (scores,) = map_outputs("m", [("net", "map", "y", np.zeros((1, 1, 224, 224), np.float32), False, True)],
+                            (512, 512), (224, 224), {}, stages, {})
+    assert scores.stage is Stage.OUTPUT and scores.batch_of_one

@@ -185,9 +185,10 @@ def test_a_training_callable_is_fingerprinted_then_the_deployment_diagnosed_agai
     # aero3 and china: resized to an odd number of pixels beyond the crop, where (H - 224) // 2
     # and Python's round() part (on the others the two roundings tie).
     images = copy_photos(photos_dir, [*PHOTOS, "aero3.jpg", "china.jpg"], tmp_path / "images")
-    written = tmp_path / "training.toml"
+    written, deployment = tmp_path / "training.toml", tmp_path / "deployment.toml"
     result = run("diagnose", aligned, images, tmp_path / "reproduced", "--model", "norm_classifier", "--reference",
-                 f"{TRAINING_CODE}:train_transform", "--write-spec", written, onnx=onnx)
+                 f"{TRAINING_CODE}:train_transform", "--write-training-spec", written, "--write-spec", deployment,
+                 onnx=onnx)
     assert result.returncode == 0, result.stdout + result.stderr
     diagnosis = json.loads((tmp_path / "reproduced" / "diagnosis.json").read_text())
     fingerprint = diagnosis["training_fingerprint"]
@@ -195,8 +196,11 @@ def test_a_training_callable_is_fingerprinted_then_the_deployment_diagnosed_agai
         "crop offsets rounded floor", "size rounding floor"}  # (H - 224) // 2 and int() sizes
     assert {c["cause"] for c in diagnosis["causes"]} == {"crop offsets rounded half_up", "size rounding half_up"}
     assert 'offset_rounding = "floor"' in written.read_text()  # the user's training, as a spec
+    assert 'offset_rounding = "half_up"' in deployment.read_text()  # and as the deployment behaves, in one run
+    assert "Training spec (your training as it is, --write-training-spec)" in text(result.stdout)
     gamma = run("diagnose", aligned, images, tmp_path / "gamma", "--model", "norm_classifier", "--reference",
-                f"{TRAINING_CODE}:train_transform_with_gamma", "--write-spec", tmp_path / "none.toml", onnx=onnx)
+                f"{TRAINING_CODE}:train_transform_with_gamma", "--write-training-spec", tmp_path / "none.toml",
+                onnx=onnx)
     assert gamma.returncode == 1, gamma.stdout  # no spec reproduces it, and it diverges from the deployment
     assert not (tmp_path / "none.toml").exists() and "no spec reproduces the training callable" in text(gamma.stderr)
     assert "is not reproduced by any spec" in text(gamma.stdout)

@@ -104,3 +104,19 @@ def test_corner_error_follows_the_corners_not_their_numbering():
     assert corner_distance(quad, np.roll(quad, 1, axis=0)) == 0.0
     assert corner_distance(quad, quad + [3, 4]) == 5.0
     assert DetectionTolerance().match_iou == 0.5
+
+
+def test_boxes_answered_without_scores_are_judged_by_their_corners_alone(board):
+    """An OCR model answering one score per word (its text's) gives its boxes none: no score change
+    is judged, NaN is no problem there, and a box only it has is near a threshold by evidence alone."""
+    found, size = board
+    unscored = Detections(found.quads, np.full(len(found), np.nan))
+    same = round_trip(compare_detections(found, unscored, THRESHOLD, image_size=size, scored=False))
+    assert same.verdict is Verdict.EQUAL and not same.problems and same.max_score_delta is None
+    nudged = compare_detections(found, Detections(found.quads + 1.0, unscored.scores), THRESHOLD, image_size=size,
+                                scored=False)
+    assert nudged.verdict is Verdict.CLOSE and "score change" not in " ".join(nudged.events())
+    extra = compare_detections(found.select(np.arange(len(found)) != 0), unscored, THRESHOLD, scored=False)
+    assert extra.verdict is Verdict.DIVERGED and extra.events() == ["extra box 0"]
+    scored = compare_detections(found, unscored, THRESHOLD, image_size=size)  # answered NaN scores: a problem still
+    assert scored.verdict is Verdict.DIVERGED and "scores are not finite" in scored.problems[0]

@@ -17,6 +17,7 @@ from harness.paths import PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
 from tests.commands import harness
+from tests.conftest import pipeline_models
 
 SPECS = PROJECT_ROOT / "specs" / "detection"
 SMALL = SPECS / "small.toml"
@@ -24,7 +25,8 @@ SMALL = SPECS / "small.toml"
 
 def serve(repository, spec, directory):
     return TritonServer(build_cpu_profile(repository, directory / "repository", {"detection.toml": spec}),
-                        http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
+                        http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                        models=pipeline_models("detection"))
 
 
 @pytest.fixture(scope="module")

@@ -82,3 +82,22 @@ def test_write_reports_writes_strict_json_markdown_and_html(tmp_path):
     html = paths["html"].read_text()
     assert "<h1>Consistency report: classify_dali vs the training reference</h1>" in html
     assert html.count("<img class=histogram ") == 5 and "<code>classify_dali</code>" in html
+
+
+def test_a_changed_top1_is_named_by_its_class_and_the_reading_comes_first():
+    """The "Images whose top-1 class changed" table names each class beside its index when the class
+    names are known (--class-names, this repository's classifier); a training definition read from a
+    framework is the report's first line."""
+    import dataclasses
+
+    from harness.results import ReferenceInfo
+
+    report = check_report(result("a.jpg"), result("swap.jpg", margin=2.0, logit_swap=3.0))
+    flip = report.summary.events[0]
+    names = tuple(f"class{k}" for k in range(10))
+    line = "read from hf:vit (ViTImageProcessor): replays the processor exactly on 2 of 2 photos"
+    named = dataclasses.replace(report, classes=names, reference=ReferenceInfo("hf", "onnx", "hf:vit", reading=line))
+    text = render_markdown(named)
+    assert f"| {flip.reference_top1} class{flip.reference_top1} | {flip.deployed_top1} class{flip.deployed_top1} |" in text
+    assert text.split("\n")[2] == f"> Reference {line}"
+    assert f"| {flip.reference_top1} | {flip.deployed_top1} |" in render_markdown(report)  # unnamed: the index alone

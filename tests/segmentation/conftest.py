@@ -10,12 +10,12 @@ import pytest
 from harness.paths import PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
+from tests.conftest import pipeline_models
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
 PHOTOS = ("n01530575_brambling.JPEG", "n02328150_Angora.JPEG")
 """Real photos with one salient animal each (the ImageNet sample)."""
-SEGMENT_MODELS = ["segment_dali", "segment_opencv", "segment_preprocess_dali_taps", "segment_preprocess_opencv"]
-"""What check and diagnose read of the segmentation pipelines (the ensembles load their steps)."""
+SEGMENT_MODELS = pipeline_models("segmentation")
 
 
 @pytest.fixture(scope="module")

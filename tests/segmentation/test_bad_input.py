@@ -151,3 +151,36 @@ def test_a_mask_beyond_the_specs_max_output_pixels_is_refused_by_name():
     for bad in (0, -5, 1.5, True):
         with pytest.raises(ValueError, match="max_output_pixels is a whole number"):
             SegmentationPostprocess({**SALIENCY, "max_output_pixels": bad})
+
+
+def test_a_matte_alone_is_the_result_its_mask_the_specs_threshold_at_the_source_size():
+    """rembg's answer (uint8 at the photo's size, any name), or a float matte named so: read as the
+    matte. At the model's size it is brought to the source size as the spec's saliency brings its
+    own, so the saliency's uint8 matte answered at 320x320 makes the reference's result exactly; at
+    another size it is left there (the comparison names the wrong size). A uint8 matte is 0 to 255
+    by its type, whatever its values."""
+    from harness.deployment.discovery import ModelInfo, TensorInfo
+    from harness.postprocessing import SaliencyParams
+    from harness.segmentation.postprocess import from_matte
+
+    def model(*outputs):
+        return ModelInfo("m", "python", 0, (TensorInfo("photo", "TYPE_STRING", (1,)),),
+                         tuple(TensorInfo(n, t, d) for n, t, d in outputs))
+
+    task = TASKS["segmentation"]
+    assert task.result_outputs(model(("alpha", "TYPE_UINT8", (-1, -1)))) == ResultOutputs("alpha", None)
+    assert task.result_outputs(model(("out", "TYPE_UINT8", (1, -1, -1)))) == ResultOutputs("out", None)
+    assert task.result_outputs(model(("matte", "TYPE_FP32", (320, 320)))) == ResultOutputs("matte", None)
+    assert task.result_outputs(model(("out", "TYPE_FP32", (320, 320)))) is None  # a float plane unnamed: the raw map
+    assert task.result_outputs(model(("mask", "TYPE_UINT8", (-1, -1)))) is None  # a mask alone: not a matte
+    p = SaliencyParams()
+    rng = np.random.default_rng(0)
+    raw = np.clip(np.cumsum(rng.normal(size=(1, 320, 320)), axis=2) / 40 + 0.5, 0, 1).astype(np.float32)
+    reference = SegmentationPostprocess(SALIENCY)({"o": raw}, (200, 300))
+    small = ((raw[0] - raw.min()) / (raw.max() - raw.min()) * 255).astype(np.uint8)  # rembg's matte, not upsampled
+    np.testing.assert_array_equal(from_matte(small / 255.0, (200, 300), (320, 320), p), reference)
+    at_source = from_matte(reference[0], (200, 300), (320, 320), p)
+    np.testing.assert_array_equal(at_source, reference)
+    assert from_matte(np.zeros((50, 50)), (200, 300), (320, 320), p).shape == (2, 50, 50)
+    levels = task.read_answer({"alpha": np.ones((4, 4), np.uint8)}, ResultOutputs("alpha", None))[Stage.POSTPROCESS]
+    assert levels.shape == (1, 4, 4) and levels.max() == pytest.approx(1 / 255)

@@ -1,0 +1,97 @@
+"""The deployment's ``docker-compose.yml``: its TensorRT engine built by the release's trtexec
+(``docker/build_engine.py``, as this project's own compose and Kubernetes Job build theirs), then
+Triton serving the folder in this project's serving image, locked down as the project's own
+(``docker-compose.yml``, docs/gpu.md): every path and flag below has its twin there."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.manifest import load_manifest
+from harness.paths import PROJECT_ROOT
+
+ENGINE_VOLUME = "classifier-engine"
+
+
+def _relative(path: Path, start: Path) -> str:
+    """``path`` as the compose file beside ``start`` names it: relative where it can be."""
+    try:
+        return os.path.relpath(path.resolve(), start.resolve())
+    except ValueError:  # another drive
+        return str(path.resolve())
+
+
+def compose_file(out: Path, models: list[str], name: str) -> str:
+    """The compose file of the deployment in ``out`` serving ``models`` (the project is the build
+    context of the serving image and holds the engine builder)."""
+    manifest = load_manifest()
+    project = _relative(PROJECT_ROOT, out)
+    restricted = "model-repository,logging,trace,shared-memory:admin-key=${TRITON_ADMIN_KEY:?set TRITON_ADMIN_KEY to a " \
+                 "secret, e.g. openssl rand -hex 32}"
+    loads = "".join(f"      - --load-model={m}\n" for m in models)
+    mounts = "".join(f"      - {{type: bind, source: {project}/{part}, target: /opt/project/{part}, read_only: true}}\n"
+                     for part in ("docker", "harness", "deploy"))
+    gpu = ("    deploy:\n      resources:\n        reservations:\n          devices:\n"
+           "            - {driver: nvidia, count: 1, capabilities: [gpu]}\n")
+    return f"""# The production profile of the deployment `harness deploy` wrote in this folder:
+#   docker compose up -d     # builds the classifier's TensorRT engine, then serves this folder with Triton
+#   harness check IMAGES --url 127.0.0.1:8001 --reference ...   # then check what it serves
+# The engine is built by the TensorRT of Triton {manifest.release} (an engine loads only in the TensorRT that
+# built it), with docker/build_engine.py of the harness project at {project}; the serving image
+# is that project's (DALI {manifest.dali.version}, its validate step and the DALI graph). Set TRITON_ADMIN_KEY (docs/gpu.md).
+name: {name}
+
+services:
+  engine-builder:
+    image: {manifest.tensorrt.image}
+    command: ["python3", "/opt/project/docker/build_engine.py", "--repository", "/models", "--out", "/engine"]
+    environment:
+      FP16: ${{FP16:-0}}
+      OPT_BATCH: ${{OPT_BATCH:-8}}
+    volumes:
+      - {{type: bind, source: ., target: /models, read_only: true}}
+{mounts}      - {{type: volume, source: {ENGINE_VOLUME}, target: /engine}}
+{gpu}
+  triton:
+    build:
+      context: {project}
+      dockerfile: docker/triton.Dockerfile
+    image: harness-triton:{manifest.release}
+    command:
+      - tritonserver
+      - --model-repository=/models
+      - --model-control-mode=explicit
+{loads}      - --strict-readiness=true
+      - --exit-on-error=true
+      - --backend-config=python,shm-default-byte-size=33554432
+      - "--http-restricted-api={restricted}"
+      - "--grpc-restricted-protocol={restricted}"
+    ports:
+      - "${{TRITON_BIND:-127.0.0.1}}:8000:8000"
+      - "${{TRITON_BIND:-127.0.0.1}}:8001:8001"
+      - "${{TRITON_BIND:-127.0.0.1}}:8002:8002"
+    volumes:
+      - {{type: bind, source: ., target: /models, read_only: true}}
+      - {{type: volume, source: {ENGINE_VOLUME}, target: /models/classifier/1, read_only: true}}
+    shm_size: 1gb
+    read_only: true
+    tmpfs: [/tmp]
+    cap_drop: [ALL]
+    security_opt: ["no-new-privileges:true"]
+    ulimits:
+      memlock: -1
+      stack: 67108864
+    healthcheck:
+      test: ["CMD", "curl", "-fsS", "http://localhost:8000/v2/health/ready"]
+      interval: 10s
+      timeout: 5s
+      retries: 3
+      start_period: 5m
+    depends_on:
+      engine-builder:
+        condition: service_completed_successfully
+{gpu}
+volumes:
+  {ENGINE_VOLUME}:
+"""

@@ -1,0 +1,327 @@
+"""The training definition as users write it, read into the spec's operations.
+
+- torchvision transforms: a v1 or v2 ``Compose`` (nested ones flattened), a weights preset
+  (``ResNet50_Weights.IMAGENET1K_V2.transforms()``: ``ImageClassification``);
+- timm's ``pretrained_cfg`` (``input_size``, ``interpolation``, ``crop_pct``, ``crop_mode``,
+  ``mean``, ``std``), as ``timm.data.create_transform`` builds its evaluation transforms;
+- a Hugging Face ``preprocessor_config.json`` (``do_resize``/``size``, ``resample``,
+  ``do_center_crop``/``crop_size``, ``do_rescale``/``rescale_factor``, ``do_normalize``/
+  ``image_mean``/``image_std``, ``do_convert_rgb``), with the defaults of its processor class,
+  for the PIL or the torchvision backend.
+
+Each reader returns a :class:`~harness.spec.Preprocess` and the built-in recipe that replays it
+(``torchvision``: PIL; ``torch``: torchvision on uint8 tensors), or raises
+:class:`NotReadable` naming what no spec operation holds: never an approximation. The roundings
+are written out (``size_rounding = "floor"``: torchvision's and Hugging Face's ``int()``;
+``offset_rounding``: torchvision's ``round()`` or Hugging Face's floor), as is PIL's resampling
+(``resize.resampling = "pil"``), so the DALI graph replays them (:mod:`harness.preprocessing.dali_pil`).
+The image comes as PIL opens it (no EXIF rotation: ``decode.exif_orientation = false``), as
+torchvision's ``ImageFolder`` and the ``datasets`` library give it to a transform.
+
+Standard library only at import: the frameworks are imported where an object is read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from harness.spec import SpecError, parse_spec
+
+
+class NotReadable(SpecError):
+    """The training definition does something no spec operation holds (said by name)."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a reader found: the spec table of the preprocessing and the recipe replaying it."""
+
+    table: Mapping[str, Any]
+    recipe: str
+    """``torchvision`` (PIL) or ``torch`` (torchvision on tensors)."""
+
+    @property
+    def preprocess(self):
+        return parse_spec(dict(self.table), source="the training definition").preprocess
+
+
+# -- torchvision transforms --------------------------------------------------------------------
+
+INTERPOLATIONS = {"NEAREST": "nearest", "BILINEAR": "linear", "BICUBIC": "cubic", "LANCZOS": "lanczos"}
+"""torchvision's ``InterpolationMode`` names (and PIL's resampling names) -> the spec's."""
+IGNORED = ("ToPureTensor", "Identity")
+"""Transforms that change no pixel."""
+TO_FLOAT_SCALED = ("ToTensor",)
+"""A PIL image to a float tensor on 0-1 (timm's ``MaybeToTensor`` is one by its base class)."""
+TO_UINT8_TENSOR = ("PILToTensor", "ToImage", "ToImageTensor", "MaybePILToTensor")
+
+
+def _kind(transform: Any, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` that ``transform``'s class or a base class of it is called."""
+    for cls in type(transform).__mro__:
+        if cls.__name__ in names:
+            return cls.__name__
+    return None
+
+
+def _flatten(transforms) -> list:
+    out = []
+    for t in transforms:
+        out.extend(_flatten(t.transforms) if _kind(t, ("Compose",)) else [t])
+    return out
+
+
+def _interpolation(mode: Any, where: str) -> str:
+    name = getattr(mode, "name", None) or str(mode).rsplit(".", 1)[-1].upper()
+    if name not in INTERPOLATIONS:
+        raise NotReadable(f"{where}: interpolation {name}: no spec interpolation holds it (it has "
+                          f"{', '.join(INTERPOLATIONS.values())})")
+    return INTERPOLATIONS[name]
+
+
+def _side(size: Any) -> list[int]:
+    return [int(size)] if isinstance(size, int) else [int(s) for s in size]
+
+
+def read_transforms(obj: Any) -> Read:
+    """A torchvision ``Compose`` (v1 or v2) or weights preset, called on a PIL image, as the spec's
+    operations. Raises :class:`NotReadable` naming the transform no operation holds."""
+    if _kind(obj, ("ImageClassification",)):
+        return _read_preset(obj)
+    if _kind(obj, ("SemanticSegmentation", "ObjectDetection", "VideoClassification", "OpticalFlow")):
+        raise NotReadable(f"{type(obj).__name__}: only ImageClassification presets are read (a classifier's "
+                          "resize, crop and normalization)")
+    transforms = _flatten(obj.transforms) if _kind(obj, ("Compose",)) else [obj]
+    where = "pil"  # the image's form: a PIL image, a uint8 tensor, a float tensor
+    scale = 255.0  # what 255 in the file is in the current values
+    resize, crop, normalize, recipe = None, None, None, "torchvision"
+    for t in transforms:
+        name = type(t).__name__
+        if name.startswith("Random"):
+            raise NotReadable(f"{name} is random (a training augmentation): give the evaluation transforms")
+        if _kind(t, IGNORED):
+            continue
+        if _kind(t, ("Resize",)):
+            if resize is not None or crop is not None:
+                raise NotReadable(f"{name} after {'a Resize' if resize else 'the CenterCrop'}: the spec resizes once, "
+                                  "before its center crop")
+            if getattr(t, "max_size", None):
+                raise NotReadable(f"{name}(max_size={t.max_size}): a bound on the longer side holds no spec operation")
+            size = _side(t.size)
+            interpolation = _interpolation(t.interpolation, name)
+            version2 = type(t).__module__.startswith("torchvision.transforms.v2")
+            antialias = True if where == "pil" else bool(getattr(t, "antialias", True))
+            # PIL's filter (and torchvision v2's on uint8 tensors, and any float resize, which follow it)
+            pil = antialias and interpolation != "nearest" and (where != "uint8" or version2)
+            resize = {"mode": "shorter_side" if len(size) == 1 else "stretch", "size": size[0] if len(size) == 1 else size,
+                      "interpolation": interpolation, "antialias": antialias, "dtype": "float32" if where == "float" else "uint8",
+                      "resampling": "pil" if pil else "auto", **({"size_rounding": "floor"} if len(size) == 1 else {})}
+            recipe = "torchvision" if where == "pil" else "torch"
+        elif _kind(t, ("CenterCrop",)):
+            if crop is not None:
+                raise NotReadable(f"a second {name}: the spec crops once")
+            if resize is None:
+                raise NotReadable(f"{name} before any Resize: the spec resizes first, then crops")
+            size = _side(t.size)
+            crop = {"size": size * 2 if len(size) == 1 else size, "offset_rounding": "half_even"}
+        elif kind := _kind(t, TO_FLOAT_SCALED):
+            if where != "pil":
+                raise NotReadable(f"{kind} on a tensor: expected a PIL image there")
+            where, scale = "float", 1.0
+        elif _kind(t, TO_UINT8_TENSOR):
+            if where == "pil":
+                where = "uint8"
+        elif _kind(t, ("ConvertImageDtype", "ToDtype")):
+            dtype = getattr(t, "dtype", None)
+            if isinstance(dtype, dict) or "float" not in str(dtype):
+                raise NotReadable(f"{name}({dtype}): only a conversion to a float type is read")
+            if where == "uint8":
+                scale = 1.0 if _kind(t, ("ConvertImageDtype",)) or getattr(t, "scale", False) else 255.0
+                where = "float"
+        elif _kind(t, ("Normalize",)):
+            if where != "float":
+                raise NotReadable(f"{name} on a {'PIL image' if where == 'pil' else 'uint8 tensor'}: torchvision "
+                                  "normalizes float tensors")
+            if normalize is not None:
+                raise NotReadable(f"a second {name}: the spec normalizes once")
+            normalize = {"mean": [float(m) for m in t.mean], "std": [float(s) for s in t.std]}
+        else:
+            raise NotReadable(f"{name}: no spec operation holds it (read: Resize, CenterCrop, ToTensor, PILToTensor, "
+                              "ToImage, ConvertImageDtype, ToDtype, Normalize)")
+    if resize is None:
+        raise NotReadable("no Resize: the spec resizes the decoded image before anything else")
+    if crop is None:
+        if resize["mode"] == "shorter_side":
+            raise NotReadable("no CenterCrop after a shorter-side Resize: the model input's size would follow the image")
+        crop = {"size": resize["size"]}
+    return Read({"decode": {"exif_orientation": False}, "resize": resize, "crop": crop,
+                 "normalize": {"pixel_range": scale, **(normalize or {"mean": [0.0] * 3, "std": [1.0] * 3})},
+                 "input": {"channel_order": "RGB"}}, recipe)
+
+
+def _read_preset(preset: Any) -> Read:
+    """torchvision's ``ImageClassification`` on a PIL image: ``F.resize`` (PIL), ``F.center_crop``,
+    ``pil_to_tensor``, ``convert_image_dtype`` (0-1), ``normalize``."""
+    size = _side(preset.resize_size)
+    crop = _side(preset.crop_size)
+    resize = {"mode": "shorter_side" if len(size) == 1 else "stretch", "size": size[0] if len(size) == 1 else size,
+              "interpolation": _interpolation(preset.interpolation, "ImageClassification"), "antialias": True,
+              **({"size_rounding": "floor"} if len(size) == 1 else {})}
+    resize["resampling"] = "pil" if resize["interpolation"] != "nearest" else "auto"
+    return Read({"decode": {"exif_orientation": False}, "resize": resize,
+                 "crop": {"size": crop * 2 if len(crop) == 1 else crop, "offset_rounding": "half_even"},
+                 "normalize": {"pixel_range": 1.0, "mean": list(map(float, preset.mean)), "std": list(map(float, preset.std))},
+                 "input": {"channel_order": "RGB"}}, "torchvision")
+
+
+# -- timm's pretrained_cfg ----------------------------------------------------------------------
+
+TIMM_DEFAULTS = {"crop_pct": 0.875, "crop_mode": "center", "interpolation": "bilinear",
+                 "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225)}
+"""What timm's ``resolve_data_config`` falls back to (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN/STD)."""
+TIMM_INTERPOLATIONS = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest", "lanczos": "lanczos"}
+
+
+def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
+    """A ``pretrained_cfg`` as timm's evaluation transforms apply it (``transforms_imagenet_eval``):
+    ``center``: the shorter side to ``floor(size / crop_pct)``, a center crop of ``size``;
+    ``squash``: both sides to ``floor(side / crop_pct)``, then the crop; PIL resize, ``ToTensor``,
+    ``Normalize``. ``input_size`` and ``crop_pct`` are the evaluation's (``test_input_size`` and
+    ``test_crop_pct`` are only used when asked)."""
+    cfg = {**TIMM_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
+    if "input_size" not in cfg:
+        raise NotReadable(f"{where}: no input_size in the pretrained_cfg")
+    channels, height, width = (int(v) for v in cfg["input_size"])
+    if channels != 3:
+        raise NotReadable(f"{where}: input_size {list(cfg['input_size'])}: only 3-channel inputs are read")
+    interpolation = str(cfg["interpolation"])
+    if interpolation not in TIMM_INTERPOLATIONS:
+        raise NotReadable(f"{where}: interpolation {interpolation!r}: no spec interpolation holds it (timm's "
+                          f"{', '.join(TIMM_INTERPOLATIONS)} are read)")
+    crop_pct, mode = float(cfg["crop_pct"]), str(cfg["crop_mode"])
+    scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
+    resize = {"interpolation": TIMM_INTERPOLATIONS[interpolation], "antialias": True,
+              "resampling": "pil" if interpolation != "nearest" else "auto"}
+    if mode == "squash":
+        resize.update(mode="stretch", size=list(scale))
+    elif mode == "center":
+        if height != width:
+            raise NotReadable(f"{where}: crop_mode center with a non-square input_size {[height, width]}: timm's "
+                              "ResizeKeepRatio holds no spec operation")
+        resize.update(mode="shorter_side", size=scale[0], size_rounding="floor")
+    else:
+        what = "ResizeKeepRatio and CenterCropOrPad (padding)" if mode == "border" else "mode"
+        raise NotReadable(f"{where}: crop_mode {mode!r}: timm's {what} holds no spec operation (center and squash are read)")
+    return Read({"decode": {"exif_orientation": False}, "resize": resize,
+                 "crop": {"size": [height, width], "offset_rounding": "half_even"},
+                 "normalize": {"pixel_range": 1.0, "mean": [float(m) for m in cfg["mean"]],
+                               "std": [float(s) for s in cfg["std"]]},
+                 "input": {"channel_order": "RGB"}}, "torchvision")
+
+
+# -- Hugging Face's preprocessor_config.json ----------------------------------------------------
+
+HF_BASE = {"do_resize": True, "resample": 2, "do_center_crop": False, "do_rescale": True,
+           "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True, "do_pad": False}
+_SQUARE = {"default_to_square": True}
+_SHORTEST = {"default_to_square": False}
+_HALF = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+_IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
+_CLIP = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
+HF_PROCESSORS = {
+    # The class defaults of transformers 5.23's processors that run the backends' own steps (resize,
+    # center crop, rescale, normalize; ConvNext's crop_pct resize), read from their classes.
+    "ViTImageProcessor": {**_SQUARE, **_HALF, "size": {"height": 224, "width": 224}, "resample": 2},
+    "DeiTImageProcessor": {**_SQUARE, **_HALF, "size": {"height": 256, "width": 256}, "resample": 3,
+                           "do_center_crop": True, "crop_size": {"height": 224, "width": 224}},
+    "CLIPImageProcessor": {**_SHORTEST, **_CLIP, "size": {"shortest_edge": 224}, "resample": 3, "do_center_crop": True,
+                           "crop_size": {"height": 224, "width": 224}},
+    "BitImageProcessor": {**_SHORTEST, **_CLIP, "size": {"shortest_edge": 224}, "resample": 3, "do_center_crop": True,
+                          "crop_size": {"height": 224, "width": 224}},
+    "SiglipImageProcessor": {**_SHORTEST, **_HALF, "size": {"height": 224, "width": 224}, "resample": 3},
+    "MobileNetV1ImageProcessor": {**_SHORTEST, **_HALF, "size": {"shortest_edge": 256}, "resample": 2,
+                                  "do_center_crop": True, "crop_size": {"height": 224, "width": 224}},
+    "ConvNextImageProcessor": {**_SHORTEST, **_HALF, "size": {"shortest_edge": 384}, "resample": 3,
+                               "crop_pct": 224 / 256},
+}
+HF_RESAMPLE = {0: "nearest", 1: "lanczos", 2: "linear", 3: "cubic"}
+"""PIL's resampling codes in ``resample`` -> the spec's interpolation (4 box and 5 hamming have none)."""
+
+
+def processor_class(config: Mapping[str, Any]) -> str:
+    """The processor class a config names (``image_processor_type``; an old ``feature_extractor_type``
+    as its processor), without a backend suffix (``...Fast``, ``...Pil``)."""
+    name = config.get("image_processor_type") or str(config.get("feature_extractor_type") or "").replace(
+        "FeatureExtractor", "ImageProcessor")
+    for suffix in ("Fast", "Pil"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _hf_size(size: Any, square: bool, key: str) -> dict:
+    """A ``size`` as transformers reads it (``get_size_dict``): an int is a square or the shortest edge."""
+    if isinstance(size, int):
+        return {"height": size, "width": size} if square else {"shortest_edge": size}
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        return {"height": int(size[0]), "width": int(size[1])}
+    if isinstance(size, Mapping):
+        return dict(size)
+    raise NotReadable(f"{key} {size!r}: not a size")
+
+
+def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
+    """A ``preprocessor_config.json`` on the ``backend`` (``torchvision``: uint8 tensors, torchvision v2's
+    resize, the default of transformers 5; ``pil``: PIL's), with its processor class's defaults.
+    A processor whose class overrides the steps (it crops, pads, flips channels, ... its own way) is
+    refused by name: its preprocessing is its code, not these keys."""
+    name = processor_class(config)
+    if name not in HF_PROCESSORS:
+        raise NotReadable(f"{where}: image_processor_type {name or '(none)'}: its steps are its own code, not read "
+                          f"(read: {', '.join(HF_PROCESSORS)}, whose steps are the backends' resize, center crop, "
+                          "rescale and normalize)")
+    c = {**HF_BASE, **HF_PROCESSORS[name], **{k: v for k, v in config.items() if v is not None}}
+    if c.get("do_pad"):
+        raise NotReadable(f"{where}: do_pad = true: padding to a batch's size holds no spec operation")
+    if not c["do_resize"]:
+        raise NotReadable(f"{where}: do_resize = false: the model input's size would follow the image")
+    resample = int(c["resample"])
+    if resample not in HF_RESAMPLE:
+        raise NotReadable(f"{where}: resample {resample} ({ {4: 'BOX', 5: 'HAMMING'}.get(resample, '?') }): no spec "
+                          f"interpolation holds it")
+    interpolation = HF_RESAMPLE[resample]
+    size = _hf_size(c["size"], c.get("default_to_square", True), "size")
+    resize = {"interpolation": interpolation, "antialias": True, "resampling": "pil" if interpolation != "nearest" else "auto"}
+    crop = None
+    if name == "ConvNextImageProcessor":  # its own resize: crop_pct below 384, a square warp from 384
+        edge = size.get("shortest_edge")
+        if edge is None:
+            raise NotReadable(f"{where}: ConvNext's size needs shortest_edge, got {size}")
+        if edge < 384:
+            resize.update(mode="shorter_side", size=int(edge / float(c["crop_pct"])), size_rounding="floor")
+            crop = [edge, edge]
+        else:
+            resize.update(mode="stretch", size=[edge, edge])
+    elif set(size) == {"shortest_edge"}:
+        resize.update(mode="shorter_side", size=int(size["shortest_edge"]), size_rounding="floor")
+    elif set(size) == {"height", "width"}:
+        resize.update(mode="stretch", size=[int(size["height"]), int(size["width"])])
+    else:
+        raise NotReadable(f"{where}: size {size}: {', '.join(sorted(set(size) - {'height', 'width', 'shortest_edge'}))} "
+                          "bounds a side the spec's resize does not (it has shortest_edge, or height and width)")
+    if crop is None and c.get("do_center_crop"):
+        crop_size = _hf_size(c.get("crop_size") or size, True, "crop_size")
+        crop = [int(crop_size["height"]), int(crop_size["width"])]
+    if crop is None:
+        if resize["mode"] == "shorter_side":
+            raise NotReadable(f"{where}: a shortest_edge resize without do_center_crop: the model input's size would "
+                              "follow the image")
+        crop = list(resize["size"])
+    normalize = {"mean": [float(m) for m in c["image_mean"]], "std": [float(s) for s in c["image_std"]]} \
+        if c["do_normalize"] else {"mean": [0.0] * 3, "std": [1.0] * 3}
+    pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
+    return Read({"decode": {"exif_orientation": False}, "resize": resize,
+                 "crop": {"size": crop, "offset_rounding": "floor"},
+                 "normalize": {"pixel_range": pixel_range, **normalize}, "input": {"channel_order": "RGB"}},
+                "torch" if backend == "torchvision" else "torchvision")

@@ -1,0 +1,76 @@
+"""`harness deploy` end to end on photos and training definitions of the tests' own (a CLIP-style
+Compose, a ViTImageProcessor config, a timm model card's config, a torchvision weights preset), each
+deployed for an ImageNet classifier (the project's EfficientNet-Lite0 ONNX playing the user's model),
+served here (the cpu profile: the same DALI graph on DALI's CPU kernels), and checked: with the same
+--reference it passes (exit 0), with a different training definition it fails (exit 1)."""
+
+import contextlib
+import json
+
+import pytest
+
+from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.repository import build_cpu_profile
+from harness.server import TritonServer, free_port
+from tests.commands import harness
+from tests.conftest import copy_photos
+
+pytestmark = pytest.mark.server  # each deployment is served by a server of its own
+
+ONNX = DEFAULT_REPOSITORY / "classifier" / "model.onnx"
+LABELS = DEFAULT_REPOSITORY / "classifier" / "labels.txt"
+DEFINITIONS = PROJECT_ROOT / "tests" / "reference" / "definitions"
+CLIP, VIT = f"{DEFINITIONS / 'training.py'}:clip", f"hf:{DEFINITIONS / 'vit'}"
+TIMM, PRESET = f"timm:{DEFINITIONS / 'convnext'}", "torchvision:ResNet50_Weights.IMAGENET1K_V2"
+# sharp-edged drawings, where DALI's own cubic resize is 13-14 levels off PIL's, and photos of three aspects
+PHOTOS = ["HappyFish.jpg", "LinuxLogo.jpg", "grace_hopper.jpg", "baboon.jpg"]
+
+
+@pytest.fixture(scope="module")
+def photos(photos_dir, tmp_path_factory):
+    return copy_photos(photos_dir, PHOTOS, tmp_path_factory.mktemp("photos"))
+
+
+@contextlib.contextmanager
+def served(out, work):
+    server = TritonServer(build_cpu_profile(out, work / "cpu"), http_port=free_port(), grpc_port=free_port(),
+                          metrics_port=free_port())
+    with server:
+        yield server
+
+
+def check(photos, out, server, reference, report):
+    return harness("check", photos, "--repository", out, "--url", server.grpc_url, "--reference", reference,
+                   "--report", report)
+
+
+def test_deploy_writes_serves_and_checks_a_clip_compose(photos, tmp_path):
+    """The whole command: written, validated, served here and checked on the photos against the same
+    Compose: every stage close (DALI replays PIL's bicubic within 2 levels), no top-1 changed."""
+    out = tmp_path / "clip"
+    result = harness("deploy", ONNX, "--reference", CLIP, "--out", out, "--images", photos, "--class-names", LABELS,
+                     "--report", tmp_path / "report")
+    printed = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"reference read from {CLIP} (torchvision Compose): replays your Compose exactly on 4 of 4 photos" in printed
+    assert "checked on 4 of 4 photos: the cpu profile (the same DALI graph on DALI's CPU decoder and kernels" in printed
+    stages = {s["name"]: s for s in json.loads((tmp_path / "report" / "report.json").read_text())["stages"]}
+    assert {"decode", "resize", "crop", "input", "output"} <= set(stages)  # the replay, proven exact, gives each stage
+    assert stages["resize"]["verdict"] == "close" and stages["resize"]["metrics"]["max_abs"]["worst"] <= 2
+    assert "what it costs: top-1 changed on 0 of 4 photos" in printed
+    different = harness("check", photos, "--repository", out, "--reference", VIT, "--report", tmp_path / "vit")
+    assert different.returncode == 1, different.stdout  # another training definition: the stretch diverges
+
+
+@pytest.mark.parametrize("deployed, other", [(VIT, CLIP), (TIMM, PRESET), (PRESET, TIMM)],
+                         ids=["vit-config", "timm-config", "torchvision-preset"])
+def test_a_deployment_passes_its_own_definition_and_fails_another(photos, tmp_path, deployed, other):
+    out = tmp_path / "deployment"
+    written = harness("deploy", ONNX, "--reference", deployed, "--out", out, "--no-check")
+    assert written.returncode == 0, written.stdout + written.stderr
+    with served(out, tmp_path) as server:
+        same = check(photos, out, server, deployed, tmp_path / "same")
+        different = check(photos, out, server, other, tmp_path / "different")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "replays" in same.stdout and "exactly on 4 of 4 photos" in " ".join(same.stdout.split())
+    assert different.returncode == 1, different.stdout + different.stderr

@@ -1,0 +1,34 @@
+"""Training definitions as users write them (the tests' own): a CLIP-style torchvision Compose
+(bicubic shorter side 224, center crop, CLIP's mean and std: DALI #3994), a v2 Compose on uint8
+tensors, a classic torchserve-style one (DALI #4257), and what no spec operation holds."""
+
+import torch
+from PIL import Image
+from torchvision import transforms as T
+from torchvision.models import ResNet50_Weights
+from torchvision.transforms import v2
+
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+clip = T.Compose([T.Resize(224, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor(),
+                  T.Normalize(CLIP_MEAN, CLIP_STD)])
+torchserve = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+                        T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+tensors_v2 = v2.Compose([v2.ToImage(), v2.Resize(232, antialias=True), v2.CenterCrop(224),
+                         v2.ToDtype(torch.float32, scale=True), v2.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+augmented = T.Compose([T.RandomResizedCrop(224), T.ToTensor()])
+with_lambda = T.Compose([T.Resize(256), T.CenterCrop(224), T.Lambda(lambda x: x), T.ToTensor()])
+normalized_pil = T.Compose([T.Resize(256), T.CenterCrop(224), T.Normalize((0.5,) * 3, (0.5,) * 3)])
+bounded = T.Compose([T.Resize(224, max_size=300), T.CenterCrop(224), T.ToTensor()])
+
+preset = ResNet50_Weights.IMAGENET1K_V2.transforms()
+
+
+def annotated(image: Image.Image):
+    """A function taking a PIL image, as its annotation says."""
+    return preset(image)
+
+
+def on_bytes(data):
+    """A function given the file's bytes that passes them on to a preset (which takes a PIL image)."""
+    return preset(data)

@@ -1,0 +1,78 @@
+"""Background removal deployed as users deploy rembg (tests/own/seg_ocr.py: none of this
+project's names), checked for real on real photos: an ensemble answering rembg's own answer,
+the alpha matte alone (uint8 at the photo's size), its steps' tensors NCHW with a batch of one;
+and one model answering a float matte at the model's 320x320. Aligned, each passes; with a hand
+port's preprocessing planted (OpenCV's linear resize, ``/ 255``), each fails at the first stage it
+shows: the ensemble at its model input, the single model at its matte (on the dimmed photo, whose
+brightest value 150 makes ``/ 255`` and rembg's division by the maximum differ)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.commands import harness
+from tests.own.seg_ocr import MATTE_ENSEMBLE, MATTE_MODEL, PLANTED, SEGMENTATION_SPEC
+
+pytestmark = pytest.mark.server
+
+
+def check(server, photos, report, model, protocol="grpc"):
+    result = harness("check", photos, "--task", "segmentation", "--model", model, "--url", server.url(protocol),
+                     "--protocol", protocol, "--spec", SEGMENTATION_SPEC, "--reference-model",
+                     SEGMENTATION_SPEC.parent / "segmenter" / "model.onnx", "--report", report)
+    return result, json.loads((report / "report.json").read_text())
+
+
+def stages(report) -> dict:
+    return {s["name"]: s for s in report["stages"]}
+
+
+def test_an_ensemble_answering_rembgs_matte_alone_is_read_step_by_step_and_passes(own_seg_ocr, segmentation_photos,
+                                                                                  tmp_path):
+    result, report = check(own_seg_ocr, segmentation_photos, tmp_path, MATTE_ENSEMBLE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = result.stdout
+    assert "a matte alpha alone" in found
+    assert "matte_prep.tensor (a batch of one) -> input" in found and "u2netp.1959 (a batch of one) -> output" in found
+    by_name = stages(report)
+    assert list(by_name) == ["input", "output", "postprocess"]
+    assert all(s["verdict"] in ("equal", "close") for s in report["stages"])
+    # the segmenter and rembg's postprocessing step each run alone on the reference's stage: equal
+    assert by_name["output"]["isolated_verdict"] in ("equal", "close")
+    assert by_name["postprocess"]["isolated_verdict"] in ("equal", "close")
+    f = report["task_figures"]
+    assert f["images"] == 3 and f["mean_iou"] == 1.0 and f["flipped"] == 0
+
+
+def test_the_ensemble_with_a_hand_ports_preprocessing_fails_at_its_model_input(own_seg_ocr, segmentation_photos,
+                                                                              tmp_path):
+    """The first stage the ensemble shows is its step's model input; the segmenter and the
+    postprocessing step, each alone on the reference's stage, add nothing (they inherit it)."""
+    result, report = check(own_seg_ocr, segmentation_photos, tmp_path, MATTE_ENSEMBLE + PLANTED)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert report["first_divergent_stage"] == "input"
+    by_name = stages(report)
+    assert by_name["input"]["verdict"] == "diverged"
+    assert by_name["output"]["isolated_verdict"] in ("equal", "close")
+    assert by_name["postprocess"]["isolated_verdict"] in ("equal", "close")
+    assert "dim_angora.jpg" in [e["image"] for e in report["events"]]
+
+
+def test_a_float_matte_at_the_models_size_is_brought_to_the_photos_and_passes(own_seg_ocr, segmentation_photos,
+                                                                             tmp_path):
+    """Upsampled as the spec's saliency upsamples its matte (LANCZOS), thresholded at 0.5."""
+    result, report = check(own_seg_ocr, segmentation_photos, tmp_path, MATTE_MODEL, protocol="http")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "a matte matte alone" in result.stdout
+    assert list(stages(report)) == ["postprocess"] and stages(report)["postprocess"]["verdict"] in ("equal", "close")
+    assert report["task_figures"]["mean_iou"] > 0.99 and report["task_figures"]["mean_matte_mae"] < 0.005
+
+
+def test_the_float_matte_with_a_hand_ports_preprocessing_fails_at_its_matte(own_seg_ocr, segmentation_photos,
+                                                                           tmp_path):
+    result, report = check(own_seg_ocr, segmentation_photos, tmp_path, MATTE_MODEL + PLANTED, protocol="http")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert report["first_divergent_stage"] == "postprocess"
+    assert "dim_angora.jpg" in [e["image"] for e in report["events"]]
