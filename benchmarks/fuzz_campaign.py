@@ -4,6 +4,9 @@ the corpus photos, through `harness check`, `harness infer --pipeline dali --pip
 time, tracebacks (target 0), and images in vs compared + failed + rejected (target equal);
 then whether the server is still ready and still calls the squirrel a fox squirrel.
 
+First issue 45's: hostile label files through `harness accuracy --task ocr` and `--task
+segmentation` (:func:`labels_campaign`; ``--labels`` runs only it).
+
 Then issue 25's campaign: ``--names N`` entries under hostile names (not UTF-8, 240-255
 bytes, controls, mathtext, markup, formulas; photos, hostile bytes, links in and out,
 dangling, FIFOs, folders) through `check`; and for ``--seconds S``, random spec files and
@@ -57,11 +60,16 @@ def main() -> int:
     parser.add_argument("--names", type=int, default=200, help="entries under hostile names (0: skip)")
     parser.add_argument("--seconds", type=float, default=600, help="time for random specs and options (0: skip)")
     parser.add_argument("--skip-files", action="store_true", help="skip the hostile files (issue 10's campaign)")
+    parser.add_argument("--labels", action="store_true", help="only issue 45's hostile label files (accuracy --task ocr, "
+                        "--task segmentation)")
     args = parser.parse_args()
     limits = ("--timeout", args.timeout)
     with ExitStack() as stack:
         url = args.url or stack.enter_context(embedded_server(DEFAULT_REPOSITORY, None)).grpc_url
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fuzz-", dir=BUILD_DIR)))
+        labels_campaign(work, url, args)
+        if args.labels:
+            return 0
         if args.names:
             names_campaign(work, url, args)
             diagnose_and_merge_campaign(work, url, args)
@@ -108,6 +116,97 @@ def main() -> int:
                 except Exception as exc:
                     print(f"taps {p}: {type(exc).__name__}: {exc}")
     return 0
+
+
+def labels_campaign(work: Path, url: str, args) -> None:
+    """Issue 45: hostile label files through ``accuracy --task ocr`` (COCO boxes NaN, infinite,
+    1e308, of 400 digits, negative, strings, missing; image names leading outside the folder,
+    absolute, through a link) and ``--task segmentation`` (masks missing, of another size, 16-bit,
+    colour, corrupt, a header declaring 20000 x 20000, a directory, a link out, under names not
+    UTF-8 or with control characters): every entry an evaluated or a failed row (target: lost rows
+    0, tracebacks 0); whole files that are not labels (nested 100,000 deep, not JSON): exit 2, one line."""
+    import random
+
+    import cv2
+    import numpy as np
+
+    from harness.detection.data import generate
+    from tests.attack_files import png
+
+    sample = DEFAULT_REPOSITORY.parent.parent / "shared" / "datasets" / "imagenet-sample" / "images"
+    rng = random.Random(args.seed)
+    # -- OCR: words rendered onto two photos, then entries each with its own defect
+    ocr = work / "ocr"
+    labels = json.loads(generate([sample / "n01530575_brambling.JPEG", sample / "n02328150_Angora.JPEG"], ocr, 2,
+                                 seed=args.seed).read_text())
+    images = ocr / "images"
+    first = labels["images"][0]
+    own = [a for a in labels["annotations"] if a["image_id"] == first["id"]]
+    (work / "secret.txt").write_text("secret")
+    os.symlink(work / "secret.txt", images / "link_out.jpg")
+    boxes = [[float("nan"), 1, 2, 3], [1, 2, float("inf"), 4], [1e308, 2, 3, 4], [10 ** 400, 1, 2, 3], [1, 2, -3, 4],
+             ["a", 1, 2, 3], None, [1, 2, 3], {"x": 1}, [True, 1, 2, 3]]
+    names = ["../secret.txt", str(work / "secret.txt"), "images/link_out.jpg", "images/../../secret.txt"]
+    entries = [(f"images/box{i}.jpg", {"bbox": box}) for i, box in enumerate(boxes)] \
+        + [(n, {"bbox": [1, 2, 3, 4]}) for n in names]
+    coco = {"images": [*labels["images"]], "categories": labels["categories"], "annotations": list(labels["annotations"])}
+    for k, (name, annotation) in enumerate(rng.sample(entries, len(entries))):
+        if "box" in name:
+            os.link(ocr / first["file_name"], ocr / name)
+        coco["images"].append({"id": 1000 + k, "file_name": name})
+        coco["annotations"] += [{**a, "id": 10_000 + 10 * k + j, "image_id": 1000 + k} for j, a in enumerate(own)]
+        coco["annotations"].append({"id": 20_000 + k, "image_id": 1000 + k, "category_id": own[0]["category_id"],
+                                    "text": "x", **annotation})
+    (ocr / "hostile.json").write_text(json.dumps(coco))
+    result, seconds = harness("accuracy", str(ocr / "hostile.json"), "--task", "ocr", "--url", url, "--report",
+                              str(work / "ocr-report"), "--timeout", args.timeout)
+    _label_rows("ocr labels", result, seconds, work / "ocr-report", len(coco["images"]))
+    for name, text in (("deep", "[" * 100_000 + "]" * 100_000), ("notjson", "{\"images\": [1, 2,")):
+        (ocr / f"{name}.json").write_text(text)
+        result, seconds = harness("accuracy", str(ocr / f"{name}.json"), "--task", "ocr", "--url", url, "--report",
+                                  str(work / f"ocr-{name}"), "--timeout", args.timeout)
+        last = (result.stderr.strip().splitlines() or [""])[-1]
+        line(f"ocr {name}", result, seconds, f"one line: {last.startswith('error:')} ({last[:100]})")
+    # -- segmentation: one photo under many names, each mask with its own defect
+    seg = work / "seg"
+    (seg / "images").mkdir(parents=True), (seg / "masks").mkdir()
+    photo = cv2.resize(cv2.imread(str(sample / "n02328150_Angora.JPEG")), (160, 120))
+    mask = np.zeros((120, 160), np.uint8)
+    mask[30:90, 40:120] = 255
+    ok, photo_jpg = cv2.imencode(".jpg", photo)
+    ok, mask_png = cv2.imencode(".png", mask)
+    defects = {
+        "good": mask_png.tobytes(), "missing": None, "small": cv2.imencode(".png", mask[:60])[1].tobytes(),
+        "deep16": cv2.imencode(".png", mask.astype(np.uint16) * 257)[1].tobytes(),
+        "colour": cv2.imencode(".png", np.dstack([mask, mask // 2, mask]))[1].tobytes(),
+        "corrupt": mask_png.tobytes()[:60], "bomb": png(20000), "jpeg": cv2.imencode(".jpg", mask)[1].tobytes(),
+        "empty": b"", "dir": "dir", "link_out": "link", "caf\udce9": mask_png.tobytes(), "a\x1bb": mask_png.tobytes(),
+        "x|<b>y": None,
+    }
+    (work / "outside.png").write_bytes(mask_png.tobytes())
+    for stem, content in defects.items():
+        (seg / "images" / f"{stem}.jpg").write_bytes(photo_jpg.tobytes())
+        target = seg / "masks" / f"{stem}.png"
+        if content == "dir":
+            target.mkdir()
+        elif content == "link":
+            os.symlink(work / "outside.png", target)
+        elif content is not None:
+            target.write_bytes(content)
+    result, seconds = harness("accuracy", str(seg / "images"), "--labels", str(seg / "masks"), "--task", "segmentation",
+                              "--url", url, "--report", str(work / "seg-report"), "--timeout", args.timeout)
+    _label_rows("seg labels", result, seconds, work / "seg-report", len(defects))
+
+
+def _label_rows(name: str, result, seconds: float, report: Path, entries: int) -> None:
+    try:
+        data = json.loads((report / "accuracy.json").read_text())
+    except (OSError, ValueError) as exc:
+        line(name, result, seconds, f"no accuracy.json ({type(exc).__name__}): {result.stderr[-300:]}")
+        return
+    evaluated, failed = data["dataset"]["evaluated"], data["dataset"]["failed"]
+    line(name, result, seconds, f"entries {entries} = evaluated {evaluated} + failed {failed}; lost rows "
+         f"{entries - evaluated - failed}")
 
 
 def counts(report: dict) -> tuple[int, int]:

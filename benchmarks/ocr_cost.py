@@ -39,7 +39,8 @@ SMALL = SPECS / "ocr" / "small.toml"
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
 PHOTOS = ("n01530575_brambling.JPEG", "n01955084_chiton.JPEG", "n02328150_Angora.JPEG", "n03447447_gondola.JPEG",
           "n04070727_refrigerator.JPEG", "n02791270_barbershop.JPEG")
-MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
+MODELS = ["ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps", "detect_dali", "detect_opencv",
+          "detect_preprocess_dali_taps", "ocr_preprocess_dali",
           "recognizer"]
 
 
@@ -61,7 +62,7 @@ def cli(url: str, *args) -> tuple[float, int]:
 
 
 def server_part(url: str, images: list[Path]) -> float:
-    """ocr_dali's answer of every photo with its word stages: the deployment's work beyond detection."""
+    """ocr_dali_taps's answer of every photo with its word stages: the deployment's work beyond detection."""
     from harness.client import TritonClient
     from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS
     from harness.packing import pack_images
@@ -70,7 +71,7 @@ def server_part(url: str, images: list[Path]) -> float:
     names = ["BOXES", "SCORES", TEXTS, TEXT_SCORES, *(n for pair in WORD_TAPS.values() for n in pair)]
     start = time.perf_counter()
     for path in images:
-        client.infer("ocr_dali", {"IMAGE": pack_images([path.read_bytes()])}, names)
+        client.infer("ocr_dali_taps", {"IMAGE": pack_images([path.read_bytes()])}, names)
     return time.perf_counter() - start
 
 

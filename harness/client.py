@@ -65,9 +65,16 @@ class TaskModels:
     checks them ready)."""
     engines: tuple[str, ...] = ()
     """Of those, the models built as engines on a GPU (their platform and build stamp checked)."""
+    answer_suffix: str = ""
+    """The twin of each pipeline's ensemble that also answers the task's stage taps when asked by
+    name (``_taps``: ocr_dali_taps), so that the production model never makes them."""
 
     def ensemble(self, pipeline: str) -> str:
         return f"{self.prefix}_{pipeline}"
+
+    def answer(self, pipeline: str) -> str:
+        """The model whose answer (with the task's extras) the harness reads for ``pipeline``."""
+        return self.ensemble(pipeline) + self.answer_suffix
 
     def taps(self, pipeline: str) -> str:
         """The model returning every preprocessing stage of ``pipeline``."""

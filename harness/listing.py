@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.files import kind_of, read_limited
+from harness.files import InputFileError, kind_of, read_limited
 from harness.names import identifier, path_text
 
 MAX_FILE_BYTES = 256 * 2 ** 20
@@ -100,6 +100,34 @@ def list_inputs(directory: Path, follow_links: bool = False) -> Listing:
         else:
             inputs.append(InputFile(name, entry, entry.resolve() if entry.is_symlink() else entry))
     return Listing(directory, tuple(inputs), tuple(skipped))
+
+
+def file_in(directory: Path, relative: str | os.PathLike) -> InputFile:
+    """The input a label file names by its path ``relative`` to ``directory`` (a COCO image's
+    ``file_name``, a photo's mask), judged by this module's policy: an absolute path, a ``..``,
+    a link leading outside the folder, anything but a regular file is refused
+    (:class:`harness.files.InputFileError` saying why: the entry's own row, never a file read
+    outside the folder); a missing file is ``FileNotFoundError``."""
+    relative = Path(relative)
+    directory = Path(directory)
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        raise InputFileError(relative, f"not a path inside {path_text(directory)} (absolute, or with ..)")
+    entry = directory / relative
+    try:
+        root = directory.resolve(strict=True)
+        parent = entry.parent.resolve(strict=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(entry)) from None
+    except (OSError, RuntimeError) as exc:
+        raise InputFileError(entry, f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not parent.is_relative_to(root):
+        raise InputFileError(entry, f"its folder leads outside {path_text(directory)} ({path_text(parent)})")
+    if not os.path.lexists(entry):
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(entry))
+    reason = _why_not_an_input(entry, relative.name, root, follow_links=False)
+    if reason is not None:
+        raise InputFileError(entry, reason)
+    return InputFile(identifier(relative), entry, entry.resolve() if entry.is_symlink() else entry)
 
 
 def _why_not_an_input(entry: Path, raw: str, root: Path, follow_links: bool) -> str | None:

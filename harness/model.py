@@ -421,4 +421,16 @@ def onnx_session(onnx_path: Path | bytes, threads: int = 0, optimize: bool = Tru
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
+def onnx_run_options():
+    """The run options of a served ONNX Runtime session: its CPU arena gives back, after each run,
+    what that run needed beyond what it holds (``memory.enable_memory_arena_shrinkage``): the
+    detector at its largest input (2048 px) grew the server by 720 MB for good, 100 MB so, at the
+    same speed (1.9 s of CPU either way; without an arena: 4.3 s)."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
 from harness.scores import softmax  # noqa: E402,F401 - defined once, at the bottom; the name stays here for callers

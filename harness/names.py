@@ -99,6 +99,13 @@ def markdown_code(text: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def markdown_row(name: object, *cells: object) -> str:
+    """A Markdown table row about one image (or entry): its name as code (:func:`markdown_code`),
+    every other cell as text (:func:`markdown_text`): the one way every report table shows a
+    name and a reason (a ``|`` or markup in either never splits or styles the row)."""
+    return "| " + " | ".join([markdown_code(name), *(markdown_text(c) for c in cells)]) + " |"
+
+
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "|", "%")
 
 

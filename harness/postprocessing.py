@@ -84,6 +84,12 @@ class YoloParams:
 
 
 SEGMENTATION_INTERPOLATIONS = ("nearest", "linear", "cubic", "lanczos", "area")
+
+MAX_OUTPUT_PIXELS = 2 ** 25
+"""A segmentation's default ceiling on the source size it answers at (33.5 megapixels: a
+24-megapixel camera photo is answered in full, its matte and mask 120 MB; one at the decode
+limit, 179 megapixels, would be 895 MB and take the server 4 GB): a larger photo is refused by
+name (docs/robustness.md)."""
 """How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
 BICUBIC, LANCZOS, BOX; all antialiased when shrinking, as PIL is)."""
 
@@ -106,8 +112,11 @@ class SaliencyParams:
     and upsample the binary mask (nearest)."""
     output: str | None = None
     """The map's output name; None: the model's only output."""
+    max_output_pixels: int = MAX_OUTPUT_PIXELS
+    """The most pixels the matte and mask are answered at: a larger source is refused by name."""
 
     def __post_init__(self):
+        _check_max_output(self.max_output_pixels)
         if self.interpolation not in SEGMENTATION_INTERPOLATIONS:
             raise ValueError(f"saliency interpolation must be one of {', '.join(SEGMENTATION_INTERPOLATIONS)}, "
                              f"not {self.interpolation!r}")
@@ -130,8 +139,11 @@ class ArgmaxParams:
     """True: upsample the logits, then the argmax; False: the argmax at the model's
     resolution, the class mask upsampled (nearest)."""
     output: str | None = None
+    max_output_pixels: int = MAX_OUTPUT_PIXELS
+    """The most pixels the matte and mask are answered at: a larger source is refused by name."""
 
     def __post_init__(self):
+        _check_max_output(self.max_output_pixels)
         if self.interpolation not in SEGMENTATION_INTERPOLATIONS:
             raise ValueError(f"argmax interpolation must be one of {', '.join(SEGMENTATION_INTERPOLATIONS)}, "
                              f"not {self.interpolation!r}")
@@ -139,6 +151,11 @@ class ArgmaxParams:
     @property
     def score_threshold(self) -> float:
         return 0.5  # two classes: the winning probability's tie point
+
+
+def _check_max_output(pixels) -> None:
+    if isinstance(pixels, bool) or not isinstance(pixels, int) or pixels < 1:
+        raise ValueError(f"max_output_pixels is a whole number of pixels above 0 (got {pixels!r})")
 
 
 PARAMETERS = {"db": DbParams, "yolo": YoloParams, "saliency": SaliencyParams, "argmax": ArgmaxParams}

@@ -34,12 +34,14 @@ import math
 import os
 import threading
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.errors import UsageError
 from loadtest.answers import Judgement, KnownAnswers, photo_key
 from loadtest.inference import TritonInferClient, as_request_failure, model_config, record_answers
 
@@ -61,19 +63,55 @@ class Probe:
     error: str | None = None
 
 
+class RecordError(UsageError):
+    """The watch's known answers cannot be used (not a record, too large, or not answers the
+    watched model gives): one line, exit 2; the server is not blamed."""
+
+
+MAX_RECORD_ARRAY_BYTES = 64 * 2 ** 20
+"""The largest array a record may hold (a known answer: a segmenter's matte of a 4000 x 3000
+photo is 48 MB), read from its ``.npy`` header before it is loaded: a 2 MB record can hold a
+compressed 2 GB array."""
+MAX_RECORD_BYTES = 512 * 2 ** 20
+"""The most a whole record may hold, likewise."""
+
+
 class Record:
     """The known answers of every watched model, in one ``.npz`` (``model|photo key|output``
-    -> array; classification strings as fixed-width bytes)."""
+    -> array; classification strings as fixed-width bytes). A file that is not such a record
+    (corrupt, pickled objects, keys of another form, arrays over :data:`MAX_RECORD_ARRAY_BYTES`
+    by their headers) is :class:`RecordError`, before any array is loaded."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.models: dict[str, KnownAnswers] = {}
-        if self.path.is_file():
-            with np.load(self.path) as npz:
+        if not self.path.is_file():
+            return
+        try:
+            with np.load(self.path, allow_pickle=False) as npz:
+                if not isinstance(npz, np.lib.npyio.NpzFile):
+                    raise ValueError("one array, not an .npz of answers")
+                sizes = {key: _stored_bytes(npz, key) for key in npz.files}
+                for key, size in sizes.items():
+                    if len(key.split("|")) != 3:
+                        raise ValueError(f"a key {key!r} not of the form model|photo|output")
+                    if size > MAX_RECORD_ARRAY_BYTES:
+                        raise ValueError(f"{key} would take {size / 2 ** 20:.0f} MiB (at most "
+                                         f"{MAX_RECORD_ARRAY_BYTES // 2 ** 20} MiB an answer)")
+                if sum(sizes.values()) > MAX_RECORD_BYTES:
+                    raise ValueError(f"its arrays would take {sum(sizes.values()) / 2 ** 20:.0f} MiB")
                 for key in npz.files:
                     model, photo, output = key.split("|")
                     answers = self.models.setdefault(model, KnownAnswers({})).answers
                     answers.setdefault(photo, {})[output] = npz[key]
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+            raise RecordError(f"--known-answers: {self.path} is not a watch record ({exc}); move it away and the watch "
+                              "records the answers anew") from None
+
+    def misfit(self, model: str, exc: Exception) -> RecordError:
+        """The error of a known answer of ``model`` that the rules cannot judge its answers by."""
+        return RecordError(f"--known-answers: {self.path} holds answers of {model} unlike those it gives "
+                           f"({type(exc).__name__}: {exc}); move it away and the watch records them anew")
 
     def save(self) -> None:
         arrays = {f"{model}|{photo}|{output}": (value.astype(bytes) if value.dtype == object else value)
@@ -83,6 +121,15 @@ class Record:
         partial = self.path.with_name(self.path.name + ".partial.npz")
         np.savez(partial, **arrays)
         os.replace(partial, self.path)  # never a half-written record
+
+
+def _stored_bytes(npz, key: str) -> int:
+    """What array ``key`` of an ``.npz`` would take once loaded, from its ``.npy`` header alone."""
+    with npz.zip.open(f"{key}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(member)
+    return math.prod(shape) * dtype.itemsize
 
 
 MAX_TOGETHER = 16
@@ -148,7 +195,10 @@ class Watch:
             answer = client.infer(data)[1]
         except Exception as exc:  # a failed request is a probe error, never the end of the watch
             return Probe(model, mode, None, str(as_request_failure(exc)))
-        return Probe(model, mode, self.record.models[model].judge(photo_key(data), answer))
+        try:
+            return Probe(model, mode, self.record.models[model].judge(photo_key(data), answer))
+        except (ValueError, KeyError, IndexError, TypeError) as exc:  # the record's fault, not the server's
+            raise self.record.misfit(model, exc) from None
 
     def round(self) -> list[Probe]:
         """One round over every model; updates the metrics and returns the probes."""
@@ -157,6 +207,8 @@ class Watch:
         for model in self.models:
             try:
                 probes += self._model_round(model)
+            except RecordError:
+                raise
             except Exception as exc:  # unreachable, or the model is gone: every probe of the round failed
                 failure = str(as_request_failure(exc))
                 logger.warning("%s: %s", model, failure)
@@ -203,6 +255,9 @@ class Watch:
             try:
                 start.wait()
                 return self._ask(client, model, "batched", self.photos[i % len(self.photos)])
+            except RecordError:
+                start.abort()
+                raise
             except threading.BrokenBarrierError:
                 return Probe(model, "batched", None, "another probe of the batch could not connect")
             finally:
@@ -284,6 +339,33 @@ class WatchOptions:
     """With ``once``: the Pushgateway the metrics are pushed to."""
 
 
+EVERY_INTERFACE = ("0.0.0.0", "::", "")
+
+
+def listen_address(listen: str) -> tuple[str, int]:
+    """``--listen`` (``HOST:PORT``, ``[v6]:PORT``) -> (host, port), or :class:`UsageError` in one line."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535 or (not host and listen != f":{port}"):
+        raise UsageError(f"--listen must be HOST:PORT with a port from 1 to 65535 (e.g. 127.0.0.1:9108), got {listen!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def serve_metrics(listen: str, registry):
+    """The metrics' HTTP server on ``listen``; :class:`UsageError` when it cannot bind there (an
+    unknown host, a port in use or not allowed); says on stderr when it serves every interface."""
+    from prometheus_client import start_http_server
+
+    host, port = listen_address(listen)
+    try:
+        http, _ = start_http_server(port, addr=host or "0.0.0.0", registry=registry)
+    except OSError as exc:
+        raise UsageError(f"--listen {listen}: cannot serve the metrics there ({exc.strerror or exc})") from None
+    if host in EVERY_INTERFACE:
+        logger.warning("--listen %s serves the metrics on every interface of this host: whoever reaches it can read "
+                       "them (127.0.0.1:%d keeps them on this host)", listen, port)
+    return http, host or "0.0.0.0", port
+
+
 def summary(probes: list[Probe]) -> str:
     """The round as a Markdown table: per model and mode, the answers, their agreement with the
     known ones (the share that were; ``-`` where none was judged), the wrong ones, the failed
@@ -306,9 +388,7 @@ def run(options: WatchOptions, stop: threading.Event | None = None) -> list[Prob
     """Rounds until ``stop`` is set (every ``interval`` seconds, the metrics served on
     ``listen``), or one round with ``once`` (pushed to ``push_gateway`` if given); returns the
     last round's probes."""
-    from prometheus_client import CollectorRegistry, disable_created_metrics, pushadd_to_gateway, start_http_server
-
-    from loadtest.triton import split_host_port
+    from prometheus_client import CollectorRegistry, disable_created_metrics, pushadd_to_gateway
 
     disable_created_metrics()  # a counter's creation time is noise on every scrape
     registry, successes = CollectorRegistry(), CollectorRegistry()
@@ -324,8 +404,7 @@ def run(options: WatchOptions, stop: threading.Event | None = None) -> list[Prob
                     pushadd_to_gateway(options.push_gateway, job="harness_watch", registry=pushed,
                                        timeout=options.timeout)
         return probes
-    host, port = split_host_port(options.listen, 9108)
-    http, _ = start_http_server(port, addr=host, registry=registry)
+    http, host, port = serve_metrics(options.listen, registry)
     logger.warning("serving the watch's metrics on http://%s:%d/metrics, a round every %g s", host, port,
                    options.interval)
     stop = stop or threading.Event()

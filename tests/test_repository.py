@@ -10,7 +10,7 @@ from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, lo
 DETECTION_MODELS = {"detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
                     "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
                     "detect_dali", "detect_opencv"}
-OCR_MODELS = {"recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv"}
+OCR_MODELS = {"recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps"}
 SEGMENTATION_MODELS = {"segment_validate_image", "segment_preprocess_dali", "segment_preprocess_dali_stages",
                        "segment_preprocess_dali_taps", "segment_preprocess_opencv", "segmenter", "segment_postprocess",
                        "segment_dali", "segment_opencv"}

@@ -12,7 +12,8 @@ from typing import Mapping, Sequence
 
 from harness.corpus import list_images
 from harness.errors import HarnessError
-from harness.listing import list_inputs
+from harness.files import InputFileError
+from harness.listing import InputFile, file_in, list_inputs, read_input
 from harness.names import identifier
 
 CSV_HEADER_FILE = ("file", "path", "image", "filename")
@@ -30,6 +31,9 @@ class Sample:
     path: Path
     label: int | None
     """Class index; None in an unlabeled dataset."""
+    error: str | None = None
+    """Why this image cannot be read as its label file names it (a name leading outside the
+    dataset's folder, a label that cannot be used): the image's failed row on every path."""
 
 
 @dataclass(frozen=True)
@@ -53,18 +57,38 @@ class Dataset:
         return None if sample.label is None else self.label_names[sample.label]
 
 
+def read_sample(sample: Sample) -> bytes:
+    """The bytes of one image of the set (:func:`harness.listing.read_input`), or the
+    :class:`harness.files.InputFileError` saying why its label file's entry cannot be read."""
+    if sample.error is not None:
+        raise InputFileError(sample.name, sample.error)
+    return read_input(InputFile.of(sample.path))
+
+
+def _sample(name: str, folder: Path, label: int | None, error: str | None = None) -> Sample:
+    """The image a label file names ``name``, inside ``folder`` by the listing's policy
+    (:func:`harness.listing.file_in`); one that leads outside is a sample whose error says so."""
+    try:
+        return Sample(name, file_in(folder, name).target, label, error)
+    except FileNotFoundError:
+        return Sample(name, folder / name, label, error)
+    except InputFileError as exc:
+        return Sample(name, folder / name, label, exc.reason)
+
+
 def read_coco(labels: Path, images: Path) -> Dataset:
     """A COCO detection set (``labels``: its JSON; a detector's labeled boxes, scored by
     :mod:`harness.detection.effect`): its images, by ``file_name``, in ``images``. Every image
-    the file lists must be there."""
+    the file lists must be there; one named outside the folder (absolute, ``..``, a link
+    leading out) or whose annotations cannot be used is its own failed row, never read."""
     from harness.detection.effect import LabelsError, load_labels
 
     try:
         found = load_labels(labels)
     except LabelsError as exc:
         raise DatasetError(str(exc)) from None
-    samples = tuple(Sample(name, images / name, None) for name in found.boxes)
-    missing = [s.name for s in samples if not s.path.is_file()]
+    samples = tuple(_sample(name, images, None, found.unusable.get(name)) for name in found.boxes)
+    missing = [s.name for s in samples if s.error is None and not s.path.is_file()]
     if missing:
         # The usual layout keeps the images in a folder beside the JSON: name it, and the command that reads it.
         holding = next((d for d in sorted(images.iterdir()) if d.is_dir() and all((d / m).is_file() for m in missing)),
@@ -194,11 +218,14 @@ def _read_csv(path: Path, classes: Sequence[str] | None,
         # Each label is named by the first line it appears on (later lines overwrite earlier ones in a dict).
         indices = class_indices({label: f"line {n}" for n, _, label in reversed(rows)}, classes, str(path))
     # A row whose file is missing stays in: it becomes a failed image with the reason.
-    def where(file: str) -> Path:
-        here = path.parent / file
-        return base / file if base is not None and not here.exists() and (base / file).exists() else here
+    def where(file: str, label: int) -> Sample:
+        here = _sample(file, path.parent, label)
+        if base is None or here.error is not None or here.path.exists():
+            return here
+        there = _sample(file, base, label)
+        return there if there.error is not None or there.path.exists() else here
 
-    return tuple(Sample(file, where(file), indices[label]) for _, file, label in rows), tuple(classes)
+    return tuple(where(file, indices[label]) for _, file, label in rows), tuple(classes)
 
 
 def class_indices(labels: Mapping[str, str], classes: Sequence[str], source: str) -> dict[str, int]:

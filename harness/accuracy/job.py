@@ -279,9 +279,9 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     (a detector's: :func:`harness.detection.effect.evaluate_detection`)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from harness.accuracy.dataset import read_sample
     from harness.accuracy.report import write_accuracy_files
     from harness.accuracy.scoring import Outcome, outcome_of
-    from harness.listing import InputFile, read_input
     from harness.report import versions
     from harness.result import one_line
     from harness.results import ReferenceInfo
@@ -293,13 +293,13 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     samples = dataset.samples
 
     def reference_boxes(sample):
-        stages = recipe(read_input(InputFile.of(sample.path)))
+        stages = recipe(read_sample(sample))
         stages[Stage.OUTPUT] = reference_model.logits(stages[Stage.INPUT][None])[0]
         stages.update(task.derive_reference(stages))
         return stages
 
     def deployed_boxes(side, sample, reference):
-        stages = side.read(sample.name, read_input(InputFile.of(sample.path)))
+        stages = side.read(sample.name, read_sample(sample))
         stages.update(side.deployment.task.derive_deployed(stages, reference or {}))
         return stages
 

@@ -9,9 +9,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.accuracy.dataset import Sample
+from harness.accuracy.dataset import Sample, read_sample
 from harness.deployment import DeployedSide
-from harness.listing import InputFile, read_input
 from harness.reference import Recipe
 from harness.reference.model import ReferenceModel, shape_fits
 from harness.result import one_line
@@ -50,7 +49,7 @@ def _batches(samples: Sequence[Sample], size: int):
 
 
 def _read(sample: Sample) -> bytes:
-    return read_input(InputFile.of(sample.path))
+    return read_sample(sample)
 
 
 def predict_reference(samples: Sequence[Sample], recipe: Recipe, model: ReferenceModel, batch_size: int = 16,

@@ -9,7 +9,7 @@ from harness.accuracy.dataset import Sample
 from harness.accuracy.predict import REFERENCE
 from harness.accuracy.scoring import AccuracyResult, PathScore
 from harness.files import strict_json, write_atomic
-from harness.names import markdown_code, markdown_text
+from harness.names import markdown_code, markdown_row, markdown_text
 from harness.report.formats import JobReports
 from harness.result import SIDES
 from harness.results.accuracy import AccuracyReport, EffectReport, compared_scores, ensemble, points, rate
@@ -81,8 +81,7 @@ def render_markdown(report: AccuracyReport) -> str:
     if result.failed:
         lines += ["", f"## Failed images, excluded from every path ({len(result.failed)})", "",
                   "| image | outcome | reason |", "|---|---|---|"]
-        lines += [f"| {markdown_code(name)} | {result.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
-                  for name, reason in result.failed.items()]
+        lines += [markdown_row(name, result.outcomes.get(name, "failed"), reason) for name, reason in result.failed.items()]
     lines += _skipped(result.dataset)
     return "\n".join(lines) + "\n"
 
@@ -92,7 +91,7 @@ def _skipped(dataset) -> list[str]:
     if not dataset.skipped:
         return []
     return ["", f"## Skipped entries, not images ({len(dataset.skipped)})", "", "| entry | reason |", "|---|---|",
-            *(f"| {markdown_code(s.name)} | {markdown_text(s.reason)} |" for s in dataset.skipped)]
+            *(markdown_row(s.name, s.reason) for s in dataset.skipped)]
 
 
 def _per_class(result: AccuracyResult) -> list[str]:
@@ -207,8 +206,7 @@ def render_effect_markdown(report: EffectReport) -> str:
     if report.failed:
         lines += ["", f"## Failed images, excluded from every path ({len(report.failed)})", "",
                   "| image | outcome | reason |", "|---|---|---|"]
-        lines += [f"| {markdown_code(name)} | {report.outcomes.get(name, 'failed')} | {markdown_text(reason)} |"
-                  for name, reason in report.failed.items()]
+        lines += [markdown_row(name, report.outcomes.get(name, "failed"), reason) for name, reason in report.failed.items()]
     lines += _skipped(report.dataset)
     return "\n".join(lines) + "\n"
 

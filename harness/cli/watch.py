@@ -63,9 +63,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_watch(args: argparse.Namespace, groups: Groups) -> int:
     from loadtest.payloads import list_photos
-    from loadtest.watch import RECORD_FILE, WatchOptions, run, served_task_models, summary
+    from loadtest.watch import RECORD_FILE, Record, WatchOptions, listen_address, run, served_task_models, summary
 
     parsed = groups.parse(args)
+    if not args.once:
+        listen_address(args.listen)  # before any server is started: a bad --listen is one line, exit 2
+    Record(args.known_answers / RECORD_FILE)  # likewise a record that cannot be used
     if args.photo_count < 1 or args.interval <= 0:
         raise UsageError("--photo-count must be >= 1 and --interval > 0")
     if args.push_gateway and not args.once:

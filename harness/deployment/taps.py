@@ -57,7 +57,8 @@ class TapsDeployment(Deployment):
     def read(self, client: TritonClient, data: bytes, image: str = "") -> dict[Stage, np.ndarray]:
         out = client.stages(data, self.pipeline.name, taps_model=self.taps_model)
         names = [self.scores_output, *((*self.box_outputs.names, *self.task.answer_extras) if self.box_outputs else ())]
-        answer = {k: v[0] for k, v in client.infer(self.model, {IMAGE: pack_images([data])}, names).items()}
+        answer = {k: v[0] for k, v in client.infer(self.models.answer(self.pipeline.name), {IMAGE: pack_images([data])},
+                                                   names).items()}
         out[Stage.OUTPUT] = answer[self.scores_output]
         if self.box_outputs:
             out.update(self.task.read_answer(answer, self.box_outputs))

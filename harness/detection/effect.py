@@ -8,14 +8,17 @@ found and nothing else is), reference vs each deployed path.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from harness import MAX_IMAGE_PIXELS
 from harness.compare.paired import McNemar, mcnemar_exact
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
 
@@ -36,40 +39,94 @@ class Labels:
     """File name -> its labeled boxes (score 1; classes = category ids)."""
     ids: Mapping[str, int]
     """File name -> COCO image id."""
+    unusable: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """File name -> why its annotations cannot be used (a NaN, infinite or absurd box): that
+    image's failed row; its annotations are left out of :attr:`coco`."""
+
+
+def read_json(source: Path, what: str = "labels") -> object:
+    """A label file's JSON, or :class:`LabelsError` in one line (not JSON, or nested deeper than
+    Python's parser goes: a file of 100,000 brackets is refused, not a traceback)."""
+    try:
+        return json.loads(source.read_text())
+    except RecursionError:
+        raise LabelsError(f"{source}: {what} nested too deep to be JSON labels") from None
+    except (OSError, ValueError) as exc:
+        raise LabelsError(f"{source}: not {what} JSON ({type(exc).__name__}: {exc})") from None
 
 
 def load_labels(source: Path | dict) -> Labels:
-    """Read COCO JSON; a 4-point ``segmentation`` is the box's quad, otherwise its ``bbox``."""
+    """Read COCO JSON; a 4-point ``segmentation`` is the box's quad, otherwise its ``bbox``. An
+    annotation whose box cannot be used (not finite, a negative size, beyond any image the
+    deployment decodes) makes its image unusable (:attr:`Labels.unusable`), not the file."""
     where = str(source) if isinstance(source, Path) else "labels"
     try:
-        coco = json.loads(source.read_text()) if isinstance(source, Path) else source
+        coco = read_json(source, "COCO detection") if isinstance(source, Path) else source
         images = {int(im["id"]): str(im["file_name"]) for im in coco["images"]}
         categories = {int(c["id"]) for c in coco["categories"]}
-        annotations = coco["annotations"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        annotations = list(coco["annotations"])
+    except LabelsError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise LabelsError(f"{where}: not COCO detection JSON ({type(exc).__name__}: {exc})") from None
     quads: dict[int, list] = {i: [] for i in images}
     classes: dict[int, list] = {i: [] for i in images}
+    unusable: dict[str, str] = {}
     for a in annotations:
+        if not isinstance(a, dict):
+            raise LabelsError(f"{where}: an annotation is {type(a).__name__}, not an object")
         image, category = a.get("image_id"), a.get("category_id")
         if image not in images or category not in categories:
             raise LabelsError(f"{where}: annotation {a.get('id')} names image {image} / category {category}, "
                               "which the file does not define")
-        quads[image].append(_quad(a, where))
+        try:
+            quads[image].append(_quad(a))
+        except ValueError as exc:
+            unusable.setdefault(images[image], str(exc))
+            continue
         classes[image].append(category)
-    boxes = {images[i]: Detections(np.array(quads[i]).reshape(-1, 4, 2), np.ones(len(quads[i])), classes[i]) for i in images}
-    return Labels(coco, boxes, {name: i for i, name in images.items()})
+    if unusable:  # pycocotools is given only the annotations every image can be scored with
+        bad = {i for i, name in images.items() if name in unusable}
+        coco = {**coco, "annotations": [a for a in annotations if a.get("image_id") not in bad]}
+    boxes = {images[i]: Detections(np.array(quads[i]).reshape(-1, 4, 2), np.ones(len(quads[i])), classes[i])
+             for i in images}
+    return Labels(coco, boxes, {name: i for i, name in images.items()}, unusable)
 
 
-def _quad(annotation: dict, where: str) -> np.ndarray:
-    segmentation = annotation.get("segmentation")
-    if isinstance(segmentation, list) and len(segmentation) == 1 and len(segmentation[0]) == 8:
-        return np.asarray(segmentation[0], np.float64).reshape(4, 2)
+def _number(value: int | float) -> float:
     try:
-        x, y, w, h = (float(v) for v in annotation["bbox"])
-    except (KeyError, TypeError, ValueError):
-        raise LabelsError(f"{where}: annotation {annotation.get('id')} has neither a 4-point segmentation nor a bbox") from None
-    return np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]])
+        return float(value)
+    except OverflowError:  # an integer of 400 digits
+        return math.inf
+
+
+def _quad(annotation: dict) -> np.ndarray:
+    """The annotation's quad, or ValueError saying why it cannot be used (no quad or bbox of numbers,
+    not finite, a negative size, beyond any image): its image's row, never the whole file."""
+    segmentation = annotation.get("segmentation")
+    quad8 = isinstance(segmentation, list) and len(segmentation) == 1 and isinstance(segmentation[0], list) \
+        and len(segmentation[0]) == 8
+    what = "segmentation" if quad8 else "bbox"
+    values = segmentation[0] if quad8 else annotation.get("bbox")
+    if not isinstance(values, list) or len(values) != (8 if quad8 else 4) \
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"annotation {annotation.get('id')} has neither a 4-point segmentation nor a bbox of four "
+                         f"numbers (its {what}: {str(values)[:80]})")
+    with np.errstate(over="ignore", invalid="ignore"):
+        numbers = np.array([_number(v) for v in values], np.float64)
+        if quad8:
+            quad, sizes = numbers.reshape(4, 2), ()
+        else:
+            x, y, w, h = numbers
+            quad, sizes = np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]]), (w, h)
+    if not np.isfinite(quad).all():
+        raise ValueError(f"annotation {annotation.get('id')}'s {what} {values} is not finite")
+    if any(side < 0 for side in sizes):
+        raise ValueError(f"annotation {annotation.get('id')}'s bbox {values} has a negative size")
+    if np.abs(quad).max() > MAX_IMAGE_PIXELS:
+        raise ValueError(f"annotation {annotation.get('id')}'s {what} {values} lies beyond any image the deployment "
+                         f"decodes (more than {MAX_IMAGE_PIXELS} pixels from the origin)")
+    return quad
 
 
 @dataclass(frozen=True)
@@ -285,6 +342,6 @@ def _with_bbox(annotation: dict) -> dict:
     """An annotation as COCOeval's bbox mode needs it: ``bbox`` the enclosing box of the
     label's quad (as the detections' boxes are of theirs: both sides measured alike, where a
     turned word's ink box would be tighter than any quad's), ``area``, ``iscrowd``."""
-    x1, y1, x2, y2 = Detections(_quad(annotation, "labels")[None], [1.0]).xyxy[0]
+    x1, y1, x2, y2 = Detections(_quad(annotation)[None], [1.0]).xyxy[0]
     bbox = [float(x1), float(y1), float(x2 - x1), float(y2 - y1)]
     return dict(annotation, bbox=bbox, area=bbox[2] * bbox[3], iscrowd=annotation.get("iscrowd", 0))

@@ -1,21 +1,30 @@
 """The recognizer's preprocessing as a DALI graph: one sample per word.
 
-Each sample carries the image's encoded bytes and its word's geometry, which the ocr model
-computes with the reference's own arithmetic (:func:`harness.ocr.recognition.crop_geometry`,
-:func:`harness.ocr.recognition.input_width`): ``MATRIX`` (3x3, the image's pixels to the
-crop's, the quarter turn of a tall crop folded in), ``SIZE`` (the crop's height and width) and
-``WIDTHS`` (the resized crop's width and the padded input's). The graph decodes the image,
-warps the box upright (``experimental.warp_perspective``: bicubic, border replicated, pixel
-centres at integers as OpenCV's), orders the channels, resizes to the spec's height (linear,
-no antialias: ``cv2.resize``), normalizes to CHW float and pads the width with the spec's
-``pad_value``. Outputs ``CROP`` (the crop, RGB) and ``INPUT`` (the recognizer's input).
+Each sample carries its word's region of the decoded image and its geometry, which the ocr
+model computes with the reference's own arithmetic (:func:`harness.ocr.recognition.crop_geometry`,
+:func:`harness.ocr.recognition.input_width`): ``IMAGE`` (HWC uint8 RGB: the box's bounding
+rectangle with :data:`REGION_MARGIN` pixels around it, within the image), ``MATRIX`` (3x3, the
+region's pixels to the crop's, the quarter turn of a tall crop folded in), ``SIZE`` (the crop's
+height and width) and ``WIDTHS`` (the resized crop's width and the padded input's). The image
+is decoded once per request, by the DALI decode of the detector's preprocessing (its taps
+model's ``DECODED``): a region, not the whole image, travels with each word (a 1,000-word page
+cost 1,000 decodes of the whole file before). The graph warps the box upright
+(``experimental.warp_perspective``: bicubic, border replicated, pixel centres at integers as
+OpenCV's: the region holds every pixel the warp reads, so the crop is the whole image's),
+orders the channels, resizes to the spec's height (linear, no antialias: ``cv2.resize``),
+normalizes to CHW float and pads the width with the spec's ``pad_value``. Outputs ``CROP`` (the
+crop, RGB) and ``INPUT`` (the recognizer's input). Whatever a caller sends, the crop is no
+larger than its region's diagonal and the widths stay within the recognizer's profile
+(:func:`check_sample` refuses such a word in the cpu profile; the graph clamps it in the DALI
+backend, which cannot refuse one sample).
 
-The decoder is ``mixed`` (nvJPEG) in the DALI backend; the cpu profile runs the same graph
-with the CPU decoder in the Python backend (:class:`CpuRecognitionRunner`).
+The graph runs on the GPU in the DALI backend; the cpu profile runs the same graph on the CPU in
+the Python backend (:class:`CpuRecognitionRunner`).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -24,21 +33,25 @@ from harness.ocr.recognition import Recognition
 
 INPUTS = ("IMAGE", "MATRIX", "SIZE", "WIDTHS")
 OUTPUTS = ("CROP", "INPUT")
+REGION_MARGIN = 3
+"""Pixels around a box's bounding rectangle in its region: the bicubic warp reads two around
+each point it samples."""
 
 
-def recognition_graph(p: Recognition, decode_spec, decoder: str = "mixed"):
-    """The graph's outputs (CROP, INPUT), to be called inside a ``pipeline_def``; the image decoded
-    as the detector's DALI graph decodes it (``decode_spec``: the spec's ``[decode]``, EXIF
-    orientation included: :func:`harness.preprocessing.dali_graph.decode`)."""
+def recognition_graph(p: Recognition, device: str = "gpu"):
+    """The graph's outputs (CROP, INPUT), to be called inside a ``pipeline_def``; ``device``: where
+    the warp and what follows run ("gpu" in the DALI backend, "cpu" here)."""
     from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
 
-    from harness.preprocessing.dali_graph import decode
-
-    data = fn.external_source(name="IMAGE", dtype=types.UINT8, ndim=1)
+    region = fn.external_source(name="IMAGE", dtype=types.UINT8, ndim=3, layout="HWC")
     matrix = fn.external_source(name="MATRIX", dtype=types.FLOAT, ndim=2)
     size = fn.external_source(name="SIZE", dtype=types.FLOAT, ndim=1)
     widths = fn.external_source(name="WIDTHS", dtype=types.FLOAT, ndim=1)
-    image = decode(data, decode_spec, decoder)
+    shape = region.shape(dtype=types.FLOAT)
+    size = dmath.clamp(size, 1.0, dmath.sqrt(shape[0] * shape[0] + shape[1] * shape[1]) + 1.0)
+    widths = dmath.clamp(widths, 1.0, float(p.max_width))
+    image = region.gpu() if device == "gpu" else region
     crop = fn.experimental.warp_perspective(image, matrix=matrix, size=size, inverse_map=False, border_mode="replicate",
                                             interp_type=types.INTERP_CUBIC, pixel_origin="center")
     ordered = crop if p.channel_order == "RGB" else fn.color_space_conversion(crop, image_type=types.RGB,
@@ -52,23 +65,22 @@ def recognition_graph(p: Recognition, decode_spec, decoder: str = "mixed"):
     return crop, padded
 
 
-def recognition_pipeline(p: Recognition, decode_spec, batch_size: int, num_threads: int, device_id,
-                         decoder: str = "mixed"):
+def recognition_pipeline(p: Recognition, batch_size: int, num_threads: int, device_id, device: str = "gpu"):
     """A DALI pipeline of :func:`recognition_graph` (not built); one batch in flight (fed, then
     run: a failed batch leaves it usable, as :class:`harness.preprocessing.dali_graph.CpuPipelineRunner`)."""
     from nvidia.dali import pipeline_def
 
     @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1)
     def recognition():
-        return recognition_graph(p, decode_spec, decoder)
+        return recognition_graph(p, device)
 
     return recognition()
 
 
 def served_pipeline(dali_file: str):
-    """The ``pipeline_def`` ``<model>/1/dali.py`` hands to ``@autoserialize`` (``mixed`` decoder),
-    with the ``[recognition]`` of the spec its config names; the DALI backend sets batch size,
-    threads and device from the config (as :func:`harness.preprocessing.dali_graph.production_pipeline`)."""
+    """The ``pipeline_def`` ``<model>/1/dali.py`` hands to ``@autoserialize`` (on the GPU), with
+    the ``[recognition]`` of the spec its config names; the DALI backend sets batch size, threads
+    and device from the config (as :func:`harness.preprocessing.dali_graph.production_pipeline`)."""
     from nvidia.dali import pipeline_def
 
     from harness.ocr.recognition import parameters
@@ -81,32 +93,63 @@ def served_pipeline(dali_file: str):
 
     @pipeline_def(batch_size=1, num_threads=1, device_id=0)
     def recognition():
-        return recognition_graph(p, spec.preprocess.decode, "mixed")
+        return recognition_graph(p, "gpu")
 
     return recognition
 
 
-def word_samples(data: bytes, quads: np.ndarray, p: Recognition, image_size: tuple[int, int]) -> dict[str, list]:
-    """The graph's inputs for each box of one image (``image_size``: its decoded height and width)."""
+def word_samples(image: np.ndarray, quads: np.ndarray, p: Recognition) -> dict[str, list]:
+    """The graph's inputs for each box of one decoded image (HWC uint8 RGB): its region and the
+    warp from the region's pixels (the whole image's warp, moved by the region's corner)."""
     from harness.ocr.recognition import crop_geometry, input_width
 
     out = {name: [] for name in INPUTS}
-    encoded = np.frombuffer(data, np.uint8)
+    height_px, width_px = image.shape[:2]
     for quad in quads:
-        matrix, (height, width) = crop_geometry(quad, p, image_size)
-        out["IMAGE"].append(encoded)
-        out["MATRIX"].append(matrix.astype(np.float32))
+        matrix, (height, width) = crop_geometry(quad, p, (height_px, width_px))
+        points = np.asarray(quad, np.float64).reshape(4, 2)
+        x0, y0 = (max(0, min(int(math.floor(v)) - REGION_MARGIN, limit - 1))
+                  for v, limit in zip(points.min(axis=0), (width_px, height_px)))
+        x1, y1 = (max(start + 1, min(int(math.ceil(v)) + REGION_MARGIN + 1, limit))
+                  for v, start, limit in zip(points.max(axis=0), (x0, y0), (width_px, height_px)))
+        moved = matrix.astype(np.float64) @ np.array([[1, 0, x0], [0, 1, y0], [0, 0, 1]], np.float64)
+        out["IMAGE"].append(np.ascontiguousarray(image[y0:y1, x0:x1]))
+        out["MATRIX"].append(moved.astype(np.float32))
         out["SIZE"].append(np.array([height, width], np.float32))
         out["WIDTHS"].append(np.array(input_width(height, width, p), np.float32))
     return out
 
 
-class CpuRecognitionRunner:
-    """The graph with DALI's CPU decoder, built once, run on a batch of word samples."""
+def check_sample(region: np.ndarray, matrix: np.ndarray, size: np.ndarray, widths: np.ndarray, p: Recognition) -> None:
+    """ValueError unless one word's sample is one the ocr model could have sent: a region of at
+    most :data:`harness.MAX_IMAGE_PIXELS` pixels of 3 channels, a finite 3x3 warp, a crop no
+    longer than the region's diagonal and widths within the recognizer's profile (the resized
+    crop's at least 1 and at most the input's, the input's at most ``max_width``). Whoever calls
+    the model directly can then cost it no more than a word of the ocr model does."""
+    from harness import MAX_IMAGE_PIXELS
 
-    def __init__(self, p: Recognition, decode_spec, batch_size: int, num_threads: int = 1):
+    region = np.asarray(region)
+    if region.ndim != 3 or region.shape[2] != 3 or 0 in region.shape or region.shape[0] * region.shape[1] > MAX_IMAGE_PIXELS:
+        raise ValueError(f"IMAGE must be the word's region of the decoded image, [height, width, 3] of at most "
+                         f"{MAX_IMAGE_PIXELS} pixels, got {list(region.shape)}")
+    matrix, size, widths = (np.asarray(a, np.float64) for a in (matrix, size, widths))
+    if matrix.shape != (3, 3) or not np.isfinite(matrix).all():
+        raise ValueError(f"MATRIX must be a finite 3x3 warp, got {matrix.tolist()}")
+    diagonal = math.hypot(*region.shape[:2]) + 1
+    if size.shape != (2,) or not np.isfinite(size).all() or not ((size >= 1) & (size <= diagonal)).all():
+        raise ValueError(f"SIZE must be the crop's (height, width), each from 1 to the {region.shape[1]}x"
+                         f"{region.shape[0]} region's diagonal ({diagonal:.0f}), got {size.tolist()}")
+    if widths.shape != (2,) or not np.isfinite(widths).all() or not 1 <= widths[0] <= widths[1] <= p.max_width:
+        raise ValueError(f"WIDTHS must be (the resized crop's, the input's) with 1 <= resized <= input <= "
+                         f"{p.max_width} (the recognizer's profile), got {widths.tolist()}")
+
+
+class CpuRecognitionRunner:
+    """The graph on the CPU, built once, run on a batch of word samples."""
+
+    def __init__(self, p: Recognition, batch_size: int, num_threads: int = 1):
         self.batch_size = batch_size
-        self.pipeline = recognition_pipeline(p, decode_spec, batch_size, num_threads, None, decoder="cpu")
+        self.pipeline = recognition_pipeline(p, batch_size, num_threads, None, device="cpu")
         self.pipeline.build()
 
     def run(self, samples: dict[str, list]) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -9,7 +9,6 @@ found), reference vs each deployed path; beside it, the detection task's own eff
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -18,17 +17,18 @@ import numpy as np
 
 from harness.compare.paired import McNemar, mcnemar_exact
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
-from harness.detection.effect import IOU_THRESHOLD, DetectionEffect, LabelsError, evaluate_detection, load_labels
+from harness.detection.effect import IOU_THRESHOLD, DetectionEffect, LabelsError, evaluate_detection, load_labels, read_json
 from harness.ocr.compare import edit_distance
 
 
 def load_words(source: Path | dict) -> dict[str, list[str | None]]:
     """File name -> each annotation's word, in the annotations' order (None: it carries none)."""
-    coco = json.loads(Path(source).read_text()) if not isinstance(source, dict) else source
+    coco = read_json(Path(source), "COCO-Text") if not isinstance(source, dict) else source
     images = {int(im["id"]): str(im["file_name"]) for im in coco["images"]}
     words: dict[str, list[str | None]] = {name: [] for name in images.values()}
     for a in coco["annotations"]:
-        text = a.get("utf8_string", a.get("text", (a.get("attributes") or {}).get("text")))
+        attributes = a.get("attributes")
+        text = a.get("utf8_string", a.get("text", attributes.get("text") if isinstance(attributes, dict) else None))
         words[images[a["image_id"]]].append(None if text is None else str(text))
     if not any(w is not None for ws in words.values() for w in ws):
         raise LabelsError(f"{source if not isinstance(source, dict) else 'labels'}: no annotation carries its word "

@@ -65,6 +65,10 @@ class Recognition:
     text_score: float = 0.5
     """A word whose score (:meth:`CtcDecoder.__call__`) is below this is dropped, its box with it
     (rapidocr's ``Global.text_score``, 0.5 by default); 0: every word is kept."""
+    max_words: int = 256
+    """The most boxes of one image whose words are read (:func:`words_read`): each costs a
+    crop and a recognizer run (about 30 ms on a CPU core), so a page of 1,000 boxes is bounded;
+    the others are left out and counted (the ocr models' ``WORDS_UNREAD``)."""
 
     def __post_init__(self):
         if self.crop not in CROPS:
@@ -79,6 +83,8 @@ class Recognition:
             raise ValueError("[recognition] mean and std are three numbers each, std above 0")
         if self.rotate_ratio < 0 or self.blank_index < 0:
             raise ValueError("[recognition] rotate_ratio and blank_index are >= 0")
+        if self.max_words < 1:
+            raise ValueError(f"[recognition] max_words is at least 1, got {self.max_words}")
         if not 0.0 <= self.text_score <= 1.0:
             raise ValueError(f"[recognition] text_score is a score from 0 to 1, got {self.text_score!r}")
 
@@ -102,10 +108,20 @@ def parameters(table: Mapping[str, Any] | None) -> Recognition:
             table[key] = tuple(float(v) for v in table[key])
     if "text_score" in table and (isinstance(table["text_score"], bool) or not isinstance(table["text_score"], (int, float))):
         raise ValueError(f"[recognition] text_score must be a number, got {table['text_score']!r}")
-    for key in ("height", "width", "max_width", "blank_index"):
+    for key in ("height", "width", "max_width", "blank_index", "max_words"):
         if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
             raise ValueError(f"[recognition] {key} must be an integer, got {table[key]!r}")
     return Recognition(**table)
+
+
+def words_read(scores: np.ndarray, p: Recognition) -> np.ndarray:
+    """The indices (ascending: the detector's order) of the boxes whose words are read: every box,
+    or the ``max_words`` of the highest detector scores (ties: the earlier box). The ocr models
+    and the harness's reference both keep these."""
+    scores = np.asarray(scores, np.float64).reshape(-1)
+    if len(scores) <= p.max_words:
+        return np.arange(len(scores))
+    return np.sort(np.argsort(-scores, kind="stable")[:p.max_words])
 
 
 # -- crop ------------------------------------------------------------------------------------------

@@ -17,6 +17,9 @@ WORDS_KEPT = "WORDS_KEPT"
 """BOOL [words]: asked for, an ocr model answers every word it read, and this says which of them
 it keeps for its users (a text score of at least ``[recognition] text_score``); not asked, it
 answers the kept words only, as rapidocr does."""
+WORDS_UNREAD = "WORDS_UNREAD"
+"""INT32 [1]: the boxes the detector found whose words were not read (beyond the spec's
+``[recognition] max_words``): left out of BOXES, SCORES and TEXTS."""
 WORD_TAPS = {"crop": ("WORD_CROPS", "WORD_CROP_SHAPES"), "input": ("WORD_INPUTS", "WORD_INPUT_SHAPES"),
              "output": ("WORD_OUTPUTS", "WORD_OUTPUT_SHAPES")}
 """Word stage -> (the padded arrays, their shapes): asked for only by the harness."""

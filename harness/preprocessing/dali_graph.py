@@ -16,7 +16,7 @@ import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
 from harness.preprocessing import Step, run_steps
-from harness.preprocessing.image_check import ImageError, identify, image_bytes, validate
+from harness.preprocessing.image_check import ImageError, identify, validate
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
 from harness.stage import Stage
 
@@ -262,7 +262,7 @@ class CpuPipelineRunner:
                     try:
                         results[i].outputs = self._run_batch([images[i]])[0]
                     except RuntimeError as exc:
-                        results[i].error = ImageError(f"could not decode {identify(image_bytes(images[i]))}: {_dali_reason(exc)}")
+                        results[i].error = ImageError(f"could not decode {identify(images[i])}: {_dali_reason(exc)}")
         return results
 
     def _run_batch(self, images: list[np.ndarray]) -> list[tuple[np.ndarray, ...]]:

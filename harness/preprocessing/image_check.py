@@ -1,27 +1,36 @@
-"""Cheap checks on encoded image bytes, so a bad file gets an error that names the problem.
+"""The image guard: cheap checks on encoded image bytes, in front of every decoder of every
+path, so a bad file gets an error that names the problem and no file costs more than its
+size can justify.
 
 Decoders report bad data poorly (DALI says ``nvImageCodec failure: '#4'``, OpenCV returns
-None, libjpeg decodes a truncated file into a half-grey image), so every pipeline checks
-the bytes first and, if a decoder still fails, wraps its message in :class:`ImageError`.
+None, libjpeg decodes a truncated file into a half-grey image) and trust what a header
+declares (a 38-byte WebP decodes to 14000 x 14000 pixels), so every pipeline (the served
+models of both profiles, the harness's reference, the label files that are images) runs
+:func:`inspect` on the bytes first and, if a decoder still fails, wraps its message in
+:class:`ImageError`. docs/robustness.md lists what it refuses and why.
 """
 
 from __future__ import annotations
 
 import io
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
+from harness import MAX_IMAGE_PIXELS
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
     from harness.spec import ResizeSpec
 
-# File signatures of the formats both DALI's and OpenCV's decoders read.
+FORMATS = ("JPEG", "PNG", "WebP", "BMP", "TIFF", "JPEG 2000", "PNM")
+"""The formats every path takes: those both DALI's decoder and OpenCV's read."""
+
+# File signatures of the formats both DALI's and OpenCV's decoders read (WebP: RIFF....WEBP).
 _SIGNATURES = (
     (b"\xff\xd8\xff", "JPEG"),
     (b"\x89PNG\r\n\x1a\n", "PNG"),
@@ -33,11 +42,33 @@ _SIGNATURES = (
     (b"P1", "PNM"), (b"P2", "PNM"), (b"P3", "PNM"), (b"P4", "PNM"), (b"P5", "PNM"), (b"P6", "PNM"),
 )
 
+# Image formats some decoder would read, refused by name (a format no path can bound or decode alike).
+_REFUSED_SIGNATURES = (
+    (b"GIF87a", "GIF", "DALI's decoder reads no GIF, nor does this OpenCV build"),
+    (b"GIF89a", "GIF", "DALI's decoder reads no GIF, nor does this OpenCV build"),
+    (b"II+\x00", "BigTIFF", "neither DALI's decoder nor OpenCV's reads BigTIFF alike"),
+    (b"MM\x00+", "BigTIFF", "neither DALI's decoder nor OpenCV's reads BigTIFF alike"),
+    (b"#?RADIANCE", "Radiance HDR", "DALI's decoder reads no HDR"),
+    (b"#?RGBE", "Radiance HDR", "DALI's decoder reads no HDR"),
+    (b"\x59\xa6\x6a\x95", "Sun raster", "DALI's decoder reads no Sun raster"),
+    (b"PF\n", "PFM", "DALI's decoder reads no PFM"),
+    (b"Pf\n", "PFM", "DALI's decoder reads no PFM"),
+    (b"\x76\x2f\x31\x01", "OpenEXR", "DALI's decoder reads no OpenEXR"),
+)
 
-MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS
+
+MAX_PIXELS = MAX_IMAGE_PIXELS
 """Images whose header declares more pixels are refused before any decoder allocates them
 (a 65500x65500 header asks for 12 GiB). The same point where PIL refuses (about 179
-megapixels), so the PIL-based training recipes and the deployment agree on what is too big."""
+megapixels), so the PIL-based training recipes and the deployment agree on what is too big;
+OpenCV is held to it by its own guard (``OPENCV_IO_MAX_IMAGE_PIXELS``, set in :mod:`harness`)."""
+
+MAX_PIXELS_WITHOUT_FLOOR = 2 ** 24
+"""The most pixels (16.8 megapixels, 4096 x 4096, 48 MiB decoded) an image may declare when its
+coding holds no data floor (a lossless WebP, JPEG 2000): nothing in such a file bounds what its
+header declares (a 38-byte lossless WebP decodes to 14000 x 14000), so the header alone is
+trusted only this far, and such an image is decoded in full by Pillow before any other decoder
+sees it (OpenCV's JPEG 2000 decoder crashes the process on a malformed header Pillow refuses)."""
 
 
 class ImageError(HarnessError, ValueError):
@@ -56,33 +87,75 @@ def image_bytes(data: np.ndarray | bytes) -> bytes:
 
 
 @dataclass(frozen=True)
-class _Header:
-    """What PIL read of an image's header (no pixels decoded)."""
+class ImageHeader:
+    """What the image guard read of a file (no pixel decoded, unless ``decoded``)."""
 
+    kind: str
+    """The format (one of :data:`FORMATS`)."""
     width: int
     height: int
     mode: str
-    tiles: list
+    coding: str
+    """How its pixels are coded, as the guard judged them: "Huffman", "deflate", "raw", "lossless", ..."""
+    tiles: tuple = ()
+    decoded: bool = False
+    """Decoded in full by Pillow already (a coding without a data floor)."""
 
 
-def identify(data: bytes) -> str:
-    """The image format of ``data`` (padding already stripped), or :class:`ImageError`."""
-    return _identify(data)[0]
+def inspect(data: np.ndarray | bytes) -> ImageHeader:
+    """The one image guard, in front of every decoder of every path: what ``data`` (one request
+    row: the file, maybe zero padded) is, or :class:`ImageError` naming why no decoder should
+    be given it.
+
+    The format by its signature (one of :data:`FORMATS`; others refused by name); the size
+    from its real header, read by Pillow, at most :data:`MAX_PIXELS`; and the evidence that the
+    file holds that many pixels: a coding with a floor (Huffman JPEG, PNG's and TIFF's deflate,
+    LZW and PackBits, lossy WebP, uncompressed BMP, TIFF and PNM) must hold at least that many
+    bytes for its size (:data:`MIN_JPEG_BITS_PER_BLOCK`, :data:`MAX_EXPANSION`,
+    :data:`MIN_VP8_BITS_PER_MACROBLOCK`); a coding without one (lossless WebP, JPEG 2000) may
+    declare at most :data:`MAX_PIXELS_WITHOUT_FLOOR` and is decoded by Pillow here; a coding
+    no path can bound or decode alike (arithmetic JPEG, run-length BMP, TIFF's other
+    compressions, animated WebP) is refused by name. About 0.1 ms for a photo.
+    """
+    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    stripped = raw.rstrip(b"\x00")
+    kind = _format(stripped)
+    if kind == "JPEG":
+        _check_jpeg_complete(stripped)
+    # Pillow reads the header from the row as the decoders get it: padding included (a TIFF's
+    # last IFD ends in zero bytes; a WebP's RIFF size counts its own).
+    pil = _read_header(raw, kind)
+    coding, floor = _coding(kind, pil, raw, stripped)
+    header = ImageHeader(kind, pil.width, pil.height, pil.mode, coding, tuple(pil.tiles))
+    if floor is not None:
+        floor(header)
+        return header
+    pixels = header.width * header.height
+    if pixels > MAX_PIXELS_WITHOUT_FLOOR:
+        raise ImageError(f"image too large for its coding: a {coding} {kind} declaring {header.width}x{header.height} "
+                         f"pixels ({pixels / 1e6:.0f} megapixels); its data can be any length for any size, so it may "
+                         f"declare at most {MAX_PIXELS_WITHOUT_FLOOR / 1e6:.1f} megapixels")
+    _decode_with_pil(raw, kind)
+    return replace(header, decoded=True)
 
 
-def _identify(data: bytes) -> tuple[str, _Header | None]:
-    # The format, and its header as read while checking it (None for WebP, not checked here).
+def identify(data: np.ndarray | bytes) -> str:
+    """The image format of ``data`` once :func:`inspect` let it through, or :class:`ImageError`."""
+    return inspect(data).kind
+
+
+def _format(data: bytes) -> str:
+    # The format of the (padding-stripped) file by its signature.
     if not data:
         raise ImageError("empty image: the request holds 0 bytes of image data")
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "WebP", None
+        return "WebP"
     for signature, name in _SIGNATURES:
         if data.startswith(signature):
-            if name == "JPEG":
-                _check_jpeg_complete(data)
-            header = _read_header(data, name)
-            _check_data_evidence(data, name, header)
-            return name, header
+            return name
+    for signature, name, why in _REFUSED_SIGNATURES:
+        if data.startswith(signature):
+            raise ImageError(f"a {name} file: not a format the deployment takes ({', '.join(FORMATS)}): {why}")
     raise ImageError(f"not an image: unrecognized file signature {_describe_head(data)}")
 
 
@@ -93,38 +166,43 @@ def validate(data: np.ndarray | bytes, level: str = "decode", resize: ResizeSpec
     """The format of ``data`` (one request row: the file, maybe zero padded) if a decoder can
     be expected to decode it, else :class:`ImageError`.
 
-    ``header`` is :func:`identify`: signature, JPEG structure, declared dimensions (about
-    0.1 ms). It cannot see damage a decoder meets only while decoding, such as a corrupt
-    Huffman or quantization table. ``decode`` also decodes JPEGs with libjpeg-turbo at 1/8
-    size (about 1.1 ms for a 640x480 photo, three quarters of a full decode: the entropy
-    decoding dominates). Decoder *warnings* (damaged scan data, which libjpeg and DALI
-    decode into a damaged image) are not errors here, as they are not for the pipelines.
-    Other formats are rare enough to be decoded in full by PIL. With ``resize`` (the spec's),
-    an image the resize would blow up beyond :data:`MAX_PIXELS` is refused too (a 1x65500
-    JPEG is 65500 pixels; shorter side to 256, it would be 256x16768000).
+    ``header`` is :func:`inspect`, the image guard: signature, JPEG structure, declared
+    dimensions, the evidence of the data (about 0.1 ms). It cannot see damage a decoder meets
+    only while decoding, such as a corrupt Huffman or quantization table. ``decode`` also decodes
+    JPEGs with libjpeg-turbo at 1/8 size (about 1.1 ms for a 640x480 photo, three quarters of a
+    full decode: the entropy decoding dominates). Decoder *warnings* (damaged scan data, which
+    libjpeg and DALI decode into a damaged image) are not errors here, as they are not for the
+    pipelines. Other formats are rare enough to be decoded in full by PIL. With ``resize`` (the
+    spec's), an image the resize would blow up beyond :data:`MAX_PIXELS` is refused too (a
+    1x65500 JPEG is 65500 pixels; shorter side to 256, it would be 256x16768000).
     """
     if level not in VALIDATIONS:
         raise ValueError(f"validation level must be one of {VALIDATIONS}, got {level!r}")
     # Decoders get the row as the pipeline will: padding included. Stripped, a BMP whose
     # last pixels are black would look truncated; decoders stop at the image's own end.
     data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
-    kind, header = _identify(image_bytes(data))
-    header = header or _read_header(data, kind)  # a WebP: PIL reads its whole stream, padding included
+    header = inspect(data)
     if resize is not None:
         check_resize(header.height, header.width, resize)
-    _check_pixel_data_size(header, len(data), kind)
-    if level == "decode":
-        try:
-            if kind == "JPEG":
+    if level == "decode" and not header.decoded:
+        if header.kind == "JPEG":
+            try:
                 height, width, _, _ = simplejpeg.decode_jpeg_header(data)
                 simplejpeg.decode_jpeg(data, min_height=max(1, height // 8), min_width=max(1, width // 8), strict=False)
-            else:
-                with warnings.catch_warnings(), Image.open(io.BytesIO(data)) as im:
-                    warnings.simplefilter("ignore")
-                    im.load()
-        except (OSError, ValueError, SyntaxError) as exc:  # what simplejpeg and PIL raise for broken data
-            raise ImageError(f"corrupt {kind}: {exc}") from None
-    return kind
+            except ValueError as exc:  # what simplejpeg raises for broken data
+                raise ImageError(f"corrupt JPEG: {exc}") from None
+        else:
+            _decode_with_pil(data, header.kind)
+    return header.kind
+
+
+def _decode_with_pil(data: bytes, kind: str) -> None:
+    try:
+        with warnings.catch_warnings(), Image.open(io.BytesIO(data)) as im:
+            warnings.simplefilter("ignore")
+            im.load()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # what PIL raises for broken data
+        raise ImageError(f"corrupt {kind}: {exc}") from None
 
 
 def check_resize(height: int, width: int, resize: ResizeSpec) -> None:
@@ -159,10 +237,191 @@ def _check_detector_resize(height: int, width: int, resize: ResizeSpec) -> None:
         raise ImageError(f"image too large: its model input would be {g.input[1]}x{g.input[0]}")
 
 
-_BITS_PER_PIXEL = {"1": 1, "L": 8, "P": 8, "RGB": 24, "RGBA": 32, "CMYK": 32}
+_BITS_PER_PIXEL = {"1": 1, "L": 8, "P": 8, "RGB": 24, "RGBA": 32, "CMYK": 32, "I;16": 16, "I;16B": 16, "LA": 16}
 
 
-def _check_pixel_data_size(header: _Header, size: int, kind: str) -> None:
+@dataclass(frozen=True)
+class _Header:
+    """What PIL read of an image's header (no pixels decoded)."""
+
+    width: int
+    height: int
+    mode: str
+    tiles: list
+    compression: str | int | None = None
+    """PIL's ``info["compression"]`` (a TIFF's and a BMP's)."""
+    stored: int | None = None
+    """A TIFF's strip or tile byte counts, summed (what its compressed data holds)."""
+
+    @property
+    def decoded_bytes(self) -> int:
+        return -(-self.width * self.height * _BITS_PER_PIXEL.get(self.mode, 8 * len(self.mode)) // 8)
+
+
+def _read_header(data: bytes, kind: str) -> _Header:
+    # PIL reads only the header here (no pixels): the dimensions a decoder would allocate.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the bomb warning (judged below) and notes on odd tags
+            with Image.open(io.BytesIO(data)) as im:
+                header = _pil_header(im, len(data))
+    except Image.DecompressionBombError:
+        header = _declared_header(data)
+    except UnidentifiedImageError:
+        raise ImageError(f"corrupt {kind} header: no readable image size in it") from None
+    except (OSError, ValueError, SyntaxError, KeyError, TypeError) as exc:
+        raise ImageError(f"corrupt {kind} header: {exc}") from None
+    width, height = header.width, header.height
+    if width <= 0 or height <= 0:
+        raise ImageError(f"corrupt {kind} header: it declares a {width}x{height} image")
+    if width * height > MAX_PIXELS:
+        raise ImageError(f"image too large: the {kind} header declares {width}x{height} pixels "
+                         f"({width * height / 1e6:.0f} megapixels; the limit is {MAX_PIXELS / 1e6:.0f})")
+    return header
+
+
+def _pil_header(im, size: int) -> _Header:
+    stored = None
+    if getattr(im, "tag_v2", None) is not None:  # a TIFF: its strips' (or tiles') byte counts, within the file
+        counts = im.tag_v2.get(279) or im.tag_v2.get(325) or ()
+        stored = min(sum(int(c) for c in counts), size)
+    return _Header(*im.size, im.mode, list(im.tile), im.info.get("compression"), stored)
+
+
+def _declared_header(data: bytes) -> _Header:
+    # PIL refused before saying the size: open it again with its limit lifted for this call.
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return _pil_header(im, len(data))
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
+
+
+def _check_jpeg_complete(data: bytes) -> None:
+    # A complete JPEG ends its last scan (SOS, FF DA) with an EOI marker (FF D9). Inside
+    # entropy-coded data every FF byte is stuffed, so an FF D9 after the last SOS is the
+    # real end; an EXIF thumbnail's own EOI sits before the main image's SOS.
+    last_scan = data.rfind(b"\xff\xda")
+    if last_scan < 0:
+        raise ImageError(f"corrupt JPEG: no image data (no start-of-scan marker) in {len(data)} bytes")
+    if data.rfind(b"\xff\xd9") < last_scan:
+        raise ImageError(f"truncated JPEG: the file ends after {len(data)} bytes without an end-of-image marker")
+
+
+# -- the evidence: what a file must hold for the size it declares ---------------------------------
+
+MIN_JPEG_BITS_PER_BLOCK = 0.5
+"""A Huffman-coded JPEG whose entropy-coded data holds fewer bits than this per 8x8 block of
+its full-resolution component is refused: its header declares far more pixels than its data
+can hold, and a decoder would allocate them all (a 700-byte file declaring 13000x13000 asks
+for about 0.5 GB). Why 0.5: every block's DC coefficient is one Huffman code of at least one
+bit, in every JPEG of any quality, baseline or progressive, so 1 bit per block is a hard floor;
+the smallest measured (PIL/libjpeg-turbo, a flat 4000x3000 image, quality 1, 50 and 95, black,
+white, grey, RGB and grayscale, baseline, optimized, progressive, 4:4:4) was 2.0 bits per
+block (grayscale optimized; RGB 4:2:0 optimized 3.0, default tables 6.0 to 14.0). Half the
+floor, a quarter of the measured minimum: no real photo or flat image is refused.
+Arithmetic-coded JPEGs (SOF9-SOF15) have no such floor (an adaptive binary coder spends far
+less than a bit on a certain decision) and nvJPEG does not decode them: they are refused."""
+
+MAX_EXPANSION = {"deflate": 2064, "LZW": 5120, "PackBits": 128}
+"""Compressed data (PNG's and TIFF's) expanding into more than this many times its bytes of
+pixel rows is refused, for the same reason: each is twice what the coding can do at best.
+Deflate cannot compress more than 1032:1 (a 258-byte match in two 1-bit codes); a flat
+4000x3000 PNG at level 9 measured 1030:1 (black RGB), 854:1 (grey, white), 759:1 (grayscale), a
+TIFF 741:1. A 12-bit LZW code stands for at most 3839 bytes (4096 codes less the 256 literals
+and the clear and end codes): 2559:1; a flat 4000x3000 TIFF measured 149:1. PackBits repeats a
+byte at most 128 times for 2 bytes: 64:1; measured 63.8:1."""
+
+MIN_VP8_BITS_PER_MACROBLOCK = 1.0
+"""A lossy WebP (VP8) whose data holds fewer bits than this per 16x16 macroblock is refused:
+a key frame codes each macroblock's luma and chroma prediction modes with fixed probabilities
+(at best DC_PRED, about 1.9 + 0.9 bits), so about 2.7 bits is a hard floor; a flat 4000x3000
+image at quality 0, 50 and 100, black, white, grey and coloured, measured 3.4 to 3.8 bits.
+About a third of the floor."""
+
+_TIFF_CODINGS = {"raw": "raw", "tiff_adobe_deflate": "deflate", "tiff_deflate": "deflate", "tiff_lzw": "LZW",
+                 "packbits": "PackBits"}
+"""PIL's name of a TIFF's compression -> the coding the guard bounds (the TIFF compressions
+DALI's decoder and OpenCV's both read, each with a floor)."""
+
+
+def _coding(kind: str, header: _Header, raw: bytes, stripped: bytes):
+    """(the coding's name, the check of its evidence, or None where the coding has no floor)."""
+    if kind == "JPEG":
+        scan, arithmetic = _jpeg_scan_bytes(stripped)
+        if arithmetic:
+            raise ImageError("arithmetic-coded JPEG: refused (nvJPEG, the GPU decoder, reads Huffman-coded JPEGs only, "
+                             "and nothing in such a file bounds the size it declares); re-encode it with Huffman "
+                             "coding (`jpegtran -optimize`)")
+        return "Huffman", lambda h: _check_jpeg_bits(h, scan)
+    if kind == "PNG":
+        return "deflate", lambda h: _check_expansion(h, "PNG", "deflate", *_png_data_sizes(stripped, h.width, h.height))
+    if kind == "WebP":
+        chunk, length = _webp_chunk(raw)
+        if chunk == "VP8L":
+            return "lossless", None
+        if chunk == "VP8 ":
+            return "lossy", lambda h: _check_vp8_bits(h, length)
+        if chunk == "ANIM":
+            raise ImageError("animated WebP: refused (the deployment decodes single images, lossy or lossless)")
+        raise ImageError("corrupt WebP: no image data (VP8 or VP8L chunk) in it")
+    if kind == "JPEG 2000":
+        return "wavelet", None
+    codecs = {tile.codec_name for tile in header.tiles}
+    if kind == "BMP":
+        if codecs == {"raw"}:
+            return "raw", lambda h: _check_raw(h, len(raw), kind)
+        if header.compression in (1, 2):
+            raise ImageError(f"run-length encoded BMP (RLE{8 if header.compression == 1 else 4}): refused (its escape "
+                             "codes let a few bytes declare any size, and DALI's decoder reads no RLE4); save it "
+                             "uncompressed or as PNG")
+        raise ImageError(f"BMP of compression {header.compression}: refused (the deployment takes uncompressed BMPs)")
+    if kind == "TIFF":
+        coding = _TIFF_CODINGS.get(str(header.compression))
+        if coding is None:
+            raise ImageError(f"TIFF compressed with {header.compression}: refused (the deployment takes TIFFs "
+                             f"uncompressed or compressed with LZW, Deflate or PackBits, whose data bounds their size)")
+        if coding == "raw":
+            return "raw", lambda h: _check_raw(h, len(raw), kind)
+        return coding, lambda h: _check_expansion(h, kind, coding, header.stored or 0, header.decoded_bytes)
+    if codecs == {"ppm_plain"}:  # PNM's plain (ASCII) variants: at least a character a pixel
+        return "plain", lambda h: _check_plain(h, len(stripped))
+    return "raw", lambda h: _check_raw(h, len(raw), kind)
+
+
+def _too_short(kind: str, header, holds: str, needs: str) -> ImageError:
+    return ImageError(f"{kind} data too short for its size: the header declares {header.width}x{header.height} "
+                      f"pixels, {holds}; {needs}")
+
+
+def _check_jpeg_bits(header: ImageHeader, scan: int) -> None:
+    blocks = -(-header.width // 8) * -(-header.height // 8)
+    if scan * 8 < MIN_JPEG_BITS_PER_BLOCK * blocks:
+        raise _too_short("JPEG", header, f"{blocks} blocks of 8x8; its scans hold {scan} bytes",
+                         f"any real JPEG of that size holds at least {-(-blocks // 8)} (one bit a block)")
+
+
+def _check_expansion(header: ImageHeader, kind: str, coding: str, compressed: int, decoded: int) -> None:
+    limit = MAX_EXPANSION[coding]
+    if decoded > limit * compressed:
+        raise _too_short(kind, header, f"{decoded} bytes of rows; its {coding} data holds {compressed} bytes",
+                         f"{coding} cannot expand more than {limit // 2}:1")
+
+
+def _check_vp8_bits(header: ImageHeader, length: int) -> None:
+    macroblocks = -(-header.width // 16) * -(-header.height // 16)
+    if length * 8 < MIN_VP8_BITS_PER_MACROBLOCK * macroblocks:
+        raise _too_short("WebP", header, f"{macroblocks} macroblocks of 16x16; its VP8 data holds {length} bytes",
+                         "a lossy WebP codes every macroblock in about 3 bits at least")
+
+
+def _check_plain(header: ImageHeader, size: int) -> None:
+    if size < header.width * header.height:
+        raise _too_short("PNM", header, f"its plain (text) data holds {size} bytes", "at least a character a pixel")
+
+
+def _check_raw(header: ImageHeader, size: int, kind: str) -> None:
     # Uncompressed formats (BMP, PNM, plain TIFF) say where their pixels start and how many
     # there are: a file shorter than that is refused here, before a decoder reads past its
     # end (DALI's BMP decoder crashes the process on a BMP whose header claims 160x131232).
@@ -179,87 +438,16 @@ def _check_pixel_data_size(header: _Header, size: int, kind: str) -> None:
                              f"{needed} bytes, the file has {size}")
 
 
-def _read_header(data: bytes, kind: str) -> _Header:
-    # PIL reads only the header here (no pixels): the dimensions a decoder would allocate.
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the bomb warning (judged below) and notes on odd tags
-            with Image.open(io.BytesIO(data)) as im:
-                header = _Header(*im.size, im.mode, list(im.tile))
-    except Image.DecompressionBombError:
-        header = _declared_header(data)
-    except UnidentifiedImageError:
-        raise ImageError(f"corrupt {kind} header: no readable image size in it") from None
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise ImageError(f"corrupt {kind} header: {exc}") from None
-    width, height = header.width, header.height
-    if width <= 0 or height <= 0:
-        raise ImageError(f"corrupt {kind} header: it declares a {width}x{height} image")
-    if width * height > MAX_PIXELS:
-        raise ImageError(f"image too large: the {kind} header declares {width}x{height} pixels "
-                         f"({width * height / 1e6:.0f} megapixels; the limit is {MAX_PIXELS / 1e6:.0f})")
-    return header
-
-
-def _declared_header(data: bytes) -> _Header:
-    # PIL refused before saying the size: open it again with its limit lifted for this call.
-    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            return _Header(*im.size, im.mode, list(im.tile))
-    finally:
-        Image.MAX_IMAGE_PIXELS = limit
-
-
-def _check_jpeg_complete(data: bytes) -> None:
-    # A complete JPEG ends its last scan (SOS, FF DA) with an EOI marker (FF D9). Inside
-    # entropy-coded data every FF byte is stuffed, so an FF D9 after the last SOS is the
-    # real end; an EXIF thumbnail's own EOI sits before the main image's SOS.
-    last_scan = data.rfind(b"\xff\xda")
-    if last_scan < 0:
-        raise ImageError(f"corrupt JPEG: no image data (no start-of-scan marker) in {len(data)} bytes")
-    if data.rfind(b"\xff\xd9") < last_scan:
-        raise ImageError(f"truncated JPEG: the file ends after {len(data)} bytes without an end-of-image marker")
-
-
-MIN_JPEG_BITS_PER_BLOCK = 0.5
-"""A Huffman-coded JPEG whose entropy-coded data holds fewer bits than this per 8x8 block of
-its full-resolution component is refused: its header declares far more pixels than its data
-can hold, and a decoder would allocate them all (a 700-byte file declaring 13000x13000 asks
-for about 0.5 GB). Why 0.5: every block's DC coefficient is one Huffman code of at least one
-bit, in every JPEG of any quality, baseline or progressive, so 1 bit per block is a hard floor;
-the smallest measured (PIL/libjpeg-turbo, a flat 4000x3000 image, quality 1, 50 and 95, black,
-white, grey, RGB and grayscale, baseline, optimized, progressive, 4:4:4) was 2.0 bits per
-block (grayscale optimized; RGB 4:2:0 optimized 3.0, default tables 6.0 to 14.0). Half the
-floor, a quarter of the measured minimum: no real photo or flat image is refused. Arithmetic-coded
-JPEGs (SOF9-SOF15, rare, no floor of the kind) are not judged by it."""
-
-MAX_PNG_RATIO = 2064
-"""A PNG whose decompressed pixel rows (height x (1 + row bytes)) exceed its IDAT bytes this
-many times over is refused, for the same reason. Deflate cannot compress more than 1032:1
-(a 258-byte match in two 1-bit codes); a flat 4000x3000 PNG at level 9 measured 1030:1 (black
-RGB), 854:1 (grey, white), 759:1 (grayscale). Twice deflate's limit: only a file whose data
-cannot hold its declared size is refused."""
-
-
-def _check_data_evidence(data: bytes, kind: str, header: _Header) -> None:
-    """:class:`ImageError` when the file's compressed data is far too short for the size its
-    header declares (:data:`MIN_JPEG_BITS_PER_BLOCK`, :data:`MAX_PNG_RATIO`): decoders trust
-    the header and allocate the full image before they find the data missing."""
-    width, height = header.width, header.height
-    if kind == "JPEG":
-        scan, arithmetic = _jpeg_scan_bytes(data)
-        blocks = -(-width // 8) * -(-height // 8)
-        if not arithmetic and scan * 8 < MIN_JPEG_BITS_PER_BLOCK * blocks:
-            raise ImageError(f"JPEG data too short for its size: the header declares {width}x{height} pixels "
-                             f"({blocks} blocks of 8x8), its scans hold {scan} bytes; any real JPEG of that "
-                             f"size holds at least {-(-blocks // 8)} (one bit a block)")
-    elif kind == "PNG":
-        compressed, raw = _png_data_sizes(data, width, height)
-        if raw > MAX_PNG_RATIO * compressed:
-            raise ImageError(f"PNG data too short for its size: the header declares {width}x{height} pixels "
-                             f"({raw} bytes of rows), its IDAT chunks hold {compressed} bytes; deflate cannot "
-                             f"compress more than 1032:1")
+def _webp_chunk(data: bytes) -> tuple[str, int]:
+    """(the first image chunk's name: "VP8 ", "VP8L", or "ANIM" for an animation; its data's
+    length within the file). An extended WebP (VP8X) is followed chunk by chunk."""
+    i = 12
+    while i + 8 <= len(data):
+        name, length = data[i:i + 4].decode("latin-1"), int.from_bytes(data[i + 4:i + 8], "little")
+        if name in ("VP8 ", "VP8L", "ANIM"):
+            return name, min(length, len(data) - i - 8)
+        i += 8 + length + (length & 1)
+    return "", 0
 
 
 _ARITHMETIC_SOF = frozenset((0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 
 from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
-from harness.preprocessing.image_check import ImageError, check_resize, identify, image_bytes
+from harness.preprocessing.image_check import ImageError, check_resize, identify
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
 from harness.stage import Stage
 
@@ -43,7 +43,7 @@ def check_supported(p: Preprocess, decode: bool = True) -> None:
 
 def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
     """File bytes -> HWC uint8 RGB."""
-    kind = identify(image_bytes(data))
+    kind = identify(data)
     buf = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray)) else np.ascontiguousarray(data).reshape(-1)
     flags = cv2.IMREAD_COLOR if spec.exif_orientation else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
     bgr = cv2.imdecode(buf, flags)

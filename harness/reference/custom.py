@@ -19,7 +19,7 @@ import numpy as np
 from harness.errors import call_user, raised
 from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES
-from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.preprocessing.image_check import ImageError, identify
 from harness.reference.base import Recipe
 from harness.reference.decoders import open_rgb
 from harness.spec import SpecError
@@ -146,7 +146,7 @@ class CallableRecipe(Recipe):
         self.stages = ("input",)  # refined after the first call if fn returns a dict
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
-        kind = identify(image_bytes(data))
+        kind = identify(data)
         given = open_rgb(data, exif_orientation=False) if self.pil else bytes(data)
         what = f"a PIL image ({given.width}x{given.height} RGB)" if self.pil else "the file's bytes"
         try:

@@ -12,7 +12,7 @@ import io
 
 import numpy as np
 
-from harness.preprocessing.image_check import ImageError, identify, image_bytes
+from harness.preprocessing.image_check import ImageError, identify
 from harness.spec import DecodeSpec
 
 # EXIF orientation tag value -> the numpy operation that shows the image upright.
@@ -34,7 +34,7 @@ def needs_libjpeg_switches(spec: DecodeSpec) -> bool:
 def decode_with_switches(data: bytes, spec: DecodeSpec) -> np.ndarray | None:
     """HWC uint8 RGB if ``spec`` asks for non-default libjpeg switches on a JPEG, else None
     (the recipe's own decoder then decodes it)."""
-    if not needs_libjpeg_switches(spec) or identify(image_bytes(data)) != "JPEG":
+    if not needs_libjpeg_switches(spec) or identify(data) != "JPEG":
         return None
     import simplejpeg
 
@@ -53,7 +53,7 @@ def open_rgb(data: bytes, exif_orientation: bool):
     as torchvision's ImageFolder does), or :class:`ImageError` saying why not."""
     from PIL import Image, ImageOps
 
-    kind = identify(image_bytes(data))
+    kind = identify(data)
     try:
         image = Image.open(io.BytesIO(bytes(data)))
         if exif_orientation:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.formatting import fmt
-from harness.names import markdown_code, markdown_text
+from harness.names import markdown_code, markdown_row, markdown_text
 from harness.result import SIDES
 from harness.stage import RESULT_STAGES, Stage
 from harness.task import Section, Task, get_task
@@ -155,4 +155,4 @@ def render_markdown(report: StageReport) -> str:
 
 def issue_rows(issues) -> list[str]:
     """Table rows of images not compared: the name as code, the reason as plain text."""
-    return [f"| {markdown_code(f.image)} | {markdown_text(f.reason)} |" for f in issues]
+    return [markdown_row(f.image, f.reason) for f in issues]

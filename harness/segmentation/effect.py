@@ -26,28 +26,46 @@ class MaskLabelError(ValueError):
     """One image's label cannot be used (one line, says which file and why)."""
 
 
-def mask_path(masks: Path, image: str) -> Path:
-    """The label of ``image`` (a name as the dataset reports it): the PNG of its stem in ``masks``."""
-    return masks / f"{Path(image).stem}{MASK_SUFFIX}"
+def mask_name(image: str | Path) -> str:
+    """The file name of the label of ``image`` (the photo's file, by its real name, not as a
+    report shows it): the PNG of its stem."""
+    return f"{Path(image).stem}{MASK_SUFFIX}"
 
 
-def load_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
-    """The label at ``path`` as class indices (one class: 0/1), checked against the photo's
-    ``size`` (H, W)."""
+def load_mask(masks: Path, image: str | Path, size: tuple[int, int]) -> np.ndarray:
+    """The label of the photo ``image`` in the folder ``masks`` as class indices (one class: 0/1),
+    checked against the photo's ``size`` (H, W). It is read as an input is (a regular file inside
+    the folder: a link leading out is refused, :func:`harness.listing.file_in`), passes the image
+    guard (:func:`harness.preprocessing.image_check.inspect`) and is refused by its header's size
+    before any pixel is decoded: a label is no costlier than the photo it labels."""
     import cv2
 
-    if not path.is_file():
-        raise MaskLabelError(f"no label: {path} is missing")
-    mask = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    from harness.files import InputFileError
+    from harness.listing import file_in, read_input
+    from harness.names import path_text
+    from harness.preprocessing.image_check import ImageError, inspect
+
+    name = mask_name(image)
+    try:
+        data = read_input(file_in(masks, name))
+    except FileNotFoundError:
+        raise MaskLabelError(f"no label: {path_text(Path(masks) / name)} is missing") from None
+    except InputFileError as exc:
+        raise MaskLabelError(f"{path_text(name)}: {exc.reason}") from None
+    try:
+        header = inspect(data)
+    except ImageError as exc:
+        raise MaskLabelError(f"{path_text(name)}: not an image that can be read ({exc})") from None
+    if (header.height, header.width) != tuple(size):
+        raise MaskLabelError(f"{path_text(name)} is {header.width}x{header.height}, its photo {size[1]}x{size[0]}: a "
+                             "label is the photo's size")
+    mask = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if mask is None:
-        raise MaskLabelError(f"{path}: not an image OpenCV can read")
+        raise MaskLabelError(f"{path_text(name)}: not an image OpenCV can read")
     if mask.ndim == 3:
         if not all(np.array_equal(mask[..., 0], mask[..., c]) for c in range(1, min(mask.shape[2], 3))):
-            raise MaskLabelError(f"{path}: a colour image; a label is one channel (0/255, or class indices)")
+            raise MaskLabelError(f"{path_text(name)}: a colour image; a label is one channel (0/255, or class indices)")
         mask = mask[..., 0]
-    if tuple(mask.shape) != tuple(size):
-        raise MaskLabelError(f"{path} is {mask.shape[1]}x{mask.shape[0]}, its photo {size[1]}x{size[0]}: a label "
-                             "is the photo's size")
     values = set(np.unique(mask).tolist())
     return (mask > 0).astype(np.int32) if values <= {0, 255} else mask.astype(np.int32)
 
@@ -134,7 +152,7 @@ class SegmentationEffect:
 
     def markdown(self, names: Sequence[str] | None = None, shown: int = 50) -> list[str]:
         from harness.formatting import fmt
-        from harness.names import markdown_code
+        from harness.names import markdown_code, markdown_row
 
         ref = self.paths[0]
         lines = [f"Masks against the labels over the {len(self.evaluated)} labeled images every path segmented: mean "
@@ -153,18 +171,21 @@ class SegmentationEffect:
         if self.unlabeled:
             lines += ["", f"Labels that cannot be used ({len(self.unlabeled)}; those images are not scored):", "",
                       "| image | why |", "|---|---|"]
-            lines += [f"| {markdown_code(n)} | {why} |" for n, why in sorted(self.unlabeled.items())[:shown]]
+            lines += [markdown_row(n, why) for n, why in sorted(self.unlabeled.items())[:shown]]
         if self.left_out:
             lines += ["", f"Left out ({len(self.left_out)}: some path has no mask there, it failed): "
                       + ", ".join(markdown_code(n) for n in self.left_out[:shown])]
         return lines
 
 
-def evaluate_segmentation(masks: Path, images: Sequence[str],
+def evaluate_segmentation(masks: Path, images: Sequence[str] | Mapping[str, Path],
                           predictions: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                           changes: Sequence[Mapping[str, str]] | None = None) -> SegmentationEffect:
     """Score each path (``(name, image -> result [2, H, W])``, the reference first) against the
-    labels in ``masks`` on the ``images`` every path segmented and whose label can be used."""
+    labels in ``masks`` on the ``images`` (names as reported; or name -> the photo's file, whose
+    real name finds its label) every path segmented and whose label can be used."""
+    files = images if isinstance(images, Mapping) else {name: Path(name) for name in images}
+    images = list(files)
     unlabeled: dict[str, str] = {}
     labels: dict[str, np.ndarray] = {}
     left_out = []
@@ -174,7 +195,7 @@ def evaluate_segmentation(masks: Path, images: Sequence[str],
             left_out.append(name)
             continue
         try:
-            labels[name] = load_mask(mask_path(masks, name), tuple(np.asarray(found[0]).shape[-2:]))
+            labels[name] = load_mask(masks, files[name], tuple(np.asarray(found[0]).shape[-2:]))
         except MaskLabelError as exc:
             unlabeled[name] = str(exc)
     evaluated = tuple(n for n in images if n in labels)

@@ -123,8 +123,20 @@ class SegmentationPostprocess:
         size = (int(size[0]), int(size[1]))
         if min(size) < 1:
             raise ValueError(f"a source size of {size[1]}x{size[0]} has no pixels")
+        check_output_size(size, self.params.max_output_pixels)
         run = saliency if isinstance(self.params, SaliencyParams) else argmax
         return run(output, size, self.params)
+
+
+def check_output_size(size: tuple[int, int], ceiling: int) -> None:
+    """ValueError naming the ceiling when a matte and mask at the source ``size`` (H, W) would hold
+    more than ``ceiling`` pixels (the spec's ``[postprocess] max_output_pixels``): one request's
+    answer and memory stay bounded (a 13376 x 13376 photo's were 895 MB, the server +4 GB)."""
+    height, width = size
+    if height * width > ceiling:
+        raise ValueError(f"the mask of a {width}x{height} photo ({height * width / 1e6:.0f} megapixels) would exceed "
+                         f"the {ceiling / 1e6:.1f} megapixels the spec's [postprocess] max_output_pixels allows: send "
+                         "a smaller photo, or raise it")
 
 
 def raw_output(outputs: Mapping[str, np.ndarray], name: str | None = None) -> np.ndarray:

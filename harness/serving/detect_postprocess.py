@@ -31,9 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.detection.postprocess import from_table
-from harness.geometry import Geometry
 from harness.serving.postprocess_step import PostprocessStep
-from harness.stage import GEOMETRY_TENSOR
 
 MAP_INPUT = "PROBABILITY"
 BOXES = "BOXES"
@@ -47,7 +45,6 @@ class TritonPythonModel(PostprocessStep):
         return from_table(table)
 
     def one(self, prob, geometry):
-        check_map(prob, geometry)
         return self.postprocess({self.model_output: prob}, geometry)
 
     def outputs(self, found):
@@ -60,15 +57,3 @@ class TritonPythonModel(PostprocessStep):
             SCORES: lambda: np.stack([d.scores.astype(np.float32) for d in found]),
         }
 
-
-def check_map(prob: np.ndarray, geometry: Geometry) -> None:
-    """ValueError unless ``prob`` is one [1, H, W] map that covers the model input
-    ``geometry`` describes: no larger than it, the same aspect ratio within one map pixel (a
-    map at a fraction of the input's resolution is scaled up by the postprocessor)."""
-    if prob.ndim != 3 or prob.shape[0] != 1 or 0 in prob.shape:
-        raise ValueError(f"{MAP_INPUT} must be one [1, H, W] probability map per image, got {list(prob.shape)}")
-    (map_h, map_w), (in_h, in_w) = prob.shape[1:], geometry.input
-    scale = in_h / map_h
-    if map_h > in_h or map_w > in_w or abs(map_w * scale - in_w) > scale:
-        raise ValueError(f"a {map_w}x{map_h} probability map does not cover the {in_w}x{in_h} model input "
-                         f"{GEOMETRY_TENSOR} describes (source {geometry.source[1]}x{geometry.source[0]})")

@@ -108,8 +108,9 @@ class Ocr(Detection):
     repository = TaskModels("ocr", "detector", "x", "fetch_name_0", "PROBABILITY", spec="ocr.toml",
                             preprocess_prefix="detect_", results=("BOXES", "SCORES"),
                             postprocess_model="detect_postprocess",
-                            added=(*Detection.repository.added, "recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv"),
-                            engines=("detector", "recognizer"))
+                            added=(*Detection.repository.added, "recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv",
+                                   "ocr_dali_taps", "ocr_opencv_taps"),
+                            engines=("detector", "recognizer"), answer_suffix="_taps")
     noun = "words"
     result_words = "the boxes and words"
     output_words = "the detector's raw output (a probability map)"
@@ -241,8 +242,17 @@ class Ocr(Detection):
 
     def derive_reference(self, stages: dict) -> dict:
         out = super().derive_reference(stages)
+        out[Stage.POSTPROCESS] = self.boxes_read(out[Stage.POSTPROCESS])
         quads = Detections.from_array(out[Stage.POSTPROCESS]).quads
         return {**out, **self.read_words(np.asarray(stages[Stage.DECODE]), quads, self._recognition().reference)}
+
+    def boxes_read(self, boxes: np.ndarray) -> np.ndarray:
+        """The boxes (a ``postprocess`` stage) whose words the deployment reads: at most its spec's
+        ``max_words`` (:func:`harness.ocr.recognition.words_read`), as the ocr models keep them."""
+        from harness.ocr.recognition import words_read
+
+        array = np.asarray(boxes)
+        return array[words_read(Detections.from_array(array).scores, self._recognition().deployed)]
 
     def derive_deployed(self, deployed: dict, reference: dict) -> dict:
         """The boxes (as the detection task derives them), then each deployed word's steps redone by

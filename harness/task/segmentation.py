@@ -263,13 +263,14 @@ class Segmentation(Task):
 
     # -- the stages a segmenter adds ------------------------------------------------------------
     def derive_reference(self, stages: dict) -> dict:
-        """The reference's source size (a GEOMETRY of its spec's resize on its decoded image) and
-        its result (its postprocessing on its own output at that size)."""
+        """The reference's GEOMETRY (its decoded image's size, resized to its output's resolution:
+        what the postprocessing takes the map back from, as the served step checks) and its result
+        (its postprocessing on its own output at that size)."""
         decoded = stages.get(Stage.DECODE)
         if decoded is None:
             raise ValueError("a segmenter's reference needs the decoded image's size (a decode stage)")
         size = tuple(np.asarray(decoded).shape[:2])
-        geometry = Geometry(size, size)
+        geometry = Geometry(size, tuple(int(v) for v in np.asarray(stages[Stage.OUTPUT]).shape[-2:]))
         result = self._setup().reference_postprocess(_outputs(stages[Stage.OUTPUT]), size)
         return {GEOMETRY_TENSOR: geometry.to_tensor(), Stage.POSTPROCESS: result}
 
@@ -414,7 +415,7 @@ class Segmentation(Task):
 
         found = [(path, {image: stages[Stage.POSTPROCESS] for image, stages in images.items()
                          if Stage.POSTPROCESS in stages}) for path, images in results.items()]
-        return evaluate_segmentation(dataset.source, [s.name for s in dataset.samples], found, changes=changes)
+        return evaluate_segmentation(dataset.source, {s.name: s.path for s in dataset.samples}, found, changes=changes)
 
     # -- reports --------------------------------------------------------------------------------
     def output_note(self, report):

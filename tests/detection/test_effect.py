@@ -69,12 +69,16 @@ def test_the_real_detector_on_the_labeled_set(labeled):
     ({"images": []}, "not COCO detection JSON"),
     ({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
       "annotations": [{"id": 9, "image_id": 2, "category_id": 1, "bbox": [0, 0, 1, 1]}]}, "annotation 9 names image 2"),
-    ({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
-      "annotations": [{"id": 9, "image_id": 1, "category_id": 1}]}, "neither a 4-point segmentation nor a bbox"),
 ])
 def test_bad_labels_are_one_clear_error(coco, message):
     with pytest.raises(LabelsError, match=message):
         load_labels(coco)
+
+
+def test_an_annotation_without_a_box_is_its_images_row():
+    found = load_labels({"images": [{"id": 1, "file_name": "a"}], "categories": [{"id": 1}],
+                         "annotations": [{"id": 9, "image_id": 1, "category_id": 1}]})
+    assert "annotation 9 has neither a 4-point segmentation nor a bbox" in found.unusable["a"]
 
 
 def test_a_models_class_indices_are_read_as_the_labels_categories():

@@ -32,25 +32,28 @@ BAD_TEXTS = ("ocr_invalid_utf8", "ocr_empty_text")
 UTF-8, or empty."""
 WRONG_WORDS = "ocr_wrong"
 """ocr_dali's answer with every second request's first word misread (tests/loadtest/planted.py)."""
-MODELS = ["ocr_dali", "ocr_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps", "ocr_preprocess_dali",
-          "recognizer", *BAD_TEXTS, WRONG_WORDS]
+MODELS = ["ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps", "detect_dali", "detect_opencv",
+          "detect_preprocess_dali_taps", "ocr_preprocess_dali", "recognizer", *BAD_TEXTS, WRONG_WORDS]
 """What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
 
 
 def add_bad_texts(profile):
     """The foreign deployments answering a bad text, beside the repository's own models."""
-    config = (profile / "ocr_opencv" / "config.pbtxt").read_text()
-    outputs = config[config.index("output ["):config.index("instance_group")]
-    kept = "output [\n" + ",\n".join(line.rstrip(",") for line in outputs.splitlines()
-                                      if any(f'"{n}"' in line for n in ("BOXES", "SCORES", "TEXTS", "PROBABILITY",
-                                                                         "GEOMETRY"))) + "\n]\n"
+    from harness.repository import load_config, save_config
+
     for name, mode in zip(BAD_TEXTS, ("invalid", "empty")):
+        config = load_config(profile / "ocr_opencv" / "config.pbtxt")
+        kept = [o for o in config.output if o.name in ("BOXES", "SCORES", "TEXTS", "PROBABILITY", "GEOMETRY")]
+        del config.output[:]
+        config.output.extend(kept)
+        config.name = name
+        config.ClearField("dynamic_batching")
+        config.ClearField("instance_group")
+        config.parameters.clear()
+        config.parameters["mode"].string_value = mode
         (profile / name / "1").mkdir(parents=True)
         (profile / name / "1" / "model.py").write_text((Path(__file__).parent / "bad_texts" / "model.py").read_text())
-        (profile / name / "config.pbtxt").write_text(
-            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
-            'input [ { name: "IMAGE" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true } ]\n'
-            f'{kept}parameters [ {{ key: "mode" value: {{ string_value: "{mode}" }} }} ]\n')
+        save_config(config, profile / name / "config.pbtxt")
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +154,101 @@ def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):
     reference, dali, _ = effect["paths"]
     assert reference["word_accuracy"] == 0 and reference["cer"] > 0.9 and dali["word_accuracy"] >= 0.5
     assert len(dali["changes"]) == effect["evaluated"]
+
+
+def raw_infer(server, protocol: str, model: str, data: bytes, outputs=None):
+    """One request as any client sends it: tritonclient itself, outputs named or not (None: all)."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    module = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.url(protocol))
+    tensor = module.InferInput("IMAGE", [1, len(data)], "UINT8")
+    tensor.set_data_from_numpy(np.frombuffer(data, np.uint8)[None])
+    asked = [module.InferRequestedOutput(name) for name in outputs] if outputs else None
+    result = client.infer(model, [tensor], outputs=asked)
+    response = result.get_response()
+    names = [o["name"] for o in response["outputs"]] if protocol == "http" else [o.name for o in response.outputs]
+    return {name: result.as_numpy(name) for name in names}
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_page_of_words_reads_at_most_max_words_and_a_client_naming_no_outputs_gets_no_word_taps(ocr_server,
+                                                                                                  protocol):
+    """Issue 45: a 109 KB image of 101 words answered 1.31 GB to a client naming no outputs (every
+    word's crop, input and per-step probabilities); the spec's max_words (16 in the small spec)
+    bounds the words read, the rest counted in WORDS_UNREAD; the word taps are ocr_*_taps's, by name."""
+    from tests.attack_files import text_page
+
+    page = text_page(640, 4, 6, 40)  # 24 words
+    for model in ("ocr_dali", "ocr_opencv"):
+        answer = raw_infer(ocr_server, protocol, model, page)
+        size = sum(a.nbytes for a in answer.values())
+        assert size < 20e6 and not any(name.startswith("WORD_") for name in answer), (model, size, sorted(answer))
+        assert answer["TEXTS"].shape == (1, 16) and answer["BOXES"].shape[1] == 16 and answer["WORDS_UNREAD"][0, 0] == 8
+    taps = raw_infer(ocr_server, protocol, "ocr_dali_taps", page, ["TEXTS", "WORD_OUTPUTS", "WORD_OUTPUT_SHAPES"])
+    assert taps["WORD_OUTPUTS"].shape[:2] == (1, 16) and taps["TEXTS"].shape == (1, 16)
+
+
+def test_a_page_beyond_max_words_checks_alike_the_reference_reading_the_same_boxes(ocr_server, tmp_path):
+    from tests.attack_files import text_page
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "page.jpg").write_bytes(text_page(640, 4, 6, 40))
+    result, report = check(ocr_server, tmp_path / "images", tmp_path / "r", "--spec", SMALL, "--no-isolate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "r" / "images.jsonl").read_text().splitlines()]
+    assert row["outcome"] == "compared", row
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_bad_image_is_the_clients_error_in_both_ocr_models(ocr_server, protocol):
+    from tritonclient.utils import InferenceServerException
+
+    from tests.attack_files import webp_lossless
+
+    for model in ("ocr_dali", "ocr_opencv"):
+        with pytest.raises(InferenceServerException) as refused:
+            raw_infer(ocr_server, protocol, model, webp_lossless(13376), ["TEXTS"])
+        assert "image too large for its coding" in str(refused.value)
+        assert str(refused.value.status()) in ("400", "StatusCode.INVALID_ARGUMENT"), refused.value.status()
+
+
+def test_accuracy_on_hostile_labels_gives_each_entry_its_row_and_reads_nothing_outside(ocr_server, words, tmp_path):
+    """Issue 45: a COCO box of NaN/Infinity or 1e308 (a shapely traceback after the whole run
+    before) and image names leading outside the set (read, sent and their bytes shown before):
+    each is its own failed row with its reason, the rest is scored, the report written."""
+    import os
+    import shutil
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret bytes")
+    folder = tmp_path / "set"
+    shutil.copytree(words, folder / "images")
+    good = sorted(p.name for p in (folder / "images").glob("*.jpg"))[0]
+    os.symlink(secret, folder / "images" / "link.jpg")
+    names = [good, good.replace(".jpg", "_nan.jpg"), "../../secret.txt", str(secret), "link.jpg"]
+    shutil.copy(folder / "images" / good, folder / "images" / names[1])
+    labels = json.loads((words.parent / "labels.json").read_text())
+    first = next(i["id"] for i in labels["images"] if Path(i["file_name"]).name == good)
+    own = [a for a in labels["annotations"] if a["image_id"] == first]
+    coco = {"images": [{"id": i, "file_name": n} for i, n in enumerate(names)], "categories": labels["categories"],
+            "annotations": [{**a, "id": k, "image_id": 0} for k, a in enumerate(own)]
+            + [{"id": 100 + i, "image_id": i, "category_id": own[0]["category_id"], "text": "x",
+                "bbox": [float("nan"), 10, float("inf"), 5] if i == 1 else [1, 2, 3, 4]} for i in range(1, 5)]}
+    (folder / "images" / "labels.json").write_text(json.dumps(coco))
+    result = harness("accuracy", folder / "images", "--labels", folder / "images" / "labels.json", "--task", "ocr",
+                     "--url", ocr_server.grpc_url, "--spec", SMALL, "--pipeline", "opencv", "--report",
+                     tmp_path / "r", timeout=600)
+    assert result.returncode in (0, 1) and "Traceback" not in result.stdout + result.stderr, result.stderr
+    report = json.loads((tmp_path / "r" / "accuracy.json").read_text())
+    failed = {row["image"]: row["reason"] for row in report["failed"]}
+    assert set(failed) == set(names[1:]) and "is not finite" in failed[names[1]], failed
+    assert all("not a path inside" in failed[n] for n in names[2:4]) and "outside the folder" in failed["link.jpg"]
+    markdown = (tmp_path / "r" / "accuracy.md").read_text()
+    assert "top secret" not in markdown and "746f7020" not in markdown  # neither the bytes nor their hex
+    assert report["effect"]["evaluated"] == 1
 
 
 def test_a_deployment_answering_text_that_is_not_utf8_or_empty_gets_rows_not_a_crash(ocr_server, words, tmp_path,

@@ -124,15 +124,15 @@ def test_character_error_rate_and_the_step_rules():
 @pytest.mark.parametrize("p", [Recognition(), Recognition(crop="axis_aligned", channel_order="RGB", pad_value=-1.0)],
                          ids=["aligned", "axis_aligned_rgb_pad"])
 def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
-    """ocr_preprocess_dali's graph (CPU decoder) on words rendered onto a real photo, level and
-    turned a quarter (upright words: the turn folded into the warp): the same crop sizes, crops
-    within a few levels, inputs within one level of the reference's OpenCV."""
+    """ocr_preprocess_dali's graph (on the CPU) on words rendered onto a real photo, level and
+    turned a quarter (upright words: the turn folded into the warp), each given its region of the
+    decoded image: the same crop sizes, crops within a few levels, inputs within one level of the
+    reference's OpenCV."""
     from harness.ocr.dali_recognition import CpuRecognitionRunner, word_samples
-    from harness.spec import DecodeSpec
 
     rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / PHOTOS[2])), cv2.COLOR_BGR2RGB)
     drawn, words = render_words(rgb, random.Random(0))
-    runner = CpuRecognitionRunner(p, DecodeSpec(), 8)
+    runner = CpuRecognitionRunner(p, 8)
     for turned in (False, True):
         image = np.ascontiguousarray(np.rot90(drawn, -1)) if turned else drawn
         # the detector's order: clockwise from the top left, so an upright word's box is tall
@@ -140,7 +140,7 @@ def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
                  for w in words]
         encoded = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])[1]
         decoded = cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-        made = runner.run(word_samples(encoded.tobytes(), quads, p, decoded.shape[:2]))
+        made = runner.run(word_samples(decoded, quads, p))
         assert len(made) == len(quads) >= 2
         if turned:  # the turn folded into the warp is exercised
             assert any(np.linalg.norm(q[0] - q[3]) >= 1.5 * np.linalg.norm(q[0] - q[1]) for q in quads)
@@ -260,3 +260,36 @@ def test_the_report_draws_each_sides_words_and_marks_a_changed_one():
     changed = draw_comparison(drawn, boxes, boxes, texts=(said, ["caf\u00e9", *said[1:]]))
     assert alike.shape == changed.shape and red(alike) == 0 and red(changed) >= 5  # thin anti-aliased text
     assert not np.array_equal(alike, draw_comparison(drawn, boxes, boxes))  # the words are written
+
+
+def test_at_most_max_words_are_read_the_highest_scores_in_the_detectors_order():
+    from harness.ocr.recognition import words_read
+
+    p = Recognition(max_words=3)
+    assert list(words_read(np.array([0.9, 0.5, 0.8, 0.95, 0.5]), p)) == [0, 2, 3]
+    assert list(words_read(np.array([0.5, 0.5, 0.5, 0.5]), p)) == [0, 1, 2]  # ties: the earlier boxes
+    assert list(words_read(np.array([0.7, 0.6]), p)) == [0, 1] and len(words_read(np.zeros(0), p)) == 0
+    with pytest.raises(ValueError, match="max_words is at least 1"):
+        Recognition(max_words=0)
+    assert Recognition().max_words == 256
+
+
+def test_the_dali_graph_bounds_a_crop_and_widths_no_caller_of_the_ocr_model_sends():
+    """What the DALI backend (which cannot refuse one sample) runs: a SIZE beyond the region's
+    diagonal and WIDTHS beyond the profile are clamped; the cpu profile's model refuses them."""
+    from harness.ocr.dali_recognition import CpuRecognitionRunner, check_sample
+
+    p = Recognition()
+    region = np.full((20, 60, 3), 128, np.uint8)
+    sample = {"IMAGE": [region], "MATRIX": [np.eye(3, dtype=np.float32)], "SIZE": [np.array([20.0, 60.0], np.float32)],
+              "WIDTHS": [np.array([120.0, 320.0], np.float32)]}
+    check_sample(*(sample[name][0] for name in ("IMAGE", "MATRIX", "SIZE", "WIDTHS")), p)
+    runner = CpuRecognitionRunner(p, 2)
+    huge = {**sample, "SIZE": [np.array([20.0, 13000.0], np.float32)], "WIDTHS": [np.array([1e6, 1e6], np.float32)]}
+    (crop, x), = runner.run(huge)
+    assert crop.shape[1] <= 65 and x.shape == (3, 48, p.max_width)  # 13000 wide asked: the region's diagonal
+    for name, value, why in (("SIZE", np.array([20.0, 13000.0]), "SIZE must be"), ("WIDTHS", np.array([1.0, 1e6]), "WIDTHS"),
+                             ("IMAGE", np.zeros((5, 5)), "IMAGE must be"), ("MATRIX", np.full((3, 3), np.nan), "MATRIX")):
+        with pytest.raises(ValueError, match=why):
+            check_sample(*({**{k: v[0] for k, v in sample.items()}, name: value}[k] for k in
+                           ("IMAGE", "MATRIX", "SIZE", "WIDTHS")), p)

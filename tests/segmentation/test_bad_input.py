@@ -133,6 +133,26 @@ def test_discovery_tells_class_logits_from_a_map_and_reads_a_result_by_name():
     assert task.result_outputs(result).names == ("alpha", "mask") and claim(result, tasks)[0].name == "segmentation"
 
 
+def test_a_mask_beyond_the_specs_max_output_pixels_is_refused_by_name():
+    """Issue 45: a 13376 x 13376 photo's matte and mask were 895 MB; the spec's ceiling (default
+    33.5 megapixels) refuses it before any plane is made, in the server and in the reference alike."""
+    from harness.postprocessing import MAX_OUTPUT_PIXELS
+
+    saliency = {"o": np.full((1, 320, 320), 0.5, np.float32)}
+    assert MAX_OUTPUT_PIXELS == 2 ** 25
+    with pytest.raises(ValueError, match="13376x13376 photo .* exceed the 33.6 megapixels .*max_output_pixels"):
+        SegmentationPostprocess(SALIENCY)(saliency, (13376, 13376))
+    assert SegmentationPostprocess(SALIENCY)(saliency, (4000, 6000)).shape == (2, 4000, 6000)  # a 24 MP camera photo
+    small = SegmentationPostprocess({**SALIENCY, "max_output_pixels": 100})
+    with pytest.raises(ValueError, match="max_output_pixels"):
+        small(saliency, (11, 10))
+    assert SegmentationPostprocess({"name": "argmax", "max_output_pixels": 100})(
+        {"o": np.zeros((2, 8, 8), np.float32)}, (10, 10)).shape == (2, 10, 10)
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match="max_output_pixels is a whole number"):
+            SegmentationPostprocess({**SALIENCY, "max_output_pixels": bad})
+
+
 def test_a_matte_alone_is_the_result_its_mask_the_specs_threshold_at_the_source_size():
     """rembg's answer (uint8 at the photo's size, any name), or a float matte named so: read as the
     matte. At the model's size it is brought to the source size as the spec's saliency brings its

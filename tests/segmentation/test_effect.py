@@ -86,10 +86,10 @@ def test_a_mask_of_class_indices_is_read_as_classes(tmp_path):
     classes = np.zeros((8, 8), np.uint8)
     classes[:4], classes[4:, :4] = 1, 2
     Image.fromarray(classes).save(tmp_path / "a.png")
-    assert np.array_equal(load_mask(tmp_path / "a.png", (8, 8)), classes)
+    assert np.array_equal(load_mask(tmp_path, "a.jpg", (8, 8)), classes)
     with pytest.raises(MaskLabelError, match="not an image"):
         (tmp_path / "b.png").write_bytes(b"not a png")
-        load_mask(tmp_path / "b.png", (8, 8))
+        load_mask(tmp_path, "b.jpg", (8, 8))
 
 
 def test_masks_given_to_another_task_and_a_coco_set_to_segmentation_are_refused(tmp_path):

@@ -1,0 +1,3 @@
+"""ocr_dali_taps: Python-backend entry point; the model lives in the harness package."""
+
+from harness.serving.ocr import TritonPythonModel  # noqa: F401
