@@ -41,13 +41,13 @@ class Target:
 
     @property
     def foreign(self) -> bool:
-        """A model that is not one of this repository's (its ensembles, the models they end in):
-        its training side is the user's."""
+        """A model that is not one of this repository's (its ensembles, their twins answering the
+        stage taps, the models they end in): its training side is the user's."""
         from harness.client import PIPELINES
         from harness.task import BUILT_IN, TASKS
 
-        own = {name for task in BUILT_IN for name in (TASKS[task].repository.model,
-                                                      *map(TASKS[task].repository.ensemble, PIPELINES))}
+        own = {name for task in BUILT_IN for models in [TASKS[task].repository]
+               for name in (models.model, *map(models.ensemble, PIPELINES), *map(models.answer, PIPELINES))}
         return self.model is not None and self.model not in own
 
     def note(self) -> tuple[str, ...]:

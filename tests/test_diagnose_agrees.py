@@ -26,6 +26,7 @@ from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
 from tests.commands import harness
+from tests.conftest import pipeline_models
 
 pytestmark = pytest.mark.server
 
@@ -41,7 +42,8 @@ WORDED = ("n01484850_great_white_shark.JPEG", "n02092339_Weimaraner.JPEG", "n024
           "n01560419_bulbul.JPEG")
 """Photos without text of their own (not in docs/detection-imagenet-text.json), words rendered onto
 two of them; the second is turned a quarter, so its words stand upright (OCR's rotation rule)."""
-SMALL_MODELS = ["detect_dali", "detect_preprocess_dali_taps", "ocr_dali", "ocr_preprocess_dali", "recognizer"]
+SMALL_MODELS = list(dict.fromkeys([*pipeline_models("detection", ("dali",)), *pipeline_models("ocr", ("dali",)),
+                                   "ocr_preprocess_dali", "recognizer"]))
 """What check and diagnose read of the detection and OCR pipelines (a BLS model loads none it calls)."""
 
 
@@ -132,11 +134,12 @@ def test_a_detectors_limit_type_is_named_where_check_fails(server, photos, tmp_p
 
 def test_an_ocr_recognizers_channel_order_is_named_where_the_words_diverge(small_server, photos, tmp_path):
     """Training fed the recognizer RGB crops, the deployment BGR: read as any model (``--model
-    ocr_dali``, its stages hidden: only its raw map, boxes and words), every word diverges at its
-    `input` stage; diagnose sees the word stages as check does (before: "No stage diverged") and
-    names the recognizer's channel order; the spec it writes says so in [reference.recognition]."""
+    ocr_dali_taps``, its preprocessing hidden: only its raw map, boxes, words and the word taps it
+    answers by name), every word diverges at its `input` stage; diagnose sees the word stages as
+    check does (before: "No stage diverged") and names the recognizer's channel order; the spec it
+    writes says so in [reference.recognition]."""
     spec = SPECS / "ocr" / "planted" / "channel_order.toml"
-    run = check_and_diagnose(small_server, photos["words"], spec, tmp_path, "--model", "ocr_dali")
+    run = check_and_diagnose(small_server, photos["words"], spec, tmp_path, "--model", "ocr_dali_taps")
     assert_agreement(run, {"recognition channel order"})
     figures = run["check"][1]["task_figures"]
     assert figures["words_matched"] >= 4 and figures["word_culprits"] == {"input": figures["words_matched"]}
@@ -149,7 +152,7 @@ def test_a_segmenters_resize_filter_is_one_hypothesis(server, photos, tmp_path):
     without antialias; the antialias alone moves the error little), the filter as one does
     (before: "no known culprit")."""
     spec = spec_file(tmp_path, "linear_no_antialias.toml", DEFAULT_REPOSITORY / "segmentation.toml",
-                     '[reference.resize]\ninterpolation = "linear"\nantialias = false\n')
+                     '[reference.resize]\ninterpolation = "linear"\nantialias = false\nresampling = "auto"\n')
     run = check_and_diagnose(server, photos["segmentation"], spec, tmp_path, "--task", "segmentation")
     assert_agreement(run, {"resize filter"})
     [cause] = run["diagnose"][1]["causes"]
@@ -173,7 +176,7 @@ def test_a_greedy_search_tries_a_halfs_partner_before_giving_up(server, photos, 
     from harness.task import get_task
 
     spec_path = spec_file(tmp_path, "linear_no_antialias.toml", DEFAULT_REPOSITORY / "segmentation.toml",
-                          '[reference.resize]\ninterpolation = "linear"\nantialias = false\n')
+                          '[reference.resize]\ninterpolation = "linear"\nantialias = false\nresampling = "auto"\n')
     session = Session(spec_file=spec_path, url=server.grpc_url, task="segmentation")
     spec, task = session.spec, get_task("segmentation").configure(session.spec)
     deployment = TapsDeployment("dali", task, spec.preprocess)

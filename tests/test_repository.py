@@ -3,6 +3,7 @@
 import pytest
 
 from harness.client import PIPELINES
+from harness.task import get_task
 from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
@@ -84,10 +85,13 @@ def test_cpu_profile_differs_from_production_only_in_how_models_run(gpu, cpu):
 
 def test_every_dynamic_batcher_refuses_overload(gpu, cpu):
     """A bounded queue with a timeout, rejecting (docs/robustness.md): production's two full
-    batches (128 for the classifier's models, 16 for the detector's) and a second; the cpu
-    profile's measured CPU_QUEUE_POLICY."""
+    batches (128 for the classifier's models, 16 for the detector's) and a second, ten for the
+    OCR models, whose one request reads up to max_words words; the cpu profile's measured
+    CPU_QUEUE_POLICY."""
     from harness.repository import CPU_QUEUE_POLICY
 
+    ocr_models = get_task("ocr").repository
+    ocr = {name for p in PIPELINES for name in (ocr_models.ensemble(p), ocr_models.answer(p))}
     for profile, (size, timeout) in ((gpu, (None, 1_000_000)),
                                      (cpu, (CPU_QUEUE_POLICY.max_queue_size, CPU_QUEUE_POLICY.timeout_us))):
         batchers = {name: c for name, c in profile.items() if c.HasField("dynamic_batching")}
@@ -96,7 +100,8 @@ def test_every_dynamic_batcher_refuses_overload(gpu, cpu):
                                  "detect_postprocess"}
         for name, config in batchers.items():
             policy = config.dynamic_batching.default_queue_policy
-            expected = (size or 2 * config.max_batch_size, timeout)
+            expected = (size or 2 * config.max_batch_size,
+                        10_000_000 if profile is gpu and name in ocr else timeout)
             assert (policy.max_queue_size, policy.default_timeout_microseconds) == expected, name
             assert policy.timeout_action == policy.REJECT and expected[0] <= 2 * config.max_batch_size, name
 

@@ -15,10 +15,11 @@ from harness.names import printable, terminal_text
 from harness.report.formats import formats_line
 from harness.session import Session
 
-console = Console(stderr=True, highlight=False, markup=False)
+console = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 """Progress and messages go to stderr; stdout carries only results. Text is printed as text
 (``markup=False``): a path or a name with ``[...]`` in it is never Rich markup; the few
-styled lines pass ``markup=True`` with their text escaped (:func:`harness.names.terminal_text`)."""
+styled lines pass ``markup=True`` with their text escaped (:func:`harness.names.terminal_text`).
+Lines are never broken by Rich (``soft_wrap``): a report's path stays one string to copy."""
 
 
 def say(line: str) -> None:

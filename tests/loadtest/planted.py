@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from google.protobuf import text_format
+
+from harness.repository import load_config
+
 
 def add_wrong_every_other(profile: Path, name: str, target: str, mode: str) -> str:
     """Write model ``name`` into the repository ``profile``: ``target``'s answer (its outputs, read
-    from its config), every second request's ``mode`` (``mask`` or ``word``) planted wrong."""
-    config = (profile / target / "config.pbtxt").read_text()
-    outputs = config[config.index("output ["):config.index("]\n", config.index("output [")) + 2]
+    from its config, whichever way the profile wrote it), every second request's ``mode`` (``mask``
+    or ``word``) planted wrong."""
+    outputs = "".join(f"output {{ {text_format.MessageToString(o, as_one_line=True)} }}\n"
+                      for o in load_config(profile / target / "config.pbtxt").output)
     (profile / name / "1").mkdir(parents=True)
     (profile / name / "1" / "model.py").write_text((Path(__file__).parent / "wrong_every_other" / "model.py").read_text())
     (profile / name / "config.pbtxt").write_text(
