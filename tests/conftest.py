@@ -108,8 +108,8 @@ def cpu_repository(repository, tmp_path_factory) -> Path:
 def pipeline_models(task: str = "classification", pipelines=("dali", "opencv")) -> list[str]:
     """What check, diagnose, accuracy and infer read of ``task``'s pipelines in this repository:
     each pipeline's ensemble (which loads its steps: image validation, preprocessing, the model,
-    the postprocessing), the twin answering its stage taps (OCR's ``_taps``) and its taps model. A server of a module or a test of its own starts
-    with only these (about 6 s, where the whole repository takes 15-25)."""
+    the postprocessing), the twin answering its stage taps (OCR's ``_taps``) and its taps model.
+    A server of a module or a test of its own starts with only these (about 6 s, where the whole repository takes 15-25)."""
     from harness.task import get_task
 
     models = get_task(task).repository

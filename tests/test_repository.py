@@ -3,10 +3,10 @@
 import pytest
 
 from harness.client import PIPELINES
-from harness.task import get_task
 from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
+from harness.task import get_task
 
 DETECTION_MODELS = {"detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
                     "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
