@@ -65,7 +65,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness import operations
 from harness.errors import HarnessError
+from harness.operations import channels, normalization
 
 SPEC_FILENAME = "preprocessing.toml"
 """Name of the spec at the root of a model repository; every model there reads it unless its
@@ -88,9 +90,7 @@ input themselves (padding included), so the spec has no crop and inputs vary in 
 PAD_POSITIONS = ("center", "top_left")
 PAD_ROUNDINGS = ("yolo", "half_up")
 LIMIT_TYPES = ("min", "max")
-CHANNEL_ORDERS = ("RGB", "BGR")
 DTYPES = ("uint8", "float32")
-DIVIDE_BY = ("range", "max")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
 RESAMPLINGS = ("auto", "pil")
@@ -247,11 +247,11 @@ class CropSpec:
 class NormalizeSpec:
     """``(pixel / 255 * pixel_range - mean) / std``, per channel in model channel order."""
 
-    pixel_range: float = 255.0
+    pixel_range: float = normalization.PIXEL_RANGE.default
     """255 keeps raw pixel values; 1.0 is torchvision's ``ToTensor()`` scaling."""
-    mean: tuple[float, float, float] = (127.0, 127.0, 127.0)
-    std: tuple[float, float, float] = (128.0, 128.0, 128.0)
-    divide_by: str = "range"
+    mean: tuple[float, float, float] = normalization.MEAN.default
+    std: tuple[float, float, float] = normalization.STD.default
+    divide_by: str = normalization.DIVISOR.default
     """``range``: pixels as they are (0 to 255, then ``pixel_range``); ``max``: first scaled by
     255 over the resized image's own maximum (over every pixel and channel), so its brightest
     value is 255: rembg's ``im / np.max(im)`` before its mean and std (an all-black image is
@@ -267,7 +267,7 @@ class NormalizeSpec:
 class InputSpec:
     """The model input tensor: float32, NCHW."""
 
-    channel_order: str = "RGB"
+    channel_order: str = channels.KEY.default
 
 
 @dataclass(frozen=True)
@@ -454,8 +454,9 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
     out["resize"] = {k: v for k, v in out["resize"].items() if k not in _RESIZE_KEYS_OF_OTHER_MODES[mode]}
     if preprocess.resize.for_detector:
         del out["crop"]
-    if preprocess.normalize.divide_by == "range":  # the default, left out as before the key existed
-        del out["normalize"]["divide_by"]
+    for key in operations.keys():
+        if key.omitted_at_default and out.get(key.table, {}).get(key.name, ...) == key.default:
+            del out[key.table][key.name]  # left out at its default, as before the key existed
     if out["resize"].get("resampling") == "auto":  # likewise
         del out["resize"]["resampling"]
     if postprocess is not None:
@@ -615,8 +616,9 @@ def _validate(p: Preprocess, source: str) -> None:
     _check_choice(f"{source}: resize.mode", p.resize.mode, RESIZE_MODES)
     _check_choice(f"{source}: resize.interpolation", p.resize.interpolation, INTERPOLATIONS)
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
-    _check_choice(f"{source}: input.channel_order", p.input.channel_order, CHANNEL_ORDERS)
-    _check_choice(f"{source}: normalize.divide_by", p.normalize.divide_by, DIVIDE_BY)
+    for key in operations.keys():
+        if (wrong := key.check(getattr(getattr(p, key.table), key.name), f"{source}: ")) is not None:
+            raise SpecError(wrong)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
     _check_choice(f"{source}: resize.resampling", p.resize.resampling, RESAMPLINGS)
     if p.resize.resampling == "pil" and (not p.resize.antialias or p.resize.interpolation not in PIL_FILTERS):

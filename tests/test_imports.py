@@ -24,6 +24,8 @@ LAYERS = (
                     "names", "files", "validation", "scores", "result"}),
     # What a task is (harness/task/base.py): the API every task implements and the mechanisms speak.
     ("task API", {"task.base"}),
+    # The preprocessing operations, one module each (keys, kernels, alternatives, wording): the spec reads them.
+    ("operations", {"operations"}),
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
     # them), the model repository and its server, the user's own code.
     ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from harness import operations
 from harness.diagnose.catalogue import Hypothesis, plain, resolve_auto, result_key
 from harness.spec import Preprocess, Spec, SpecError, load_spec, to_table, with_overrides
 
@@ -147,12 +148,12 @@ def reference_table(spec: Spec, recipe: str, preprocess: Preprocess, postprocess
     """The ``[reference]`` table that, on top of ``spec``, gives ``recipe`` with exactly
     ``preprocess``: the recipe, and every key that differs from the spec's reference; and
     ``postprocess``, the reference's result-step keys changed: ``KEY`` in ``[postprocess]`` (a
-    detector's thresholds), ``TABLE.KEY`` in that table (OCR's ``recognition.channel_order``)."""
+    detector's thresholds), ``TABLE.KEY`` in that table (OCR's ``recognition.crop``)."""
     before, after = to_table(spec.reference.preprocess), to_table(preprocess)
     table: dict = {"recipe": recipe}
     for section, values in after.items():
         changed = {k: v for k, v in values.items() if v != before[section].get(k)}
-        # a key to_table leaves out at its default (normalize.divide_by "range") when only one side has it
+        # a key to_table leaves out at its default (Key.omitted_at_default) when only one side has it
         changed.update({k: plain(getattr(type(getattr(preprocess, section))(), k))
                         for k in before[section].keys() - values.keys()})
         if changed:
@@ -229,6 +230,5 @@ def fingerprint(recipe: str, p: Preprocess) -> str:
     # A detector's resize makes the model input itself: no crop to speak of.
     crop = f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode == "shorter_side" or (
         r.mode == "stretch" and tuple(p.crop.size) != tuple(r.size)) else ""
-    mean, std = p.normalize.mean_std_in_pixels()
-    return (f"{p.input.channel_order}; {resize} ({how}){crop}; mean {[round(m, 3) for m in mean]} "
-            f"std {[round(v, 3) for v in std]} on the 0-255 scale")
+    return (f"{operations.OPERATIONS['channel order'].describe(p)}; {resize} ({how}){crop}; "
+            f"{operations.OPERATIONS['normalization'].describe(p)}")

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness import operations
 from harness.reference import BUILT_IN
 from harness.spec import INTERPOLATIONS, Preprocess, SpecError, with_overrides
 
@@ -35,7 +36,7 @@ class Hypothesis:
     """(key, reference value, hypothesized value) of the reference's ``[postprocess]`` table
     changed: a task's result step (a detector's thresholds, unclip ratio, NMS), offered by the
     task (:meth:`harness.task.Task.diagnose_hypotheses`) and judged by its result stage. A key
-    ``table.key`` names another table of the task's (OCR's ``recognition.channel_order``)."""
+    ``table.key`` names another table of the task's (OCR's ``recognition.crop``)."""
 
     def changes(self, base: Preprocess) -> list[tuple[str, Any, Any]]:
         """(section.key, reference value, hypothesized value) of each key it sets to another value."""
@@ -81,11 +82,7 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     """Every known culprit, as changes to the reference recipe (``ref``), drawing candidate
     values from common mistakes and from the deployed spec."""
     H = Hypothesis
-    hs = [H(f"channel order {_flip(ref.input.channel_order)}", "channel order",
-            {"input": {"channel_order": _flip(ref.input.channel_order)}})]
-    if ref.input.channel_order == "RGB":
-        # cv2.imdecode's BGR kept from the decoder on: the image stages too, not only the model input.
-        hs.append(H("BGR from the decoder on", "channel order", {"input": {"channel_order": "BGR"}}, bgr_images=True))
+    hs = of_operations(ref, deployed, "channel order")
     filters = resize_filters(ref)
     hs.append(filters[0])  # the antialias flipped: the commonest port bug, first
     if recipe == "opencv" and not ref.resize.antialias and ref.resize.interpolation != "area":
@@ -228,7 +225,7 @@ def _detector_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothes
 def _common_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
     """Culprits of every model's preprocessing: normalization, JPEG decoding, EXIF, precision."""
     H = Hypothesis
-    hs = _normalization_hypotheses(ref, deployed)
+    hs = of_operations(ref, deployed, "normalization")
     d = ref.decode
     hs.append(H(f"fancy upsampling {'off' if d.fancy_upsampling else 'on'}", "JPEG chroma upsampling",
                 {"decode": {"fancy_upsampling": not d.fancy_upsampling}}))
@@ -239,37 +236,10 @@ def _common_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis
     return hs
 
 
-def _flip(order: str) -> str:
-    return "BGR" if order == "RGB" else "RGB"
-
-
-def _normalization_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
-    n, H = ref.normalize, Hypothesis
-    other_range = 1.0 if n.pixel_range == 255.0 else 255.0
-    k = other_range / n.pixel_range
-    hs = [
-        # The same mean/std numbers applied to pixels on the other scale (a missing or extra /255).
-        H(f"pixels scaled to 0-{other_range:g} (mean/std numbers unchanged)", "normalization scale",
-          {"normalize": {"pixel_range": other_range}}),
-        # mean/std written for the other scale (0.485 vs 123.7) with pixels as they are.
-        H(f"mean/std on the 0-{other_range:g} scale", "normalization scale",
-          {"normalize": {"mean": [m * k for m in n.mean], "std": [s * k for s in n.std]}}),
-        H("ImageNet mean/std", "normalization values",
-          {"normalize": {"pixel_range": 1.0, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}),
-        H("(x - 127.5) / 127.5", "normalization values",
-          {"normalize": {"pixel_range": 255.0, "mean": [127.5] * 3, "std": [127.5] * 3}}),
-        H("std not applied", "normalization values", {"normalize": {"std": [n.pixel_range / 255.0] * 3}}),
-        # Neither: the pixels only scaled to the spec's range (x / 255 into a model trained on normalized input).
-        H("mean/std not applied", "normalization values", {"normalize": {"mean": [0.0] * 3, "std": [1.0] * 3}}),
-    ]
-    other_divisor = "range" if n.divide_by == "max" else "max"
-    # rembg's im / np.max(im), or a plain / 255 where training divided by the image's maximum.
-    hs.append(H("divided by the image's maximum" if other_divisor == "max" else "divided by 255, not the image's maximum",
-                "normalization divisor", {"normalize": {"divide_by": other_divisor}}))
-    if deployed.normalize != n:
-        hs.append(H("the deployed spec's normalization", "normalization values",
-                    {"normalize": {k2: plain(v) for k2, v in dataclasses.asdict(deployed.normalize).items()}}))
-    return hs
+def of_operations(ref: Preprocess, deployed: Preprocess, *names: str) -> list[Hypothesis]:
+    """The named operations' alternatives (:mod:`harness.operations`) as hypotheses."""
+    return [Hypothesis(a.name, a.culprit, a.overrides, bgr_images=a.bgr_images)
+            for a in operations.alternatives(ref, deployed, *names)]
 
 
 def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:

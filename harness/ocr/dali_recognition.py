@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.ocr.recognition import Recognition
+from harness.operations import channels
 
 INPUTS = ("IMAGE", "MATRIX", "SIZE", "WIDTHS")
 OUTPUTS = ("CROP", "INPUT")
@@ -54,8 +55,7 @@ def recognition_graph(p: Recognition, device: str = "gpu"):
     image = region.gpu() if device == "gpu" else region
     crop = fn.experimental.warp_perspective(image, matrix=matrix, size=size, inverse_map=False, border_mode="replicate",
                                             interp_type=types.INTERP_CUBIC, pixel_origin="center")
-    ordered = crop if p.channel_order == "RGB" else fn.color_space_conversion(crop, image_type=types.RGB,
-                                                                               output_type=types.BGR)
+    ordered = channels.dali_hwc(crop, p)
     resized = fn.resize(ordered, resize_x=widths[0], resize_y=float(p.height), interp_type=types.INTERP_LINEAR,
                         antialias=False)
     scale = 255.0 / p.pixel_range

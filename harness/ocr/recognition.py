@@ -19,7 +19,7 @@ pixels) becomes a word in four steps, each a stage the harness compares:
   (rapidocr's ``CTCLabelDecode``, 5 decimals). A word scoring below ``text_score`` is
   dropped, its box with it (rapidocr's ``filter_by_text_score``).
 
-This module imports numpy and OpenCV only: it also runs inside the server (the ocr models).
+This module imports numpy and OpenCV only (and the harness's channel order): it also runs inside the server (the ocr models).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from harness.operations import channels
+
 CROPS = ("perspective", "axis_aligned")
-CHANNEL_ORDERS = ("RGB", "BGR")
 DICTIONARY_FILENAME = "dictionary.txt"
 """The recognizer's dictionary, one character a line, written beside its ONNX by ``harness
 model export`` from the ONNX metadata (the server reads it there: a TensorRT plan has no metadata)."""
@@ -73,8 +74,8 @@ class Recognition:
     def __post_init__(self):
         if self.crop not in CROPS:
             raise ValueError(f"[recognition] crop must be one of {', '.join(CROPS)}, got {self.crop!r}")
-        if self.channel_order not in CHANNEL_ORDERS:
-            raise ValueError(f"[recognition] channel_order must be one of {', '.join(CHANNEL_ORDERS)}, "
+        if self.channel_order not in channels.ORDERS:
+            raise ValueError(f"[recognition] channel_order must be one of {', '.join(channels.ORDERS)}, "
                              f"got {self.channel_order!r}")
         if not (0 < self.height <= self.width <= self.max_width):
             raise ValueError(f"[recognition] needs 0 < height <= width <= max_width, got {self.height}, {self.width}, "
@@ -199,8 +200,7 @@ def to_input(crop: np.ndarray, p: Recognition, order: str = "RGB") -> np.ndarray
     """A crop (HWC uint8 in channel ``order``) -> the recognizer's input [3, height, W] float32."""
     import cv2
 
-    if order != p.channel_order:
-        crop = crop[..., ::-1]
+    crop = channels.reorder_hwc(crop, order, p)
     resized_w, padded_w = input_width(crop.shape[0], crop.shape[1], p)
     resized = cv2.resize(np.ascontiguousarray(crop), (resized_w, p.height)).astype(np.float32)
     chw = resized.transpose(2, 0, 1) / (255.0 / p.pixel_range)

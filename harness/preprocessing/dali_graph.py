@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import nvidia.dali.fn as fn
-import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
+from harness import operations
 from harness.preprocessing import Step, run_steps
 from harness.preprocessing.image_check import ImageError, identify, validate
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
@@ -142,18 +142,7 @@ def geometry_of(decoded, resized, p: Preprocess):
 
 def normalize(image, p: Preprocess):
     """HWC RGB -> CHW float32 model input in the model's channel order."""
-    mean, std = p.normalize.mean_std_in_pixels()
-    bgr = p.input.channel_order == "BGR"
-    if bgr:  # mean/std are given in model (BGR) order; the image is still RGB here
-        mean, std = mean[::-1], std[::-1]
-    if p.normalize.divide_by == "max":  # the image's own maximum, computed in the graph per sample
-        image = fn.cast(image, dtype=types.FLOAT)
-        brightest = fn.reductions.max(image)
-        image = image * (255.0 / dmath.max(brightest, 1e-30))  # (an all-black image stays black)
-    chw = fn.crop_mirror_normalize(image, dtype=types.FLOAT, output_layout="CHW", mean=list(mean), std=list(std))
-    if bgr:
-        chw = fn.cat(chw[2:3], chw[1:2], chw[0:1], axis=0)
-    return chw
+    return operations.apply(Stage.INPUT, "dali", image, p)
 
 
 def steps(decoder_device: str) -> dict[Stage, Step]:

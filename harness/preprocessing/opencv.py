@@ -11,6 +11,7 @@ from typing import Iterable
 import cv2
 import numpy as np
 
+from harness import operations
 from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import ImageError, check_resize, identify
 from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
@@ -98,14 +99,7 @@ def geometry(decoded: np.ndarray, p: Preprocess) -> np.ndarray:
 
 def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
     """HWC RGB -> CHW float32 model input in the model's channel order."""
-    x = image.astype(np.float32)
-    if p.normalize.divide_by == "max" and (brightest := x.max()) > 0:  # rembg's im / np.max(im), in pixels
-        x = x * np.float32(255.0 / brightest)
-    if p.input.channel_order == "BGR":
-        x = x[..., ::-1]
-    mean, std = p.normalize.mean_std_in_pixels()
-    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
-    return np.ascontiguousarray(x.transpose(2, 0, 1))
+    return np.ascontiguousarray(operations.apply(Stage.INPUT, "opencv", image, p))
 
 
 def _resize_checked(image: np.ndarray, p: Preprocess) -> np.ndarray:

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from harness.operations.channels import section as input_order
 from harness.spec import SpecError, parse_spec
 
 
@@ -158,7 +159,7 @@ def read_transforms(obj: Any) -> Read:
         crop = {"size": resize["size"]}
     return Read({"decode": {"exif_orientation": False}, "resize": resize, "crop": crop,
                  "normalize": {"pixel_range": scale, **(normalize or {"mean": [0.0] * 3, "std": [1.0] * 3})},
-                 "input": {"channel_order": "RGB"}}, recipe)
+                 **input_order("RGB")}, recipe)
 
 
 def _read_preset(preset: Any) -> Read:
@@ -173,7 +174,7 @@ def _read_preset(preset: Any) -> Read:
     return Read({"decode": {"exif_orientation": False}, "resize": resize,
                  "crop": {"size": crop * 2 if len(crop) == 1 else crop, "offset_rounding": "half_even"},
                  "normalize": {"pixel_range": 1.0, "mean": list(map(float, preset.mean)), "std": list(map(float, preset.std))},
-                 "input": {"channel_order": "RGB"}}, "torchvision")
+                 **input_order("RGB")}, "torchvision")
 
 
 # -- timm's pretrained_cfg ----------------------------------------------------------------------
@@ -218,7 +219,7 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
                  "crop": {"size": [height, width], "offset_rounding": "half_even"},
                  "normalize": {"pixel_range": 1.0, "mean": [float(m) for m in cfg["mean"]],
                                "std": [float(s) for s in cfg["std"]]},
-                 "input": {"channel_order": "RGB"}}, "torchvision")
+                 **input_order("RGB")}, "torchvision")
 
 
 # -- Hugging Face's preprocessor_config.json ----------------------------------------------------
@@ -323,5 +324,5 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
     pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
     return Read({"decode": {"exif_orientation": False}, "resize": resize,
                  "crop": {"size": crop, "offset_rounding": "floor"},
-                 "normalize": {"pixel_range": pixel_range, **normalize}, "input": {"channel_order": "RGB"}},
+                 "normalize": {"pixel_range": pixel_range, **normalize}, **input_order("RGB")},
                 "torch" if backend == "torchvision" else "torchvision")

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 
+from harness import operations
 from harness.manifest import load_dalis_nvjpeg
 from harness.preprocessing import PREPROCESS_STAGES, opencv
 from harness.reference.base import Recipe, register
@@ -84,10 +85,6 @@ class TorchvisionRecipe(Recipe):
         self._resize = T.Resize(size, interpolation=self._interpolation, antialias=p.resize.antialias)
         # a detector's resize: the sizes of its geometry (harness.geometry), then its padding
         self._crop = T.CenterCrop(p.crop.size)
-        mean, std = p.normalize.mean_std_in_pixels()
-        if p.input.channel_order == "BGR":  # normalize in RGB, flip afterwards
-            mean, std = mean[::-1], std[::-1]
-        self._normalize = T.Normalize([m / 255 for m in mean], [s / 255 for s in std])
 
     def decode(self, data):
         from PIL import Image
@@ -171,12 +168,7 @@ class TorchvisionRecipe(Recipe):
         from torchvision.transforms.functional import pil_to_tensor
 
         tensor = (pil_to_tensor(image) if not isinstance(image, torch.Tensor) else image).to(torch.float32)
-        if self.p.normalize.divide_by == "max" and (brightest := float(tensor.max())) > 0:
-            tensor = tensor * (255.0 / brightest)  # rembg's im / np.max(im)
-        x = self._normalize(tensor / 255.0)
-        if self.p.input.channel_order == "BGR":
-            x = x.flip(0)
-        return x.numpy()
+        return operations.apply(Stage.INPUT, "torch", tensor, self.p).numpy()
 
     def to_array(self, image):
         import torch

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from harness import operations
 from harness.stage import Stage
 from harness.verdict import Verdict
 
@@ -15,8 +16,7 @@ STAGE_HINTS = {
     Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), a letterbox's padding (where it "
                 "goes, its grey, its rounding, auto: resize.pad_position, pad_value, pad_rounding, auto), or a "
                 "different resize mode upstream",
-    Stage.INPUT: "normalization: mean/std scale (normalize.pixel_range, mean, std), channel order "
-                 "(input.channel_order)",
+    Stage.INPUT: f"normalization: {operations.hint(Stage.INPUT)}",
     Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",
     Stage.POSTPROCESS: "the task's result follows from the output; where the postprocessing alone diverges, the "
                        "deployment postprocesses differently (another normalization, thresholds, NMS, boxes mapped "

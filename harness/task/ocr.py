@@ -39,6 +39,7 @@ from harness.ocr.compare import (
     step_verdict,
 )
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, decode_texts, pack_ragged, unpack_ragged
+from harness.operations import channels
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
@@ -687,7 +688,7 @@ RECOGNITION_CANDIDATES = {
                                           {"width": 320, "max_width": 1280}, {"width": 320, "max_width": 2048},
                                           {"pad_value": -1.0}, {"pad_value": 0.0}),
     "recognition normalization": ({"mean": IMAGENET[0], "std": IMAGENET[1]}, {"mean": PADDLE[0], "std": PADDLE[1]}),
-    "recognition channel order": ({"channel_order": "RGB"}, {"channel_order": "BGR"}),
+    "recognition channel order": tuple(channels.table(order) for order in channels.ORDERS),
     "axis-aligned crop vs perspective warp": ({"crop": "axis_aligned"}, {"crop": "perspective"}),
     "rotation rule": ({"rotate_ratio": 0.0}, {"rotate_ratio": 1.5}),
     "dictionary blank offset": ({"blank_index": 0}, {"blank_index": 18709}),

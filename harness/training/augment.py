@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from harness.manifest import load_dalis_nvjpeg
+from harness.operations import channels
 from harness.spec import Preprocess
 
 
@@ -26,7 +27,7 @@ class ToPixels(torch.nn.Module):
     def __init__(self, p: Preprocess):
         super().__init__()
         self.mean, self.std = _mean_std(p)
-        self.bgr = p.input.channel_order == "BGR"
+        self.bgr = channels.is_bgr(p.input)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pixels = x * self.std.to(x.device) + self.mean.to(x.device)
@@ -39,7 +40,7 @@ class FromPixels(torch.nn.Module):
     def __init__(self, p: Preprocess):
         super().__init__()
         self.mean, self.std = _mean_std(p)
-        self.bgr = p.input.channel_order == "BGR"
+        self.bgr = channels.is_bgr(p.input)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pixels = x * 255.0
