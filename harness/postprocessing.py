@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
+from harness.operations import resize_filter
+
 
 @dataclass(frozen=True)
 class DbParams:
@@ -83,7 +85,7 @@ class YoloParams:
         return self.conf_threshold
 
 
-SEGMENTATION_INTERPOLATIONS = ("nearest", "linear", "cubic", "lanczos", "area")
+SEGMENTATION_INTERPOLATIONS = tuple(resize_filter.PIL)
 
 MAX_OUTPUT_PIXELS = 2 ** 25
 """A segmentation's default ceiling on the source size it answers at (33.5 megapixels: a

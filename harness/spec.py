@@ -67,7 +67,7 @@ from typing import Any, Mapping
 
 from harness import operations
 from harness.errors import HarnessError
-from harness.operations import channels, normalization
+from harness.operations import channels, normalization, resize_filter
 
 SPEC_FILENAME = "preprocessing.toml"
 """Name of the spec at the root of a model repository; every model there reads it unless its
@@ -82,7 +82,6 @@ def spec_name_of(config: Mapping[str, Any]) -> str:
     value = config.get("parameters", {}).get(SPEC_PARAMETER, {}).get("string_value")
     return value or SPEC_FILENAME
 
-INTERPOLATIONS = ("nearest", "linear", "cubic", "area", "lanczos")
 RESIZE_MODES = ("shorter_side", "stretch", "letterbox", "limit_side")
 DETECTOR_MODES = ("letterbox", "limit_side")
 """The resizes detectors train with (:mod:`harness.geometry`): they make the model
@@ -93,9 +92,6 @@ LIMIT_TYPES = ("min", "max")
 DTYPES = ("uint8", "float32")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
 SIZE_ROUNDINGS = ("auto", "half_up", "floor")
-RESAMPLINGS = ("auto", "pil")
-PIL_FILTERS = ("linear", "cubic", "lanczos")
-"""The interpolations PIL resizes with a filter (``resize.resampling = "pil"``)."""
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
 
 
@@ -128,8 +124,8 @@ class ResizeSpec:
     """``shorter_side``: scale so the shorter side is ``size``, keeping the aspect ratio;
     ``stretch``: scale to exactly ``size`` (an int for a square, or [height, width])."""
     size: tuple[int, ...] = (256,)
-    interpolation: str = "linear"
-    antialias: bool = False
+    interpolation: str = resize_filter.INTERPOLATION.default
+    antialias: bool = resize_filter.ANTIALIAS.default
     """Low-pass filter when scaling down (DALI and PIL do by default, cv2 INTER_LINEAR cannot)."""
     dtype: str = "uint8"
     """Resize output type: ``uint8`` rounds to integers, ``float32`` keeps fractions."""
@@ -137,7 +133,7 @@ class ResizeSpec:
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
     ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
     library's own."""
-    resampling: str = "auto"
+    resampling: str = resize_filter.RESAMPLING.default
     """How the filter is applied: ``auto``, the library's own; ``pil``, as PIL resizes (and
     torchvision's antialiased tensor resize, which follows it): the filter's taps that fall
     outside the image are dropped and the rest renormalized (DALI and OpenCV repeat the edge
@@ -457,8 +453,6 @@ def to_table(preprocess: Preprocess, postprocess: Mapping[str, Any] | None = Non
     for key in operations.keys():
         if key.omitted_at_default and out.get(key.table, {}).get(key.name, ...) == key.default:
             del out[key.table][key.name]  # left out at its default, as before the key existed
-    if out["resize"].get("resampling") == "auto":  # likewise
-        del out["resize"]["resampling"]
     if postprocess is not None:
         out["postprocess"] = dict(postprocess)
     if recognition is not None:
@@ -614,16 +608,13 @@ def _validate(p: Preprocess, source: str) -> None:
         raise SpecError(f"{source}: decode.hw_decoder_load = {load!r}; expected a number from 0 to 1 (or no key: DALI's "
                         "default)")
     _check_choice(f"{source}: resize.mode", p.resize.mode, RESIZE_MODES)
-    _check_choice(f"{source}: resize.interpolation", p.resize.interpolation, INTERPOLATIONS)
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
     for key in operations.keys():
         if (wrong := key.check(getattr(getattr(p, key.table), key.name), f"{source}: ")) is not None:
             raise SpecError(wrong)
     _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
-    _check_choice(f"{source}: resize.resampling", p.resize.resampling, RESAMPLINGS)
-    if p.resize.resampling == "pil" and (not p.resize.antialias or p.resize.interpolation not in PIL_FILTERS):
-        raise SpecError(f"{source}: resize.resampling = \"pil\" is PIL's filtered resize: it needs resize.antialias = "
-                        f"true and resize.interpolation one of {', '.join(PIL_FILTERS)}")
+    if (wrong := operations.invalid(p)) is not None:
+        raise SpecError(f"{source}: {wrong}")
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
     if p.resize.for_detector:
         _validate_detector(p, source)

@@ -226,9 +226,9 @@ def fingerprint(recipe: str, p: Preprocess) -> str:
                            + ")",
               "limit_side": f"{'shorter' if r.limit_type == 'min' else 'longer'} side limited to {r.limit_side_len}, "
                             f"sides multiples of {r.multiple}"}.get(r.mode, r.extent())
-    how = f"{r.interpolation}, {'antialias' if r.antialias else 'no antialias'}, {recipe} on {r.dtype}"
+    how = operations.OPERATIONS["resize filter"].describe(p, recipe)
     # A detector's resize makes the model input itself: no crop to speak of.
     crop = f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode == "shorter_side" or (
         r.mode == "stretch" and tuple(p.crop.size) != tuple(r.size)) else ""
-    return (f"{operations.OPERATIONS['channel order'].describe(p)}; {resize} ({how}){crop}; "
-            f"{operations.OPERATIONS['normalization'].describe(p)}")
+    return (f"{operations.OPERATIONS['channel order'].describe(p, recipe)}; {resize} ({how}){crop}; "
+            f"{operations.OPERATIONS['normalization'].describe(p, recipe)}")

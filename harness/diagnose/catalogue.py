@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from harness import operations
 from harness.reference import BUILT_IN
-from harness.spec import INTERPOLATIONS, Preprocess, SpecError, with_overrides
+from harness.spec import Preprocess, SpecError, with_overrides
 
 
 @dataclass(frozen=True)
@@ -82,19 +82,12 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     """Every known culprit, as changes to the reference recipe (``ref``), drawing candidate
     values from common mistakes and from the deployed spec."""
     H = Hypothesis
-    hs = of_operations(ref, deployed, "channel order")
-    filters = resize_filters(ref)
-    hs.append(filters[0])  # the antialias flipped: the commonest port bug, first
-    if recipe == "opencv" and not ref.resize.antialias and ref.resize.interpolation != "area":
-        # cv2 cannot antialias a linear resize; the antialiased resize ports meet is PIL's (torchvision's).
-        hs.append(H("antialias on (PIL's resize, as torchvision)", "resize antialias", {"resize": {"antialias": True}},
-                    recipe="torchvision"))
-    hs += filters[1:]
+    hs = of_operations(recipe, ref, deployed, "channel order", "resize filter")
     hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
     hs.append(H(f"resize on {'uint8' if ref.resize.dtype == 'float32' else 'float32'}", "resize dtype",
                 {"resize": {"dtype": "uint8" if ref.resize.dtype == "float32" else "float32"}}))
     if ref.resize.for_detector:  # a detector's resize makes the model input itself: no crop, no size rounding
-        return _unique(hs + _detector_hypotheses(ref, deployed) + _common_hypotheses(ref, deployed), recipe, ref)
+        return _unique(hs + _detector_hypotheses(ref, deployed) + _common_hypotheses(recipe, ref, deployed), recipe, ref)
     crop = list(ref.crop.size)
     modes = [("stretch", crop), ("stretch", [ref.resize.size[0]] * 2), ("shorter_side", [256])]
     if deployed.resize != ref.resize:
@@ -107,29 +100,7 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
            for r in ("half_up", "floor") if r != ref.resize.size_rounding]
     hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
            for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
-    return _unique(hs + _common_hypotheses(ref, deployed), recipe, ref)
-
-
-def resize_filters(ref: Preprocess) -> list[Hypothesis]:
-    """The resize filter as one decision: every other (interpolation, antialias) pair, each one
-    hypothesis (a library names them together: PIL's LANCZOS antialiases, ``cv2.INTER_LINEAR``
-    cannot, torchvision's tensors have no Lanczos without it), setting what it changes. Named
-    by what changes: the antialias alone first, then the interpolation alone, then both."""
-    r, H = ref.resize, Hypothesis
-    alone = [(r.interpolation, not r.antialias)] + [(i, r.antialias) for i in INTERPOLATIONS if i != r.interpolation]
-    both = [(i, not r.antialias) for i in INTERPOLATIONS if i != r.interpolation]
-    out = []
-    for interpolation, antialias in alone + both:
-        aa = "on" if antialias else "off"
-        if interpolation == r.interpolation:
-            name, culprit = f"antialias {aa}", "resize antialias"
-        elif antialias == r.antialias:
-            name, culprit = f"interpolation {interpolation}", "resize interpolation"
-        else:
-            name, culprit = f"interpolation {interpolation}, antialias {aa}", "resize filter"
-        changed = {k: v for k, v in (("interpolation", interpolation), ("antialias", antialias)) if v != getattr(r, k)}
-        out.append(H(name, culprit, {"resize": changed}))
-    return out
+    return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
 
 
 PARTNERS = (
@@ -222,10 +193,10 @@ def _detector_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothes
     return hs
 
 
-def _common_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
+def _common_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
     """Culprits of every model's preprocessing: normalization, JPEG decoding, EXIF, precision."""
     H = Hypothesis
-    hs = of_operations(ref, deployed, "normalization")
+    hs = of_operations(recipe, ref, deployed, "normalization")
     d = ref.decode
     hs.append(H(f"fancy upsampling {'off' if d.fancy_upsampling else 'on'}", "JPEG chroma upsampling",
                 {"decode": {"fancy_upsampling": not d.fancy_upsampling}}))
@@ -236,10 +207,10 @@ def _common_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis
     return hs
 
 
-def of_operations(ref: Preprocess, deployed: Preprocess, *names: str) -> list[Hypothesis]:
+def of_operations(recipe: str, ref: Preprocess, deployed: Preprocess, *names: str) -> list[Hypothesis]:
     """The named operations' alternatives (:mod:`harness.operations`) as hypotheses."""
-    return [Hypothesis(a.name, a.culprit, a.overrides, bgr_images=a.bgr_images)
-            for a in operations.alternatives(ref, deployed, *names)]
+    return [Hypothesis(a.name, a.culprit, a.overrides, recipe=a.recipe, bgr_images=a.bgr_images)
+            for a in operations.alternatives(recipe, ref, deployed, *names)]
 
 
 def _unique(hs: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:

@@ -69,9 +69,17 @@ def refusal(backend: str, p: Any) -> str | None:
     return None
 
 
-def alternatives(reference: Any, deployed: Any, *names: str) -> list[Alternative]:
-    """The named operations' alternatives to ``reference`` (diagnose's catalogue)."""
-    return [a for name in names for a in OPERATIONS[name].alternatives(reference, deployed)]
+def alternatives(recipe: str, reference: Any, deployed: Any, *names: str) -> list[Alternative]:
+    """The named operations' alternatives to ``reference`` under ``recipe`` (diagnose's catalogue)."""
+    return [a for name in names for a in OPERATIONS[name].alternatives(recipe, reference, deployed)]
+
+
+def invalid(p: Any) -> str | None:
+    """Why ``p``'s values do not go together, by the first operation that says so (None: they do)."""
+    for op in OPERATIONS.values():
+        if (reason := op.invalid(p)) is not None:
+            return reason
+    return None
 
 
 def hint(stage: Stage) -> str:
@@ -80,11 +88,11 @@ def hint(stage: Stage) -> str:
 
 
 # The built-in operations, in pipeline order: within a stage, the order their kernels run.
-from harness.operations import channels, normalization  # noqa: E402
+from harness.operations import channels, normalization, resize_filter  # noqa: E402
 
-for _operation in (normalization.OPERATION, channels.OPERATION):
+for _operation in (resize_filter.OPERATION, normalization.OPERATION, channels.OPERATION):
     register(_operation)
 
 
 __all__ = ["BACKENDS", "OPERATIONS", "Alternative", "Key", "Operation", "alternatives", "apply", "hint", "keys",
-           "of_stage", "refusal", "register"]
+           "invalid", "of_stage", "refusal", "register"]

@@ -8,11 +8,11 @@ from typing import Any, Callable, Mapping
 
 from harness.stage import Stage
 
-BACKENDS = ("opencv", "torch", "dali")
-"""The libraries an operation has kernels for: ``opencv`` (numpy and OpenCV: the
-``preprocess_opencv`` model and the ``opencv`` recipe), ``torch`` (torchvision on tensors: the
-``torchvision`` and ``torch`` recipes), ``dali`` (graph nodes: the DALI models and the ``dali``
-recipe)."""
+BACKENDS = ("opencv", "torchvision", "torch", "dali")
+"""The libraries an operation has kernels for, named as the recipes are: ``opencv`` (numpy and
+OpenCV: the ``preprocess_opencv`` model and the ``opencv`` recipe), ``torchvision`` (PIL images
+where PIL filters, tensors otherwise), ``torch`` (torchvision on tensors only), ``dali`` (graph
+nodes: the DALI models and the ``dali`` recipe)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,8 @@ class Alternative:
     overrides: Mapping[str, Mapping[str, Any]]
     bgr_images: bool = False
     """Compare the image stages in BGR order (the decoder's order kept from the start)."""
+    recipe: str | None = None
+    """Another library doing the same preprocessing (None: the reference's own)."""
 
 
 Kernel = Callable[..., Any]
@@ -74,10 +76,13 @@ class Operation:
     keys: tuple[Key, ...]
     hint: str
     """Where a divergence of its stage may come from, in the stage's hint (:mod:`harness.results.hints`)."""
-    alternatives: Callable[[Any, Any], list[Alternative]] = lambda reference, deployed: []
-    """``(reference Preprocess, deployed Preprocess) -> [Alternative]``: diagnose's hypotheses."""
-    describe: Callable[[Any], str] = lambda p: ""
-    """``Preprocess -> words``, for a preprocessing's fingerprint."""
+    alternatives: Callable[[str, Any, Any], list[Alternative]] = lambda recipe, reference, deployed: []
+    """``(reference's recipe, reference Preprocess, deployed Preprocess) -> [Alternative]``:
+    diagnose's hypotheses."""
+    describe: Callable[[Any, str], str] = lambda p, recipe: ""
+    """``(Preprocess, recipe) -> words``, for a preprocessing's fingerprint."""
+    invalid: Callable[[Any], "str | None"] = lambda p: None
+    """Why a spec's values of its keys do not go together (None: they do), whatever the backend."""
     kernels: dict[str, Kernel] = field(default_factory=dict)
     refusals: dict[str, Refusal] = field(default_factory=dict)
 

@@ -56,7 +56,7 @@ def dali_hwc(image, owner: Any):
     return fn.color_space_conversion(image, image_type=types.RGB, output_type=types.BGR)
 
 
-def _alternatives(ref, deployed) -> list[Alternative]:
+def _alternatives(recipe, ref, deployed) -> list[Alternative]:
     other = "BGR" if order_of(ref.input) == "RGB" else "RGB"
     out = [Alternative(f"channel order {other}", OPERATION.name, section(other))]
     if order_of(ref.input) == "RGB":
@@ -67,7 +67,7 @@ def _alternatives(ref, deployed) -> list[Alternative]:
 
 OPERATION = Operation(
     "channel order", Stage.INPUT, (KEY,), hint=f"channel order ({KEY.path})",
-    alternatives=_alternatives, describe=lambda p: order_of(p.input))
+    alternatives=_alternatives, describe=lambda p, recipe: order_of(p.input))
 
 
 @OPERATION.kernel("opencv")
@@ -75,6 +75,7 @@ def _numpy(chw, p):
     return chw[::-1] if is_bgr(p.input) else chw
 
 
+@OPERATION.kernel("torchvision")
 @OPERATION.kernel("torch")
 def _torch(chw, p):
     return chw.flip(0) if is_bgr(p.input) else chw

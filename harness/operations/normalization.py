@@ -37,7 +37,7 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def _alternatives(ref, deployed) -> list[Alternative]:
+def _alternatives(recipe, ref, deployed) -> list[Alternative]:
     n, culprit = ref.normalize, "normalization values"
     other_range = 1.0 if n.pixel_range == 255.0 else 255.0
     k = other_range / n.pixel_range
@@ -67,7 +67,7 @@ def _alternatives(ref, deployed) -> list[Alternative]:
     return out
 
 
-def _describe(p) -> str:
+def _describe(p, recipe) -> str:
     mean, std = p.normalize.mean_std_in_pixels()
     return f"mean {[round(m, 3) for m in mean]} std {[round(v, 3) for v in std]} on the 0-255 scale"
 
@@ -90,6 +90,7 @@ def _numpy(image, p):
     return x.transpose(2, 0, 1)
 
 
+@OPERATION.kernel("torchvision")
 @OPERATION.kernel("torch")
 def _torch(tensor, p):
     """A float32 CHW tensor on the 0-255 scale -> normalized (torchvision's ToTensor, Normalize)."""

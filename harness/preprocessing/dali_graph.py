@@ -15,27 +15,19 @@ import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
 from harness import operations
+from harness.operations import resize_filter
 from harness.preprocessing import Step, run_steps
 from harness.preprocessing.image_check import ImageError, identify, validate
-from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+from harness.spec import CropSpec, DecodeSpec, Preprocess, SpecError
 from harness.stage import Stage
 
 INPUT_NAME = "IMAGE"
 """Name of the external source: the DALI backend binds the Triton input of this name to it."""
 
-INTERPOLATION = {
-    "nearest": types.INTERP_NN,
-    "linear": types.INTERP_LINEAR,
-    "cubic": types.INTERP_CUBIC,
-    "lanczos": types.INTERP_LANCZOS3,
-}
-
-
 def check_supported(p: Preprocess) -> None:
-    """Raise :class:`SpecError` for settings DALI cannot honour."""
-    if p.resize.interpolation not in INTERPOLATION:
-        raise SpecError(f"DALI's resize has no '{p.resize.interpolation}' interpolation; "
-                        f"use one of {', '.join(INTERPOLATION)}")
+    """Raise :class:`SpecError` for settings DALI cannot honour (the operations' one rule)."""
+    if (reason := operations.refusal("dali", p)) is not None:
+        raise SpecError(reason)
 
 
 def decode(encoded, spec: DecodeSpec, device: str):
@@ -75,9 +67,10 @@ def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", 
     return [np.array(out[i]) for i in range(len(images))]
 
 
-def resize(image, spec: ResizeSpec):
-    """Resize to ``spec.output_size`` of each image (a detector's sizes computed per image in
-    the graph, :mod:`harness.preprocessing.dali_resize`)."""
+def resize(image, p: Preprocess):
+    """Resize to ``p.resize.output_size`` of each image (a detector's sizes computed per image in
+    the graph, :mod:`harness.preprocessing.dali_resize`), by the resize filter's kernel."""
+    spec = p.resize
     if spec.for_detector:
         from harness.preprocessing import dali_resize
 
@@ -96,17 +89,7 @@ def resize(image, spec: ResizeSpec):
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
     else:
         extent = dict(resize_shorter=spec.size[0])
-    return fn.resize(
-        image,
-        **extent,
-        interp_type=INTERPOLATION[spec.interpolation],
-        antialias=spec.antialias,
-        # DALI's default keeps the exact scale factor and shifts the source window when
-        # the output size is rounded; cv2, PIL and torchvision map the whole source onto
-        # the rounded size. That alone moves pixels by up to ~70 levels, so match them.
-        subpixel_scale=False,
-        dtype=types.FLOAT if spec.dtype == "float32" else types.UINT8,
-    )
+    return resize_filter.OPERATION.kernels["dali"](image, extent, p)
 
 
 def crop(image, spec: CropSpec):
@@ -150,7 +133,7 @@ def steps(decoder_device: str) -> dict[Stage, Step]:
     ``decoder_device``: the graph below and the isolated runs (:class:`CpuStageRunner`)."""
     return {
         Stage.DECODE: lambda encoded, p: decode(encoded, p.decode, decoder_device),
-        Stage.RESIZE: lambda image, p: resize(image, p.resize),
+        Stage.RESIZE: resize,
         Stage.CROP: canvas,
         Stage.INPUT: normalize,
     }

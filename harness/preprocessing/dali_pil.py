@@ -32,12 +32,9 @@ import nvidia.dali.fn as fn
 import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
+from harness.operations import resize_filter
 from harness.preprocessing.dali_resize import _round_half_even, _sides
 from harness.spec import CropSpec, ResizeSpec
-
-INTERPOLATION = {"linear": types.INTERP_LINEAR, "cubic": types.INTERP_CUBIC, "lanczos": types.INTERP_LANCZOS3}
-RADIUS = {"linear": 1.0, "cubic": 2.0, "lanczos": 3.0}
-"""The filter's support, in source pixels at a scale of 1 (PIL's ``filter.support``)."""
 
 
 def _round(x, rounding: str):
@@ -83,7 +80,7 @@ def _filtered(image, height, width, axis: int, interpolation: str):
     resized, divided by the ones' result. Float."""
     h, w = _sides(image)
     source, target = (h, height) if axis == 0 else (w, width)
-    pad = dmath.ceil(RADIUS[interpolation] * dmath.max(source / target, 1.0)) + 1.0
+    pad = dmath.ceil(resize_filter.SUPPORT[interpolation] * dmath.max(source / target, 1.0)) + 1.0
     ones = image[:, :, 0:1] * 0.0 + 1.0
     weighted = fn.cat(image, ones, axis=2)
     zero = 0.0 * h
@@ -95,7 +92,8 @@ def _filtered(image, height, width, axis: int, interpolation: str):
     out = fn.resize(padded, resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT),
                     roi_start=fn.cast(fn.stack(pads[0], pads[1]), dtype=types.FLOAT),
                     roi_end=fn.cast(fn.stack(pads[0] + h, pads[1] + w), dtype=types.FLOAT), roi_relative=False,
-                    interp_type=INTERPOLATION[interpolation], antialias=True, subpixel_scale=False, dtype=types.FLOAT)
+                    interp_type=resize_filter.dali_type(interpolation), antialias=True, subpixel_scale=False,
+                    dtype=types.FLOAT)
     return out[:, :, 0:3] / out[:, :, 3:4]
 
 

@@ -12,31 +12,18 @@ import cv2
 import numpy as np
 
 from harness import operations
+from harness.operations import resize_filter
 from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import ImageError, check_resize, identify
-from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+from harness.spec import CropSpec, DecodeSpec, Preprocess, SpecError
 from harness.stage import Stage
-
-INTERPOLATION = {
-    "nearest": cv2.INTER_NEAREST,
-    "linear": cv2.INTER_LINEAR,
-    "cubic": cv2.INTER_CUBIC,
-    "area": cv2.INTER_AREA,
-    "lanczos": cv2.INTER_LANCZOS4,
-}
 
 
 def check_supported(p: Preprocess, decode: bool = True) -> None:
     """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them);
     ``decode=False`` when another decoder handles the decode options."""
-    if p.resize.antialias and p.resize.interpolation not in ("area", "lanczos"):
-        raise SpecError(
-            f"cv2.resize cannot antialias with interpolation '{p.resize.interpolation}': "
-            "set resize.antialias = false, or interpolation = \"area\" (which averages when shrinking)"
-        )
-    if p.resize.resampling == "pil" and not (p.resize.interpolation == "lanczos" and p.resize.dtype == "uint8"):
-        raise SpecError("cv2.resize has no PIL resampling (taps renormalized at the edges, an 8-bit intermediate): "
-                        "set resize.resampling = \"auto\"")
+    if (reason := operations.refusal("opencv", p)) is not None:
+        raise SpecError(reason)
     if decode and (not p.decode.fancy_upsampling or p.decode.fast_idct):
         raise SpecError("cv2.imdecode always uses fancy upsampling and the accurate IDCT; "
                         "set decode.fancy_upsampling = true and decode.fast_idct = false")
@@ -53,18 +40,10 @@ def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
-    """HWC -> HWC of ``spec.output_size`` (a detector's: before any padding); float32 input or
-    ``dtype = "float32"`` keeps fractions."""
-    height, width = spec.output_size(*image.shape[:2])
-    if spec.interpolation == "lanczos" and spec.antialias and image.dtype == np.uint8 and spec.dtype == "uint8":
-        # cv2's LANCZOS4 does not antialias; PIL's LANCZOS does (what rembg trains with)
-        from PIL import Image
-
-        return np.asarray(Image.fromarray(image).resize((width, height), Image.LANCZOS))
-    if spec.dtype == "float32":
-        image = image.astype(np.float32)
-    return cv2.resize(image, (width, height), interpolation=INTERPOLATION[spec.interpolation])
+def resize(image: np.ndarray, p: Preprocess) -> np.ndarray:
+    """HWC -> HWC of ``p.resize.output_size`` (a detector's: before any padding), by the resize
+    filter's kernel; float32 input or ``dtype = "float32"`` keeps fractions."""
+    return resize_filter.OPERATION.kernels["opencv"](image, p.resize.output_size(*image.shape[:2]), p)
 
 
 def crop(image: np.ndarray, spec: CropSpec) -> np.ndarray:
@@ -105,7 +84,7 @@ def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
 def _resize_checked(image: np.ndarray, p: Preprocess) -> np.ndarray:
     # Refuse, before cv2 tries, a resize that would exhaust memory (see check_resize).
     check_resize(*image.shape[:2], p.resize)
-    return resize(image, p.resize)
+    return resize(image, p)
 
 
 STEPS: dict[Stage, Step] = {

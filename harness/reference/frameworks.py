@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from harness.operations import resize_filter
 from harness.operations.channels import section as input_order
 from harness.spec import SpecError, parse_spec
 
@@ -50,7 +51,7 @@ class Read:
 
 # -- torchvision transforms --------------------------------------------------------------------
 
-INTERPOLATIONS = {"NEAREST": "nearest", "BILINEAR": "linear", "BICUBIC": "cubic", "LANCZOS": "lanczos"}
+INTERPOLATIONS = {mode: interpolation for interpolation, mode in resize_filter.TORCHVISION.items()}
 """torchvision's ``InterpolationMode`` names (and PIL's resampling names) -> the spec's."""
 IGNORED = ("ToPureTensor", "Identity")
 """Transforms that change no pixel."""
@@ -117,8 +118,8 @@ def read_transforms(obj: Any) -> Read:
             # PIL's filter (and torchvision v2's on uint8 tensors, and any float resize, which follow it)
             pil = antialias and interpolation != "nearest" and (where != "uint8" or version2)
             resize = {"mode": "shorter_side" if len(size) == 1 else "stretch", "size": size[0] if len(size) == 1 else size,
-                      "interpolation": interpolation, "antialias": antialias, "dtype": "float32" if where == "float" else "uint8",
-                      "resampling": "pil" if pil else "auto", **({"size_rounding": "floor"} if len(size) == 1 else {})}
+                      **resize_filter.table(interpolation, antialias, pil), "dtype": "float32" if where == "float" else "uint8",
+                      **({"size_rounding": "floor"} if len(size) == 1 else {})}
             recipe = "torchvision" if where == "pil" else "torch"
         elif _kind(t, ("CenterCrop",)):
             if crop is not None:
@@ -168,9 +169,8 @@ def _read_preset(preset: Any) -> Read:
     size = _side(preset.resize_size)
     crop = _side(preset.crop_size)
     resize = {"mode": "shorter_side" if len(size) == 1 else "stretch", "size": size[0] if len(size) == 1 else size,
-              "interpolation": _interpolation(preset.interpolation, "ImageClassification"), "antialias": True,
+              **resize_filter.table(_interpolation(preset.interpolation, "ImageClassification")),
               **({"size_rounding": "floor"} if len(size) == 1 else {})}
-    resize["resampling"] = "pil" if resize["interpolation"] != "nearest" else "auto"
     return Read({"decode": {"exif_orientation": False}, "resize": resize,
                  "crop": {"size": crop * 2 if len(crop) == 1 else crop, "offset_rounding": "half_even"},
                  "normalize": {"pixel_range": 1.0, "mean": list(map(float, preset.mean)), "std": list(map(float, preset.std))},
@@ -182,7 +182,8 @@ def _read_preset(preset: Any) -> Read:
 TIMM_DEFAULTS = {"crop_pct": 0.875, "crop_mode": "center", "interpolation": "bilinear",
                  "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225)}
 """What timm's ``resolve_data_config`` falls back to (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN/STD)."""
-TIMM_INTERPOLATIONS = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest", "lanczos": "lanczos"}
+TIMM_INTERPOLATIONS = {mode.lower(): interpolation for interpolation, mode in resize_filter.TORCHVISION.items()}
+"""timm's names: torchvision's InterpolationMode values."""
 
 
 def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
@@ -203,8 +204,7 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
                           f"{', '.join(TIMM_INTERPOLATIONS)} are read)")
     crop_pct, mode = float(cfg["crop_pct"]), str(cfg["crop_mode"])
     scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
-    resize = {"interpolation": TIMM_INTERPOLATIONS[interpolation], "antialias": True,
-              "resampling": "pil" if interpolation != "nearest" else "auto"}
+    resize = resize_filter.table(TIMM_INTERPOLATIONS[interpolation])
     if mode == "squash":
         resize.update(mode="stretch", size=list(scale))
     elif mode == "center":
@@ -247,7 +247,8 @@ HF_PROCESSORS = {
     "ConvNextImageProcessor": {**_SHORTEST, **_HALF, "size": {"shortest_edge": 384}, "resample": 3,
                                "crop_pct": 224 / 256},
 }
-HF_RESAMPLE = {0: "nearest", 1: "lanczos", 2: "linear", 3: "cubic"}
+HF_RESAMPLE = {resize_filter.PIL_CODES[resize_filter.PIL[i]]: i for i in resize_filter.TORCHVISION}
+"""PIL's filter codes (Hugging Face's ``resample``) of the interpolations torchvision has."""
 """PIL's resampling codes in ``resample`` -> the spec's interpolation (4 box and 5 hamming have none)."""
 
 
@@ -293,7 +294,7 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
                           f"interpolation holds it")
     interpolation = HF_RESAMPLE[resample]
     size = _hf_size(c["size"], c.get("default_to_square", True), "size")
-    resize = {"interpolation": interpolation, "antialias": True, "resampling": "pil" if interpolation != "nearest" else "auto"}
+    resize = resize_filter.table(interpolation)
     crop = None
     if name == "ConvNextImageProcessor":  # its own resize: crop_pct below 384, a square warp from 384
         edge = size.get("shortest_edge")

@@ -10,6 +10,7 @@ import numpy as np
 
 from harness import operations
 from harness.manifest import load_dalis_nvjpeg
+from harness.operations import resize_filter
 from harness.preprocessing import PREPROCESS_STAGES, opencv
 from harness.reference.base import Recipe, register
 from harness.reference.decoders import decode_with_switches, open_rgb
@@ -58,9 +59,9 @@ class TorchvisionRecipe(Recipe):
 
     Exactly as torchvision does it, rounding included: with ``auto`` rounding, ``Resize(256)``
     truncates the long side (int()) and ``CenterCrop`` rounds offsets half to even; an
-    explicit ``half_up`` sizes and crops by the spec instead. PIL always antialiases when
-    shrinking, so ``antialias = false`` (or ``dtype = "float32"``) resizes the image as a
-    tensor instead, where torchvision honours it.
+    explicit ``half_up`` sizes and crops by the spec instead. PIL always filters when
+    shrinking, so a resize filter without it (or ``dtype = "float32"``) resizes the image as a
+    tensor instead, where torchvision honours it (:func:`harness.operations.resize_filter.on_tensor`).
     """
 
     name = "torchvision"
@@ -71,18 +72,14 @@ class TorchvisionRecipe(Recipe):
     def __init__(self, p: Preprocess):
         load_dalis_nvjpeg()  # before torchvision, whose nvJPEG would otherwise be DALI's
         from torchvision import transforms as T
-        from torchvision.transforms import InterpolationMode as IM
 
-        modes = {"nearest": IM.NEAREST, "linear": IM.BILINEAR, "cubic": IM.BICUBIC, "lanczos": IM.LANCZOS}
-        if p.resize.interpolation not in modes:
-            raise SpecError(f"torchvision has no '{p.resize.interpolation}' interpolation; use one of {', '.join(modes)}")
+        if (reason := operations.refusal(self.name, p)) is not None:
+            raise SpecError(reason)
         self.p = p
-        self.on_tensor = self.force_tensor or not p.resize.antialias or p.resize.dtype == "float32"
-        if self.on_tensor and p.resize.interpolation == "lanczos" and p.resize.resampling != "pil":  # v2's has it
-            raise SpecError("torchvision resizes tensors without lanczos; set resize.antialias = true to use PIL")
-        self._interpolation = modes[p.resize.interpolation]
-        size = p.resize.size[0] if p.resize.mode == "shorter_side" else (p.resize.size[0], p.resize.size[-1])
-        self._resize = T.Resize(size, interpolation=self._interpolation, antialias=p.resize.antialias)
+        self.on_tensor = resize_filter.on_tensor(p, self.force_tensor)
+        self._filter = resize_filter.OPERATION.kernels[self.name]
+        # torchvision's Resize(size): the shorter side's length, or both sides
+        self._size = p.resize.size[0] if p.resize.mode == "shorter_side" else [p.resize.size[0], p.resize.size[-1]]
         # a detector's resize: the sizes of its geometry (harness.geometry), then its padding
         self._crop = T.CenterCrop(p.crop.size)
 
@@ -98,24 +95,11 @@ class TorchvisionRecipe(Recipe):
         if self.p.resize.for_detector:
             return self._detector_resize(self._as_tensor(image) if self.on_tensor else image)
         if self.on_tensor:
-            import torch
-            from torchvision.transforms.functional import pil_to_tensor
-
-            image = pil_to_tensor(image)
-            if self.p.resize.dtype == "float32":
-                image = image.to(torch.float32)
-        if self.on_tensor and self.p.resize.resampling == "pil":
-            # torchvision v2's kernel on uint8 tensors follows PIL (its 8-bit intermediate too); v1's
-            # goes through float (a cubic overshoot then clips once: up to 14 levels apart)
-            from torchvision.transforms.v2 import functional as F2
-
-            return F2.resize(image, self._size_of(image), interpolation=self._interpolation, antialias=True)
-        if self.p.resize.size_rounding == "half_up" and self.p.resize.mode == "shorter_side":
-            from torchvision.transforms import functional as F
-
-            return F.resize(image, self._size_of(image), interpolation=self._interpolation,
-                            antialias=self.p.resize.antialias)
-        return self._resize(image)
+            image = self._as_tensor(image)
+        # the spec's own sizes where PIL's resampling runs on a tensor or sizes round half up; else torchvision's
+        exact = (self.on_tensor and self.p.resize.resampling == "pil") or (
+            self.p.resize.size_rounding == "half_up" and self.p.resize.mode == "shorter_side")
+        return self._filter(image, self._size_of(image) if exact else self._size, self.p)
 
     def _size_of(self, image) -> list[int]:
         """The output size torchvision is given: the spec's where it rounds half up, else
@@ -142,7 +126,7 @@ class TorchvisionRecipe(Recipe):
         g = self.p.resize.geometry(height, width)
         if g.resized == (height, width):
             return image
-        return F.resize(image, list(g.resized), interpolation=self._interpolation, antialias=self.p.resize.antialias)
+        return self._filter(image, list(g.resized), self.p)
 
     def crop(self, image):
         if self.p.resize.mode == "letterbox":
@@ -182,13 +166,13 @@ class TorchvisionRecipe(Recipe):
         path = "uint8 tensor" if self.on_tensor else "PIL"
         size = list(r.size) if not r.for_detector else r.extent()
         crop = {"letterbox": "Pad", "limit_side": "no crop"}.get(r.mode, "CenterCrop")
-        return (f"torchvision: PIL decode, Resize({size}, {r.interpolation}, antialias={r.antialias}) on {path}, "
+        return (f"torchvision: PIL decode, Resize({size}, {resize_filter.arguments(self.p)}) on {path}, "
                 f"{crop}, ToTensor, Normalize")
 
     @classmethod
     def model_inputs(cls, p):
         # The common torchvision training recipe: PIL's resize, which always antialiases.
-        return super().model_inputs(with_overrides(p, resize={"antialias": True}))
+        return super().model_inputs(with_overrides(p, **resize_filter.ANTIALIAS.table_of(True)))
 
 
 @register
@@ -228,5 +212,5 @@ class DaliRecipe(Recipe):
 
     def describe(self):
         r = self.p.resize
-        return (f"dali (CPU): decoders.image, resize({r.extent()}, {r.interpolation}, "
-                f"antialias={r.antialias}), {'crop' if r.cropped == 'center crop' else r.cropped}, normalize")
+        return (f"dali (CPU): decoders.image, resize({r.extent()}, {resize_filter.arguments(self.p)}), "
+                f"{'crop' if r.cropped == 'center crop' else r.cropped}, normalize")

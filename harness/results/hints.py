@@ -10,7 +10,7 @@ from harness.verdict import Verdict
 STAGE_HINTS = {
     Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
                   "EXIF orientation (decode.exif_orientation), or a different decoder library",
-    Stage.RESIZE: "resize: interpolation, antialias, output-size rounding (resize.size_rounding), resize on uint8 "
+    Stage.RESIZE: f"resize: {operations.hint(Stage.RESIZE)}, output-size rounding (resize.size_rounding), resize on uint8 "
                   "vs float, shorter-side vs stretch, or a detector's limit type and length (resize.limit_type, "
                   "limit_side_len) or letterbox size and scaleup (resize.*)",
     Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), a letterbox's padding (where it "
@@ -48,7 +48,7 @@ def explain(stage: Stage, verdict: Verdict, isolated_verdict: Verdict | None) ->
     return why
 
 
-INPUT_INHERITED = ("the image that reached the normalization: the resize (interpolation, antialias, rounding, a "
+INPUT_INHERITED = (f"the image that reached the normalization: the resize ({operations.hint(Stage.RESIZE)}, rounding, a "
                    "detector's limit type and length: resize.*) or a letterbox's placement (where the padding goes, "
                    "its grey, its rounding: resize.pad_position, pad_value, pad_rounding, auto)")
 """The input stage's causes when its normalization alone agrees, or where no earlier stage is

@@ -15,6 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
+from harness.operations import resize_filter
 from harness.postprocessing import ArgmaxParams, SaliencyParams, parameters
 
 MATTE, MASK = 0, 1
@@ -24,8 +25,7 @@ MATTE, MASK = 0, 1
 def _filter(name: str):
     from PIL import Image
 
-    return {"nearest": Image.NEAREST, "linear": Image.BILINEAR, "cubic": Image.BICUBIC, "lanczos": Image.LANCZOS,
-            "area": Image.BOX}[name]
+    return getattr(Image, resize_filter.PIL[name])
 
 
 def _plane(output: np.ndarray, planes: int | None = 1) -> np.ndarray:

@@ -1,0 +1,126 @@
+"""The preprocessing operations' registry (harness/operations/): one module per operation,
+which every backend, the spec and diagnose read. No server."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import operations
+from harness.operations.base import Alternative, Key, Operation
+from harness.paths import DEFAULT_PHOTOS as PHOTOS_DIR
+from harness.preprocessing import opencv
+from harness.reference import BUILT_IN
+from harness.spec import Preprocess, SpecError, parse_spec, with_overrides
+from harness.stage import Stage
+
+ROOT = Path(__file__).resolve().parents[1]
+MIGRATED = ("channel_order", "divide_by", "\"lanczos\"")
+"""Spec keys (and values) whose operation is one module: each named in at most 3 source files."""
+
+
+@pytest.mark.parametrize("key", MIGRATED)
+def test_a_migrated_key_is_named_in_at_most_three_source_files(key):
+    named = subprocess.run(["grep", "-rlF", "--include=*.py", "-e", key, "harness", "loadtest"], cwd=ROOT,
+                           capture_output=True, text=True, check=False).stdout.split()
+    assert len(named) <= 3, f"{key} is named in {len(named)} files: {sorted(named)}"
+
+
+def test_every_key_with_choices_is_validated_by_the_spec_naming_it():
+    for key in operations.keys():
+        if not key.choices:
+            continue
+        with pytest.raises(SpecError, match=rf"{key.path} = 'nonsense'; expected one of"):
+            parse_spec({key.table: {key.name: "nonsense"}}, "t.toml")
+
+
+def test_the_spec_defaults_are_the_operations_defaults():
+    p = Preprocess()
+    for key in operations.keys():
+        assert getattr(getattr(p, key.table), key.name) == key.default, key.path
+
+
+@pytest.fixture
+def toy_operation(monkeypatch):
+    """An operation registered for the test only: the input plus one, in every backend."""
+    monkeypatch.setattr(operations, "OPERATIONS", dict(operations.OPERATIONS))
+    op = Operation("plus one", Stage.INPUT, (Key("input", "plus_one", False),), hint="the toy's plus one",
+                   alternatives=lambda recipe, ref, deployed: [Alternative("no plus one", "plus one", {})])
+    for backend in ("opencv", "torchvision", "torch"):
+        op.kernel(backend)(lambda x, p: x + 1)
+    return operations.register(op)
+
+
+def test_a_registered_operation_runs_in_every_backend_step_of_its_stage(toy_operation):
+    """The backends loop over the stage's operations: a new one needs no change to their steps."""
+    photo = (PHOTOS_DIR / "baboon.jpg").read_bytes()
+    p = Preprocess()
+    for recipe in ("opencv", "torchvision"):
+        with_toy = BUILT_IN[recipe](p)(photo)[Stage.INPUT]
+        operations.OPERATIONS.pop("plus one")
+        without = BUILT_IN[recipe](p)(photo)[Stage.INPUT]
+        operations.register(toy_operation)
+        np.testing.assert_allclose(with_toy, without + 1, atol=1e-5, err_msg=recipe)
+    assert "the toy's plus one" in operations.hint(Stage.INPUT)
+
+
+def test_a_backend_without_a_kernel_says_so_by_the_one_rule(toy_operation):
+    """No DALI kernel: the DALI graph refuses the spec, and so does diagnose's check of what the
+    deployment can take, with one reason."""
+    from harness.preprocessing import dali_graph
+
+    reason = operations.refusal("dali", Preprocess())
+    assert reason == "dali has no kernel for the plus one"
+    with pytest.raises(SpecError, match="dali has no kernel for the plus one"):
+        dali_graph.check_supported(Preprocess())
+    assert operations.refusal("opencv", Preprocess()) is None
+    opencv.check_supported(Preprocess())
+
+
+def test_a_kernel_that_cannot_do_a_value_refuses_it_for_serving_and_for_diagnose():
+    area = with_overrides(Preprocess(), resize={"interpolation": "area"})
+    reason = operations.refusal("dali", area)
+    assert reason and "no 'area' interpolation" in reason
+    from harness.preprocessing import dali_graph
+
+    with pytest.raises(SpecError, match="no 'area' interpolation"):
+        dali_graph.check_supported(area)
+    with pytest.raises(SpecError, match="no 'area' interpolation"):
+        BUILT_IN["torchvision"](area)
+    assert operations.refusal("opencv", area) is None
+
+
+@pytest.mark.parametrize("table", [{"input": {"channel_order": "BGR"}},
+                                   {"input": {"channel_order": "BGR"},
+                                    "normalize": {"divide_by": "max", "pixel_range": 1.0, "mean": [0.4, 0.5, 0.6],
+                                                  "std": [0.2, 0.25, 0.3]}}])
+def test_the_input_kernels_of_every_backend_agree(table):
+    """The same crop through OpenCV's, torchvision's and DALI's input kernels (normalization, then
+    channel order): one operation, three libraries, the same model input."""
+    import torch
+
+    p = with_overrides(Preprocess(), **table)
+    crop = opencv.decode((PHOTOS_DIR / "fruits.jpg").read_bytes(), p.decode)[:224, :224]
+    numpy = np.ascontiguousarray(operations.apply(Stage.INPUT, "opencv", crop, p))
+    tensor = torch.from_numpy(np.ascontiguousarray(crop.transpose(2, 0, 1))).to(torch.float32)
+    torchvision = operations.apply(Stage.INPUT, "torchvision", tensor, p).numpy()
+    np.testing.assert_allclose(torchvision, numpy, atol=2e-5)
+    np.testing.assert_allclose(_dali_input(crop, p), numpy, atol=2e-5)
+
+
+def _dali_input(crop: np.ndarray, p: Preprocess) -> np.ndarray:
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def pipeline():
+        image = fn.external_source(name="CROP", device="cpu", dtype=types.UINT8, ndim=3, layout="HWC")
+        return operations.apply(Stage.INPUT, "dali", image, p)
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.feed_input("CROP", [np.ascontiguousarray(crop)])
+    (out,) = pipe.run()
+    return np.array(out[0])
