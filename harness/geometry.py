@@ -45,6 +45,11 @@ class LimitSide:
     rounding. None: no limit, as rapidocr's ``DetPreProcess`` (which shrinks photos to 2000
     before detecting instead)."""
 
+    @property
+    def limits_longer_side(self) -> bool:
+        """``max``: the longer side is limited (shrunk to the length); ``min``: the shorter (enlarged)."""
+        return self.limit_type == "max"
+
     def __post_init__(self):
         if self.limit_type not in ("min", "max"):
             raise GeometryError(f"limit_type must be 'min' or 'max', not {self.limit_type!r}")
@@ -77,6 +82,11 @@ class Letterbox:
     """Pad only up to the next multiple of ``stride`` (a rectangle, not ``size``)."""
     scaleup: bool = True
     """False: never enlarge (only shrink), as YOLO validates."""
+
+    @property
+    def pads_after_only(self) -> bool:
+        """All the padding at the bottom and right (``top_left``)."""
+        return self.pad_position == "top_left"
 
     def __post_init__(self):
         if len(self.size) != 2 or min(self.size) <= 0:
@@ -162,7 +172,7 @@ def limit_side_geometry(height: int, width: int, p: LimitSide) -> Geometry:
     ratio)``), capped (the longer side to ``max_side_limit``, truncated again), then
     ``round(side / multiple) * multiple``."""
     _check_source(height, width)
-    if p.limit_type == "max":
+    if p.limits_longer_side:
         ratio = p.limit_side_len / max(height, width) if max(height, width) > p.limit_side_len else 1.0
     else:
         ratio = p.limit_side_len / min(height, width) if min(height, width) < p.limit_side_len else 1.0
@@ -199,7 +209,7 @@ def letterbox_padding(height: int, width: int, p: Letterbox) -> tuple[int, int, 
 
 def _split(total: int, p: Letterbox) -> tuple[int, int]:
     """(before, after) padding of one axis."""
-    if p.pad_position == "top_left":
+    if p.pads_after_only:
         return 0, total
     if p.pad_rounding == "half_up":
         before = (total + 1) // 2

@@ -67,7 +67,7 @@ from typing import Any, Mapping
 
 from harness import operations
 from harness.errors import HarnessError
-from harness.operations import channels, normalization, resize_filter
+from harness.operations import channels, normalization, resize_filter, resize_mode
 
 SPEC_FILENAME = "preprocessing.toml"
 """Name of the spec at the root of a model repository; every model there reads it unless its
@@ -82,16 +82,9 @@ def spec_name_of(config: Mapping[str, Any]) -> str:
     value = config.get("parameters", {}).get(SPEC_PARAMETER, {}).get("string_value")
     return value or SPEC_FILENAME
 
-RESIZE_MODES = ("shorter_side", "stretch", "letterbox", "limit_side")
-DETECTOR_MODES = ("letterbox", "limit_side")
-"""The resizes detectors train with (:mod:`harness.geometry`): they make the model
-input themselves (padding included), so the spec has no crop and inputs vary in size."""
-PAD_POSITIONS = ("center", "top_left")
-PAD_ROUNDINGS = ("yolo", "half_up")
-LIMIT_TYPES = ("min", "max")
+DETECTOR_MODES = resize_mode.DETECTOR_MODES
 DTYPES = ("uint8", "float32")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
-SIZE_ROUNDINGS = ("auto", "half_up", "floor")
 OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
 
 
@@ -120,7 +113,7 @@ class DecodeSpec:
 class ResizeSpec:
     """Resize before the crop. Output sizes round half up, as DALI rounds them."""
 
-    mode: str = "shorter_side"
+    mode: str = resize_mode.MODE.default
     """``shorter_side``: scale so the shorter side is ``size``, keeping the aspect ratio;
     ``stretch``: scale to exactly ``size`` (an int for a square, or [height, width])."""
     size: tuple[int, ...] = (256,)
@@ -129,7 +122,7 @@ class ResizeSpec:
     """Low-pass filter when scaling down (DALI and PIL do by default, cv2 INTER_LINEAR cannot)."""
     dtype: str = "uint8"
     """Resize output type: ``uint8`` rounds to integers, ``float32`` keeps fractions."""
-    size_rounding: str = "auto"
+    size_rounding: str = resize_mode.SIZE_ROUNDING.default
     """How the kept-aspect side's length rounds in ``shorter_side`` mode: ``half_up`` (DALI),
     ``floor`` (torchvision's int(), and a hand-written ``int(w * 256 / h)``), or ``auto``: the
     library's own."""
@@ -146,10 +139,10 @@ class ResizeSpec:
     # letterbox (YOLO): scale to fit ``size`` keeping the aspect ratio, then pad
     pad_value: int = 114
     """The padding's grey level (YOLO trains with 114)."""
-    pad_position: str = "center"
+    pad_position: str = resize_mode.PAD_POSITION.default
     """``center``: the padding split between both sides; ``top_left``: all of it at the bottom
     and right (what DALI's ``fn.pad`` gives: the port bug of ultralytics #20573)."""
-    pad_rounding: str = "yolo"
+    pad_rounding: str = resize_mode.PAD_ROUNDING.default
     """How an odd padding splits: ``yolo`` (``round(d/2 -+ 0.1)``: the odd pixel after) or
     ``half_up`` (the odd pixel before)."""
     stride: int = 32
@@ -159,7 +152,7 @@ class ResizeSpec:
     """False: never enlarge, only shrink (YOLO's validation)."""
     # limit_side (PaddleOCR's detector): scale a side to ``limit_side_len``, sides to multiples
     limit_side_len: int = 736
-    limit_type: str = "min"
+    limit_type: str = resize_mode.LIMIT_TYPE.default
     """``min``: enlarge until the shorter side is ``limit_side_len``; ``max``: shrink until the
     longer side is."""
     multiple: int = 32
@@ -185,6 +178,11 @@ class ResizeSpec:
     def cropped(self) -> str:
         """What the ``crop`` stage does, in words: a center crop, a letterbox's padding, or nothing."""
         return {"letterbox": "pad", "limit_side": "no crop"}.get(self.mode, "center crop")
+
+    @property
+    def stretches(self) -> bool:
+        """A stretch to exactly ``size`` (the aspect ratio not kept)."""
+        return self.mode == "stretch"
 
     @property
     def for_detector(self) -> bool:
@@ -607,12 +605,12 @@ def _validate(p: Preprocess, source: str) -> None:
     if load is not None and (not isinstance(load, float) or not 0.0 <= load <= 1.0):
         raise SpecError(f"{source}: decode.hw_decoder_load = {load!r}; expected a number from 0 to 1 (or no key: DALI's "
                         "default)")
-    _check_choice(f"{source}: resize.mode", p.resize.mode, RESIZE_MODES)
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
     for key in operations.keys():
+        if key.applies is not None and not key.applies(p):
+            continue
         if (wrong := key.check(getattr(getattr(p, key.table), key.name), f"{source}: ")) is not None:
             raise SpecError(wrong)
-    _check_choice(f"{source}: resize.size_rounding", p.resize.size_rounding, SIZE_ROUNDINGS)
     if (wrong := operations.invalid(p)) is not None:
         raise SpecError(f"{source}: {wrong}")
     _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
@@ -643,9 +641,6 @@ def _validate_detector(p: Preprocess, source: str) -> None:
     from harness.geometry import GeometryError
 
     r = p.resize
-    _check_choice(f"{source}: resize.pad_position", r.pad_position, PAD_POSITIONS)
-    _check_choice(f"{source}: resize.pad_rounding", r.pad_rounding, PAD_ROUNDINGS)
-    _check_choice(f"{source}: resize.limit_type", r.limit_type, LIMIT_TYPES)
     if r.mode == "letterbox" and (not 1 <= len(r.size) <= 2 or any(not isinstance(s, int) or s <= 0 for s in r.size)):
         raise SpecError(f"{source}: resize.size must be a positive int or [height, width], got {list(r.size)}")
     sides = {"resize.size": max(r.size)} if r.mode == "letterbox" else {"resize.limit_side_len": r.limit_side_len,

@@ -35,6 +35,7 @@ import shapely
 from PIL import Image, ImageDraw, ImageFont
 
 from harness.detection.boxes import order_clockwise, polygons
+from harness.operations import resize_mode
 
 WORDS = (
     "EXIT", "OPEN", "Coffee", "harbour", "STOP", "river", "Station", "garden", "NORTH", "ticket", "Bakery", "window",
@@ -235,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text.add_argument("photos", type=Path)
     text.add_argument("out", type=Path)
     text.add_argument("--limit-side", type=int, default=736, help="the detector's limit side (default: rapidocr's 736)")
-    text.add_argument("--limit-type", choices=("min", "max"), default="min")
+    text.add_argument("--limit-type", choices=resize_mode.LIMIT_TYPES, default=resize_mode.LIMIT_TYPE.default,
+                      dest="limit")
     text.add_argument("--min-score", type=float, default=0.6)
     args = parser.parse_args(argv)
     if not args.photos.is_dir():
@@ -252,9 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.detection.detector import TextDetector
     from harness.geometry import LimitSide
 
-    detector = TextDetector(LimitSide(args.limit_side, args.limit_type))
+    detector = TextDetector(LimitSide(args.limit_side, args.limit))
     found = find_text(photos, detector, args.min_score, progress=lambda s: print(s, file=sys.stderr))
-    setting = f"PP-OCRv6_det_small, limit side {args.limit_side} {args.limit_type}, db defaults"
+    setting = f"PP-OCRv6_det_small, limit side {args.limit_side} {args.limit}, db defaults"
     args.out.write_text(json.dumps({"detector": setting,
                                     "min_score": args.min_score, "searched": len(photos),
                                     "photos": found}, indent=1) + "\n")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness import operations
 from harness.diagnose.catalogue import Hypothesis, plain, resolve_auto, result_key
+from harness.operations import resize_mode
 from harness.spec import Preprocess, Spec, SpecError, load_spec, to_table, with_overrides
 
 if TYPE_CHECKING:
@@ -218,17 +219,8 @@ def corrected(spec: Spec, recipe: str, preprocess: Preprocess, postprocess: Mapp
 def fingerprint(recipe: str, p: Preprocess) -> str:
     """A preprocessing in words, e.g. "RGB; stretched to 224x224 (linear, antialias, torchvision
     on uint8); mean [...] std [...] on the 0-255 scale"."""
-    r = p.resize
-    resize = {"stretch": f"stretched to {'x'.join(map(str, r.size))}", "shorter_side": f"shorter side to {r.size[0]}",
-              "letterbox": f"letterboxed to {r.size[0]}x{r.size[-1]} (padded with {r.pad_value}, "
-                           f"{'centred' if r.pad_position == 'center' else 'at the bottom and right'}"
-                           + (f", to a multiple of {r.stride}" if r.auto else "") + ("" if r.scaleup else ", never enlarged")
-                           + ")",
-              "limit_side": f"{'shorter' if r.limit_type == 'min' else 'longer'} side limited to {r.limit_side_len}, "
-                            f"sides multiples of {r.multiple}"}.get(r.mode, r.extent())
+    resize = operations.OPERATIONS["resize mode"].describe(p, recipe)
     how = operations.OPERATIONS["resize filter"].describe(p, recipe)
-    # A detector's resize makes the model input itself: no crop to speak of.
-    crop = f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode == "shorter_side" or (
-        r.mode == "stretch" and tuple(p.crop.size) != tuple(r.size)) else ""
+    crop = resize_mode.crop_words(p)
     return (f"{operations.OPERATIONS['channel order'].describe(p, recipe)}; {resize} ({how}){crop}; "
             f"{operations.OPERATIONS['normalization'].describe(p, recipe)}")

@@ -10,7 +10,6 @@ the search can draw them again on top of the changes found so far.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -86,18 +85,9 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
     hs.append(H(f"resize on {'uint8' if ref.resize.dtype == 'float32' else 'float32'}", "resize dtype",
                 {"resize": {"dtype": "uint8" if ref.resize.dtype == "float32" else "float32"}}))
+    hs += of_operations(recipe, ref, deployed, "resize mode")
     if ref.resize.for_detector:  # a detector's resize makes the model input itself: no crop, no size rounding
-        return _unique(hs + _detector_hypotheses(ref, deployed) + _common_hypotheses(recipe, ref, deployed), recipe, ref)
-    crop = list(ref.crop.size)
-    modes = [("stretch", crop), ("stretch", [ref.resize.size[0]] * 2), ("shorter_side", [256])]
-    if deployed.resize != ref.resize:
-        modes.append((deployed.resize.mode, list(deployed.resize.size)))
-    for mode, size in modes:
-        if (mode, tuple(size)) != (ref.resize.mode, ref.resize.size) and (mode != "shorter_side" or len(size) == 1):
-            what = f"shorter side {size[0]} + center crop" if mode == "shorter_side" else f"stretch to {size[0]}x{size[-1]}"
-            hs.append(H(f"resize mode: {what}", "resize mode", {"resize": {"mode": mode, "size": size}}))
-    hs += [H(f"size rounding {r}", "output-size rounding", {"resize": {"size_rounding": r}})
-           for r in ("half_up", "floor") if r != ref.resize.size_rounding]
+        return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
     hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
            for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
     return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
@@ -105,7 +95,7 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
 
 PARTNERS = (
     ("resize antialias", "resize interpolation"),  # the resize filter, where a catalogue offers its halves apart
-    ("limit type", "limit side length"),  # PaddleOCR's det_limit_type with its det_limit_side_len
+    ("limit type", "limit side length"),  # PaddleOCR's limit type with its side length (det_limit_*)
     ("output-size rounding", "crop offset rounding"),  # one library's rounding, of sizes and offsets alike
     ("normalization scale", "normalization values"),  # the pixels' scale with the mean/std written for it
     ("letterbox pad position", "letterbox padding rounding"),  # where the padding goes, and its odd pixel
@@ -151,46 +141,6 @@ def setting_key(h: Hypothesis, recipe: str, ref: Preprocess) -> tuple:
     """What ``h`` makes of ``ref`` under ``recipe``: two hypotheses with one key are the same
     setting (raises :class:`SpecError` where it cannot be made)."""
     return h.recipe or recipe, with_overrides(ref, **h.overrides), h.fp16, h.bgr_images, h.postprocess
-
-
-LETTERBOX_PAD_VALUES = (114, 0, 128, 127)
-"""Grey levels letterbox ports pad with: YOLO's 114, black, and mid-grey either way."""
-LIMIT_SIDE_LENGTHS = (736, 960, 640, 1280, 480)
-"""``limit_side_len`` values PaddleOCR's configs and ports use (736 rapidocr, 960 PaddleOCR's
-det config, 640 and 1280 in YOLO-style ports, 480 for speed)."""
-
-
-def _detector_hypotheses(ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
-    """A detector's resize culprits: where the padding goes and how it rounds, its grey, the
-    stride and ``auto``, never enlarging, the limit's type and length, and a plain stretch
-    instead of the letterbox (the port bugs of ultralytics #20573, PaddleOCR #9116, ...)."""
-    H, r = Hypothesis, ref.resize
-    hs = []
-    if r.mode == "letterbox":
-        other = "top_left" if r.pad_position == "center" else "center"
-        hs.append(H(f"padding {'at the bottom and right' if other == 'top_left' else 'centred'}", "letterbox pad position",
-                    {"resize": {"pad_position": other}}))
-        hs += [H(f"padded with {v}", "letterbox pad value", {"resize": {"pad_value": v}})
-               for v in LETTERBOX_PAD_VALUES if v != r.pad_value]
-        rounding = "half_up" if r.pad_rounding == "yolo" else "yolo"
-        hs.append(H(f"odd padding pixel {'before' if rounding == 'half_up' else 'after'} the image",
-                    "letterbox padding rounding", {"resize": {"pad_rounding": rounding}}))
-        hs.append(H(f"auto {'off' if r.auto else 'on'} (padded {'to the full size' if r.auto else 'to the stride'})",
-                    "letterbox stride/auto", {"resize": {"auto": not r.auto}}))
-        hs.append(H(f"scaleup {'off' if r.scaleup else 'on'}", "letterbox scaleup", {"resize": {"scaleup": not r.scaleup}}))
-        size = [r.size[0], r.size[-1]]  # the stretched image is the model input: its crop takes all of it
-        hs.append(H(f"stretch to {size[0]}x{size[1]} instead of the letterbox", "stretch instead of letterbox",
-                    {"resize": {"mode": "stretch", "size": size}, "crop": {"size": size}}))
-    if r.mode == "limit_side":
-        other = "max" if r.limit_type == "min" else "min"
-        hs.append(H(f"limit type {other}", "limit type", {"resize": {"limit_type": other}}))
-        lengths = [*LIMIT_SIDE_LENGTHS, *([deployed.resize.limit_side_len] if deployed.resize.mode == "limit_side" else [])]
-        hs += [H(f"limit side {n}", "limit side length", {"resize": {"limit_side_len": n}})
-               for n in dict.fromkeys(lengths) if n != r.limit_side_len]
-    if deployed.resize != r and deployed.resize.for_detector:
-        hs.append(H("the deployed spec's resize", "detector resize",
-                    {"resize": {k: plain(v) for k, v in dataclasses.asdict(deployed.resize).items()}}))
-    return hs
 
 
 def _common_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:

@@ -88,9 +88,9 @@ def hint(stage: Stage) -> str:
 
 
 # The built-in operations, in pipeline order: within a stage, the order their kernels run.
-from harness.operations import channels, normalization, resize_filter  # noqa: E402
+from harness.operations import channels, normalization, resize_filter, resize_mode  # noqa: E402
 
-for _operation in (resize_filter.OPERATION, normalization.OPERATION, channels.OPERATION):
+for _operation in (resize_filter.OPERATION, resize_mode.OPERATION, normalization.OPERATION, channels.OPERATION):
     register(_operation)
 
 

@@ -28,6 +28,8 @@ class Key:
     doc: str = ""
     omitted_at_default: bool = False
     """Left out of a spec's table at its default (a key added later: tables written before read the same)."""
+    applies: Callable[[Any], bool] | None = None
+    """Whether a spec uses the key (None: always): a key it does not use is not checked."""
 
     @property
     def path(self) -> str:
@@ -105,7 +107,7 @@ class Operation:
     def refusal(self, backend: str, p: Any) -> str | None:
         """The one rule: why ``backend`` cannot do this operation as ``p`` asks (no kernel, or
         its kernel refuses the values); None where it can."""
-        if backend not in self.kernels:
+        if self.kernels and backend not in self.kernels:  # (no kernels at all: its arithmetic is elsewhere yet)
             return f"{backend} has no kernel for the {self.name}"
         refuses = self.refusals.get(backend)
         return refuses(p) if refuses is not None else None

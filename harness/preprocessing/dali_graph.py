@@ -85,7 +85,7 @@ def resize(image, p: Preprocess):
         if spec.resampling == "pil":
             return dali_pil.resize(image, spec, height, width)
         extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
-    elif spec.mode == "stretch":
+    elif spec.stretches:
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
     else:
         extent = dict(resize_shorter=spec.size[0])

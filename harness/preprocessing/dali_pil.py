@@ -51,7 +51,7 @@ def output_sizes(image, spec: ResizeSpec):
     side rounded as ``spec.size_rounding`` says: torchvision's ``int(size * long / short)`` for
     ``floor``, in float64 as Python computes it."""
     h, w = _sides(image)
-    if spec.mode == "stretch":
+    if spec.stretches:
         return 0.0 * h + float(spec.size[0]), 0.0 * w + float(spec.size[-1])
     size = float(spec.size[0])
     height_shorter = h <= w

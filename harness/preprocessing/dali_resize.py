@@ -45,7 +45,7 @@ def _resize(image, height, width):
 def limit_side_sizes(image, p: LimitSide):
     """(height, width) float64 nodes of the resized image."""
     h, w = _sides(image)
-    if p.limit_type == "max":
+    if p.limits_longer_side:
         longer = dmath.max(h, w)
         ratio = 1.0 + (longer > p.limit_side_len) * (p.limit_side_len / longer - 1.0)
     else:
@@ -76,7 +76,7 @@ def letterbox_padding(resized, p: Letterbox):
     dh, dw = float(p.size[0]) - new_h, float(p.size[1]) - new_w
     if p.auto:
         dh, dw = dh - p.stride * dmath.floor(dh / p.stride), dw - p.stride * dmath.floor(dw / p.stride)
-    if p.pad_position == "top_left":
+    if p.pads_after_only:
         top, left = 0.0 * dh, 0.0 * dw
     elif p.pad_rounding == "half_up":
         top, left = dmath.floor((dh + 1.0) / 2.0), dmath.floor((dw + 1.0) / 2.0)

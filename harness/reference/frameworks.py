@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.operations import resize_filter
+from harness.operations import resize_filter, resize_mode
 from harness.operations.channels import section as input_order
 from harness.spec import SpecError, parse_spec
 
@@ -117,8 +117,8 @@ def read_transforms(obj: Any) -> Read:
             antialias = True if where == "pil" else bool(getattr(t, "antialias", True))
             # PIL's filter (and torchvision v2's on uint8 tensors, and any float resize, which follow it)
             pil = antialias and interpolation != "nearest" and (where != "uint8" or version2)
-            resize = {"mode": "shorter_side" if len(size) == 1 else "stretch", "size": size[0] if len(size) == 1 else size,
-                      **resize_filter.table(interpolation, antialias, pil), "dtype": "float32" if where == "float" else "uint8",
+            resize = {**resize_mode.scale(size), **resize_filter.table(interpolation, antialias, pil),
+                      "dtype": "float32" if where == "float" else "uint8",
                       **({"size_rounding": "floor"} if len(size) == 1 else {})}
             recipe = "torchvision" if where == "pil" else "torch"
         elif _kind(t, ("CenterCrop",)):
@@ -168,8 +168,7 @@ def _read_preset(preset: Any) -> Read:
     ``pil_to_tensor``, ``convert_image_dtype`` (0-1), ``normalize``."""
     size = _side(preset.resize_size)
     crop = _side(preset.crop_size)
-    resize = {"mode": "shorter_side" if len(size) == 1 else "stretch", "size": size[0] if len(size) == 1 else size,
-              **resize_filter.table(_interpolation(preset.interpolation, "ImageClassification")),
+    resize = {**resize_mode.scale(size), **resize_filter.table(_interpolation(preset.interpolation, "ImageClassification")),
               **({"size_rounding": "floor"} if len(size) == 1 else {})}
     return Read({"decode": {"exif_orientation": False}, "resize": resize,
                  "crop": {"size": crop * 2 if len(crop) == 1 else crop, "offset_rounding": "half_even"},
@@ -206,7 +205,7 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
     scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
     resize = resize_filter.table(TIMM_INTERPOLATIONS[interpolation])
     if mode == "squash":
-        resize.update(mode="stretch", size=list(scale))
+        resize.update(resize_mode.stretch(scale))
     elif mode == "center":
         if height != width:
             raise NotReadable(f"{where}: crop_mode center with a non-square input_size {[height, width]}: timm's "
@@ -304,11 +303,11 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
             resize.update(mode="shorter_side", size=int(edge / float(c["crop_pct"])), size_rounding="floor")
             crop = [edge, edge]
         else:
-            resize.update(mode="stretch", size=[edge, edge])
+            resize.update(resize_mode.stretch([edge, edge]))
     elif set(size) == {"shortest_edge"}:
         resize.update(mode="shorter_side", size=int(size["shortest_edge"]), size_rounding="floor")
     elif set(size) == {"height", "width"}:
-        resize.update(mode="stretch", size=[int(size["height"]), int(size["width"])])
+        resize.update(resize_mode.stretch([int(size["height"]), int(size["width"])]))
     else:
         raise NotReadable(f"{where}: size {size}: {', '.join(sorted(set(size) - {'height', 'width', 'shortest_edge'}))} "
                           "bounds a side the spec's resize does not (it has shortest_edge, or height and width)")

@@ -4,18 +4,16 @@
 from __future__ import annotations
 
 from harness import operations
+from harness.operations import resize_filter, resize_mode
 from harness.stage import Stage
 from harness.verdict import Verdict
 
 STAGE_HINTS = {
     Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
                   "EXIF orientation (decode.exif_orientation), or a different decoder library",
-    Stage.RESIZE: f"resize: {operations.hint(Stage.RESIZE)}, output-size rounding (resize.size_rounding), resize on uint8 "
-                  "vs float, shorter-side vs stretch, or a detector's limit type and length (resize.limit_type, "
-                  "limit_side_len) or letterbox size and scaleup (resize.*)",
-    Stage.CROP: "crop: size or offset rounding (crop.size, crop.offset_rounding), a letterbox's padding (where it "
-                "goes, its grey, its rounding, auto: resize.pad_position, pad_value, pad_rounding, auto), or a "
-                "different resize mode upstream",
+    Stage.RESIZE: f"resize: {operations.hint(Stage.RESIZE)}",
+    Stage.CROP: f"crop: size or offset rounding (crop.size, crop.offset_rounding), a letterbox's padding "
+                f"({resize_mode.PADDING_WORDS}), or a different resize mode upstream",
     Stage.INPUT: f"normalization: {operations.hint(Stage.INPUT)}",
     Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",
     Stage.POSTPROCESS: "the task's result follows from the output; where the postprocessing alone diverges, the "
@@ -48,9 +46,9 @@ def explain(stage: Stage, verdict: Verdict, isolated_verdict: Verdict | None) ->
     return why
 
 
-INPUT_INHERITED = (f"the image that reached the normalization: the resize ({operations.hint(Stage.RESIZE)}, rounding, a "
+INPUT_INHERITED = (f"the image that reached the normalization: the resize ({resize_filter.OPERATION.hint}, rounding, a "
                    "detector's limit type and length: resize.*) or a letterbox's placement (where the padding goes, "
-                   "its grey, its rounding: resize.pad_position, pad_value, pad_rounding, auto)")
+                   f"its grey, its rounding: {resize_mode.PAD_POSITION.path}, pad_value, pad_rounding, auto)")
 """The input stage's causes when its normalization alone agrees, or where no earlier stage is
 shown (a deployment whose own step answers the model input: the letterbox is inside it)."""
 

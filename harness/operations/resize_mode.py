@@ -1,0 +1,139 @@
+"""The resize mode (``[resize] mode`` with its size and its own keys): a classifier's shorter
+side or stretch, a detector's letterbox (YOLO) or limit side (PaddleOCR).
+
+It declares the mode's keys, the alternatives users get wrong (a stretch for a shorter side
+and a crop, a letterbox's padding placement and rounding, a limit's type and length) and its
+wording. Its arithmetic (the output sizes, a detector's geometry) is still the spec's
+``ResizeSpec`` and :mod:`harness.geometry`, which the libraries' steps read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.operations.base import Alternative, Key, Operation
+from harness.stage import Stage
+
+MODES = ("shorter_side", "stretch", "letterbox", "limit_side")
+DETECTOR_MODES = ("letterbox", "limit_side")
+"""The resizes detectors train with (:mod:`harness.geometry`): they make the model input
+themselves (padding included), so the spec has no crop and inputs vary in size."""
+SIZE_ROUNDINGS = ("auto", "half_up", "floor")
+PAD_POSITIONS = ("center", "top_left")
+PAD_ROUNDINGS = ("yolo", "half_up")
+LIMIT_TYPES = ("min", "max")
+
+
+def _detector(p) -> bool:
+    return p.resize.mode in DETECTOR_MODES
+
+
+MODE = Key("resize", "mode", "shorter_side", MODES, "How the image is scaled (and, for a detector, padded).")
+SIZE_ROUNDING = Key("resize", "size_rounding", "auto", SIZE_ROUNDINGS, "How the kept-aspect side's length rounds.")
+PAD_POSITION = Key("resize", "pad_position", "center", PAD_POSITIONS, "Where a letterbox's padding goes.",
+                   applies=_detector)
+PAD_ROUNDING = Key("resize", "pad_rounding", "yolo", PAD_ROUNDINGS, "How an odd padding splits.", applies=_detector)
+LIMIT_TYPE = Key("resize", "limit_type", "min", LIMIT_TYPES, "Which side a limit-side resize limits.",
+                 applies=_detector)
+
+LETTERBOX_PAD_VALUES = (114, 0, 128, 127)
+"""Grey levels letterbox ports pad with: YOLO's 114, black, and mid-grey either way."""
+LIMIT_SIDE_LENGTHS = (736, 960, 640, 1280, 480)
+"""``limit_side_len`` values PaddleOCR's configs and ports use (736 rapidocr, 960 PaddleOCR's
+det config, 640 and 1280 in YOLO-style ports, 480 for speed)."""
+
+
+def stretch(size) -> dict:
+    """The ``[resize]`` keys of a stretch to ``size`` ([height, width])."""
+    return {MODE.name: "stretch", "size": list(size)}
+
+
+def scale(size: list[int]) -> dict:
+    """The ``[resize]`` keys of torchvision's ``Resize(size)``: one side, the shorter side; two, a stretch."""
+    return {MODE.name: "shorter_side", "size": size[0]} if len(size) == 1 else stretch(size)
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _alternatives(recipe, ref, deployed) -> list[Alternative]:
+    """A classifier's: another mode with its size, another rounding of the sizes; a detector's:
+    where the padding goes and how it rounds, its grey, the stride and ``auto``, never
+    enlarging, a plain stretch instead of the letterbox, the limit's type and length (the port
+    bugs of ultralytics #20573, PaddleOCR #9116, ...)."""
+    r = ref.resize
+    if r.mode in DETECTOR_MODES:
+        return _detector_alternatives(r, deployed)
+    out = []
+    crop = list(ref.crop.size)
+    modes = [("stretch", crop), ("stretch", [r.size[0]] * 2), ("shorter_side", [256])]
+    if deployed.resize != r:
+        modes.append((deployed.resize.mode, list(deployed.resize.size)))
+    for mode, size in modes:
+        if (mode, tuple(size)) != (r.mode, r.size) and (mode != "shorter_side" or len(size) == 1):
+            what = f"shorter side {size[0]} + center crop" if mode == "shorter_side" else f"stretch to {size[0]}x{size[-1]}"
+            out.append(Alternative(f"resize mode: {what}", "resize mode", {"resize": {MODE.name: mode, "size": size}}))
+    out += [Alternative(f"size rounding {rounding}", "output-size rounding", SIZE_ROUNDING.table_of(rounding))
+            for rounding in ("half_up", "floor") if rounding != r.size_rounding]
+    return out
+
+
+def _detector_alternatives(r, deployed) -> list[Alternative]:
+    A, out = Alternative, []
+    if r.mode == "letterbox":
+        other = "top_left" if r.pad_position == "center" else "center"
+        out.append(A(f"padding {'at the bottom and right' if other == 'top_left' else 'centred'}", "letterbox pad position",
+                     PAD_POSITION.table_of(other)))
+        out += [A(f"padded with {v}", "letterbox pad value", {"resize": {"pad_value": v}})
+                for v in LETTERBOX_PAD_VALUES if v != r.pad_value]
+        rounding = "half_up" if r.pad_rounding == "yolo" else "yolo"
+        out.append(A(f"odd padding pixel {'before' if rounding == 'half_up' else 'after'} the image",
+                     "letterbox padding rounding", PAD_ROUNDING.table_of(rounding)))
+        out.append(A(f"auto {'off' if r.auto else 'on'} (padded {'to the full size' if r.auto else 'to the stride'})",
+                     "letterbox stride/auto", {"resize": {"auto": not r.auto}}))
+        out.append(A(f"scaleup {'off' if r.scaleup else 'on'}", "letterbox scaleup", {"resize": {"scaleup": not r.scaleup}}))
+        size = [r.size[0], r.size[-1]]  # the stretched image is the model input: its crop takes all of it
+        out.append(A(f"stretch to {size[0]}x{size[1]} instead of the letterbox", "stretch instead of letterbox",
+                     {"resize": stretch(size), "crop": {"size": size}}))
+    if r.mode == "limit_side":
+        other = "max" if r.limit_type == "min" else "min"
+        out.append(A(f"limit type {other}", "limit type", LIMIT_TYPE.table_of(other)))
+        lengths = [*LIMIT_SIDE_LENGTHS, *([deployed.resize.limit_side_len] if deployed.resize.mode == "limit_side" else [])]
+        out += [A(f"limit side {n}", "limit side length", {"resize": {"limit_side_len": n}})
+                for n in dict.fromkeys(lengths) if n != r.limit_side_len]
+    if deployed.resize != r and deployed.resize.mode in DETECTOR_MODES:
+        out.append(A("the deployed spec's resize", "detector resize",
+                     {"resize": {k: _plain(v) for k, v in dataclasses.asdict(deployed.resize).items()}}))
+    return out
+
+
+def describe(p, recipe: str = "") -> str:
+    """The resize in words (``stretched to 224x224``, ``shorter side to 256``, a letterbox's
+    padding, a limit's side)."""
+    r = p.resize
+    return {"stretch": f"stretched to {'x'.join(map(str, r.size))}", "shorter_side": f"shorter side to {r.size[0]}",
+            "letterbox": f"letterboxed to {r.size[0]}x{r.size[-1]} (padded with {r.pad_value}, "
+                         f"{'centred' if r.pad_position == 'center' else 'at the bottom and right'}"
+                         + (f", to a multiple of {r.stride}" if r.auto else "") + ("" if r.scaleup else ", never enlarged")
+                         + ")",
+            "limit_side": f"{'shorter' if r.limit_type == 'min' else 'longer'} side limited to {r.limit_side_len}, "
+                          f"sides multiples of {r.multiple}"}.get(r.mode, r.extent())
+
+
+def crop_words(p) -> str:
+    """``, center crop HxW`` where the mode crops after it (a detector's resize makes the model
+    input itself: no crop to speak of; a stretch to the crop's size neither)."""
+    r = p.resize
+    return f", center crop {'x'.join(map(str, p.crop.size))}" if r.mode == "shorter_side" or (
+        r.mode == "stretch" and tuple(p.crop.size) != tuple(r.size)) else ""
+
+
+PADDING_WORDS = f"where it goes, its grey, its rounding, auto: {PAD_POSITION.path}, pad_value, pad_rounding, auto"
+"""A letterbox's padding keys in words, for the hints of the stages it shows in."""
+
+OPERATION = Operation(
+    "resize mode", Stage.RESIZE, (MODE, SIZE_ROUNDING, PAD_POSITION, PAD_ROUNDING, LIMIT_TYPE),
+    hint=(f"output-size rounding ({SIZE_ROUNDING.path}), resize on uint8 vs float, shorter-side vs stretch, or a "
+          f"detector's limit type and length ({LIMIT_TYPE.path}, limit_side_len) or letterbox size and scaleup (resize.*)"),
+    alternatives=_alternatives, describe=describe)
