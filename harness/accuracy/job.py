@@ -134,7 +134,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
 
     def load(name: str):
         """The dataset (labels: the model's classes, a retrieval set's own, a detection set's
-        boxes: the task's :attr:`~harness.task.base.Task.labeled_by`) and the reference model."""
+        boxes: the task's :attr:`~harness.task_api.Task.labeled_by`) and the reference model."""
         task = get_task(name)
         full = load_dataset(options.dataset, session.classes() if task.labeled_by == "classes" else None, options.labels)
         wanted = LABEL_LAYOUTS.get(task.labeled_by)
@@ -264,7 +264,7 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
 
 
 LABEL_LAYOUTS = {"boxes": "coco", "masks": "masks"}
-"""A task's :attr:`~harness.task.base.Task.labeled_by` -> the dataset layout that labels it so."""
+"""A task's :attr:`~harness.task_api.Task.labeled_by` -> the dataset layout that labels it so."""
 DETECT_WORKERS = 4
 """Images in flight while detecting: the server works on some while the reference runs others."""
 
@@ -275,7 +275,7 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     """The task's effect from its result stage (a detector's on a COCO labeled set): every
     path's result of every image (the reference's by its postprocessing, each deployment's as
     it answers it), each deployed path's changes against the reference's, as check judges them
-    (near-threshold ones within ``tie_margin``), then :meth:`harness.task.base.Task.effect_of_results`
+    (near-threshold ones within ``tie_margin``), then :meth:`harness.task_api.Task.effect_of_results`
     (a detector's: :func:`harness.detection.effect.evaluate_detection`)."""
     from concurrent.futures import ThreadPoolExecutor
 

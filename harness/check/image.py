@@ -20,7 +20,7 @@ from harness.reference.model import ReferenceModel
 from harness.result import ImageResult, one_line
 from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
-from harness.task.base import PostprocessError
+from harness.task_api import PostprocessError
 from harness.tolerance import Tolerance
 
 

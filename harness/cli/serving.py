@@ -281,7 +281,7 @@ def _claimed(client, models) -> str:
 
 @dataclass(frozen=True)
 class Asked:
-    """What ``harness infer`` is asked (what :meth:`harness.task.base.Task.infer` reads): the
+    """What ``harness infer`` is asked (what :meth:`harness.task_api.Task.infer` reads): the
     deployed sides, the session, the class names of a ``--model`` without its own, how many
     classes (or neighbours, or boxes) per image, the images and the folders' entries skipped."""
 

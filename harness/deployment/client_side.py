@@ -35,7 +35,7 @@ from harness.deployment.stepwise import decoded_size, expected_input, map_output
 from harness.errors import call_user, raised
 from harness.scores import ScoreKind
 from harness.stage import STAGES, Stage
-from harness.task.base import Task
+from harness.task_api import Task
 
 if TYPE_CHECKING:
     from harness.client import TritonClient

@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
-from harness.task.base import Comparator
+from harness.task_api import Comparator
 from harness.verdict import Verdict
 
 
@@ -97,7 +97,7 @@ class DetectionComparison:
     """Why the output cannot be trusted (non-finite values, boxes outside the image)."""
 
     def __bool__(self) -> bool:
-        """True unless diverged (the comparison protocol, :class:`harness.task.base.Comparison`)."""
+        """True unless diverged (the comparison protocol, :class:`harness.task_api.Comparison`)."""
         return self.verdict is not Verdict.DIVERGED
 
     @property
@@ -216,7 +216,7 @@ def _finite(value: float | None) -> float | None:
 
 
 class Boxes(Comparator):
-    """A detector's result as a comparator (the protocol: :class:`harness.task.base.Comparator`):
+    """A detector's result as a comparator (the protocol: :class:`harness.task_api.Comparator`):
     one image's boxes under a :class:`DetectionTolerance` (:func:`compare_detections`), given
     the postprocessor's ``score_threshold``, the source ``image_size`` and the raw outputs'
     evidence of near-threshold changes (``explained``)."""

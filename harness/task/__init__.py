@@ -1,8 +1,9 @@
 """Tasks: what the harness does after the model input. The registry, above the task modules.
 
-The API a task implements is :mod:`harness.task.base` (:class:`Task`, its comparators and
-typed results); it imports only the vocabulary, so the mechanisms (deployment, compare,
-report) speak it without knowing any task. This module is the one registry ``--task`` reads:
+The API a task implements is :mod:`harness.task_api`, a package at the bottom (:class:`Task`,
+its comparators and typed results; its names are re-exported here for the tasks' users); it
+imports only the vocabulary, so the mechanisms (deployment, compare, report) speak it without
+knowing any task. This module is the one registry ``--task`` reads:
 a name -> its task, each task's module imported only when it is first asked for (``import
 harness.task`` loads no task's own dependencies: no shapely, no detection package).
 
@@ -20,7 +21,7 @@ import importlib
 from typing import Iterator, Mapping
 
 from harness.errors import UsageError
-from harness.task.base import Event, Events, OutputChoice, Section, Task, claim
+from harness.task_api import Event, Events, OutputChoice, Section, Task, claim
 
 BUILT_IN = {
     "classification": "harness.task.classification:Classification",

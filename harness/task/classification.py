@@ -26,7 +26,7 @@ from harness.listing import InputFile, read_input
 from harness.names import identifier, terminal_text
 from harness.scores import LOGITS, ScoreKind, detect
 from harness.stage import Stage
-from harness.task.base import OutputChoice, Section, Task
+from harness.task_api import OutputChoice, Section, Task
 from harness.verdict import Verdict
 
 FLOAT_TYPES = ("TYPE_FP32", "TYPE_FP16")

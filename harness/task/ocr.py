@@ -38,12 +38,14 @@ from harness.ocr.compare import (
     needed_leads,
     step_verdict,
 )
+from harness.ocr.recognition import CtcDecoder, crop_box, parameters, to_input, words_read
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, decode_texts, pack_ragged, unpack_ragged
 from harness.result import StageResult
 from harness.scores import DETECTION
+from harness.spec import SpecError
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, OutputChoice, Section
 from harness.task.detection import Detection, DetectionEvents, DetectionSetup, as_deployed_codes
+from harness.task_api import Event, OutputChoice, ResultCulprit, Section
 from harness.verdict import Verdict
 
 WORD_STEPS = "WORD_STEPS"
@@ -128,13 +130,15 @@ class Ocr(Detection):
 
     # -- set-up -------------------------------------------------------------------------------
     def configure(self, spec, postprocess: str | None = None) -> "Ocr":
-        from harness.ocr.recognition import parameters
-
         detection = Detection.configure(self, spec, postprocess)
         if spec.recognition is None:
             raise UsageError(f"--task ocr: the spec ({spec.source}) has no [recognition] table: nothing says how the "
                              "words of the boxes are read (model_repository/ocr.toml has the repository's)")
-        return Ocr(detection.setup, RecognitionSetup(parameters(spec.reference.recognition), parameters(spec.recognition)))
+        try:  # (the spec checked the tables when it was read after this module: now, if before)
+            setup = RecognitionSetup(parameters(spec.reference.recognition), parameters(spec.recognition))
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"{spec.source}: {exc}") from None
+        return Ocr(detection.setup, setup)
 
     def _recognition(self) -> RecognitionSetup:
         if self.recognition is None:
@@ -148,8 +152,6 @@ class Ocr(Detection):
         return TextRecognizer()
 
     def decoder(self, p):
-        from harness.ocr.recognition import CtcDecoder
-
         return CtcDecoder(self.recognizer.characters, p.blank_index)
 
     # -- discovery ------------------------------------------------------------------------------
@@ -219,8 +221,6 @@ class Ocr(Detection):
         """Each box's word as the reference reads it with ``p`` (a ``Recognition``): the texts, their
         scores, which are kept (``p.text_score``) and the word stages, packed as the ocr models
         answer them when asked for every word."""
-        from harness.ocr.recognition import crop_box, to_input
-
         decoder = self.decoder(p)
         words = {"crop": [], "input": [], "output": []}
         texts, scores = [], []
@@ -249,8 +249,6 @@ class Ocr(Detection):
     def boxes_read(self, boxes: np.ndarray) -> np.ndarray:
         """The boxes (a ``postprocess`` stage) whose words the deployment reads: at most its spec's
         ``max_words`` (:func:`harness.ocr.recognition.words_read`), as the ocr models keep them."""
-        from harness.ocr.recognition import words_read
-
         array = np.asarray(boxes)
         return array[words_read(Detections.from_array(array).scores, self._recognition().deployed)]
 
@@ -272,8 +270,6 @@ class Ocr(Detection):
         the reference's step (``p``: its ``[recognition]``, by default the spec's) on the
         deployment's previous stage against the deployment's; a stage not in ``stages``, and the
         text score filter where the deployment answers only the words it keeps, is left equal."""
-        from harness.ocr.recognition import crop_box, to_input
-
         s = self._recognition()
         p = p or s.reference
         decoder = self.decoder(p)
@@ -415,8 +411,6 @@ class Ocr(Detection):
         the box (the reference's crop of the deployed box in its own image), the crop, the input, the
         output (decoded), else the decoding or the filter itself; None where the deployment shows no
         word stage."""
-        from harness.ocr.recognition import crop_box, to_input
-
         names = [name for pair in WORD_TAPS.values() for name in pair]
         if not all(name in deployed for name in names):
             return None
@@ -697,8 +691,6 @@ RECOGNITION_CANDIDATES = {
 
 def recognition_hypotheses(reference) -> list:
     """Every candidate change of the reference's ``[recognition]`` that differs from it."""
-    from harness.task.base import ResultCulprit
-
     out = []
     for culprit, candidates in RECOGNITION_CANDIDATES.items():
         for change in candidates:
