@@ -43,8 +43,6 @@ from harness.verdict import Verdict
 
 PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 """Row statuses; ``info`` is printed, never judged (what the container has)."""
-MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
-          "classifier", "classify_dali", "classify_opencv")
 
 
 @dataclass(frozen=True)
@@ -98,8 +96,8 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
         rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
-        rows.extend(engine_rows(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
-        for engine in repository_models(task).engines:
+        rows.extend(engine_rows(repository / CLASSIFIER / "1" / "model.plan.stamp.json", manifest))
+        for engine in (e for e in repository_models(task).engines if e != CLASSIFIER):
             rows.extend(Row(f"{engine} {r.check}", r.status, r.expected, r.found, r.detail, r.record)
                         for r in engine_rows(repository / engine / "1" / "model.plan.stamp.json", manifest))
     rows.extend(decode_stack_rows(manifest))
@@ -231,16 +229,22 @@ def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: st
     expected = manifest.server.version if profile == "gpu" else manifest.embedded.version
     found = client.server_metadata().get("version")
     rows = [_version_row("server version", expected, found, "the server does not report its version")]
-    models = (*MODELS, *repository_models(task).added)
+    models = _served(task, "added")
     not_ready = [m for m in models if not client.is_ready(m)]
     rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(models)} models",
                     f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
     want = "tensorrt_plan" if profile == "gpu" else "python"
-    for model in (CLASSIFIER, *repository_models(task).engines):
+    for model in _served(task, "engines"):
         config = client.model_config(model)
         platform = config.get("platform") or config.get("backend")
         rows.append(Row(f"{model} platform", PASS if platform == want else FAIL, want, platform or "?"))
     return rows
+
+
+def _served(task: str | None, kind: str) -> tuple[str, ...]:
+    """The models (``added``) or engines (``engines``) preflight expects served: the default
+    task's (the repository's base: the classifier's pipelines) and ``task``'s."""
+    return tuple(dict.fromkeys((*getattr(repository_models(None), kind), *getattr(repository_models(task), kind))))
 
 
 def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dict[str, Tolerance],

@@ -122,6 +122,17 @@ def repository_models(name: str | None):
     return task.repository
 
 
+def shipped_models() -> list[str]:
+    """Every model this repository ships: those of each registered task (:attr:`TaskModels.added`),
+    in registration order, each once. Imports every task."""
+    return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.added))
+
+
+def shipped_engines() -> list[str]:
+    """Of :func:`shipped_models`, those built as TensorRT engines on a GPU. Imports every task."""
+    return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.engines))
+
+
 def claimed_by(model) -> tuple[Task, str]:
     """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
@@ -132,4 +143,4 @@ def claimed_by(model) -> tuple[Task, str]:
 
 
 __all__ = ["BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task", "claimed_by",
-           "get_task", "repository_models", "task_name"]
+           "get_task", "repository_models", "shipped_engines", "shipped_models", "task_name"]

@@ -48,7 +48,10 @@ def describe(tensor) -> str:
 
 class Classification(Task):
     name = "classification"
-    repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT)
+    repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT,
+                            added=("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps",
+                                   "preprocess_opencv", CLASSIFIER, "classify_dali", "classify_opencv"),
+                            engines=(CLASSIFIER,))
     noun = "class scores"
     output_label = "scores"
     model_words = "classifier"
