@@ -12,7 +12,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.client import TritonClient
 from harness.names import printable, terminal_text
+from harness.report import render_markdown
 from harness.report.formats import formats_line
+from harness.results import EffectReport
 from harness.session import Session
 
 console = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
@@ -57,8 +59,6 @@ def out(text: str = "") -> None:
 def print_stage_report(report, paths: dict, formats, today) -> None:
     """report.md on stdout (rendered when --format left it out), and on stderr which files were
     written: ``today(paths)`` as always without --format, else every file."""
-    from harness.report import render_markdown
-
     out(paths["markdown"].read_text() if "markdown" in paths else render_markdown(report))
     say(today(paths) if formats is None else formats_line(paths.values()))
 
@@ -67,7 +67,6 @@ def print_accuracy(result, formats, today) -> None:
     """accuracy.md on stdout (rendered when --format left it out), and on stderr which files
     were written: ``today(result)`` prints it as always without --format, else every file is named."""
     from harness.accuracy.report import render_effect_markdown, render_markdown
-    from harness.results import EffectReport
 
     if result.markdown_path is not None:
         out(result.markdown_path.read_text())

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness.deploy.compose import compose_file
 from harness.errors import EXIT_OK, UsageError
+from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.spec import SPEC_FILENAME, load_spec, to_table
 
 TASKS = ("classification",)
 """The tasks deploy writes (the others' repositories have more steps: not yet)."""
@@ -75,10 +78,8 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     """Write the deployment of ``options.model`` for ``options.reference`` into ``options.out``,
     validate its production profile, and check its cpu profile on ``options.images``."""
     from harness.model import LABELS_FILENAME, ModelError, check_onnx, conform_onnx, read_classifier, read_labels, write_labels
-    from harness.paths import DEFAULT_REPOSITORY
     from harness.reference.reading import is_framework_source, read_source, read_transform
     from harness.repository import copy_models, load_config, models_of, set_class_count, set_input_size
-    from harness.spec import SPEC_FILENAME, load_spec, to_table
     from harness.task import get_task
 
     started = time.perf_counter()
@@ -151,8 +152,6 @@ WRITTEN_BY = "# Written by `harness deploy`"
 
 def _refuse_overwriting(out: Path) -> None:
     """A folder deploy did not write is never replaced: nothing of the user's is lost."""
-    from harness.spec import SPEC_FILENAME
-
     if not out.exists():
         return
     if not out.is_dir():
@@ -191,7 +190,6 @@ def _resize_words(p) -> str:
 def _compose(out: Path, models, name: str | None) -> str:
     import re
 
-    from harness.deploy.compose import compose_file
 
     project = name or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") or "deployment"
     return compose_file(out, list(models), project)
@@ -206,7 +204,6 @@ def validate(out: Path, models) -> Validation:
 
     import nvidia.dali as dali
 
-    from harness.paths import PROJECT_ROOT
     from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments, production_pipelines
     from harness.repository import RepositoryError, load_repository
 

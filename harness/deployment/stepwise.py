@@ -30,7 +30,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.client import TritonClient
+from harness.client import InferenceError, TritonClient
 from harness.deployment.base import Deployment, ImageRequest, NotComparable
 from harness.deployment.discovery import (
     DeploymentError,
@@ -518,8 +518,6 @@ def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str
 
 
 def _probe(call, model: str):
-    from harness.client import InferenceError
-
     try:
         return call()
     except InferenceError as exc:

@@ -36,8 +36,10 @@ from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
-from harness.spec import DecodeSpec
+from harness.segmentation.compare import compare_masks
+from harness.spec import DecodeSpec, load_spec
 from harness.task import repository_models
+from harness.task.segmentation import NEAR_THRESHOLD
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -336,7 +338,6 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     from harness.detection.compare import Boxes
     from harness.detection.postprocess import from_table
     from harness.preflight.known_answers import box_models, detect
-    from harness.spec import load_spec
 
     target = own or known
     if not target.detections:
@@ -395,9 +396,6 @@ def segmentation_rows(client: TritonClient, known: KnownAnswers) -> list[Row]:
     default margin: a mask changed beyond the close rule, other than near the threshold, fails),
     and the geometry each applied (the source size): equal."""
     from harness.preflight.known_answers import segment
-    from harness.segmentation.compare import compare_masks
-    from harness.task.segmentation import NEAR_THRESHOLD
-
     if not known.segmentations:
         return [Row("segmentation known answers", FAIL, record=known.profile,
                     detail=f"none in the {known.profile} record: record them again from a server with the segmenter "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from harness.formatting import fmt
+from harness.names import markdown_code
 from harness.names import markdown_code as code
 from harness.names import markdown_text as text
 from harness.results.interface import Case, Status, issue_cases
@@ -76,8 +77,6 @@ class StageReport:
 
     def spec_line(self) -> str:
         """The spec read, as the report's ``Spec:`` line says it."""
-        from harness.names import markdown_code
-
         return markdown_code(self.spec.source)
 
     def to_dict(self) -> dict:

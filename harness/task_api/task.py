@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from harness.errors import UsageError
 from harness.result import ImageResult, StageResult
 from harness.scores import ScoreKind
 from harness.stage import Stage
@@ -378,8 +379,6 @@ class Task:
         """``harness infer``: each image's answer through each deployed model, as a table
         (``asked``: :class:`harness.cli.serving.Asked`: the models or pipelines, ``top_k``, the
         files, ``say``/``console``); the exit status (1: an image had no answer)."""
-        from harness.errors import UsageError
-
         raise UsageError(f"harness infer has no table for the {self.name} task")
 
     # -- diagnose -----------------------------------------------------------------------------------
