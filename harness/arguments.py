@@ -260,7 +260,7 @@ class ServerArgs(ArgGroup):
         self.timeout, self.metrics, self.ports, self.legacy_protocol = timeout, metrics, ports, legacy_protocol
 
     def add_arguments(self, group) -> None:
-        from harness.client import PROTOCOLS
+        from harness.client import PROTOCOLS  # here: loads Pillow, simplejpeg only when called
 
         if self.timeout is None:
             from harness.session import DEFAULT_TIMEOUT
@@ -456,7 +456,7 @@ class DeploymentArgs(ArgGroup):
         return text + (f" {note}" if note.startswith("(") else f"; {note}" if note else "")
 
     def add_arguments(self, group) -> None:
-        from harness.client import PIPELINES
+        from harness.client import PIPELINES  # here: loads Pillow, simplejpeg only when called
 
         repeat = " (repeat for several)" if self.several else ""
         if "pipeline" in self.options:
@@ -637,7 +637,7 @@ def make_session(repository: RepositoryPaths, server: Server | None = None, clas
             task: str | None = None) -> "Session":
     """The :class:`~harness.session.Session` of a repository, a server and the reference's class
     names (``server`` None: an embedded server)."""
-    from harness.session import Session
+    from harness.session import Session  # here: loads Pillow, simplejpeg only when called
 
     server = server or Server()
     return Session(repository.repository, repository.spec, server.url, server.protocol, server.timeout, class_names,

@@ -277,7 +277,7 @@ def merged_replay(first: dict, shards: Sequence[dict]) -> dict:
 def merge_accuracy(directories: Sequence[Path], out: Path, formats: Sequence[str] | None = None) -> "AccuracyJobResult":
     """Pool the ``harness accuracy --shard`` shards in ``directories`` and write the one run's
     accuracy.json and accuracy.md (or ``formats``) to ``out`` (see :mod:`harness.accuracy.shards`)."""
-    from harness.accuracy.shards import read_shards
+    from harness.accuracy.shards import read_shards  # here: accuracy's read_shards, not this module's
 
     shards = read_shards(directories)
     if any(out.resolve() == s.directory.resolve() for s in shards):

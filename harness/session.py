@@ -79,7 +79,7 @@ def embedded_server(repository: Path, spec=None,
     dict of spec file name -> path for others than ``preprocessing.toml``)
     in a temporary directory under ``build/`` and serve it on free loopback ports; ``log``
     gets one line when starting and one when ready (default: stderr)."""
-    from harness.repository import build_cpu_profile
+    from harness.repository import build_cpu_profile  # here: loads protobuf, tomli_w, tritonclient
 
     BUILD_DIR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="embedded-", dir=BUILD_DIR) as tmp:
@@ -182,7 +182,7 @@ class Session:
 
     def recipe(self, reference: str | None = None) -> "Recipe":
         """The training recipe: ``reference`` (built-in name or ``file.py:name``), default the spec's."""
-        from harness.reference import load_recipe
+        from harness.reference import load_recipe  # here: loads OpenCV only when called
 
         return load_recipe(self.spec, reference)
 
@@ -190,7 +190,7 @@ class Session:
                         task: str | None = None) -> "ReferenceModel":
         """The model of ``task`` as training ran it (``auto``: PyTorch for the default model,
         else the ONNX): the classifier, or for embeddings the embedder."""
-        from harness.reference.model import CHOICES, load_reference_model
+        from harness.reference.model import CHOICES, load_reference_model  # here: loads OpenCV
 
         # the user's own model file serves whatever task, one this repository deploys or not
         path = self.model_path(task) if choice in CHOICES else Path(choice)

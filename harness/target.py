@@ -45,7 +45,7 @@ class Target:
     def foreign(self) -> bool:
         """A model that is not one of this repository's (its ensembles, their twins answering the
         stage taps, the models they end in): its training side is the user's."""
-        from harness.client import PIPELINES
+        from harness.client import PIPELINES  # here: loads Pillow, simplejpeg only when called
 
         own = {name for task in BUILT_IN for models in [TASKS[task].repository]
                for name in (models.model, *map(models.ensemble, PIPELINES), *map(models.answer, PIPELINES))}
@@ -61,7 +61,7 @@ class Target:
 
 def require_reference_model(targets: Sequence[Target], reference_model: str) -> None:
     """A foreign deployment needs the user's trained model: refuse the repository's stand-ins."""
-    from harness.reference.model import CHOICES
+    from harness.reference.model import CHOICES  # here: loads Pillow, OpenCV, simplejpeg only when called
 
     foreign = [t.model for t in targets if t.foreign]
     if foreign and reference_model in CHOICES:

@@ -81,7 +81,7 @@ def read_coco(labels: Path, images: Path) -> Dataset:
     :mod:`harness.detection.effect`): its images, by ``file_name``, in ``images``. Every image
     the file lists must be there; one named outside the folder (absolute, ``..``, a link
     leading out) or whose annotations cannot be used is its own failed row, never read."""
-    from harness.detection.effect import LabelsError, load_labels
+    from harness.detection.effect import LabelsError, load_labels  # here: loads shapely only when called
 
     try:
         found = load_labels(labels)

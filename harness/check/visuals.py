@@ -29,8 +29,8 @@ def boxes_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
     """A detector's result: both sides' boxes drawn on the decoded photo, reference blue, deployed orange."""
     import cv2
 
-    from harness.detection.boxes import Detections
-    from harness.detection.draw import draw_comparison
+    from harness.detection.boxes import Detections  # here: loads shapely only when called
+    from harness.detection.draw import draw_comparison  # here: loads shapely only when called
 
     ref, dep, photo = t.reference.get(Stage.POSTPROCESS), t.deployed.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)
     if ref is None or dep is None or photo is None:

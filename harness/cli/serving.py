@@ -175,8 +175,8 @@ def run_model_export(args, groups: Groups) -> int:
 def _install_detector(model_dir: Path) -> Path:
     """rapidocr's PP-OCRv6 detector into ``model_dir/model.onnx`` with its licence notice
     (after checking it is the file the notice covers), held to the folder's config."""
-    from harness.detection.detector import install_model
-    from harness.repository import CONFIG_FILENAME, load_config
+    from harness.detection.detector import install_model  # here: loads pyclipper, shapely only when called
+    from harness.repository import CONFIG_FILENAME, load_config  # here: loads protobuf, tomli_w, tritonclient
 
     path = install_model(model_dir, ONNX_FILENAME)
     check_detector_onnx(path, load_config(model_dir / CONFIG_FILENAME), run=True)
@@ -198,7 +198,7 @@ def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None
 
 
 def run_model_import(args, groups: Groups) -> int:
-    from harness.repository import set_class_count
+    from harness.repository import set_class_count  # here: loads protobuf, tomli_w, tritonclient
 
     paths = groups.parse(args).repository
     spec = make_session(paths).spec
@@ -212,7 +212,7 @@ def run_model_import(args, groups: Groups) -> int:
 
 
 def run_repo_build(args, groups: Groups) -> int:
-    from harness.repository import build_profile, load_repository
+    from harness.repository import build_profile, load_repository  # here: loads protobuf, tomli_w, tritonclient
 
     paths = groups.parse(args).repository
     out = build_profile(paths.repository, args.out, args.profile, paths.spec)
@@ -223,7 +223,7 @@ def run_repo_build(args, groups: Groups) -> int:
 def run_serve(args, groups: Groups) -> int:
     import tempfile
 
-    from harness.repository import build_cpu_profile
+    from harness.repository import build_cpu_profile  # here: loads protobuf, tomli_w, tritonclient
 
     paths = groups.parse(args).repository
 

@@ -70,7 +70,7 @@ def run_train_command(args, groups: Groups) -> int:
         raise UsageError(str(exc)) from None
     paths = groups.parse(args).repository
     spec = make_session(paths).spec
-    from harness.training.train import export, train
+    from harness.training.train import export, train  # here: loads torch only when called
 
     def on_epoch(stats) -> None:
         val = f", val accuracy {100 * stats.val_accuracy:.1f}%" if stats.val_accuracy is not None else ""

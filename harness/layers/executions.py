@@ -284,7 +284,7 @@ def _torch_model(ref: str | None, prefix: str | None) -> tuple:
     """(module or None, scope prefix) for :class:`TorchExecution`."""
     if ref is None:
         return None, "net" if prefix is None else prefix
-    from harness.reference.custom import load_object
+    from harness.reference.custom import load_object  # here: loads Pillow, OpenCV, simplejpeg
 
     path_text, colon, _ = ref.rpartition(":")
     if not colon or Path(path_text).suffix != ".py":

@@ -208,7 +208,7 @@ def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> lis
     (mixed-decoder) pipelines define and serialize with it."""
     if _dali_version() is None:
         return [Row("DALI operator schema", SKIP, detail="DALI is not installed here")]
-    from harness.preprocessing.dali_graph import missing_arguments, production_pipelines
+    from harness.preprocessing.dali_graph import missing_arguments, production_pipelines  # here: loads DALI
 
     rows = []
     if known is not None and known.pipeline_arguments:
@@ -334,9 +334,9 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     side has near the score threshold is a tie, listed), and the geometry each applied, which
     is arithmetic on the image's size: equal. With ``own`` (this host's own record) the server
     is held to it and it to ``known``, as :func:`known_answer_rows` does."""
-    from harness.detection.boxes import Detections
-    from harness.detection.compare import Boxes
-    from harness.detection.postprocess import from_table
+    from harness.detection.boxes import Detections  # here: loads shapely only when called
+    from harness.detection.compare import Boxes  # here: loads shapely only when called
+    from harness.detection.postprocess import from_table  # here: loads pyclipper, shapely only when called
     from harness.preflight.known_answers import box_models, detect
 
     target = own or known
@@ -396,6 +396,7 @@ def segmentation_rows(client: TritonClient, known: KnownAnswers) -> list[Row]:
     default margin: a mask changed beyond the close rule, other than near the threshold, fails),
     and the geometry each applied (the source size): equal."""
     from harness.preflight.known_answers import segment
+
     if not known.segmentations:
         return [Row("segmentation known answers", FAIL, record=known.profile,
                     detail=f"none in the {known.profile} record: record them again from a server with the segmenter "

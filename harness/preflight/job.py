@@ -217,7 +217,7 @@ def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
     """Record ``images`` (default: :func:`photos_to_record`: the classification photos and
     the detection photos) from the server into the record of its ``profile``; the detection
     answers only where the server serves the detector."""
-    from harness.preprocessing.dali_graph import production_arguments
+    from harness.preprocessing.dali_graph import production_arguments  # here: loads DALI only when called
 
     images, detection_images = photos_to_record(options) if images is None else images
     out = record_dir(options.known_answers, profile)

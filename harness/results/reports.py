@@ -55,7 +55,7 @@ class StageReport:
     @property
     def scores_unit(self) -> str:
         """The unit of the tie margin and of the output's errors (``logits``, ``probability``)."""
-        from harness.scores import score_kind
+        from harness.scores import score_kind  # here: loads numpy only when called
 
         return score_kind(self.scores_kind).unit
 
