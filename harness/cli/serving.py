@@ -36,7 +36,7 @@ from harness.model import (
     import_onnx,
     read_labels,
 )
-from harness.names import terminal_text
+from harness.names import plain_text
 from harness.paths import DEFAULT_PHOTOS, WORK_DIR
 from harness.server import TritonServer
 from harness.session import Session
@@ -275,7 +275,7 @@ def _expand(paths: list[Path]) -> tuple[list[Path], list]:
 
 def _say_skipped(skipped: list) -> None:
     for entry in skipped:
-        console.print(f"skipped {terminal_text(entry.name)}: {terminal_text(entry.reason)}", markup=False)
+        console.print(f"skipped {plain_text(entry.name)}: {plain_text(entry.reason)}", markup=False)
 
 
 def _claimed(client, models) -> str:
