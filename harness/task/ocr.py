@@ -348,6 +348,7 @@ class Ocr(Detection):
         steps = deployed.get(WORD_STEPS)
         ref_scores, dep_scores = reference.get(TEXT_SCORES), deployed.get(TEXT_SCORES)
         ref_kept, dep_kept = reference.get(WORDS_KEPT), deployed.get(WORDS_KEPT)
+        explained = self.binarization_evidence(reference, deployed)
         out = []
         for r, d in greedy_match(iou, ref.scores, MATCH_IOU):
             ref_text, dep_text = str(reference[TEXTS][r]), str(deployed[TEXTS][d])
@@ -362,7 +363,7 @@ class Ocr(Detection):
                             needed_leads(ref_outputs[r], dep_outputs[d], self.decoder(self._recognition().reference).text)
                             if ref_outputs and dep_outputs and ref_text != dep_text else None,
                             reference_score=None if ref_scores is None else float(ref_scores[r]),
-                            box_move=self.box_move(ref, dep, r, d, float(iou[r, d])))
+                            box_move=self.box_move(ref, dep, r, d, float(iou[r, d]), explained))
             if pair.changed and pair.step_culprit is None:
                 pair = replace(pair, made_by=self.word_made_by(reference, deployed, r, d, ref_text, dep_text,
                                                                pair.deployed_kept))
@@ -377,7 +378,7 @@ class Ocr(Detection):
         the reference's output alone, its near steps flipped, where the deployment shows no output),
         and a word kept on one side only scored within ``score_margin`` of the threshold on both or
         changed its text within that margin (a word read otherwise scores otherwise)."""
-        if pair.made_by == "box":
+        if pair.made_by == "box":  # a box the detection rule holds (close, or moved near the threshold)
             return pair.box_move is not None and pair.box_move[2]
         if pair.reference_text == pair.deployed_text:
             text_explained = True
@@ -393,16 +394,19 @@ class Ocr(Detection):
         near = all(score is not None and abs(score - threshold) <= rules.score_margin for score in scores)
         return near or (pair.reference_text != pair.deployed_text and text_explained)
 
-    def box_move(self, ref: Detections, dep: Detections, r: int, d: int, iou: float) -> tuple[float, float, bool]:
-        """(the worst corner's move, the IoU, whether the match is within the detection task's close
-        rule: :class:`harness.detection.compare.DetectionTolerance`) of a matched pair of boxes."""
-        from harness.detection.compare import DetectionTolerance, corner_distance
+    def box_move(self, ref: Detections, dep: Detections, r: int, d: int, iou: float,
+                 explained=None) -> tuple[float, float, bool, bool]:
+        """(the worst corner's move, the IoU, whether the detection task's rule holds the match, and
+        whether it holds it as a move near the binarization threshold) of a matched pair of boxes,
+        judged as the boxes' comparison judges it (:func:`harness.detection.compare.judge_match`,
+        ``explained`` the maps' evidence: :meth:`binarization_evidence`)."""
+        from harness.detection.compare import DetectionTolerance, judge_match
 
         t = self.setup.tolerance if self.setup else DetectionTolerance()
-        corner = corner_distance(ref.quads[r], dep.quads[d])
-        delta = dep.scores[d] - ref.scores[r]  # NaN where a side's boxes are unscored: no score to judge
-        within = (iou >= t.close_iou or corner <= t.corner_px) and not abs(delta) > t.score_atol
-        return corner, iou, bool(within)
+        match = judge_match(ref, dep, r, d, iou, t, explained)
+        # NaN where a side's boxes are unscored: no score to judge
+        return match.corner_px, iou, not match.beyond(t, scored=bool(np.isfinite(match.score_delta))), \
+            match.near_threshold
 
     def word_made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
                      dep_kept: bool) -> str | None:
