@@ -36,8 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from harness.deployment.mapping import parse_overrides
 from harness.errors import UsageError
+from harness.paths import DEFAULT_REPOSITORY
+from harness.report.formats import add_format_arg
+from harness.target import Target
 from harness.task import TASKS, task_name
+from harness.verdict import FAIL_ON
 
 if TYPE_CHECKING:
     from harness.report.formats import JobReports
@@ -255,7 +260,7 @@ class ServerArgs(ArgGroup):
         self.timeout, self.metrics, self.ports, self.legacy_protocol = timeout, metrics, ports, legacy_protocol
 
     def add_arguments(self, group) -> None:
-        from harness.client import PROTOCOLS
+        from harness.client import PROTOCOLS  # here: loads Pillow, simplejpeg only when called
 
         if self.timeout is None:
             from harness.session import DEFAULT_TIMEOUT
@@ -339,8 +344,6 @@ class RepositoryArgs(ArgGroup):
         self.spec = spec
 
     def add_arguments(self, group) -> None:
-        from harness.paths import DEFAULT_REPOSITORY
-
         group.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, metavar="DIR",
                            help="the production model repository (default: %(default)s)")
         if self.spec:
@@ -453,7 +456,7 @@ class DeploymentArgs(ArgGroup):
         return text + (f" {note}" if note.startswith("(") else f"; {note}" if note else "")
 
     def add_arguments(self, group) -> None:
-        from harness.client import PIPELINES
+        from harness.client import PIPELINES  # here: loads Pillow, simplejpeg only when called
 
         repeat = " (repeat for several)" if self.several else ""
         if "pipeline" in self.options:
@@ -500,10 +503,6 @@ class DeploymentArgs(ArgGroup):
 
     def parse(self, args: argparse.Namespace):
         """A :class:`~harness.target.Target`, or with ``several``, :class:`Deployments`."""
-        from harness.deployment.mapping import parse_overrides
-        from harness.errors import UsageError
-        from harness.target import Target
-
         try:
             stages = parse_overrides(getattr(args, "stage", None))
         except ValueError as exc:
@@ -560,8 +559,6 @@ class VerdictArgs(ArgGroup):
         self.fail_on, self.ties, self.note = fail_on, ties, note
 
     def add_arguments(self, group) -> None:
-        from harness.verdict import FAIL_ON
-
         if self.fail_on:
             group.add_argument("--fail-on", choices=FAIL_ON, default="diverged",
                                help=FAIL_ON_HELP + (f"; {self.note}" if self.note else ""))
@@ -603,8 +600,6 @@ class OutputArgs(ArgGroup):
         self.metavar = metavar
 
     def add_arguments(self, group) -> None:
-        from harness.report.formats import add_format_arg
-
         default = "" if self.required or self.default is None else " (default: %(default)s)"
         report = group.add_argument("--report", type=Path, default=self.default, required=self.required,
                                     metavar=self.metavar, help=(self.help or "report directory") + default)
@@ -642,7 +637,7 @@ def make_session(repository: RepositoryPaths, server: Server | None = None, clas
             task: str | None = None) -> "Session":
     """The :class:`~harness.session.Session` of a repository, a server and the reference's class
     names (``server`` None: an embedded server)."""
-    from harness.session import Session
+    from harness.session import Session  # here: loads Pillow, simplejpeg only when called
 
     server = server or Server()
     return Session(repository.repository, repository.spec, server.url, server.protocol, server.timeout, class_names,

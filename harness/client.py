@@ -61,8 +61,10 @@ class TaskModels:
     postprocess_model: str | None = None
     """The model computing :attr:`results` from the raw output (run alone on the reference's)."""
     added: tuple[str, ...] = ()
-    """The models this task adds to the repository's classification models (``preflight --task``
-    checks them ready)."""
+    """The models this task brings to the repository (``preflight --task`` checks them ready; the
+    repository's models are those of every registered task: :func:`harness.task.shipped_models`).
+    The default task's (classification's) are the repository's base, which the other tasks'
+    pipelines may share (``validate_image``, ``preprocess_dali``, ...)."""
     engines: tuple[str, ...] = ()
     """Of those, the models built as engines on a GPU (their platform and build stamp checked)."""
     answer_suffix: str = ""

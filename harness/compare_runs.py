@@ -11,11 +11,13 @@ from harness.check import TENSORS_DIRNAME, ImageTensors, load_image_tensors
 from harness.check.files import saved_image_name
 from harness.compare.aggregate import RunSummary
 from harness.compare.stages import compare_stages
+from harness.errors import UsageError
 from harness.report import versions, write_reports
 from harness.result import ImageResult, one_line
 from harness.results import RunComparison, SpecInfo
 from harness.scores import score_kind
 from harness.stage import Stage
+from harness.task import get_task
 from harness.tolerance import Tolerance
 
 
@@ -43,9 +45,6 @@ def compare_runs(run_a: Path, run_b: Path, side: str, out_dir: Path, task: str |
     ``out_dir`` (unless not ``write``: the caller writes the formats it chose,
     :func:`harness.report.write_reports`); ``fail_on``: the verdict its cases fail at. Raises
     FileNotFoundError when a run saved no tensors, UsageError when the runs checked different tasks."""
-    from harness.errors import UsageError
-    from harness.task import get_task
-
     dirs = [run / TENSORS_DIRNAME for run in (run_a, run_b)]
     for d in dirs:
         if not d.is_dir():

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from harness.listing import list_inputs
+
 OPENCV_DOC_DATA = Path("/usr/share/doc/opencv-doc/examples/data")
 WHEELS = {
     "scikit-image==0.25.2": "skimage/data/",
@@ -34,8 +36,6 @@ def list_images(directory: Path) -> list[Path]:
     (:func:`harness.listing.list_inputs`: regular files, links only inside the folder),
     sorted by name. No file is skipped for its name: one that is not an image becomes a
     failed row with the reason. (``check`` reports the skipped entries as rows too.)"""
-    from harness.listing import list_inputs
-
     return [file.path for file in list_inputs(directory).inputs]
 
 

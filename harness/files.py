@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from harness.errors import HarnessError
+from harness.names import path_text
 
 
 class InputFileError(HarnessError, OSError):
@@ -88,8 +89,6 @@ def _reason(exc: OSError, follow: bool) -> str:
 
 
 def _text(path) -> str:
-    from harness.names import path_text
-
     return path_text(path)
 
 

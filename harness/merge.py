@@ -31,13 +31,27 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from harness.accuracy import Dataset, Predictions, Sample, evaluate
+from harness.accuracy.job import AccuracyOptions
+from harness.accuracy.job import AccuracyResult as AccuracyJobResult
+from harness.accuracy.report import write_accuracy_files
 from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, VISUALS_DIRNAME, csv_header, csv_row
-from harness.check.rundir import MANIFEST_FILENAME
+from harness.check.rundir import MANIFEST_FILENAME, RunDirectory, RunManifest
+from harness.check.visuals import VisualStore
+from harness.compare.aggregate import RunSummary
+from harness.compare.comparators import ARRAYS, TOP_K, TopKTolerance
+from harness.deployment.stepwise import ReplayStats
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.files import strict_json, write_atomic
 from harness.names import path_text
+from harness.report import write_reports
+from harness.result import ImageResult
+from harness.results import AccuracyReport, AccuracyRun, CheckReport, ReferenceInfo, ServerInfo
+from harness.results.parse import check_run, deployed_info, reference_info, spec_info
 from harness.run_identity import first_difference, run_identity
 from harness.shard import ShardRecord, check_split, listing_digest
+from harness.stage import TENSOR_STAGES, Stage
+from harness.task import get_task
 
 if TYPE_CHECKING:
     from harness.accuracy.job import AccuracyResult as AccuracyJobResult
@@ -102,9 +116,6 @@ def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
 def merge(directories: Sequence[Path], out: Path, formats: Sequence[str] | None = None) -> MergeResult:
     """Merge the check shards in ``directories`` into ``out`` (see the module); ``formats``:
     ``--format`` (None: a check's files; its records always, :data:`harness.report.CHECK_REPORTS`)."""
-    from harness.check.rundir import RunDirectory
-    from harness.report import write_reports
-
     shards = read_shards(directories)
     if any(out.resolve() == s.directory.resolve() for s in shards):
         raise UsageError(f"--report {out} is one of the shards: merge into another directory")
@@ -140,8 +151,6 @@ def merged_manifest(shards: Sequence[ShardRun]):
     """The merged run's run.json: the shards' one run (their identity, checked equal by
     :func:`read_shards`) with no shard, and which shards it was merged from; None when the
     shards wrote none (older harness versions)."""
-    from harness.check.rundir import RunDirectory, RunManifest
-
     try:
         first = RunDirectory(shards[0].directory).read_manifest()
     except UsageError:
@@ -156,17 +165,10 @@ def merged_manifest(shards: Sequence[ShardRun]):
 def fold(shards: Sequence[ShardRun], out: Path) -> tuple["CheckReport", "VisualStore"]:
     """The shards' images folded into one run's report (and its visuals, and images.jsonl and
     per_image.csv, written to ``out``)."""
-    from harness.check.visuals import VisualStore
-    from harness.compare.aggregate import RunSummary
-    from harness.result import ImageResult
-    from harness.results import CheckReport
-    from harness.results.parse import check_run, deployed_info, reference_info, spec_info
-
     visuals = VisualStore(out / VISUALS_DIRNAME)
     for shard in shards:  # the candidates: each shard's worst (the store unlinks the others)
         for path in sorted((shard.directory / VISUALS_DIRNAME).glob("*.npz")):
             shutil.copyfile(path, visuals.directory / path.name)
-    from harness.task import get_task
 
     first = shards[0].report
     task = get_task(first.get("task"))  # reports before issue 26: the default task
@@ -232,9 +234,6 @@ class VerdictCheck:
         self.tolerances, self.tie_margin = tolerances, tie_margin
 
     def contradiction(self, result) -> str | None:
-        from harness.compare.comparators import ARRAYS, TOP_K, TopKTolerance
-        from harness.stage import TENSOR_STAGES, Stage
-
         for s in result.stages:
             for stated, metrics, which in ((s.verdict, s.metrics, ""), (s.isolated_verdict, s.isolated, " (isolated)")):
                 if stated is None or not metrics:
@@ -261,8 +260,6 @@ def merged_replay(first: dict, shards: Sequence[dict]) -> dict:
     replayed, mismatches, the largest difference, and the line ``found`` says it in. The
     mismatched images listed (at most 20) are in shard order; one run lists them in the order
     they completed."""
-    from harness.deployment.stepwise import ReplayStats
-
     replays = [d.get("deployment", {}).get("replay") for d in shards]
     if not replays[0]:
         return first
@@ -280,12 +277,7 @@ def merged_replay(first: dict, shards: Sequence[dict]) -> dict:
 def merge_accuracy(directories: Sequence[Path], out: Path, formats: Sequence[str] | None = None) -> "AccuracyJobResult":
     """Pool the ``harness accuracy --shard`` shards in ``directories`` and write the one run's
     accuracy.json and accuracy.md (or ``formats``) to ``out`` (see :mod:`harness.accuracy.shards`)."""
-    from harness.accuracy import Dataset, Predictions, Sample, evaluate
-    from harness.accuracy.job import AccuracyOptions
-    from harness.accuracy.job import AccuracyResult as AccuracyJobResult
-    from harness.accuracy.report import write_accuracy_files
-    from harness.accuracy.shards import read_shards
-    from harness.results import AccuracyReport, AccuracyRun, ReferenceInfo, ServerInfo
+    from harness.accuracy.shards import read_shards  # here: accuracy's read_shards, not this module's
 
     shards = read_shards(directories)
     if any(out.resolve() == s.directory.resolve() for s in shards):

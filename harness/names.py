@@ -117,10 +117,16 @@ def csv_text(text: object) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
+def plain_text(text: object) -> str:
+    """``text`` for a console that prints text as text (no markup): no control or format
+    character reaching the terminal (escape sequences shown as ``\\x1b``) but its line breaks
+    (a message may quote a log's last lines; a name never holds one)."""
+    return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
 def terminal_text(text: object) -> str:
-    """``text`` for a Rich console: markup escaped (``[bold]`` prints as written) and no
-    control or format character reaching the terminal (escape sequences shown as ``\\x1b``)
-    but its line breaks (a message may quote a log's last lines; a name never holds one)."""
+    """``text`` for a line printed with Rich markup: :func:`plain_text` with the markup escaped
+    (``[bold]`` prints as written)."""
     from rich.markup import escape
 
-    return escape("\n".join(printable(line) for line in str(text).split("\n")))
+    return escape(plain_text(text))

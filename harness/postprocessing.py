@@ -185,8 +185,8 @@ def culprit_hypotheses(reference: Mapping[str, Any] | None, deployed: Mapping[st
     (``candidates``: postprocessing name -> key -> (culprit, candidate values); the deployed
     spec's value of a key among them), and the deployed spec's whole table where it differs in
     several keys: what diagnose tries as the result step's culprits
-    (:class:`harness.task.base.ResultCulprit`). None for a user's ``--postprocess``."""
-    from harness.task.base import ResultCulprit
+    (:class:`harness.task_api.ResultCulprit`). None for a user's ``--postprocess``."""
+    from harness.task_api import ResultCulprit  # here: at import this module needs only the standard library (the spec's)
 
     if not reference or reference.get("name") not in candidates:
         return []

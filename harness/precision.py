@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.model import INPUT_NAME, onnx_session
+
 FP16_FILENAME = "model_fp16.onnx"
 
 
@@ -72,8 +74,6 @@ class PrecisionComparison:
 
 def compare_precision(fp32: Path, fp16: Path, inputs: np.ndarray, batch: int = 16) -> PrecisionComparison:
     """Run both models (ONNX Runtime, CPU) on ``inputs`` [N, 3, H, W] and compare their logits."""
-    from harness.model import INPUT_NAME, onnx_session
-
     def logits(path: Path) -> np.ndarray:
         session = onnx_session(path)
         return np.concatenate([session.run(["logits"], {INPUT_NAME: inputs[i:i + batch]})[0]

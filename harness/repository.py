@@ -24,8 +24,6 @@ from harness.model import (
     EMBEDDER_DIR,
     LABELS_FILENAME,
     ONNX_FILENAME,
-    RECOGNIZER_DIR,
-    SEGMENTER_DIR,
     check_detector_onnx,
     check_embedder_onnx,
     check_onnx,
@@ -88,8 +86,6 @@ CPU_REPLACEMENTS = {
     "segment_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
     "segmenter": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
 }
-ONNX_MODELS = (CLASSIFIER_DIR, EMBEDDER_DIR, DETECTOR_DIR, RECOGNIZER_DIR, SEGMENTER_DIR)
-"""The models whose ONNX the cpu profile runs (linked, not copied) and the engine builder builds."""
 
 
 @dataclass(frozen=True)
@@ -221,10 +217,10 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None)
         shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__"))
     else:
         shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", "*.onnx"))
-        # The ONNX models are large and read-only: link them rather than copy them.
-        for name in ONNX_MODELS:
-            if (source / name).is_dir():
-                (out / name / ONNX_FILENAME).symlink_to((source / name / ONNX_FILENAME).resolve())
+        # The ONNX models are large and read-only: link them rather than copy them (every model
+        # folder holding one: the classifier, the embedder, each task's network).
+        for onnx in sorted(source.glob(f"*/{ONNX_FILENAME}")):
+            (out / onnx.parent.name / ONNX_FILENAME).symlink_to(onnx.resolve())
     for name, spec in specs.items():
         (out / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
                                 + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess, spec.recognition)))

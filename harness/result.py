@@ -1,5 +1,5 @@
 """Small result objects of a comparison (a stage of one image, an image), and their plain-dict form
-(JSON lines, reports): vocabulary, so that a task (:mod:`harness.task.base`) can speak it."""
+(JSON lines, reports): vocabulary, so that a task (:mod:`harness.task_api`) can speak it."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.formatting import fmt
 from harness.tolerance import Tolerance
 
 PROBABILITY_ATOL = 0.05
@@ -81,8 +82,6 @@ class ScoreKind:
 
     def describe(self, value: float) -> str:
         """``0.5 logits``, ``0.05 probability``: a margin or tolerance with its unit."""
-        from harness.formatting import fmt
-
         return f"{fmt(value)} {self.unit}"
 
 

@@ -18,9 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from harness.client import TritonClient
+from harness.client import PROTOCOLS, TritonClient
+from harness.compare.ties import default_tie_margin
+from harness.compare.tolerance import tolerances_for
+from harness.deployment import TapsDeployment, discover
 from harness.errors import UsageError
+from harness.model import LABELS_FILENAME, ONNX_FILENAME, read_labels
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from harness.results import ServerInfo
+from harness.scores import score_kind
+from harness.server import TritonServer, free_port
+from harness.spec import load_spec
+from harness.stage import Stage
+from harness.task import TASKS, get_task, repository_models
+from harness.validation import require_number
 
 if TYPE_CHECKING:
     from harness.deployment import Deployment
@@ -68,8 +79,7 @@ def embedded_server(repository: Path, spec=None,
     dict of spec file name -> path for others than ``preprocessing.toml``)
     in a temporary directory under ``build/`` and serve it on free loopback ports; ``log``
     gets one line when starting and one when ready (default: stderr)."""
-    from harness.repository import build_cpu_profile
-    from harness.server import TritonServer, free_port
+    from harness.repository import build_cpu_profile  # here: loads protobuf, tomli_w, tritonclient
 
     BUILD_DIR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="embedded-", dir=BUILD_DIR) as tmp:
@@ -104,8 +114,6 @@ def connect(url: str | None, protocol: str, timeout: float, repository: Path, sp
 def _other_protocol(url: str, protocol: str) -> str:
     """``; it answers HTTP there: add --protocol http`` when ``url`` speaks the other protocol (a
     common slip: Triton's HTTP port 8000 with the default gRPC), else nothing."""
-    from harness.client import PROTOCOLS
-
     other = next(p for p in PROTOCOLS if p != protocol)
     try:
         with TritonClient(url, other, timeout=5.0) as probe:
@@ -139,9 +147,6 @@ class Session:
     def __post_init__(self):
         """Refuses (:class:`UsageError`, before any work) a ``url`` that is not ``host:port``,
         an unknown protocol, a timeout that is not a finite number of seconds above 0."""
-        from harness.client import PROTOCOLS
-        from harness.validation import require_number
-
         if self.url is not None:
             check_url(self.url)
         if self.protocol not in PROTOCOLS:
@@ -151,8 +156,6 @@ class Session:
     @property
     def spec_name(self) -> str:
         """The repository's spec file of this session's task (:attr:`harness.task.Task.repository`)."""
-        from harness.task import get_task
-
         models = get_task(self.task).repository
         return models.spec if models is not None else "preprocessing.toml"
 
@@ -162,33 +165,24 @@ class Session:
 
     @functools.cached_property
     def spec(self) -> "Spec":
-        from harness.spec import load_spec
-
         return load_spec(self.spec_path)
 
     @property
     def onnx_path(self) -> Path:
-        from harness.model import ONNX_FILENAME
-
         return self.repository / "classifier" / ONNX_FILENAME
 
     def model_path(self, task: str | None = None) -> Path:
         """The ONNX of this repository's model serving ``task`` (None: the default task's; the
         classifier, the embedder)."""
-        from harness.model import ONNX_FILENAME
-        from harness.task import repository_models
-
         return self.repository / repository_models(task).model / ONNX_FILENAME
 
     def classes(self) -> list[str]:
         """The classifier's class names, in output order."""
-        from harness.model import LABELS_FILENAME, read_labels
-
         return read_labels(self.labels or self.repository / "classifier" / LABELS_FILENAME)
 
     def recipe(self, reference: str | None = None) -> "Recipe":
         """The training recipe: ``reference`` (built-in name or ``file.py:name``), default the spec's."""
-        from harness.reference import load_recipe
+        from harness.reference import load_recipe  # here: loads OpenCV only when called
 
         return load_recipe(self.spec, reference)
 
@@ -196,7 +190,7 @@ class Session:
                         task: str | None = None) -> "ReferenceModel":
         """The model of ``task`` as training ran it (``auto``: PyTorch for the default model,
         else the ONNX): the classifier, or for embeddings the embedder."""
-        from harness.reference.model import CHOICES, load_reference_model
+        from harness.reference.model import CHOICES, load_reference_model  # here: loads OpenCV
 
         # the user's own model file serves whatever task, one this repository deploys or not
         path = self.model_path(task) if choice in CHOICES else Path(choice)
@@ -217,9 +211,6 @@ class Session:
         what ``model`` is fed (:mod:`harness.deployment.client_side`). ``task`` (``--task``;
         None: classification for a pipeline, what discovery finds for a model). Raises
         :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
-        from harness.deployment import TapsDeployment, discover
-        from harness.task import TASKS, get_task
-
         if model is None:
             return TapsDeployment(pipeline, get_task(task), self.spec.preprocess)
         if probe is None:
@@ -241,10 +232,6 @@ class Session:
         deployment answering probabilities), or a ``task``'s own rule for its raw output (an
         embedding's features). A ``[tolerances.output]`` of the spec overrides the keys it
         names, in the scores' units."""
-        from harness.compare.tolerance import tolerances_for
-        from harness.scores import score_kind
-        from harness.stage import Stage
-
         tolerances = tolerances_for(self.spec.preprocess, self.spec.tolerances)
         kind = score_kind(scores)
         rule = task.output_tolerance(kind) if task is not None else kind.default_tolerance()
@@ -260,10 +247,6 @@ class Session:
         (:meth:`tolerances`, :func:`harness.compare.ties.default_tie_margin`): a margin in the
         units of the scores compared; a ``task``'s own default (an embedding's: in cosine
         similarity). Raises :class:`UsageError` unless a finite number >= 0."""
-        from harness.compare.ties import default_tie_margin
-        from harness.scores import score_kind
-        from harness.validation import require_number
-
         if given is not None:
             return require_number("--tie-margin", given, minimum=0)
         if task is not None:
@@ -289,6 +272,4 @@ class Session:
     def server_info(self, client: TritonClient) -> "ServerInfo":
         """The server a job's report names (:meth:`server_label`, the protocol): built here
         only, for every job."""
-        from harness.results import ServerInfo
-
         return ServerInfo(self.server_label(client), client.protocol)

@@ -4,9 +4,11 @@ The deployed pipelines (the DALI model, the OpenCV model, both profiles) read th
 sections; the harness's reference recipe reads the same sections with the ``[reference]``
 overrides applied, which is how a spec says "training did this differently".
 
-This module imports only the standard library (and :mod:`harness.errors`, which does too):
-it also runs inside the Triton container, where the DALI backend imports the model
-repository's ``dali.py``.
+This module imports only the standard library (and :mod:`harness.errors` and
+:mod:`harness.postprocessing`, which do too): it also runs inside the Triton container, where
+the DALI backend imports the model repository's ``dali.py``. It imports no task: a task's own
+table (OCR's ``[recognition]``) is checked by the function its module registers
+(:func:`register_table`).
 
 A spec file looks like this (every key has a default, see the dataclasses)::
 
@@ -63,9 +65,9 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from harness import operations
+from harness import operations, postprocessing
 from harness.errors import HarnessError
 from harness.operations import channels, normalization, resize_filter, resize_mode
 
@@ -318,7 +320,21 @@ class Spec:
     :mod:`harness.postprocessing`); None: the spec has none."""
     recognition: Mapping[str, Any] | None = None
     """The deployed ``[recognition]`` table (an OCR pipeline's recognizer: crop, input, decoding,
-    :class:`harness.ocr.recognition.Recognition`); None: the spec has none."""
+    checked by the function :mod:`harness.ocr.recognition` registers); None: the spec has none."""
+
+
+TABLES: dict[str, Callable[[Mapping[str, Any]], object]] = {"postprocess": postprocessing.parameters}
+"""The tables beyond the preprocessing, each checked by its owner's function (which builds the
+table's parameter record: TypeError or ValueError on an unknown key or a bad value). The spec's
+own: ``[postprocess]`` (:mod:`harness.postprocessing`, every task's postprocessings); a task's
+own table is registered by the module that reads it (:func:`register_table`: OCR's
+``[recognition]``, by :mod:`harness.ocr.recognition`). A table whose owner this process has not
+imported is kept as written, and checked by the owner when it reads it (it always parses it)."""
+
+
+def register_table(name: str, check: Callable[[Mapping[str, Any]], object]) -> None:
+    """The spec's ``[name]`` and ``[reference.name]`` are checked by ``check`` from now on."""
+    TABLES[name] = check
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -373,19 +389,17 @@ def parse_spec(table: Mapping[str, Any], source: str = "<table>") -> Spec:
 
 
 def _postprocess(where: str, table, section: str = "postprocess") -> dict[str, Any] | None:
-    """A ``[postprocess]`` table (or ``[recognition]``, ``section``), checked by building its
-    parameter record (unknown names and keys, values out of range refused in one line); None
+    """A ``[postprocess]`` table (or another of :data:`TABLES`, ``section``), checked by its
+    owner's function (unknown names and keys, values out of range refused in one line); None
     when absent."""
     if table is None:
         return None
     table = _table(where, table)
-    if section == "recognition":
-        from harness.ocr.recognition import parameters
-    else:
-        from harness.postprocessing import parameters
-
+    check = TABLES.get(section)
+    if check is None:  # its owner is not imported here: it checks the table when it reads it
+        return table
     try:
-        parameters(table)
+        check(table)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{where}: {str(exc).removeprefix(f'[{section}] ')}") from None
     return table

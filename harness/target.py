@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from harness.deployment.discovery import ProbeRejected
+from harness.deployment.mapping import parse_overrides
 from harness.errors import UsageError
+from harness.task import BUILT_IN, TASKS, repository_models
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
@@ -43,8 +45,7 @@ class Target:
     def foreign(self) -> bool:
         """A model that is not one of this repository's (its ensembles, their twins answering the
         stage taps, the models they end in): its training side is the user's."""
-        from harness.client import PIPELINES
-        from harness.task import BUILT_IN, TASKS
+        from harness.client import PIPELINES  # here: loads Pillow, simplejpeg only when called
 
         own = {name for task in BUILT_IN for models in [TASKS[task].repository]
                for name in (models.model, *map(models.ensemble, PIPELINES), *map(models.answer, PIPELINES))}
@@ -60,7 +61,7 @@ class Target:
 
 def require_reference_model(targets: Sequence[Target], reference_model: str) -> None:
     """A foreign deployment needs the user's trained model: refuse the repository's stand-ins."""
-    from harness.reference.model import CHOICES
+    from harness.reference.model import CHOICES  # here: loads Pillow, OpenCV, simplejpeg only when called
 
     foreign = [t.model for t in targets if t.foreign]
     if foreign and reference_model in CHOICES:
@@ -84,7 +85,6 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
             raise UsageError(f"--client {target.client} needs --model: the model on the server the client's tensors "
                              "are sent to")
         return _repository_pipeline(session, client, target.pipeline, target.task)
-    from harness.deployment.mapping import parse_overrides
 
     try:
         from_spec = parse_overrides([f"{step}={stage}" for step, stage in session.spec.deployed_stages.items()])
@@ -123,8 +123,6 @@ def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: s
     """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
     model ready on the server, else a one-line refusal naming the models the server has (give
     ``--model`` for one of those)."""
-    from harness.task import repository_models
-
     models = repository_models(task)
     missing = [m for m in (models.ensemble(pipeline), models.taps(pipeline)) if not client.is_ready(m)]
     if missing:

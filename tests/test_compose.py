@@ -16,6 +16,7 @@ import pytest
 
 from harness.manifest import load_manifest
 from harness.repository import load_config, load_repository
+from harness.task import shipped_engines
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -161,6 +162,28 @@ def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
                      "segment_dali", "segment_opencv", "segment_preprocess_dali_taps"):
         assert ensemble in loaded
         assert {s.model_name for s in models[ensemble].ensemble_scheduling.step} <= set(loaded)
+
+
+def test_every_tasks_engine_is_built_then_served_from_where_it_was_built(config):
+    """Each engine of each registered task (``TaskModels.engines``, not a list here): one builder
+    makes it (``--model``, the script's default being the classifier) into a volume that Triton
+    mounts read-only over the model's version folder, loads, and waits for."""
+    services, triton = config["services"], config["services"]["triton"]
+
+    def model_of(command):
+        return command[command.index("--model") + 1] if "--model" in command else "classifier"
+
+    builders = {model_of(s["command"]): (name, s) for name, s in services.items()
+                if "build_engine.py" in " ".join(map(str, s.get("command") or []))}
+    for engine in shipped_engines():
+        assert engine in builders, f"no service builds {engine}'s engine"
+        name, builder = builders[engine]
+        [built] = [v for v in builder["volumes"] if v["type"] == "volume" and v["target"] == "/engine"]
+        [served] = [v for v in triton["volumes"] if v["type"] == "volume" and v["target"] == f"/models/{engine}/1"]
+        assert served["source"] == built["source"] and served.get("read_only") is True, engine
+        assert f"--load-model={engine}" in triton["command"], engine
+        assert triton["depends_on"][name]["condition"] == "service_completed_successfully", engine
+        assert load_config(ROOT / "model_repository" / engine / "config.pbtxt").platform == "tensorrt_plan"
 
 
 def test_the_engine_lands_where_triton_loads_the_classifier(config):

@@ -1,6 +1,7 @@
 """The import graphs of ``harness/`` and ``loadtest/``: no circle between their packages and
-top-level modules (the unit is ``harness.X``, or a sub-unit named in the layers, such as
-``task.base``), none between their modules, and no arrow up the :data:`LAYERS` (:data:`LOADTEST_LAYERS`).
+top-level modules (``harness.X``, whole), none between the units of the layers (``harness.X``, or
+a sub-unit named in the layers, such as ``task.ocr``), none between their modules, and no arrow
+up the :data:`LAYERS` (:data:`LOADTEST_LAYERS`).
 
 Every ``import`` of every module counts: those inside functions (a lazy import is still a
 dependency), those under ``if TYPE_CHECKING:`` (an annotation naming a type of a layer above is
@@ -22,8 +23,8 @@ from harness.paths import PROJECT_ROOT
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
                     "names", "files", "validation", "scores", "result"}),
-    # What a task is (harness/task/base.py): the API every task implements and the mechanisms speak.
-    ("task API", {"task.base"}),
+    # What a task is (harness/task_api/): the API every task implements and the mechanisms speak.
+    ("task API", {"task_api"}),
     # The preprocessing operations, one module each (keys, kernels, alternatives, wording): the spec reads them.
     ("operations", {"operations"}),
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
@@ -144,7 +145,7 @@ def import_graph(root: Path) -> list[Import]:
 
 
 def unit(module: str) -> str:
-    """``harness.check.job`` -> ``check``, ``harness.task.base`` -> ``task.base`` (a sub-unit the
+    """``harness.check.job`` -> ``check``, ``harness.task.ocr`` -> ``task.ocr`` (a sub-unit the
     layers name: :data:`SUB_UNITS`); the package's own ``__init__`` -> its name."""
     parts = module.split(".")
     if ".".join(parts[1:3]) in SUB_UNITS:
@@ -230,7 +231,20 @@ def harness_graph() -> list[Import]:
     return import_graph(PROJECT_ROOT / "harness")
 
 
+def package(module: str) -> str:
+    """``harness.task.ocr`` -> ``task``: the package or top-level module, whole (no sub-unit)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
 def test_no_circle_between_the_packages_of_harness():
+    """Each package whole: a package holding both a bottom and a top (the task API beside the
+    tasks) closes a circle here even where its sub-units sit in two layers."""
+    cycles = unit_cycles(harness_graph(), key=package)
+    assert not cycles, "\n".join(_describe(c, key=package) for c in cycles)
+
+
+def test_no_circle_between_the_units_of_harness():
     cycles = unit_cycles(harness_graph())
     assert not cycles, "\n".join(_describe(c) for c in cycles)
 
@@ -270,7 +284,7 @@ def test_no_import_goes_up_the_layers_of_loadtest():
 
 
 def test_the_task_registry_loads_no_task_until_asked():
-    """``import harness.task`` (the registry and the API) loads no task's own dependencies."""
+    """``import harness.task`` (the registry) loads no task's own dependencies."""
     code = ("import sys, harness.task; print(sorted(m for m in ('shapely', 'cv2', 'harness.task.detection', "
             "'harness.task.classification', 'harness.compare') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -21,6 +21,7 @@ from kubernetes_validate import utils as k8s_schemas
 
 from harness.manifest import load_manifest
 from harness.repository import load_config
+from harness.task import shipped_engines
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
@@ -254,6 +255,27 @@ def test_the_segmenters_engine_is_built_as_compose_builds_it_and_triton_waits_fo
                 for k, v in compose_triton()["segmenter-engine-builder"]["environment"].items()}
     assert {e["name"]: e["value"] for e in segmenter["env"]} == defaults
     assert "/models/segmenter/1/model.plan.stamp.json" in container(triton, "wait-for-engine")["command"][-1]
+
+
+def test_every_tasks_engine_is_built_and_waited_for(production):
+    """Each engine of each registered task (``TaskModels.engines``, not a list here): a container
+    of the engine-build Job builds it (``--model``, the script's default being the classifier)
+    into its model's version folder; Triton waits for its stamp and loads it."""
+    job, triton = production["Job", "engine-build"], production["Deployment", "triton"]
+    spec = pod(job)
+    builders = {}
+    for c in (*spec.get("initContainers", ()), *spec["containers"]):
+        command = [str(a) for a in c.get("command") or ()]
+        if any("build_engine.py" in a for a in command):
+            builders[command[command.index("--model") + 1] if "--model" in command else "classifier"] = command
+    wait, serve = container(triton, "wait-for-engine")["command"][-1], container(triton, "triton")["command"]
+    for engine in shipped_engines():
+        assert engine in builders, f"no container of the engine-build Job builds {engine}'s engine"
+        command = builders[engine]
+        repository = Path(command[command.index("--repository") + 1])
+        assert Path(command[command.index("--out") + 1]) == repository / engine / "1", engine
+        assert f"/models/{engine}/1/model.plan.stamp.json" in wait, engine
+        assert f"--load-model={engine}" in serve, engine
 
 
 def copied_paths(command: str) -> list[str]:

@@ -6,18 +6,11 @@ from harness.client import PIPELINES
 from harness.model import ONNX_FILENAME, onnx_signature
 from harness.preprocessing import TAP_TENSORS
 from harness.repository import CONFIG_FILENAME, RepositoryError, load_config, load_repository
-from harness.task import get_task
+from harness.task import get_task, shipped_engines, shipped_models
 
-DETECTION_MODELS = {"detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
-                    "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector", "detect_postprocess",
-                    "detect_dali", "detect_opencv"}
-OCR_MODELS = {"recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps"}
-SEGMENTATION_MODELS = {"segment_validate_image", "segment_preprocess_dali", "segment_preprocess_dali_stages",
-                       "segment_preprocess_dali_taps", "segment_preprocess_opencv", "segmenter", "segment_postprocess",
-                       "segment_dali", "segment_opencv"}
-EXPECTED_MODELS = {"validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
-                   "classifier", "classify_dali", "classify_opencv", "embedder", "embed_dali", "embed_opencv",
-                   *DETECTION_MODELS, *OCR_MODELS, *SEGMENTATION_MODELS}
+DETECTION_MODELS = set(get_task("detection").repository.added)
+EXPECTED_MODELS = set(shipped_models())
+"""Every model of every registered task (each task's ``repository.added``): a new task lists its own."""
 
 
 def dtype_name(value: int) -> str:
@@ -58,9 +51,10 @@ def test_gpu_profile_uses_the_gpu_backends(gpu):
 def test_cpu_profile_has_the_same_topology_and_signatures(gpu, cpu):
     for name in EXPECTED_MODELS:
         assert signature(cpu[name]) == signature(gpu[name]), name
-    for name in ("preprocess_dali", "preprocess_dali_stages", "classifier", "embedder", "detect_preprocess_dali",
-                 "detect_preprocess_dali_stages", "detector"):
-        assert cpu[name].backend == "python" and not cpu[name].platform
+    gpu_only = [name for name, config in gpu.items() if config.backend == "dali" or config.platform == "tensorrt_plan"]
+    assert {"preprocess_dali", *shipped_engines()} <= set(gpu_only)
+    for name in gpu_only:  # every model that needs a GPU runs on the cpu profile's Python backend
+        assert cpu[name].backend == "python" and not cpu[name].platform, name
         assert all(g.kind == g.KIND_CPU for g in cpu[name].instance_group)
 
 

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from harness.corpus import list_images
 from harness.errors import HarnessError
 from harness.files import InputFileError
-from harness.listing import InputFile, file_in, list_inputs, read_input
+from harness.listing import InputFile, Skipped, file_in, list_inputs, read_input
 from harness.names import identifier
 
 CSV_HEADER_FILE = ("file", "path", "image", "filename")
@@ -81,7 +81,7 @@ def read_coco(labels: Path, images: Path) -> Dataset:
     :mod:`harness.detection.effect`): its images, by ``file_name``, in ``images``. Every image
     the file lists must be there; one named outside the folder (absolute, ``..``, a link
     leading out) or whose annotations cannot be used is its own failed row, never read."""
-    from harness.detection.effect import LabelsError, load_labels
+    from harness.detection.effect import LabelsError, load_labels  # here: loads shapely only when called
 
     try:
         found = load_labels(labels)
@@ -155,8 +155,6 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
 def _folder_skipped(root: Path, class_dirs: list[Path]) -> tuple:
     """The entries of an ImageFolder that are not images: at the root (its class directories
     aside) and in each class directory (named ``class/entry``)."""
-    from harness.listing import Skipped
-
     classes = {identifier(d) for d in class_dirs}
     out = [s for s in list_inputs(root).skipped if s.name not in classes]
     for d in class_dirs:

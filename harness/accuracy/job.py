@@ -10,14 +10,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference
+from harness.accuracy.dataset import read_sample
 from harness.accuracy.predict import TOP_K
+from harness.accuracy.report import write_accuracy_files
+from harness.accuracy.scoring import Outcome, outcome_of
+from harness.accuracy.shards import shard_dataset, write_shard
 from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
 from harness.client import PIPELINES
+from harness.corpus import list_images
+from harness.deployment import DeployedSide
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
-from harness.results import AccuracyReport, AccuracyRun, EffectReport
+from harness.reference.reading import proven_reference
+from harness.report import versions
+from harness.report.formats import require_formats
+from harness.result import one_line
+from harness.results import AccuracyReport, AccuracyRun, EffectReport, ReferenceInfo
 from harness.shard import Shard
-from harness.target import Target
+from harness.stage import Stage
+from harness.target import Target, open_deployment, require_reference_model
 from harness.task import get_task
 from harness.verdict import ties_fail
 
@@ -111,16 +123,6 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
         progress: Progress = no_progress) -> AccuracyResult:
     """Classify every image of ``options.dataset`` on the reference and on every deployed path,
     score them, write accuracy.json and accuracy.md to ``options.report``."""
-    from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference
-    from harness.accuracy.report import write_accuracy_files
-    from harness.accuracy.shards import shard_dataset, write_shard
-    from harness.deployment import DeployedSide
-    from harness.reference.reading import proven_reference
-    from harness.report import versions
-    from harness.report.formats import require_formats
-    from harness.results import ReferenceInfo
-    from harness.target import open_deployment, require_reference_model
-
     require_formats(options.formats)
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}")
@@ -134,7 +136,7 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
 
     def load(name: str):
         """The dataset (labels: the model's classes, a retrieval set's own, a detection set's
-        boxes: the task's :attr:`~harness.task.base.Task.labeled_by`) and the reference model."""
+        boxes: the task's :attr:`~harness.task_api.Task.labeled_by`) and the reference model."""
         task = get_task(name)
         full = load_dataset(options.dataset, session.classes() if task.labeled_by == "classes" else None, options.labels)
         wanted = LABEL_LAYOUTS.get(task.labeled_by)
@@ -206,9 +208,6 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
 def _probe_images(dataset: Path, labels: Path | None = None) -> list[Path]:
     """Images to probe a ``--model`` with before the dataset's labels are read (its task decides how):
     a CSV's or a COCO JSON's own images (never the label file itself), a folder's first images."""
-    from harness.accuracy import load_dataset
-    from harness.corpus import list_images
-
     if dataset.is_file() or labels is not None:
         return [s.path for s in load_dataset(dataset, None, labels).samples[:5]]  # labels read as names only
     folder = dataset
@@ -221,12 +220,6 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
     """The task's effect on the labeled set: every path's raw output of every image, then
     :meth:`harness.task.Task.effect` on the images no path failed."""
     import numpy as np
-
-    from harness.accuracy import predict_deployed, predict_reference
-    from harness.accuracy.report import write_accuracy_files
-    from harness.accuracy.scoring import outcome_of
-    from harness.report import versions
-    from harness.results import ReferenceInfo
 
     if options.shard is not None:
         raise UsageError(f"--shard: {task.name}'s effect needs every image at once (each is searched for among all "
@@ -264,7 +257,7 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
 
 
 LABEL_LAYOUTS = {"boxes": "coco", "masks": "masks"}
-"""A task's :attr:`~harness.task.base.Task.labeled_by` -> the dataset layout that labels it so."""
+"""A task's :attr:`~harness.task_api.Task.labeled_by` -> the dataset layout that labels it so."""
 DETECT_WORKERS = 4
 """Images in flight while detecting: the server works on some while the reference runs others."""
 
@@ -275,17 +268,9 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
     """The task's effect from its result stage (a detector's on a COCO labeled set): every
     path's result of every image (the reference's by its postprocessing, each deployment's as
     it answers it), each deployed path's changes against the reference's, as check judges them
-    (near-threshold ones within ``tie_margin``), then :meth:`harness.task.base.Task.effect_of_results`
+    (near-threshold ones within ``tie_margin``), then :meth:`harness.task_api.Task.effect_of_results`
     (a detector's: :func:`harness.detection.effect.evaluate_detection`)."""
     from concurrent.futures import ThreadPoolExecutor
-
-    from harness.accuracy.dataset import read_sample
-    from harness.accuracy.report import write_accuracy_files
-    from harness.accuracy.scoring import Outcome, outcome_of
-    from harness.report import versions
-    from harness.result import one_line
-    from harness.results import ReferenceInfo
-    from harness.stage import Stage
 
     if options.shard is not None:
         raise UsageError(f"--shard: {task.name}'s effect is scored over the whole labeled set (a detector's COCO mAP "

@@ -24,6 +24,7 @@ import numpy as np
 from harness.accuracy.dataset import Dataset
 from harness.accuracy.predict import Predictions
 from harness.errors import UsageError
+from harness.run_identity import embedded_as_one, first_difference
 from harness.shard import Shard, ShardRecord, check_split
 
 PREDICTIONS_FILENAME = "predictions.json"
@@ -71,8 +72,6 @@ class AccuracyShard:
 
 def identity(report: dict, content: dict) -> dict:
     """What two shards of one accuracy run share (see :mod:`harness.run_identity` for a check's)."""
-    from harness.run_identity import embedded_as_one
-
     deployed = {**report["deployed"], "url": embedded_as_one(report["deployed"]["url"])}
     run = {k: v for k, v in report.get("run", {}).items() if k != "seconds"}
     dataset = {k: report["dataset"][k] for k in ("layout", "labeled")}
@@ -81,8 +80,6 @@ def identity(report: dict, content: dict) -> dict:
 
 
 def read_shards(directories: Sequence[Path]) -> list[AccuracyShard]:
-    from harness.run_identity import first_difference
-
     shards = []
     for directory in directories:
         record = ShardRecord.read(directory)

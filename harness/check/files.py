@@ -15,6 +15,7 @@ from harness.files import write_atomic
 from harness.names import bounded_filename, csv_text
 from harness.result import ImageResult
 from harness.stage import TENSOR_STAGES
+from harness.task import get_task
 
 RESULTS_FILENAME = "images.jsonl"
 CSV_FILENAME = "per_image.csv"
@@ -35,8 +36,6 @@ def csv_header(task=None) -> list[str]:
 
 
 def _task(task):
-    from harness.task import get_task
-
     return task or get_task(None)
 
 

@@ -16,11 +16,11 @@ from harness.errors import ServerStopped, contained, escapes
 from harness.listing import InputFile, read_input
 from harness.outcome import Side
 from harness.reference import Recipe
-from harness.reference.model import ReferenceModel
+from harness.reference.model import ReferenceModel, shape_fits
 from harness.result import ImageResult, one_line
 from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
-from harness.task.base import PostprocessError
+from harness.task_api import PostprocessError
 from harness.tolerance import Tolerance
 
 
@@ -151,8 +151,6 @@ class ImageChecker:
     def _input_problem(self, model_input: np.ndarray) -> str | None:
         """Why the reference's model input cannot go into the model (a custom recipe's
         wrong shape), or None."""
-        from harness.reference.model import shape_fits
-
         expected = self.reference_model.input_shape
         if expected and not shape_fits(tuple(model_input.shape), expected):
             return (f"reference {self.recipe.name} made a {list(model_input.shape)} model input; "

@@ -10,15 +10,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager
 
-from harness.check.budget import DEFAULT_MEMORY_BUDGET
+from harness.check.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
+from harness.check.image import ImageChecker
+from harness.check.run import run_check
+from harness.check.rundir import RunDirectory, RunManifest
+from harness.deployment import DeployedSide
 from harness.deployment.side import RETRIES
+from harness.deployment.side import RETRIES as DEFAULT_RETRIES
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, RunStopped, StopSignals, UsageError
 from harness.files import strict_json
+from harness.listing import list_inputs
+from harness.model import ModelError
 from harness.names import path_text
 from harness.paths import DEFAULT_REPOSITORY
+from harness.reference.model import CHOICES
+from harness.reference.reading import proven_reference
+from harness.report import versions, write_reports
+from harness.report.formats import require_formats
+from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
+from harness.session import DEFAULT_TIMEOUT
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
-from harness.target import Target
+from harness.target import Target, open_deployment, require_reference_model
 from harness.task import get_task
 from harness.validation import require_int, require_number
 from harness.verdict import FAIL_ON
@@ -84,7 +97,6 @@ class CheckOptions:
             require_number("--tie-margin", self.tie_margin, 0)
         if self.fail_on not in FAIL_ON:
             raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
-        from harness.report.formats import require_formats
 
         require_formats(self.formats)
 
@@ -127,17 +139,6 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     early (the server, SIGINT/SIGTERM, a full disk): what was compared is kept. Raises
     :class:`~harness.errors.UsageError` before anything runs for bad options, and for a
     ``--resume`` of a run that was something else; see :meth:`CheckResult.exit_status`."""
-    from harness.check.budget import MemoryBudget
-    from harness.check.image import ImageChecker
-    from harness.check.run import run_check
-    from harness.check.rundir import RunDirectory
-    from harness.deployment import DeployedSide
-    from harness.listing import list_inputs
-    from harness.reference.reading import proven_reference
-    from harness.report import versions, write_reports
-    from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, SpecInfo
-    from harness.target import open_deployment, require_reference_model
-
     options.validate()
     spec = session.spec
     listing = list_inputs(options.images, options.follow_links)
@@ -238,8 +239,6 @@ def _class_names(session, target, task) -> tuple[str, ...]:
     """The names of the classes the scores hold: ``--class-names``, or this repository's classifier's
     for its own pipelines (a ``--model`` of the user's has other classes unless named); none for a
     task that has no classes."""
-    from harness.model import ModelError
-
     if task.labeled_by != "classes" or (target.model is not None and session.labels is None):
         return ()
     try:
@@ -263,9 +262,6 @@ def run_manifest(session, options: CheckOptions, recipe: str):
     """What this run is (:class:`~harness.check.rundir.RunManifest`): every option that
     changes a result, the spec's and the models' contents, the versions; the server's
     version and the deployment are added once connected (:meth:`RunManifest.served_by`)."""
-    from harness.check.rundir import RunManifest
-    from harness.report import versions
-
     target = options.target
     reference_file = _user_file(options.reference_model)
     identity = {
@@ -294,8 +290,6 @@ def run_manifest(session, options: CheckOptions, recipe: str):
 
 
 def _user_file(reference_model: str) -> Path | None:
-    from harness.reference.model import CHOICES
-
     return None if reference_model in CHOICES else Path(reference_model)
 
 
@@ -319,9 +313,6 @@ def resume_command(session, options: CheckOptions) -> str:
     """The whole command line that continues this run: every option that is not its
     default, paths absolute, each argument quoted for a POSIX shell (undecodable bytes as
     ``$'\\xNN'``), so following it verbatim resumes the very same run."""
-    from harness.deployment.side import RETRIES as DEFAULT_RETRIES
-    from harness.session import DEFAULT_TIMEOUT
-
     defaults = CheckOptions(options.images, options.report)
     args = ["harness", "check", _absolute(options.images), "--report", _absolute(options.report), "--resume"]
     target = options.target

@@ -13,6 +13,7 @@ from harness.check.image import ImageTensors
 from harness.compare.aggregate import severity
 from harness.names import bounded_filename
 from harness.result import ImageResult
+from harness.segmentation.draw import draw_masks
 from harness.stage import IMAGE_STAGES, STAGES, Stage
 from harness.verdict import Verdict
 
@@ -28,8 +29,8 @@ def boxes_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
     """A detector's result: both sides' boxes drawn on the decoded photo, reference blue, deployed orange."""
     import cv2
 
-    from harness.detection.boxes import Detections
-    from harness.detection.draw import draw_comparison
+    from harness.detection.boxes import Detections  # here: loads shapely only when called
+    from harness.detection.draw import draw_comparison  # here: loads shapely only when called
 
     ref, dep, photo = t.reference.get(Stage.POSTPROCESS), t.deployed.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)
     if ref is None or dep is None or photo is None:
@@ -50,7 +51,6 @@ def masks_visual(t: ImageTensors) -> dict[str, np.ndarray] | None:
     drawn on the decoded photo, the flipped pixels marked (:mod:`harness.segmentation.draw`)."""
     import cv2
 
-    from harness.segmentation.draw import draw_masks
 
     ref, dep, photo = t.reference.get(Stage.POSTPROCESS), t.deployed.get(Stage.POSTPROCESS), t.reference.get(Stage.DECODE)
     if ref is None or dep is None or photo is None or ref.shape != dep.shape:

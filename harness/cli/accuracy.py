@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.accuracy.job import AccuracyOptions, run
+from harness.accuracy.report import ACCURACY_REPORTS
 from harness.arguments import (
     DeploymentArgs,
     Groups,
@@ -67,7 +69,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     accuracy.add_argument("--shard", type=shard_arg, metavar="K/N",
                           help="classify only shard K (0 to N-1) of N: the images whose name hashes to K; "
                                "`harness merge` pools the N shards into one run's report")
-    from harness.accuracy.report import ACCURACY_REPORTS
 
     deployment = DeploymentArgs(("pipeline", "model", "client", "output", "postprocess", "task"), several=True,
                                 notes={"pipeline": "(default: both, unless --model is given)"})
@@ -81,8 +82,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_accuracy_command(args, groups: Groups) -> int:
-    from harness.accuracy.job import AccuracyOptions, run
-
     parsed = groups.parse(args)
     deployed, reference, rule, output = parsed.deployment, parsed.reference, parsed.verdict, parsed.output
     options = AccuracyOptions(args.dataset, output.report, args.labels, deployed.pipelines, deployed.targets,

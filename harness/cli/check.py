@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.accuracy.shards import ACCURACY_JSON
 from harness.arguments import (
     DeploymentArgs,
     Groups,
@@ -18,11 +19,14 @@ from harness.arguments import (
     make_session,
 )
 from harness.check.budget import BYTES_PER_DECODED_BYTE, DEFAULT_MEMORY_BUDGET
-from harness.check.job import DEFAULT_WORKERS
+from harness.check.job import DEFAULT_WORKERS, CheckOptions, run
 from harness.cli.common import IMAGES_HELP, console, out, print_accuracy, print_stage_report, progress_bar, say
+from harness.compare_runs import compare_runs
 from harness.deployment.side import RETRIES
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.merge import merge, merge_accuracy
 from harness.paths import REPORTS_DIR
+from harness.report import CHECK_REPORTS, COMPARE_REPORTS, write_reports
 from harness.shard import Shard
 from harness.stage import DEFAULT_TOP_K
 
@@ -104,7 +108,6 @@ def _reports(job: str):
         from harness.accuracy.report import ACCURACY_REPORTS
 
         return ACCURACY_REPORTS
-    from harness.report import CHECK_REPORTS, COMPARE_REPORTS
 
     return CHECK_REPORTS if job == "check" else COMPARE_REPORTS
 
@@ -117,8 +120,6 @@ def shard_arg(text: str) -> Shard:
 
 
 def run_check_command(args, groups: Groups) -> int:
-    from harness.check.job import CheckOptions, run
-
     parsed = groups.parse(args)
     rule, reference = parsed.verdict, parsed.reference
     options = CheckOptions(args.images, parsed.output.report, parsed.deployment, reference.recipe, reference.model,
@@ -134,9 +135,6 @@ def run_check_command(args, groups: Groups) -> int:
 
 
 def run_merge_command(args, groups: Groups) -> int:
-    from harness.accuracy.shards import ACCURACY_JSON
-    from harness.merge import merge, merge_accuracy
-
     output = groups.parse(args).output
     if (args.shards[0] / ACCURACY_JSON).is_file():  # shards of `harness accuracy --shard`
         accuracy = merge_accuracy(args.shards, output.report, output.formats)
@@ -151,9 +149,6 @@ def run_merge_command(args, groups: Groups) -> int:
 
 
 def run_compare_command(args, groups: Groups) -> int:
-    from harness.compare_runs import compare_runs
-    from harness.report import write_reports
-
     parsed = groups.parse(args)
     fail_on, formats = parsed.verdict.fail_on, parsed.output.formats
     report_dir = parsed.output.report or args.run_b / "compare"

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from harness.arguments import add_class_names, add_task, epilog
 from harness.cli.common import out, progress_bar, say
+from harness.deploy.job import DeployOptions, run
+from harness.deploy.summary import summary_lines
 from harness.paths import DEFAULT_PHOTOS, REPORTS_DIR
 
 DEFAULT_REPORT = REPORTS_DIR / "deploy"
@@ -49,8 +51,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_deploy_command(args) -> int:
-    from harness.deploy.job import DeployOptions, run
-
     options = DeployOptions(args.model, args.reference, args.out, None if args.no_check else args.images, args.report,
                             args.task, args.class_names, args.name)
     result = run(options, log=say, progress=progress_bar)
@@ -60,8 +60,6 @@ def run_deploy_command(args) -> int:
 
 def render(result) -> str:
     """What deploy prints: what was read and how exactly, what was written, and per stage what is left."""
-    from harness.deploy.summary import summary_lines
-
     return "\n".join(summary_lines(result))
 
 

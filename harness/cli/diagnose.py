@@ -19,8 +19,9 @@ from harness.arguments import (
 )
 from harness.cli.check import CLIENT_NOTE, MODEL_NOTE
 from harness.cli.common import IMAGES_HELP, console, out, progress_bar, say
+from harness.diagnose.job import DiagnoseOptions, run
 from harness.paths import REPORTS_DIR
-from harness.report.diagnosis import DIAGNOSIS_REPORTS
+from harness.report.diagnosis import DEPLOYMENT_SPEC, DIAGNOSIS_REPORTS, TRAINING_SPEC
 from harness.report.formats import formats_line
 
 DEFAULT_REPORT = REPORTS_DIR / "diagnose"
@@ -56,8 +57,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_diagnose_command(args, groups: Groups) -> int:
-    from harness.diagnose.job import DiagnoseOptions, run
-
     parsed = groups.parse(args)
     reference, rule, output = parsed.reference, parsed.verdict, parsed.output
     options = DiagnoseOptions(args.images, output.report, parsed.deployment, reference.recipe, reference.model,
@@ -78,7 +77,6 @@ def run_diagnose_command(args, groups: Groups) -> int:
         from harness.report.diagnosis import render_markdown
 
         out(render_markdown(result.report))
-    from harness.report.diagnosis import DEPLOYMENT_SPEC, TRAINING_SPEC
 
     specs = "".join(f"; {what.split(' (')[0].lower()}: {path}" for what, path in (
         (DEPLOYMENT_SPEC, result.written_spec), (TRAINING_SPEC, result.written_training_spec)) if path)

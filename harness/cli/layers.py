@@ -10,15 +10,14 @@ from pathlib import Path
 from harness.arguments import DeploymentArgs, Groups, OutputArgs, RepositoryArgs, ServerArgs, alias, epilog, make_session
 from harness.cli.common import console, say
 from harness.errors import UsageError
+from harness.layers.executions import EXECUTIONS
+from harness.layers.job import LayersOptions, RepeatOptions, repeat_reports, run, run_repeat
+from harness.layers.job import LayersOptions as L
+from harness.layers.job import RepeatOptions as R
+from harness.layers.report import LAYERS_REPORTS, pair_line
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from harness.layers.executions import EXECUTIONS
-    from harness.layers.job import LayersOptions as L
-    from harness.layers.job import RepeatOptions as R
-    from harness.layers.job import repeat_reports
-    from harness.layers.report import LAYERS_REPORTS
-
     p = commands.add_parser("layers", help="compare the classifier layer by layer between runtimes and precisions "
                                            "and name the first divergent layer",
                             description="Run the classifier in each execution (the first is the reference) on the same "
@@ -72,9 +71,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_layers_command(args, groups: Groups) -> int:
-    from harness.layers.job import LayersOptions, run
-    from harness.layers.report import pair_line
-
     parsed = groups.parse(args)
     options = LayersOptions(args.images, args.onnx, tuple(e.strip() for e in args.executions.split(",") if e.strip()),
                             args.fp16_onnx, args.torch_model, args.torch_prefix,
@@ -92,8 +88,6 @@ def run_layers_command(args, groups: Groups) -> int:
 
 
 def run_repeat_command(args, groups: Groups) -> int:
-    from harness.layers.job import RepeatOptions, run_repeat
-
     parsed = groups.parse(args)
     target = parsed.deployment
 

@@ -19,11 +19,28 @@ from harness.arguments import (
     make_session,
 )
 from harness.cli.common import connect, console, say
+from harness.corpus import build_corpus, make_variants
+from harness.deployment.discovery import read_model
 from harness.errors import UsageError
-from harness.names import terminal_text
+from harness.layers.job import export_fp16_model
+from harness.listing import list_inputs
+from harness.model import (
+    DETECTOR_DIR,
+    EMBEDDER_DIR,
+    ONNX_FILENAME,
+    RECOGNIZER_DIR,
+    SEGMENTER_DIR,
+    check_detector_onnx,
+    export_default,
+    export_embedder,
+    import_onnx,
+    read_labels,
+)
+from harness.names import plain_text
 from harness.paths import DEFAULT_PHOTOS, WORK_DIR
+from harness.server import TritonServer
 from harness.session import Session
-from harness.task import TASKS, get_task
+from harness.task import TASKS, claimed_by, get_task
 
 DONE = epilog("done", "(infer) an image had no answer", "usage or setup error")
 
@@ -122,8 +139,6 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_export(args, groups: Groups) -> int:
-    from harness.model import DETECTOR_DIR, EMBEDDER_DIR, RECOGNIZER_DIR, SEGMENTER_DIR, export_default, export_embedder
-
     paths = groups.parse(args).repository
     session, repository = make_session(paths), paths.repository
     if (args.onnx or args.out or args.calibration) and not args.fp16:
@@ -160,9 +175,8 @@ def run_model_export(args, groups: Groups) -> int:
 def _install_detector(model_dir: Path) -> Path:
     """rapidocr's PP-OCRv6 detector into ``model_dir/model.onnx`` with its licence notice
     (after checking it is the file the notice covers), held to the folder's config."""
-    from harness.detection.detector import install_model
-    from harness.model import ONNX_FILENAME, check_detector_onnx
-    from harness.repository import CONFIG_FILENAME, load_config
+    from harness.detection.detector import install_model  # here: loads pyclipper, shapely only when called
+    from harness.repository import CONFIG_FILENAME, load_config  # here: loads protobuf, tomli_w, tritonclient
 
     path = install_model(model_dir, ONNX_FILENAME)
     check_detector_onnx(path, load_config(model_dir / CONFIG_FILENAME), run=True)
@@ -171,8 +185,6 @@ def _install_detector(model_dir: Path) -> Path:
 
 def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None) -> None:
     """The fp16 model with its fp32 fallback found on ``calibration`` (default the photo corpus)."""
-    from harness.layers.job import export_fp16_model
-
     done = export_fp16_model(session, path, out, calibration, log=say)
     if done.fallback is None:
         console.print(f"wrote {done.fp16_model} (no calibration images: no fp32 fallback searched)")
@@ -186,8 +198,7 @@ def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None
 
 
 def run_model_import(args, groups: Groups) -> int:
-    from harness.model import import_onnx, read_labels
-    from harness.repository import set_class_count
+    from harness.repository import set_class_count  # here: loads protobuf, tomli_w, tritonclient
 
     paths = groups.parse(args).repository
     spec = make_session(paths).spec
@@ -201,7 +212,7 @@ def run_model_import(args, groups: Groups) -> int:
 
 
 def run_repo_build(args, groups: Groups) -> int:
-    from harness.repository import build_profile, load_repository
+    from harness.repository import build_profile, load_repository  # here: loads protobuf, tomli_w, tritonclient
 
     paths = groups.parse(args).repository
     out = build_profile(paths.repository, args.out, args.profile, paths.spec)
@@ -212,7 +223,7 @@ def run_repo_build(args, groups: Groups) -> int:
 def run_serve(args, groups: Groups) -> int:
     import tempfile
 
-    from harness.repository import build_cpu_profile
+    from harness.repository import build_cpu_profile  # here: loads protobuf, tomli_w, tritonclient
 
     paths = groups.parse(args).repository
 
@@ -227,8 +238,6 @@ def run_serve(args, groups: Groups) -> int:
 
 
 def _serve(args, repo: Path) -> int:
-    from harness.server import TritonServer
-
     server = TritonServer(repo, args.host, args.http_port, args.grpc_port, args.metrics_port, log_file=args.log_file)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -251,8 +260,6 @@ def _expand(paths: list[Path]) -> tuple[list[Path], list]:
     """The images of ``paths`` (files, and the inputs of folders), and the folders' entries
     that are not inputs (:class:`harness.listing.Skipped`: a hidden file, a sub-folder, a link
     leading out), listed as check lists them."""
-    from harness.listing import list_inputs
-
     files, skipped = [], []
     for p in paths:
         if p.is_dir():
@@ -268,20 +275,17 @@ def _expand(paths: list[Path]) -> tuple[list[Path], list]:
 
 def _say_skipped(skipped: list) -> None:
     for entry in skipped:
-        console.print(f"skipped {terminal_text(entry.name)}: {terminal_text(entry.reason)}", markup=False)
+        console.print(f"skipped {plain_text(entry.name)}: {plain_text(entry.reason)}", markup=False)
 
 
 def _claimed(client, models) -> str:
     """The task discovery finds for the first ``--model``."""
-    from harness.deployment.discovery import read_model
-    from harness.task import claimed_by
-
     return claimed_by(read_model(client, models[0]))[0].name
 
 
 @dataclass(frozen=True)
 class Asked:
-    """What ``harness infer`` is asked (what :meth:`harness.task.base.Task.infer` reads): the
+    """What ``harness infer`` is asked (what :meth:`harness.task_api.Task.infer` reads): the
     deployed sides, the session, the class names of a ``--model`` without its own, how many
     classes (or neighbours, or boxes) per image, the images and the folders' entries skipped."""
 
@@ -319,8 +323,6 @@ def run_infer(args, groups: Groups) -> int:
 
 
 def run_corpus(args) -> int:
-    from harness.corpus import build_corpus, make_variants
-
     photos = build_corpus(args.out, WORK_DIR / "wheels", progress=console.print)
     console.print(f"{len(photos)} photos in {args.out}")
     if args.variants:

@@ -8,19 +8,20 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from harness.accuracy import DatasetError
 from harness.arguments import Groups, RepositoryArgs, epilog, make_session
 from harness.cli.common import console, out
 from harness.errors import UsageError
 from harness.names import printable
 from harness.paths import WORK_DIR
+from harness.training.config import TrainConfig
+from harness.training.data import load_training_set
+from harness.training.preprocess import CHOICES
 
 DEFAULT_OUT = WORK_DIR / "trained"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from harness.training.config import TrainConfig
-    from harness.training.preprocess import CHOICES
-
     d = TrainConfig()
     train = commands.add_parser(
         "train", help="fine-tune EfficientNet-Lite0 on an ImageFolder with the deployed (or another) preprocessing",
@@ -60,10 +61,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_train_command(args, groups: Groups) -> int:
-    from harness.accuracy import DatasetError
-    from harness.training.config import TrainConfig
-    from harness.training.data import load_training_set
-
     try:
         config = TrainConfig(preprocessing=args.preprocessing, fraction=args.fraction, seed=args.seed,
                              epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, last_block=args.last_block,
@@ -73,7 +70,7 @@ def run_train_command(args, groups: Groups) -> int:
         raise UsageError(str(exc)) from None
     paths = groups.parse(args).repository
     spec = make_session(paths).spec
-    from harness.training.train import export, train
+    from harness.training.train import export, train  # here: loads torch only when called
 
     def on_epoch(stats) -> None:
         val = f", val accuracy {100 * stats.val_accuracy:.1f}%" if stats.val_accuracy is not None else ""

@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from harness.arguments import DeploymentArgs, Groups, RepositoryArgs, ServerArgs
+from harness.arguments import DeploymentArgs, Groups, RepositoryArgs, ServerArgs, epilog
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.paths import DEFAULT_PHOTOS, WORK_DIR
 from harness.session import embedded_server
@@ -30,7 +30,6 @@ EXAMPLES = """examples:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from harness.arguments import epilog
     from loadtest.watch import DEFAULT_LISTEN, DEFAULT_MODELS
 
     parser = commands.add_parser(

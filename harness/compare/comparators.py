@@ -1,4 +1,4 @@
-"""The comparators the harness ships (the protocol: :class:`harness.task.base.Comparator`): each
+"""The comparators the harness ships (the protocol: :class:`harness.task_api.Comparator`): each
 takes two results and a tolerance of its own type and returns a typed result that is true
 unless it diverged. Check, compare, merge, diagnose, repeat, preflight and the fp16 fallback
 judge arrays and top-k through these; a detector's boxes (:mod:`harness.detection.compare`),
@@ -15,7 +15,7 @@ import numpy as np
 from harness.compare.metrics import compare_arrays, quick_verdict, topk_metrics, topk_verdict, verdict
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K
-from harness.task.base import Comparator, Comparison
+from harness.task_api import Comparator, Comparison
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 

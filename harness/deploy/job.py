@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness.deploy.compose import compose_file
 from harness.errors import EXIT_OK, UsageError
+from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.spec import SPEC_FILENAME, load_spec, to_table
 
 TASKS = ("classification",)
 """The tasks deploy writes (the others' repositories have more steps: not yet)."""
@@ -75,11 +78,9 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     """Write the deployment of ``options.model`` for ``options.reference`` into ``options.out``,
     validate its production profile, and check its cpu profile on ``options.images``."""
     from harness.model import LABELS_FILENAME, ModelError, check_onnx, conform_onnx, read_classifier, read_labels, write_labels
-    from harness.paths import DEFAULT_REPOSITORY
     from harness.reference.reading import is_framework_source, read_source, read_transform
     from harness.repository import copy_models, load_config, models_of, set_class_count, set_input_size
-    from harness.spec import SPEC_FILENAME, load_spec, to_table
-    from harness.task import get_task
+    from harness.task import get_task  # here: loads numpy only when called
 
     started = time.perf_counter()
     if options.task not in TASKS:
@@ -151,8 +152,6 @@ WRITTEN_BY = "# Written by `harness deploy`"
 
 def _refuse_overwriting(out: Path) -> None:
     """A folder deploy did not write is never replaced: nothing of the user's is lost."""
-    from harness.spec import SPEC_FILENAME
-
     if not out.exists():
         return
     if not out.is_dir():
@@ -167,7 +166,7 @@ def _refuse_overwriting(out: Path) -> None:
 def _reading(source: str, is_framework_source, read_source, read_transform):
     """The training definition read: a framework's (``torchvision:``, ``timm:``, ``hf:``) or the
     user's transforms (``file.py:NAME``: a Compose or a preset)."""
-    from harness.reference.custom import load_object
+    from harness.reference.custom import load_object  # here: loads Pillow, OpenCV, simplejpeg
 
     if is_framework_source(source):
         return read_source(source)
@@ -191,7 +190,6 @@ def _resize_words(p) -> str:
 def _compose(out: Path, models, name: str | None) -> str:
     import re
 
-    from harness.deploy.compose import compose_file
 
     project = name or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") or "deployment"
     return compose_file(out, list(models), project)
@@ -206,9 +204,8 @@ def validate(out: Path, models) -> Validation:
 
     import nvidia.dali as dali
 
-    from harness.paths import PROJECT_ROOT
     from harness.preprocessing.dali_graph import missing_arguments, pipeline_arguments, production_pipelines
-    from harness.repository import RepositoryError, load_repository
+    from harness.repository import RepositoryError, load_repository  # here: loads protobuf, tomli_w, tritonclient
 
     configs = load_repository(out)
     missing = set(models) - set(configs)
@@ -234,10 +231,10 @@ def validate(out: Path, models) -> Validation:
 def self_check(out: Path, options: DeployOptions, log, progress):
     """``harness check`` of the cpu profile of ``out`` (the same DALI graph on DALI's CPU kernels,
     the ONNX in ONNX Runtime) on ``options.images`` against the same training definition."""
-    from harness.check.job import CheckOptions, no_progress
-    from harness.check.job import run as check
-    from harness.session import Session
-    from harness.target import Target
+    from harness.check.job import CheckOptions, no_progress  # here: loads Pillow, OpenCV, simplejpeg
+    from harness.check.job import run as check  # here: loads Pillow, OpenCV, simplejpeg only when called
+    from harness.session import Session  # here: loads Pillow, simplejpeg only when called
+    from harness.target import Target  # here: loads numpy only when called
 
     session = Session(repository=out, labels=options.class_names)
     check_options = CheckOptions(options.images, options.report, Target(pipeline="dali", task=options.task),

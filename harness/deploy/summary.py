@@ -4,6 +4,7 @@ validated, and per stage of the self-check what DALI does not replay exactly and
 from __future__ import annotations
 
 from harness.formatting import fmt
+from harness.spec import SPEC_FILENAME, load_spec
 from harness.stage import Stage
 from harness.verdict import Verdict
 
@@ -87,6 +88,4 @@ def what_is_left(report, p) -> list[str]:
 
 
 def _deployed_spec(out):
-    from harness.spec import SPEC_FILENAME, load_spec
-
     return load_spec(out / SPEC_FILENAME).preprocess

@@ -32,7 +32,7 @@ def __getattr__(name: str):
 
 def pipeline_side(client, pipeline: str, task, preprocess=None):
     """This repository's ``pipeline`` of ``task`` read through one ``client`` (a single-threaded job)."""
-    from harness.deployment.side import DeployedSide
-    from harness.deployment.taps import TapsDeployment
+    from harness.deployment.side import DeployedSide  # here: loads Pillow, simplejpeg only when called
+    from harness.deployment.taps import TapsDeployment  # here: loads Pillow, OpenCV, simplejpeg
 
     return DeployedSide(TapsDeployment(pipeline, task, preprocess), lambda: client)

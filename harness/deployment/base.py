@@ -24,7 +24,7 @@ from harness.deployment.discovery import IMAGE_KINDS, TensorInfo
 from harness.packing import pack_images
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import Stage
-from harness.task.base import Task
+from harness.task_api import Task
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
@@ -82,7 +82,7 @@ class Deployment:
 
     @property
     def task(self) -> Task:
-        """The task the output serves (:mod:`harness.task.base`): what is compared after the
+        """The task the output serves (:mod:`harness.task_api`): what is compared after the
         model input; given by whoever opens the deployment (it knows the registry, this does not)."""
         return self._task
 

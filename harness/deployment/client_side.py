@@ -33,9 +33,11 @@ from harness.deployment.discovery import (
 from harness.deployment.mapping import TensorMapping
 from harness.deployment.stepwise import decoded_size, expected_input, map_outputs
 from harness.errors import call_user, raised
+from harness.manifest import load_dalis_nvjpeg
 from harness.scores import ScoreKind
 from harness.stage import STAGES, Stage
-from harness.task.base import Task
+from harness.task_api import Task
+from harness.user_code import load_object
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
@@ -53,9 +55,6 @@ class ClientMismatch(ClientError):
 
 def load_client(ref: str) -> Callable[[bytes], object]:
     """The client function ``file.py:name`` (:class:`~harness.errors.UsageError` if it is not one)."""
-    from harness.manifest import load_dalis_nvjpeg
-    from harness.user_code import load_object
-
     load_dalis_nvjpeg()  # before the client's code imports torchvision, whose nvJPEG would otherwise be DALI's
     function = load_object(ref, "--client", "a client function")
     if not callable(function):

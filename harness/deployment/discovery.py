@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from harness.errors import UsageError
+from harness.task_api import Task, claim
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
-    from harness.task.base import Task
 
 
 class DeploymentError(UsageError):
@@ -154,14 +154,12 @@ def task_output(model: ModelInfo, task: str | None = None, choice: str | None = 
                 tasks: Mapping[str, Task]) -> tuple[Task, TensorInfo | None, str]:
     """(the task, the output it reads, why that task) of ``model``, among ``tasks`` (the
     registry, given by the caller: :data:`harness.task.TASKS`): ``task`` as ``--task`` names
-    it, or (None) the one the model's outputs show signs of (:func:`harness.task.base.claim`);
+    it, or (None) the one the model's outputs show signs of (:func:`harness.task_api.claim`);
     ``choice``: ``--output``. The output is None when the model answers only the task's result
     (a detector's boxes: :meth:`harness.task.Task.result_outputs`), whose raw output, if any,
     is found elsewhere (an ensemble's step). Refuses, in one line saying why, a model with no
     output the task can read, and a task named for an output that is plainly another task's
     (unless ``--output`` names it)."""
-    from harness.task.base import claim
-
     chosen, why = (tasks[task], f"--task {task}") if task is not None else claim(model, list(tasks.values()))
     pick = chosen.choose_output(model, choice)
     results = chosen.result_outputs(model, choice)

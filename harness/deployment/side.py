@@ -23,6 +23,7 @@ import numpy as np
 from harness.client import InferenceError, ServerOverloaded, ServerUnavailable, TritonClient
 from harness.deployment.base import Deployment
 from harness.errors import ServerStopped
+from harness.result import one_line
 from harness.stage import Stage
 
 T = TypeVar("T")
@@ -90,6 +91,4 @@ class DeployedSide:
 
 def _reason(exc: Exception, model: str) -> str:
     """The server's message, without Triton's "in ensemble 'NAME', " (the path is named beside it)."""
-    from harness.result import one_line
-
     return one_line(exc).removeprefix(f"in ensemble '{model}', ")

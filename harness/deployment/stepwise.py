@@ -30,7 +30,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.client import TritonClient
+from harness.client import InferenceError, TritonClient
 from harness.deployment.base import Deployment, ImageRequest, NotComparable
 from harness.deployment.discovery import (
     DeploymentError,
@@ -46,7 +46,7 @@ from harness.deployment.discovery import (
 from harness.deployment.mapping import TensorMapping, image_layout, map_tensor, overridden
 from harness.scores import ScoreKind
 from harness.stage import GEOMETRY_TENSOR, STAGES, Stage
-from harness.task.base import Task
+from harness.task_api import Task
 
 REPLAY_RTOL = REPLAY_ATOL = 1e-4
 """How close the replay's scores must come to the ensemble's to trust the step tensors
@@ -518,8 +518,6 @@ def expected_input(mapping: TensorMapping, dtype, answer, reference: Mapping[str
 
 
 def _probe(call, model: str):
-    from harness.client import InferenceError
-
     try:
         return call()
     except InferenceError as exc:

@@ -21,7 +21,7 @@ from harness.deployment.discovery import TensorInfo
 from harness.packing import pack_images
 from harness.spec import Preprocess
 from harness.stage import GEOMETRY_TENSOR, ISOLATED_INPUT, TENSOR_STAGES, Stage
-from harness.task.base import Task
+from harness.task_api import Task
 
 
 class TapsDeployment(Deployment):
@@ -32,7 +32,7 @@ class TapsDeployment(Deployment):
 
     def __init__(self, pipeline: str, task: Task, preprocess: Preprocess | None = None):
         """``task``: which of the repository's ensembles of this pipeline (its
-        :attr:`~harness.task.base.Task.repository`: classification's ``classify_<pipeline>``);
+        :attr:`~harness.task_api.Task.repository`: classification's ``classify_<pipeline>``);
         ``preprocess``: the deployed spec, which the in-process isolation runners read (None:
         only the model can run alone)."""
         self.pipeline: Pipeline = PIPELINES[pipeline]

@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
-from harness.task.base import Comparator
+from harness.task_api import Comparator
 from harness.verdict import Verdict
 
 
@@ -72,6 +72,12 @@ class BoxMatch:
     near_threshold: bool = False
     """Moved too far, but near a threshold (see the module): a tie, not a divergence."""
 
+    def beyond(self, t: "DetectionTolerance", scored: bool = True) -> bool:
+        """Whether this match diverges by the rules (see the module): moved beyond the close rule
+        and not near a threshold, or (``scored``) its score changed by more than ``score_atol``."""
+        moved = self.iou < t.close_iou and self.corner_px > t.corner_px and not self.near_threshold
+        return moved or (scored and not abs(self.score_delta) <= t.score_atol)
+
 
 @dataclass(frozen=True)
 class BoxChange:
@@ -97,7 +103,7 @@ class DetectionComparison:
     """Why the output cannot be trusted (non-finite values, boxes outside the image)."""
 
     def __bool__(self) -> bool:
-        """True unless diverged (the comparison protocol, :class:`harness.task.base.Comparison`)."""
+        """True unless diverged (the comparison protocol, :class:`harness.task_api.Comparison`)."""
         return self.verdict is not Verdict.DIVERGED
 
     @property
@@ -216,7 +222,7 @@ def _finite(value: float | None) -> float | None:
 
 
 class Boxes(Comparator):
-    """A detector's result as a comparator (the protocol: :class:`harness.task.base.Comparator`):
+    """A detector's result as a comparator (the protocol: :class:`harness.task_api.Comparator`):
     one image's boxes under a :class:`DetectionTolerance` (:func:`compare_detections`), given
     the postprocessor's ``score_threshold``, the source ``image_size`` and the raw outputs'
     evidence of near-threshold changes (``explained``)."""
@@ -259,14 +265,7 @@ def compare_detections(reference: Detections, deployed: Detections, score_thresh
         same_class = reference.classes[:, None] == deployed.classes[None, :]
     pairs = greedy_match(iou, reference.scores, t.match_iou, same_class)
     near = explained or (lambda quads: False)
-
-    def match(r: int, d: int) -> BoxMatch:
-        corner = corner_distance(reference.quads[r], deployed.quads[d])
-        moved = float(iou[r, d]) < t.close_iou and corner > t.corner_px
-        return BoxMatch(r, d, float(iou[r, d]), corner, float(deployed.scores[d] - reference.scores[r]),
-                        bool(moved and near(np.stack([reference.quads[r], deployed.quads[d]]))))
-
-    matches = tuple(match(r, d) for r, d in pairs)
+    matches = tuple(judge_match(reference, deployed, r, d, float(iou[r, d]), t, explained) for r, d in pairs)
 
     def unmatched(d: Detections, taken: set[int]) -> tuple[BoxChange, ...]:
         return tuple(BoxChange(i, float(d.scores[i]), bool(abs(d.scores[i] - score_threshold) <= t.near_threshold
@@ -279,14 +278,27 @@ def compare_detections(reference: Detections, deployed: Detections, score_thresh
     return DetectionComparison(verdict, len(reference), len(deployed), matches, missed, extra, tuple(problems))
 
 
+def judge_match(reference: Detections, deployed: Detections, r: int, d: int, iou: float,
+                tolerance: DetectionTolerance = DetectionTolerance(),
+                explained: Callable[[np.ndarray], bool] | None = None) -> BoxMatch:
+    """The reference's box ``r`` matched to the deployment's ``d`` (their ``iou``), judged by the
+    rules (see the module): how far it moved, its score change, and whether a move beyond the
+    close rule lies near a threshold by ``explained``'s evidence. Every judge of a matched box
+    asks this (the boxes' comparison, and OCR's for the word a box changed)."""
+    t = tolerance
+    corner = corner_distance(reference.quads[r], deployed.quads[d])
+    moved = iou < t.close_iou and corner > t.corner_px
+    near = bool(moved and explained is not None and explained(np.stack([reference.quads[r], deployed.quads[d]])))
+    return BoxMatch(r, d, iou, corner, float(deployed.scores[d] - reference.scores[r]), near)
+
+
 def _verdict(matches, missed, extra, problems, t: DetectionTolerance, scored: bool = True) -> Verdict:
     if problems:
         return Verdict.DIVERGED
     if not missed and not extra and all(m.corner_px == 0 and (m.score_delta == 0 or not scored) for m in matches):
         return Verdict.EQUAL
     far = [c for c in missed + extra if not c.near_threshold]
-    moved = [m for m in matches if (m.iou < t.close_iou and m.corner_px > t.corner_px and not m.near_threshold)
-             or (scored and not abs(m.score_delta) <= t.score_atol)]
+    moved = [m for m in matches if m.beyond(t, scored)]
     if far or moved:
         return Verdict.DIVERGED
     return Verdict.TIE if missed or extra or any(m.near_threshold for m in matches) else Verdict.CLOSE

@@ -26,7 +26,7 @@ import numpy as np
 from harness.layers.executions import Execution, LayerGraph
 from harness.model import LOGITS
 from harness.results.interface import Case, Status
-from harness.task.base import Comparison, Fold
+from harness.task_api import Comparison, Fold
 from harness.verdict import Verdict
 
 
@@ -183,7 +183,7 @@ def pair_line(pair: PairResult) -> str:
 
 class _Running(Fold):
     """Running aggregates of one layer of one pair: O(1) memory per layer (the comparison
-    protocol's streaming :class:`~harness.task.base.Fold`, judged by a :class:`LayerTolerance`)."""
+    protocol's streaming :class:`~harness.task_api.Fold`, judged by a :class:`LayerTolerance`)."""
 
     tolerance_type = LayerTolerance
 

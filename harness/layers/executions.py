@@ -31,8 +31,8 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from harness.errors import HarnessError, UsageError
-from harness.model import INPUT_NAME
+from harness.errors import HarnessError, UsageError, call_user
+from harness.model import INPUT_NAME, load_torch_model, onnx_session
 
 NOT_LAYERS = frozenset({"Constant", "ConstantOfShape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat",
                         "Cast", "Range", "Size"})
@@ -127,7 +127,6 @@ class OnnxExecution:
         from polygraphy import constants
         from polygraphy.backend.onnx import ModifyOutputs
 
-        from harness.model import onnx_session
 
         self.name = name
         marked = ModifyOutputs(load_onnx(path), outputs=constants.MARK_ALL)
@@ -186,7 +185,6 @@ class TorchExecution:
                              "`docker compose run --rm layers` leaves it out): compare onnx with trt there, and torch "
                              "in the virtualenv") from None
 
-        from harness.model import load_torch_model
 
         self.name = name
         self.net = net if net is not None else load_torch_model()
@@ -286,7 +284,7 @@ def _torch_model(ref: str | None, prefix: str | None) -> tuple:
     """(module or None, scope prefix) for :class:`TorchExecution`."""
     if ref is None:
         return None, "net" if prefix is None else prefix
-    from harness.reference.custom import load_object
+    from harness.reference.custom import load_object  # here: loads Pillow, OpenCV, simplejpeg
 
     path_text, colon, _ = ref.rpartition(":")
     if not colon or Path(path_text).suffix != ".py":
@@ -296,7 +294,6 @@ def _torch_model(ref: str | None, prefix: str | None) -> tuple:
         raise LayersError(f"--torch-model {ref}: expected path/file.py:factory (a torch.nn.Module or a function "
                           "returning one)")
     factory = load_object(ref)
-    from harness.errors import call_user
 
     # the user's factory: its sys.exit() is a refusal with status 2, not the end of the run with its status
     net = call_user(factory) if callable(factory) and not hasattr(factory, "named_modules") else factory

@@ -23,8 +23,9 @@ import numpy as np
 from harness.compare.comparators import ARRAYS
 from harness.errors import HarnessError
 from harness.layers.compare import LayerTolerance, PairResult, batches_of, compare_layers, finite_or_text
-from harness.layers.executions import LayerGraph, OnnxExecution, open_executions
-from harness.model import INPUT_NAME, LOGITS
+from harness.layers.executions import LayerGraph, OnnxExecution, load_onnx, open_executions
+from harness.model import INPUT_NAME, LOGITS, onnx_session
+from harness.precision import export_fp16
 from harness.tolerance import Tolerance
 
 
@@ -55,8 +56,6 @@ class Fallback:
 
 
 def _logits(path: Path, inputs: np.ndarray, batch: int = 16) -> np.ndarray:
-    from harness.model import onnx_session
-
     session = onnx_session(path)
     return np.concatenate([session.run([LOGITS], {INPUT_NAME: inputs[i:i + batch]})[0]
                            for i in range(0, len(inputs), batch)])
@@ -104,8 +103,6 @@ def rank_layers(pair: PairResult, consumers: dict[str, list[str]]) -> list[str]:
 
 def _consumers(onnx_path: Path, graph: LayerGraph) -> dict[str, list[str]]:
     """{layer: the layers reading its output}."""
-    from harness.layers.executions import load_onnx
-
     node_of = graph.node_of()
     consumers: dict[str, list[str]] = {}
     for node in load_onnx(onnx_path).graph.node:
@@ -121,8 +118,6 @@ def find_fp32_fallback(onnx_path: Path, inputs: np.ndarray, out: Path, tolerance
     which, on every model input of ``inputs`` [N, 3, H, W], the logits are within ``tolerance``
     (the output stage's), top-1 agrees with fp32 and no layer overflows fp16 (see
     :func:`_fp16_run`). Raises :class:`FallbackError` when no fallback is found."""
-    from harness.precision import export_fp16
-
     reference = _logits(onnx_path, inputs).astype(np.float64)
     graph = LayerGraph.from_onnx(onnx_path)
     trials = 0

@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 from harness.layers.compare import LayerTolerance, batches_of, compare_layers
 from harness.layers.executions import LayerGraph, TorchExecution
+from harness.model import load_torch_model
 
 DEFAULT_IMAGES = 8
 """Images the layer comparison runs on (fp16 convolutions on the CPU are slow in PyTorch)."""
@@ -36,8 +37,6 @@ def fp16_layers(onnx_path, data: Sequence[bytes], recipe: Callable[[bytes], dict
     """Compare the default PyTorch model in fp32 and in fp16 layer by layer on the model inputs
     ``recipe`` makes of the first ``images`` of ``data`` (default 8); layers named by the default
     model's export ``onnx_path``."""
-    from harness.model import load_torch_model
-
     graph = LayerGraph.from_onnx(onnx_path)
     executions = [TorchExecution("torch", graph), TorchExecution("torch-fp16", graph, load_torch_model().half())]
     inputs = ((str(i), recipe(d)["input"]) for i, d in enumerate(data[:images]))

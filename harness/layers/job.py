@@ -10,13 +10,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from harness.check.rundir import report_locked
+from harness.compare.tolerance import tolerances_for
+from harness.corpus import list_images
 from harness.errors import EXIT_FOUND, EXIT_OK, UsageError
 from harness.files import strict_json, write_atomic
 from harness.layers.compare import LayerTolerance
-from harness.layers.repeatability import DEFAULT_BATCH_SIZES, DEFAULT_CONCURRENCY, DEFAULT_REPEATS
-from harness.layers.run import DEFAULT_BATCH
+from harness.layers.executions import load_onnx
+from harness.layers.fallback import find_fp32_fallback
+from harness.layers.inputs import image_inputs
+from harness.layers.repeatability import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_REPEATS,
+    check_repeatability,
+    deployment_probes,
+    repository_probes,
+    summary_rows,
+)
+from harness.layers.report import write_layers_report
+from harness.layers.run import DEFAULT_BATCH, run_layers
 from harness.listing import InputFile, read_input
 from harness.names import identifier
+from harness.paths import DEFAULT_PHOTOS
+from harness.precision import FP16_FILENAME, compare_precision, export_fp16
+from harness.report.formats import JobReports, require_formats
+from harness.stage import Stage
+from harness.target import Target, open_deployment
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -67,8 +87,6 @@ def run(session, options: LayersOptions, *args, **kwargs) -> LayersJobResult:
     """:func:`_run` under :func:`harness.check.rundir.report_locked` (``options.report`` taken as
     ``check`` takes it), imported when a run starts: the check package brings cv2 and shapely,
     which listing and parsing the layers command does not need."""
-    from harness.check.rundir import report_locked
-
     return report_locked(_run)(session, options, *args, **kwargs)
 
 
@@ -76,10 +94,6 @@ def _run(session, options: LayersOptions, progress: Callable[[int], None] | None
     """Compare the executions layer by layer and write the report to ``options.report``.
     Raises :class:`~harness.errors.UsageError` (or a library refusal) for options, a model,
     layer or images it cannot use; ``progress`` gets the images done so far."""
-    from harness.layers.report import write_layers_report
-    from harness.layers.run import run_layers
-    from harness.report.formats import require_formats
-
     require_formats(options.formats)
     if options.batch < 1 or options.rel_rms <= 0:
         raise UsageError("--batch-size must be at least 1 and --rel-rms above 0")
@@ -136,13 +150,6 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
     write repeat.json and repeat.md to ``options.report``. ``log`` gets the images skipped
     and what discovery found. Raises :class:`~harness.errors.UsageError` for bad options or
     no usable image."""
-    from harness.compare.tolerance import tolerances_for
-    from harness.corpus import list_images
-    from harness.layers.repeatability import check_repeatability, deployment_probes, repository_probes, summary_rows
-    from harness.report.formats import require_formats
-    from harness.stage import Stage
-    from harness.target import Target, open_deployment
-
     require_formats(options.formats)
     sizes = list(options.batch_sizes)
     if options.repeats < 1 or options.concurrency < 1 or any(b < 2 for b in sizes):
@@ -182,8 +189,6 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
 def repeat_reports(rows: list[dict], images: int, sizes: list[int], alone: Sequence[str] = ()):
     """What ``harness repeat`` writes (:class:`~harness.report.formats.JobReports`): repeat.json
     and repeat.md by default."""
-    from harness.report.formats import JobReports
-
     def json_file(result: "RepeatResult", directory: Path) -> dict[str, Path]:
         write_atomic(directory / "repeat.json", strict_json(result.to_dict(), indent=1) + "\n")
         return {"json": directory / "repeat.json"}
@@ -230,13 +235,6 @@ def export_fp16_model(session, model: Path, out: Path | None = None, calibration
     fallback is searched), its report OUT.json, and fp16 against fp32 on those images.
     Raises a one-line :class:`~harness.errors.HarnessError` for a missing or non-ONNX file."""
     import numpy as np
-
-    from harness.layers.executions import load_onnx
-    from harness.layers.fallback import find_fp32_fallback
-    from harness.layers.inputs import image_inputs
-    from harness.paths import DEFAULT_PHOTOS
-    from harness.precision import FP16_FILENAME, compare_precision, export_fp16
-    from harness.stage import Stage
 
     load_onnx(model)  # a missing or non-ONNX file: one line, exit 2
     out = out or model.with_name(FP16_FILENAME)

@@ -28,7 +28,10 @@ import numpy as np
 
 from harness.client import TritonClient
 from harness.compare.comparators import ARRAYS
+from harness.packing import pack_images
+from harness.preprocessing import TAP_TENSORS
 from harness.results.interface import Case, Status
+from harness.stage import Stage
 from harness.task import repository_models
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -238,8 +241,6 @@ def deployment_probes(deployment, recipe: Callable[[bytes], dict]) -> list[Probe
     sent as the model takes an image (through the client's function, for ``--client``: the
     model is then the only step), and the step that produces them alone on the reference's
     model input, where an ensemble can run it alone."""
-    from harness.stage import Stage
-
     request = deployment.request  # the file's bytes, or the client's tensors made of them (every input, by name)
     probes = [Probe(deployment.model, "", {"output": deployment.scores_output}, scores=("output",),
                     pack=lambda files: request.inputs(files if request.batched else files[:1]),
@@ -261,9 +262,6 @@ def repository_probes(pipeline: str, recipe: Callable[[bytes], dict], task: str 
     (``embed_<pipeline>``'s embedding), its taps model's stages (alone only: no dynamic
     batching there, and decoded images vary in size), and the classifier (the embedder) alone
     on the reference's model input."""
-    from harness.packing import pack_images
-    from harness.preprocessing import TAP_TENSORS
-
     models = repository_models(task)
     return [
         Probe(models.ensemble(pipeline), "IMAGE", {"output": models.ensemble_output}, scores=("output",),

@@ -147,9 +147,9 @@ class WordPair:
     """The first of :data:`CAUSES` whose deployed value, taken through the reference's remaining
     steps, gives the deployment's answer (None: the answer did not change, or no word stage is shown)."""
     reference_score: float | None = None
-    box_move: tuple[float, float, bool] | None = None
+    box_move: tuple[float, float, bool, bool] | None = None
     """The deployed box against the reference's: (its worst corner's move in pixels, the IoU,
-    whether that is within the detection task's close rule)."""
+    whether the detection task's rule holds it, whether as a move near the binarization threshold)."""
 
     @property
     def answered(self) -> bool:
@@ -198,9 +198,10 @@ class WordPair:
             verdict, error = self.steps[self.step_culprit]
             return f"{self.step_culprit} beyond its rule (error {_num(error)})"
         if self.made_by == "box" and self.box_move is not None:
-            corner, iou, within = self.box_move
-            parts.append(f"made by the box (a corner moved {corner:.1f} px, IoU {iou:.3f}: "
-                         f"{'within' if within else 'beyond'} the detection rule)")
+            corner, iou, within, near = self.box_move
+            rule = ("a move near the binarization threshold: a tie by the detection rule" if within and near
+                    else f"{'within' if within else 'beyond'} the detection rule")
+            parts.append(f"made by the box (a corner moved {corner:.1f} px, IoU {iou:.3f}: {rule})")
         elif self.made_by:
             verdict, error = self.steps.get(self.made_by, (None, None))
             within = f" ({verdict.value}: error {_num(error)})" if verdict is not None else ""

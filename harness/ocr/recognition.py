@@ -19,7 +19,8 @@ pixels) becomes a word in four steps, each a stage the harness compares:
   (rapidocr's ``CTCLabelDecode``, 5 decimals). A word scoring below ``text_score`` is
   dropped, its box with it (rapidocr's ``filter_by_text_score``).
 
-This module imports numpy and OpenCV only (and the harness's channel order): it also runs inside the server (the ocr models).
+This module imports numpy and OpenCV only (and the spec, where it registers ``[recognition]``, and
+the channel order's operation): it also runs inside the server (the ocr models).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.operations import channels
+from harness.spec import register_table
 
 CROPS = ("perspective", "axis_aligned")
 DICTIONARY_FILENAME = "dictionary.txt"
@@ -113,6 +115,9 @@ def parameters(table: Mapping[str, Any] | None) -> Recognition:
         if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
             raise ValueError(f"[recognition] {key} must be an integer, got {table[key]!r}")
     return Recognition(**table)
+
+
+register_table("recognition", parameters)  # the spec checks its [recognition] tables with it
 
 
 def words_read(scores: np.ndarray, p: Recognition) -> np.ndarray:

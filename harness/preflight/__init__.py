@@ -36,15 +36,15 @@ from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
-from harness.spec import DecodeSpec
+from harness.segmentation.compare import compare_masks
+from harness.spec import DecodeSpec, load_spec
 from harness.task import repository_models
+from harness.task.segmentation import NEAR_THRESHOLD
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 PASS, FAIL, SKIP, INFO = "pass", "fail", "skip", "info"
 """Row statuses; ``info`` is printed, never judged (what the container has)."""
-MODELS = ("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps", "preprocess_opencv",
-          "classifier", "classify_dali", "classify_opencv")
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,8 @@ def environment_rows(manifest: Manifest, profile: str, repository: Path | None, 
         rows.append(_version_row("CUDA version", manifest.cuda.version, os.environ.get("CUDA_VERSION"),
                                  "CUDA_VERSION is not set: run inside the Triton image"))
     if gpu and repository is not None:
-        rows.extend(engine_rows(repository / "classifier" / "1" / "model.plan.stamp.json", manifest))
-        for engine in repository_models(task).engines:
+        rows.extend(engine_rows(repository / CLASSIFIER / "1" / "model.plan.stamp.json", manifest))
+        for engine in (e for e in repository_models(task).engines if e != CLASSIFIER):
             rows.extend(Row(f"{engine} {r.check}", r.status, r.expected, r.found, r.detail, r.record)
                         for r in engine_rows(repository / engine / "1" / "model.plan.stamp.json", manifest))
     rows.extend(decode_stack_rows(manifest))
@@ -208,7 +208,7 @@ def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> lis
     (mixed-decoder) pipelines define and serialize with it."""
     if _dali_version() is None:
         return [Row("DALI operator schema", SKIP, detail="DALI is not installed here")]
-    from harness.preprocessing.dali_graph import missing_arguments, production_pipelines
+    from harness.preprocessing.dali_graph import missing_arguments, production_pipelines  # here: loads DALI
 
     rows = []
     if known is not None and known.pipeline_arguments:
@@ -231,16 +231,22 @@ def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: st
     expected = manifest.server.version if profile == "gpu" else manifest.embedded.version
     found = client.server_metadata().get("version")
     rows = [_version_row("server version", expected, found, "the server does not report its version")]
-    models = (*MODELS, *repository_models(task).added)
+    models = _served(task, "added")
     not_ready = [m for m in models if not client.is_ready(m)]
     rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(models)} models",
                     f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
     want = "tensorrt_plan" if profile == "gpu" else "python"
-    for model in (CLASSIFIER, *repository_models(task).engines):
+    for model in _served(task, "engines"):
         config = client.model_config(model)
         platform = config.get("platform") or config.get("backend")
         rows.append(Row(f"{model} platform", PASS if platform == want else FAIL, want, platform or "?"))
     return rows
+
+
+def _served(task: str | None, kind: str) -> tuple[str, ...]:
+    """The models (``added``) or engines (``engines``) preflight expects served: the default
+    task's (the repository's base: the classifier's pipelines) and ``task``'s."""
+    return tuple(dict.fromkeys((*getattr(repository_models(None), kind), *getattr(repository_models(task), kind))))
 
 
 def known_answer_rows(client: TritonClient, known: KnownAnswers, tolerances: dict[str, Tolerance],
@@ -328,11 +334,10 @@ def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
     side has near the score threshold is a tie, listed), and the geometry each applied, which
     is arithmetic on the image's size: equal. With ``own`` (this host's own record) the server
     is held to it and it to ``known``, as :func:`known_answer_rows` does."""
-    from harness.detection.boxes import Detections
-    from harness.detection.compare import Boxes
-    from harness.detection.postprocess import from_table
+    from harness.detection.boxes import Detections  # here: loads shapely only when called
+    from harness.detection.compare import Boxes  # here: loads shapely only when called
+    from harness.detection.postprocess import from_table  # here: loads pyclipper, shapely only when called
     from harness.preflight.known_answers import box_models, detect
-    from harness.spec import load_spec
 
     target = own or known
     if not target.detections:
@@ -391,8 +396,6 @@ def segmentation_rows(client: TritonClient, known: KnownAnswers) -> list[Row]:
     default margin: a mask changed beyond the close rule, other than near the threshold, fails),
     and the geometry each applied (the source size): equal."""
     from harness.preflight.known_answers import segment
-    from harness.segmentation.compare import compare_masks
-    from harness.task.segmentation import NEAR_THRESHOLD
 
     if not known.segmentations:
         return [Row("segmentation known answers", FAIL, record=known.profile,

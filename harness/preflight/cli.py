@@ -17,7 +17,9 @@ from pathlib import Path
 from harness.arguments import ArgumentParser, Groups, OutputArgs, RepositoryArgs, ServerArgs, add_task, epilog
 from harness.errors import run_command
 from harness.manifest import MANIFEST_PATH
+from harness.preflight import FAIL, INFO, PASS, SKIP, passed
 from harness.preflight.job import DEFAULT_KNOWN_ANSWERS, DEFAULT_TIMEOUT, PreflightOptions, PreflightResult, preflight_reports
+from harness.preflight.job import run as run_preflight
 
 DESCRIPTION = ("Versions, DALI schema, engine, known-answer photos through both ensembles and the taps model, and "
                "bad-image isolation; a pass/fail table.")
@@ -61,8 +63,6 @@ def options_from_args(args: argparse.Namespace, groups: Groups) -> PreflightOpti
 def run(args: argparse.Namespace, groups: Groups) -> int:
     """Run the preflight ``args`` describe and print it; the result's exit status. A set-up
     error raises (:class:`~harness.errors.UsageError`: status 2, :mod:`harness.errors`)."""
-    from harness.preflight.job import run as run_preflight
-
     result = run_preflight(options_from_args(args, groups))
     print_result(result)
     return result.exit_status()
@@ -70,8 +70,6 @@ def run(args: argparse.Namespace, groups: Groups) -> int:
 
 def print_result(result: PreflightResult) -> None:
     """The table and the verdict on stdout (or, after ``--record``, where the record went)."""
-    from harness.preflight import FAIL, INFO, PASS, SKIP, passed
-
     if result.recorded is not None:
         print(f"known answers of {result.photos} photos recorded from the {result.profile} profile in "
               f"{result.recorded.parent}")

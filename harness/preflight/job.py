@@ -15,10 +15,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, ClassVar
 
+from harness.client import TritonClient
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
 from harness.files import strict_json, write_atomic
-from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, load_manifest
+from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, decode_stack_versions, load_manifest
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from harness.preflight import FAIL, PASS, SKIP, known_answers, profile_of, run_checks
+from harness.preflight.known_answers import record, record_dir, serves_detection, serves_segmentation
+from harness.report.formats import JobReports, require_formats
 from harness.results.interface import Case, Status
 
 DEFAULT_KNOWN_ANSWERS = BUILD_DIR / "preflight"
@@ -87,8 +91,6 @@ class PreflightResult:
     @property
     def verdict(self) -> str:
         """``passed``, ``failed``, ``nothing checked`` (every check skipped) or ``recorded``."""
-        from harness.preflight import FAIL, PASS
-
         if self.recorded is not None:
             return "recorded"
         return "failed" if self.count(FAIL) else "passed" if self.count(PASS) else "nothing checked"
@@ -102,8 +104,6 @@ class PreflightResult:
         """One case per row: a failed row fails with what was expected and found, a skipped
         row is skipped with why, a printed (``info``) row passes with what was found; an error
         when every check was skipped; after ``--record``, where the record went."""
-        from harness.preflight import FAIL, PASS, SKIP
-
         if self.recorded is not None:
             return [Case("record", "preflight", Status.PASSED,
                          f"known answers of {self.photos} photos recorded from the {self.profile} profile in "
@@ -135,8 +135,6 @@ class PreflightResult:
     def exit_status(self) -> int:
         """0 every check passed (or the record was written), 1 one failed; raises
         :class:`~harness.errors.NothingCompared` (status 2) when no check could pass."""
-        from harness.preflight import FAIL, PASS
-
         if self.recorded is not None:
             return EXIT_OK
         if self.count(FAIL):
@@ -151,10 +149,6 @@ def run(options: PreflightOptions, log: Callable[[str], None] = _stderr) -> Pref
     manifest and the known answers, or record its known answers (``options.record``); write
     ``options.report``. Raises :class:`~harness.errors.UsageError` for a manifest it cannot
     read, a server not ready, missing photos or an unwritable record; ``log`` gets warnings."""
-    from harness.client import TritonClient
-    from harness.preflight import known_answers, profile_of, run_checks
-    from harness.report.formats import require_formats
-
     require_formats(options.formats)
     if options.formats is not None and options.report is None:
         raise UsageError("--format: give --report FILE too: the files are written beside it, named after it")
@@ -204,8 +198,6 @@ def preflight_reports(report: Path):
     """What a preflight writes with ``--report FILE`` (:class:`~harness.report.formats.JobReports`):
     FILE, its rows as JSON (as always); the other formats beside it, named after it
     (``FILE-STEM.junit.xml``)."""
-    from harness.report.formats import JobReports
-
     def json_file(result: PreflightResult, directory: Path) -> dict[str, Path]:
         write_atomic(report, strict_json([asdict(r) for r in result.rows], indent=2) + "\n")
         return {"json": report}
@@ -225,9 +217,7 @@ def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
     """Record ``images`` (default: :func:`photos_to_record`: the classification photos and
     the detection photos) from the server into the record of its ``profile``; the detection
     answers only where the server serves the detector."""
-    from harness.manifest import decode_stack_versions
-    from harness.preflight.known_answers import record, record_dir, serves_detection, serves_segmentation
-    from harness.preprocessing.dali_graph import production_arguments
+    from harness.preprocessing.dali_graph import production_arguments  # here: loads DALI only when called
 
     images, detection_images = photos_to_record(options) if images is None else images
     out = record_dir(options.known_answers, profile)
@@ -247,8 +237,6 @@ def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
 def segmentation_photos_to_record(options: PreflightOptions) -> dict[str, bytes]:
     """The segmentation photos ``--record`` sends, as :func:`photos_to_record` finds its own
     (none where the cpu record has none: a GPU host records what the cpu record can hold it to)."""
-    from harness.preflight import known_answers
-
     if options.photos is not None:
         return known_answers.read_photos(options.photos, known_answers.SEGMENTATION_PHOTOS)
     try:
@@ -262,8 +250,6 @@ def photos_to_record(options: PreflightOptions) -> tuple[dict[str, bytes], dict[
     detection photos: from ``options.photos``, else the very bytes of the cpu record in
     ``options.known_answers`` (so a GPU host's record and the cpu one answer for the same
     files; the Triton image has no data/photos)."""
-    from harness.preflight import known_answers
-
     try:
         if options.photos is not None:
             return (known_answers.read_photos(options.photos),

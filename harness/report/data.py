@@ -6,6 +6,8 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
+from harness.manifest import load_manifest
+
 PACKAGES = ("numpy", "opencv-python-headless", "pillow", "torch", "torchvision", "onnxruntime", "tritonclient",
             "harness")
 """Packages whose versions a report records, with the DALI wheel the manifest pins (see :func:`packages`)."""
@@ -14,8 +16,6 @@ PACKAGES = ("numpy", "opencv-python-headless", "pillow", "torch", "torchvision",
 def packages() -> tuple[str, ...]:
     """:data:`PACKAGES` with the DALI wheel named by deploy/versions.toml (one source of truth:
     the pin follows the production Triton release, e.g. nvidia-dali-cuda130)."""
-    from harness.manifest import load_manifest
-
     return (*PACKAGES[:5], load_manifest().dali.wheel, *PACKAGES[5:])
 
 

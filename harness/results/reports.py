@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from harness.formatting import fmt
+from harness.names import markdown_code
 from harness.names import markdown_code as code
 from harness.names import markdown_text as text
 from harness.results.interface import Case, Status, issue_cases
@@ -54,7 +55,7 @@ class StageReport:
     @property
     def scores_unit(self) -> str:
         """The unit of the tie margin and of the output's errors (``logits``, ``probability``)."""
-        from harness.scores import score_kind
+        from harness.scores import score_kind  # here: loads numpy only when called
 
         return score_kind(self.scores_kind).unit
 
@@ -76,8 +77,6 @@ class StageReport:
 
     def spec_line(self) -> str:
         """The spec read, as the report's ``Spec:`` line says it."""
-        from harness.names import markdown_code
-
         return markdown_code(self.spec.source)
 
     def to_dict(self) -> dict:

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
+from harness.names import markdown_code
+from harness.spec import RECIPES, to_table
 from harness.tolerance import Tolerance
 
 Versions = Mapping[str, "str | None"]
@@ -28,14 +30,10 @@ class ReferenceInfo:
     @property
     def custom(self) -> bool:
         """The user's own callable or Compose, not a recipe the spec's ``[reference]`` describes."""
-        from harness.spec import RECIPES
-
         return self.recipe_name is not None and self.recipe_name not in RECIPES
 
     def spec_line(self, source: str) -> str:
         """How a report names the spec it read: with a custom reference, only its tolerances count."""
-        from harness.names import markdown_code
-
         return markdown_code(source) + (f" (tolerances only: the reference is your {self.recipe_name}, not the spec's "
                                 "[reference])" if self.custom else "")
 
@@ -111,7 +109,5 @@ class SpecInfo:
     @staticmethod
     def of(spec, tolerances: Mapping[str, Tolerance]) -> "SpecInfo":
         """From a loaded :class:`harness.spec.Spec`."""
-        from harness.spec import to_table
-
         return SpecInfo(spec.source, dict(tolerances), to_table(spec.preprocess),
                         {"recipe": spec.reference.recipe, **to_table(spec.reference.preprocess)})

@@ -1,8 +1,9 @@
 """Tasks: what the harness does after the model input. The registry, above the task modules.
 
-The API a task implements is :mod:`harness.task.base` (:class:`Task`, its comparators and
-typed results); it imports only the vocabulary, so the mechanisms (deployment, compare,
-report) speak it without knowing any task. This module is the one registry ``--task`` reads:
+The API a task implements is :mod:`harness.task_api`, a package at the bottom (:class:`Task`,
+its comparators and typed results; its names are re-exported here for the tasks' users); it
+imports only the vocabulary, so the mechanisms (deployment, compare, report) speak it without
+knowing any task. This module is the one registry ``--task`` reads:
 a name -> its task, each task's module imported only when it is first asked for (``import
 harness.task`` loads no task's own dependencies: no shapely, no detection package).
 
@@ -20,7 +21,7 @@ import importlib
 from typing import Iterator, Mapping
 
 from harness.errors import UsageError
-from harness.task.base import Event, Events, OutputChoice, Section, Task, claim
+from harness.task_api import Event, Events, OutputChoice, Section, Task, claim
 
 BUILT_IN = {
     "classification": "harness.task.classification:Classification",
@@ -121,6 +122,17 @@ def repository_models(name: str | None):
     return task.repository
 
 
+def shipped_models() -> list[str]:
+    """Every model this repository ships: those of each registered task (:attr:`TaskModels.added`),
+    in registration order, each once. Imports every task."""
+    return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.added))
+
+
+def shipped_engines() -> list[str]:
+    """Of :func:`shipped_models`, those built as TensorRT engines on a GPU. Imports every task."""
+    return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.engines))
+
+
 def claimed_by(model) -> tuple[Task, str]:
     """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
@@ -131,4 +143,4 @@ def claimed_by(model) -> tuple[Task, str]:
 
 
 __all__ = ["BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task", "claimed_by",
-           "get_task", "repository_models", "task_name"]
+           "get_task", "repository_models", "shipped_engines", "shipped_models", "task_name"]

@@ -26,7 +26,7 @@ from harness.listing import InputFile, read_input
 from harness.names import identifier, terminal_text
 from harness.scores import LOGITS, ScoreKind, detect
 from harness.stage import Stage
-from harness.task.base import OutputChoice, Section, Task
+from harness.task_api import OutputChoice, Section, Task
 from harness.verdict import Verdict
 
 FLOAT_TYPES = ("TYPE_FP32", "TYPE_FP16")
@@ -48,7 +48,10 @@ def describe(tensor) -> str:
 
 class Classification(Task):
     name = "classification"
-    repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT)
+    repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT,
+                            added=("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps",
+                                   "preprocess_opencv", CLASSIFIER, "classify_dali", "classify_opencv"),
+                            engines=(CLASSIFIER,))
     noun = "class scores"
     output_label = "scores"
     model_words = "classifier"

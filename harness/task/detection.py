@@ -48,7 +48,7 @@ from harness.names import identifier, terminal_text
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
+from harness.task_api import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 

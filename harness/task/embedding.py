@@ -48,8 +48,8 @@ from harness.names import identifier, terminal_text
 from harness.packing import pack_images
 from harness.scores import EMBEDDING
 from harness.stage import Stage
-from harness.task.base import Comparator, Comparison, Event, Events, OutputChoice, Section, Task
 from harness.task.classification import describe, vector_outputs
+from harness.task_api import Comparator, Comparison, Event, Events, OutputChoice, Section, Task
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -105,7 +105,7 @@ class CosineRule:
 
 
 class NormalizedVectors(Comparator):
-    """The embedding's result stage, a comparator (:class:`harness.task.base.Comparator`):
+    """The embedding's result stage, a comparator (:class:`harness.task_api.Comparator`):
     one image's L2-normalized vectors (:func:`result_metrics`)."""
 
     tolerance_type = CosineRule

@@ -38,13 +38,15 @@ from harness.ocr.compare import (
     needed_leads,
     step_verdict,
 )
+from harness.ocr.recognition import CtcDecoder, crop_box, parameters, to_input, words_read
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, decode_texts, pack_ragged, unpack_ragged
 from harness.operations import channels
 from harness.result import StageResult
 from harness.scores import DETECTION
+from harness.spec import SpecError
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, OutputChoice, Section
 from harness.task.detection import Detection, DetectionEvents, DetectionSetup, as_deployed_codes
+from harness.task_api import Event, OutputChoice, ResultCulprit, Section
 from harness.verdict import Verdict
 
 WORD_STEPS = "WORD_STEPS"
@@ -129,13 +131,15 @@ class Ocr(Detection):
 
     # -- set-up -------------------------------------------------------------------------------
     def configure(self, spec, postprocess: str | None = None) -> "Ocr":
-        from harness.ocr.recognition import parameters
-
         detection = Detection.configure(self, spec, postprocess)
         if spec.recognition is None:
             raise UsageError(f"--task ocr: the spec ({spec.source}) has no [recognition] table: nothing says how the "
                              "words of the boxes are read (model_repository/ocr.toml has the repository's)")
-        return Ocr(detection.setup, RecognitionSetup(parameters(spec.reference.recognition), parameters(spec.recognition)))
+        try:  # (the spec checked the tables when it was read after this module: now, if before)
+            setup = RecognitionSetup(parameters(spec.reference.recognition), parameters(spec.recognition))
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"{spec.source}: {exc}") from None
+        return Ocr(detection.setup, setup)
 
     def _recognition(self) -> RecognitionSetup:
         if self.recognition is None:
@@ -149,8 +153,6 @@ class Ocr(Detection):
         return TextRecognizer()
 
     def decoder(self, p):
-        from harness.ocr.recognition import CtcDecoder
-
         return CtcDecoder(self.recognizer.characters, p.blank_index)
 
     # -- discovery ------------------------------------------------------------------------------
@@ -220,8 +222,6 @@ class Ocr(Detection):
         """Each box's word as the reference reads it with ``p`` (a ``Recognition``): the texts, their
         scores, which are kept (``p.text_score``) and the word stages, packed as the ocr models
         answer them when asked for every word."""
-        from harness.ocr.recognition import crop_box, to_input
-
         decoder = self.decoder(p)
         words = {"crop": [], "input": [], "output": []}
         texts, scores = [], []
@@ -250,8 +250,6 @@ class Ocr(Detection):
     def boxes_read(self, boxes: np.ndarray) -> np.ndarray:
         """The boxes (a ``postprocess`` stage) whose words the deployment reads: at most its spec's
         ``max_words`` (:func:`harness.ocr.recognition.words_read`), as the ocr models keep them."""
-        from harness.ocr.recognition import words_read
-
         array = np.asarray(boxes)
         return array[words_read(Detections.from_array(array).scores, self._recognition().deployed)]
 
@@ -273,8 +271,6 @@ class Ocr(Detection):
         the reference's step (``p``: its ``[recognition]``, by default the spec's) on the
         deployment's previous stage against the deployment's; a stage not in ``stages``, and the
         text score filter where the deployment answers only the words it keeps, is left equal."""
-        from harness.ocr.recognition import crop_box, to_input
-
         s = self._recognition()
         p = p or s.reference
         decoder = self.decoder(p)
@@ -353,6 +349,7 @@ class Ocr(Detection):
         steps = deployed.get(WORD_STEPS)
         ref_scores, dep_scores = reference.get(TEXT_SCORES), deployed.get(TEXT_SCORES)
         ref_kept, dep_kept = reference.get(WORDS_KEPT), deployed.get(WORDS_KEPT)
+        explained = self.binarization_evidence(reference, deployed)
         out = []
         for r, d in greedy_match(iou, ref.scores, MATCH_IOU):
             ref_text, dep_text = str(reference[TEXTS][r]), str(deployed[TEXTS][d])
@@ -367,7 +364,7 @@ class Ocr(Detection):
                             needed_leads(ref_outputs[r], dep_outputs[d], self.decoder(self._recognition().reference).text)
                             if ref_outputs and dep_outputs and ref_text != dep_text else None,
                             reference_score=None if ref_scores is None else float(ref_scores[r]),
-                            box_move=self.box_move(ref, dep, r, d, float(iou[r, d])))
+                            box_move=self.box_move(ref, dep, r, d, float(iou[r, d]), explained))
             if pair.changed and pair.step_culprit is None:
                 pair = replace(pair, made_by=self.word_made_by(reference, deployed, r, d, ref_text, dep_text,
                                                                pair.deployed_kept))
@@ -382,7 +379,7 @@ class Ocr(Detection):
         the reference's output alone, its near steps flipped, where the deployment shows no output),
         and a word kept on one side only scored within ``score_margin`` of the threshold on both or
         changed its text within that margin (a word read otherwise scores otherwise)."""
-        if pair.made_by == "box":
+        if pair.made_by == "box":  # a box the detection rule holds (close, or moved near the threshold)
             return pair.box_move is not None and pair.box_move[2]
         if pair.reference_text == pair.deployed_text:
             text_explained = True
@@ -398,16 +395,19 @@ class Ocr(Detection):
         near = all(score is not None and abs(score - threshold) <= rules.score_margin for score in scores)
         return near or (pair.reference_text != pair.deployed_text and text_explained)
 
-    def box_move(self, ref: Detections, dep: Detections, r: int, d: int, iou: float) -> tuple[float, float, bool]:
-        """(the worst corner's move, the IoU, whether the match is within the detection task's close
-        rule: :class:`harness.detection.compare.DetectionTolerance`) of a matched pair of boxes."""
-        from harness.detection.compare import DetectionTolerance, corner_distance
+    def box_move(self, ref: Detections, dep: Detections, r: int, d: int, iou: float,
+                 explained=None) -> tuple[float, float, bool, bool]:
+        """(the worst corner's move, the IoU, whether the detection task's rule holds the match, and
+        whether it holds it as a move near the binarization threshold) of a matched pair of boxes,
+        judged as the boxes' comparison judges it (:func:`harness.detection.compare.judge_match`,
+        ``explained`` the maps' evidence: :meth:`binarization_evidence`)."""
+        from harness.detection.compare import DetectionTolerance, judge_match
 
         t = self.setup.tolerance if self.setup else DetectionTolerance()
-        corner = corner_distance(ref.quads[r], dep.quads[d])
-        delta = dep.scores[d] - ref.scores[r]  # NaN where a side's boxes are unscored: no score to judge
-        within = (iou >= t.close_iou or corner <= t.corner_px) and not abs(delta) > t.score_atol
-        return corner, iou, bool(within)
+        match = judge_match(ref, dep, r, d, iou, t, explained)
+        # NaN where a side's boxes are unscored: no score to judge
+        return match.corner_px, iou, not match.beyond(t, scored=bool(np.isfinite(match.score_delta))), \
+            match.near_threshold
 
     def word_made_by(self, reference: dict, deployed: dict, r: int, d: int, ref_text: str, dep_text: str,
                      dep_kept: bool) -> str | None:
@@ -416,8 +416,6 @@ class Ocr(Detection):
         the box (the reference's crop of the deployed box in its own image), the crop, the input, the
         output (decoded), else the decoding or the filter itself; None where the deployment shows no
         word stage."""
-        from harness.ocr.recognition import crop_box, to_input
-
         names = [name for pair in WORD_TAPS.values() for name in pair]
         if not all(name in deployed for name in names):
             return None
@@ -698,8 +696,6 @@ RECOGNITION_CANDIDATES = {
 
 def recognition_hypotheses(reference) -> list:
     """Every candidate change of the reference's ``[recognition]`` that differs from it."""
-    from harness.task.base import ResultCulprit
-
     out = []
     for culprit, candidates in RECOGNITION_CANDIDATES.items():
         for change in candidates:

@@ -37,7 +37,7 @@ from harness.scores import ScoreKind
 from harness.segmentation.compare import MaskTolerance, compare_masks
 from harness.segmentation.postprocess import SegmentationPostprocess, as_result, from_matte, is_segmentation, raw_output
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task.base import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
+from harness.task_api import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 

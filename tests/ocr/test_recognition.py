@@ -200,13 +200,16 @@ def test_a_changed_word_is_a_tie_only_where_the_reference_was_unsure():
     assert "made by the input (close: error 0.0078)" in tie.evidence(rules) and "0.040 at step 2" in tie.evidence(rules)
     sure = WordPair(0, 0, "ab", "ac", -0.2, within, False, leads=((2, 0.6),), made_by="input", reference_score=0.8)
     assert sure.verdict is Verdict.DIVERGED and sure.culprit == "input" and "0.600 at step 2" in sure.evidence(rules)
-    # another crop of the word: a box moved within the detection rule explains any lead; beyond it, not
-    for close, verdict in ((True, Verdict.TIE), (False, Verdict.DIVERGED)):
+    # another crop of the word: a box the detection rule holds explains any lead (one moved within the close
+    # rule, or beyond it near the binarization threshold: a detection tie); a box beyond it, not
+    for iou, held, near, verdict in ((0.95, True, False, Verdict.TIE), (0.6, False, False, Verdict.DIVERGED),
+                                     (0.6, True, True, Verdict.TIE)):
         moved = WordPair(0, 0, "ab", "ac", -0.2, within, False, leads=((2, 0.6),), made_by="box", reference_score=0.8,
-                         box_move=(2.2, 0.95 if close else 0.6, close))
+                         box_move=(2.2, iou, held, near))
         moved = WordPair(**{**moved.__dict__, "near_tie": task.is_tie(moved, reference, rules)})
-        assert moved.verdict is verdict and moved.culprit == (None if close else "box")
-        assert f"a corner moved 2.2 px, IoU {0.95 if close else 0.6:.3f}" in moved.evidence(rules)
+        assert moved.verdict is verdict and moved.culprit == (None if held else "box")
+        assert f"a corner moved 2.2 px, IoU {iou:.3f}" in moved.evidence(rules)
+        assert ("near the binarization threshold" in moved.evidence(rules)) is near
     blind = WordPair(0, 0, "ab", "ac", 0.0, {}, False)
     assert blind.culprit == "text" and "no deployed output" in blind.evidence(rules)
     beyond = WordPair(0, 0, "ab", "ac", 0.0, {**within, "input": (Verdict.DIVERGED, 0.3)}, True, leads=leads)

@@ -90,8 +90,8 @@ def test_two_class_logits_argmax_after_or_before_upsampling():
 
 def test_a_users_postprocessing_answering_the_wrong_size_or_raising_is_named():
     """--postprocess FILE.py:NAME: its matte and mask must be at the source size; what it raises names it."""
-    from harness.task.base import PostprocessError
     from harness.task.segmentation import UserSegmentationPostprocess
+    from harness.task_api import PostprocessError
 
     logits = {"o": np.zeros((2, 32, 32), np.float32)}
     small = UserSegmentationPostprocess(lambda output, size: (output[1], output[1] > 0), "mine.py:small")
@@ -117,7 +117,7 @@ def test_discovery_tells_class_logits_from_a_map_and_reads_a_result_by_name():
     a [1, H, W] map as ``map``; an alpha and a mask are the result, by name; a classifier's [1000]
     logits stay the default task's."""
     from harness.deployment.discovery import ModelInfo, TensorInfo
-    from harness.task.base import claim
+    from harness.task_api import claim
 
     def model(*outputs):
         return ModelInfo("m", "python", 0, (TensorInfo("photo", "TYPE_UINT8", (-1,)),),

@@ -1,7 +1,7 @@
 """A task the project does not ship, from the user's own file: ``--task FILE.py:NAME``.
 
 The task is written here into a temporary folder (not the package) and needs nothing but the
-task API (``harness.task.base``): it reads the classifier's logits and judges the softmax's
+task API (``harness.task_api``): it reads the classifier's logits and judges the softmax's
 entropy and argmax parity, with its own comparator, result stage, events and report section.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.task.base import (Comparator, Comparison, Event, Events, OutputChoice, ScoreKind, Section, Stage, Task,
+from harness.task_api import (Comparator, Comparison, Event, Events, OutputChoice, ScoreKind, Section, Stage, Task,
                                Verdict)
 
 ENTROPY = ScoreKind("entropy", "nats", distribution=False)

@@ -1,0 +1,31 @@
+"""The task API: what a task is and how its results are judged, below every mechanism and task.
+
+:mod:`.task` (:class:`Task`, its events, report sections and typed hooks) and
+:mod:`.comparator` (the comparison protocol: :class:`Comparator`, :class:`Comparison`,
+:class:`Fold`). It imports only the vocabulary, so the mechanisms (deployment, compare, report)
+speak it without knowing any task, and the tasks (:mod:`harness.task`, at the top) implement
+it. A task needs nothing but this package: the vocabulary it speaks comes with it.
+"""
+
+from harness.result import ImageResult, StageResult
+from harness.scores import ScoreKind
+from harness.stage import Stage
+from harness.task_api.comparator import Comparator, Comparison, Fold
+from harness.task_api.task import (
+                                   Event,
+                                   Events,
+                                   OutputChoice,
+                                   PostprocessError,
+                                   ResultCulprit,
+                                   Section,
+                                   Task,
+                                   claim,
+                                   like,
+                                   verdict_cells,
+)
+from harness.tolerance import Tolerance
+from harness.verdict import Verdict
+
+__all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "OutputChoice", "PostprocessError",
+           "ResultCulprit", "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim",
+           "like", "verdict_cells"]
