@@ -98,12 +98,13 @@ def _opencv_refuses(p) -> str | None:
 
 
 @OPERATION.kernel("opencv", refuses=_opencv_refuses)
-def _opencv(image, size: tuple[int, int], p):
-    """HWC -> HWC of ``size`` (height, width); float32 input or ``dtype = "float32"`` keeps fractions."""
+def _opencv(image, size: tuple[int, int], r):
+    """HWC -> HWC of ``size`` (height, width) by the spec's ``[resize]`` ``r``; float32 input or
+    ``dtype = "float32"`` keeps fractions."""
     import cv2  # the backend's own library, imported where its kernel runs (the spec reads this module)
     import numpy as np
 
-    r, (height, width) = p.resize, size
+    height, width = size
     if r.interpolation == "lanczos" and r.antialias and image.dtype == np.uint8 and r.dtype == "uint8":
         # cv2's LANCZOS4 does not antialias; PIL's LANCZOS does (what rembg trains with)
         from PIL import Image
@@ -126,40 +127,38 @@ def _torch_refuses(force: bool):
     return refuses
 
 
-def mode(p):
-    """torchvision's ``InterpolationMode`` of the spec's interpolation."""
+def mode(r):
+    """torchvision's ``InterpolationMode`` of a ``[resize]``'s interpolation."""
     from torchvision.transforms import InterpolationMode
 
-    return InterpolationMode[TORCHVISION[p.resize.interpolation]]
+    return InterpolationMode[TORCHVISION[r.interpolation]]
 
 
 @OPERATION.kernel("torchvision", refuses=_torch_refuses(force=False))
 @OPERATION.kernel("torch", refuses=_torch_refuses(force=True))
-def _torch(image, size, p):
+def _torch(image, size, r):
     """A PIL image or a CHW tensor -> resized to ``size`` (torchvision's: one side for the shorter
     side, else height and width); PIL's resampling on a uint8 tensor is torchvision v2's kernel."""
     import torch
 
-    r = p.resize
     if r.resampling == "pil" and isinstance(image, torch.Tensor) and not r.for_detector:
         # torchvision v2's kernel on uint8 tensors follows PIL (its 8-bit intermediate too); v1's
         # goes through float (a cubic overshoot then clips once: up to 14 levels apart)
         from torchvision.transforms.v2 import functional as F2
 
-        return F2.resize(image, size, interpolation=mode(p), antialias=True)
+        return F2.resize(image, size, interpolation=mode(r), antialias=True)
     from torchvision.transforms import functional as F
 
-    return F.resize(image, size, interpolation=mode(p), antialias=r.antialias)
+    return F.resize(image, size, interpolation=mode(r), antialias=r.antialias)
 
 
 @OPERATION.kernel("dali", refuses=lambda p: None if p.resize.interpolation in DALI else (
         f"DALI's resize has no '{p.resize.interpolation}' interpolation; use one of {', '.join(DALI)}"))
-def _dali(image, extent: dict[str, Any], p):
+def _dali(image, extent: dict[str, Any], r):
     """``fn.resize`` to ``extent`` (``resize_x``/``resize_y`` or ``resize_shorter``)."""
     import nvidia.dali.fn as fn  # the backend's own library, imported where its kernel runs
     import nvidia.dali.types as types
 
-    r = p.resize
     return fn.resize(
         image,
         **extent,

@@ -89,7 +89,7 @@ def resize(image, p: Preprocess):
         extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
     else:
         extent = dict(resize_shorter=spec.size[0])
-    return resize_filter.OPERATION.kernels["dali"](image, extent, p)
+    return resize_filter.OPERATION.kernels["dali"](image, extent, spec)
 
 
 def crop(image, spec: CropSpec):

@@ -15,7 +15,7 @@ from harness import operations
 from harness.operations import resize_filter
 from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import ImageError, check_resize, identify
-from harness.spec import CropSpec, DecodeSpec, Preprocess, SpecError
+from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
 from harness.stage import Stage
 
 
@@ -40,10 +40,10 @@ def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def resize(image: np.ndarray, p: Preprocess) -> np.ndarray:
-    """HWC -> HWC of ``p.resize.output_size`` (a detector's: before any padding), by the resize
+def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
+    """HWC -> HWC of ``spec.output_size`` (a detector's: before any padding), by the resize
     filter's kernel; float32 input or ``dtype = "float32"`` keeps fractions."""
-    return resize_filter.OPERATION.kernels["opencv"](image, p.resize.output_size(*image.shape[:2]), p)
+    return resize_filter.OPERATION.kernels["opencv"](image, spec.output_size(*image.shape[:2]), spec)
 
 
 def crop(image: np.ndarray, spec: CropSpec) -> np.ndarray:
@@ -84,7 +84,7 @@ def normalize(image: np.ndarray, p: Preprocess) -> np.ndarray:
 def _resize_checked(image: np.ndarray, p: Preprocess) -> np.ndarray:
     # Refuse, before cv2 tries, a resize that would exhaust memory (see check_resize).
     check_resize(*image.shape[:2], p.resize)
-    return resize(image, p)
+    return resize(image, p.resize)
 
 
 STEPS: dict[Stage, Step] = {

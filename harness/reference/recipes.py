@@ -99,7 +99,7 @@ class TorchvisionRecipe(Recipe):
         # the spec's own sizes where PIL's resampling runs on a tensor or sizes round half up; else torchvision's
         exact = (self.on_tensor and self.p.resize.resampling == "pil") or (
             self.p.resize.size_rounding == "half_up" and self.p.resize.mode == "shorter_side")
-        return self._filter(image, self._size_of(image) if exact else self._size, self.p)
+        return self._filter(image, self._size_of(image) if exact else self._size, self.p.resize)
 
     def _size_of(self, image) -> list[int]:
         """The output size torchvision is given: the spec's where it rounds half up, else
@@ -126,7 +126,7 @@ class TorchvisionRecipe(Recipe):
         g = self.p.resize.geometry(height, width)
         if g.resized == (height, width):
             return image
-        return self._filter(image, list(g.resized), self.p)
+        return self._filter(image, list(g.resized), self.p.resize)
 
     def crop(self, image):
         if self.p.resize.mode == "letterbox":
