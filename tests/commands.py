@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.paths import PROJECT_ROOT
+from harness.task import TASKS
 
 HTML_BY_DEFAULT = {"check": "json,md,csv", "compare": "json,md"}
 """The commands whose default formats include report.html: the defaults without it."""
@@ -89,6 +90,7 @@ def harness(*args, html: bool = False, timeout: float | None = None) -> Complete
     out, err = io.StringIO(), io.StringIO()
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     cwd, path, modules = os.getcwd(), list(sys.path), set(sys.modules)
+    tasks = dict(TASKS._places)  # a user's task file registers its task: gone with the process it ran in
     try:
         with _environment(report_formats(argv, html)), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -111,6 +113,9 @@ def harness(*args, html: bool = False, timeout: float | None = None) -> Complete
             signal.signal(sig, handler)
         sys.path[:] = path
         _forget_user_modules(set(sys.modules) - modules)
+        for name in set(TASKS._places) - set(tasks):
+            del TASKS._places[name]
+            TASKS._tasks.pop(name, None)
     return Completed(argv, int(status or 0), out.getvalue(), err.getvalue())
 
 
