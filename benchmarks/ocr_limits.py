@@ -19,33 +19,21 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.decode_bomb_rss import server_rss_mb  # noqa: E402
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT  # noqa: E402
-from harness.server import group_members  # noqa: E402
 from harness.session import embedded_server  # noqa: E402
 from tests.attack_files import text_page  # noqa: E402
 
 SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "images"
-
-
-def rss_mb(pid: int) -> float:
-    total = 0
-    for member in group_members(os.getpgid(pid)):
-        try:
-            total += psutil.Process(member).memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total / 2 ** 20
 
 
 def infer(url: str, model: str, data: bytes, outputs: list[str] | None, timeout: float = 600):
@@ -95,11 +83,11 @@ def main() -> int:
         url, pid = server.grpc_url, server.process.pid
         for model in ("ocr_dali", "ocr_opencv", "segment_dali", "segment_opencv"):  # warm
             infer(url, model, photo, ["TEXTS"] if model.startswith("ocr") else ["MASK"])
-        print(f"server RSS after warming: {rss_mb(pid):.0f} MB; the page: {len(page)} bytes")
+        print(f"server RSS after warming: {server_rss_mb(pid):.0f} MB; the page: {len(page)} bytes")
         for model in ("ocr_dali", "ocr_opencv"):
-            before = rss_mb(pid)
+            before = server_rss_mb(pid)
             seconds, answer = infer(url, model, page, ["TEXTS", "BOXES", "WORDS_UNREAD"])
-            grown = rss_mb(pid) - before
+            grown = server_rss_mb(pid) - before
             read = answer["TEXTS"].shape[1] if isinstance(answer, dict) else "-"
             unread = int(answer["WORDS_UNREAD"][0, 0]) if isinstance(answer, dict) else "-"
             print(f"{model}: the 1,000-word page in {seconds:.1f} s, {read} words read, {unread} unread, answer "
@@ -130,11 +118,11 @@ def main() -> int:
             small.resize((side, side), Image.BILINEAR).save(buf, "JPEG", quality=85)
             huge = buf.getvalue()
             for model in ("segment_dali", "segment_opencv"):
-                before = rss_mb(pid)
+                before = server_rss_mb(pid)
                 seconds, answer = infer(url, model, huge, None)
                 print(f"{model}: a {side}x{side} JPEG ({len(huge) / 1e6:.1f} MB) in {seconds:.1f} s, answer "
-                      f"{size_mb(answer)}, server growth {rss_mb(pid) - before:+.0f} MB")
-        print(f"server RSS at the end: {rss_mb(pid):.0f} MB")
+                      f"{size_mb(answer)}, server growth {server_rss_mb(pid) - before:+.0f} MB")
+        print(f"server RSS at the end: {server_rss_mb(pid):.0f} MB")
     return 1 if missed else 0
 
 
