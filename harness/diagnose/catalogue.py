@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness import operations
+from harness.operations import resize_mode
 from harness.reference import BUILT_IN
 from harness.spec import Preprocess, SpecError, with_overrides
 
@@ -88,34 +89,25 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     hs += of_operations(recipe, ref, deployed, "resize mode")
     if ref.resize.for_detector:  # a detector's resize makes the model input itself: no crop, no size rounding
         return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
-    hs += [H(f"crop offsets rounded {r}", "crop offset rounding", {"crop": {"offset_rounding": r}})
+    hs += [H(f"crop offsets rounded {r}", resize_mode.CROP_ROUNDING_CULPRIT, {"crop": {"offset_rounding": r}})
            for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
     return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
 
 
-PARTNERS = (
-    ("resize antialias", "resize interpolation"),  # the resize filter, where a catalogue offers its halves apart
-    ("limit type", "limit side length"),  # PaddleOCR's limit type with its side length (det_limit_*)
-    ("output-size rounding", "crop offset rounding"),  # one library's rounding, of sizes and offsets alike
-    ("normalization scale", "normalization values"),  # the pixels' scale with the mean/std written for it
-    ("letterbox pad position", "letterbox padding rounding"),  # where the padding goes, and its odd pixel
-)
-"""Culprits whose settings only make sense together: when no hypothesis of a round explains its
-stage or improves it beyond noise, the search tries each pair of their hypotheses as one
-(:func:`partnered`) before it gives up, so that a half that improves the stage too little to
-count (or that no library can do alone) is not dropped without its partner."""
-
-
 def partnered(hypotheses: list[Hypothesis], recipe: str, ref: Preprocess) -> list[Hypothesis]:
-    """Every pair of ``hypotheses`` whose culprits are :data:`PARTNERS`, each as one hypothesis
-    on ``ref`` under ``recipe``; those a library cannot make, and those that repeat a setting
-    ``hypotheses`` hold already (a resize filter), left out."""
+    """Every pair of ``hypotheses`` whose culprits the operations declare partners
+    (:func:`harness.operations.partners`: settings that only make sense together), each as one
+    hypothesis on ``ref`` under ``recipe``; those a library cannot make, and those that repeat a
+    setting ``hypotheses`` hold already (a resize filter), left out. When no hypothesis of a
+    round explains its stage or improves it beyond noise, the search tries these before it gives
+    up, so that a half that improves the stage too little to count (or that no library can do
+    alone) is not dropped without its partner."""
     seen = {(recipe, ref, False, False, ())}
     for h in hypotheses:
         with contextlib.suppress(SpecError):
             seen.add(setting_key(h, recipe, ref))
     out = []
-    for first, second in PARTNERS:
+    for first, second in operations.partners():
         for a in (h for h in hypotheses if h.culprit == first):
             for pair in (combined(a, b) for b in hypotheses if b.culprit == second):
                 try:

@@ -74,6 +74,11 @@ def alternatives(recipe: str, reference: Any, deployed: Any, *names: str) -> lis
     return [a for name in names for a in OPERATIONS[name].alternatives(recipe, reference, deployed)]
 
 
+def partners() -> list[tuple[str, str]]:
+    """Every operation's compound alternatives (pairs of culprits), in registration order."""
+    return [pair for op in OPERATIONS.values() for pair in op.partners]
+
+
 def invalid(p: Any) -> str | None:
     """Why ``p``'s values do not go together, by the first operation that says so (None: they do)."""
     for op in OPERATIONS.values():
@@ -95,4 +100,4 @@ for _operation in (resize_filter.OPERATION, resize_mode.OPERATION, normalization
 
 
 __all__ = ["BACKENDS", "OPERATIONS", "Alternative", "Key", "Operation", "alternatives", "apply", "hint", "keys",
-           "invalid", "of_stage", "refusal", "register"]
+           "invalid", "of_stage", "partners", "refusal", "register"]

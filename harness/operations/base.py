@@ -85,6 +85,10 @@ class Operation:
     """``(Preprocess, recipe) -> words``, for a preprocessing's fingerprint."""
     invalid: Callable[[Any], "str | None"] = lambda p: None
     """Why a spec's values of its keys do not go together (None: they do), whatever the backend."""
+    partners: tuple[tuple[str, str], ...] = ()
+    """Its compound alternatives: pairs of culprits (of its alternatives, or another operation's)
+    whose settings only make sense together, which diagnose tries as one hypothesis before it
+    gives up (a half that improves the stage too little alone is not dropped without its partner)."""
     kernels: dict[str, Kernel] = field(default_factory=dict)
     refusals: dict[str, Refusal] = field(default_factory=dict)
 

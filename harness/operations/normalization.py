@@ -37,16 +37,20 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+SCALE, VALUES = "normalization scale", "normalization values"
+"""Its culprits: the pixels' scale, and the mean/std written for one."""
+
+
 def _alternatives(recipe, ref, deployed) -> list[Alternative]:
-    n, culprit = ref.normalize, "normalization values"
+    n, culprit = ref.normalize, VALUES
     other_range = 1.0 if n.pixel_range == 255.0 else 255.0
     k = other_range / n.pixel_range
     out = [
         # The same mean/std numbers applied to pixels on the other scale (a missing or extra /255).
-        Alternative(f"pixels scaled to 0-{other_range:g} (mean/std numbers unchanged)", "normalization scale",
+        Alternative(f"pixels scaled to 0-{other_range:g} (mean/std numbers unchanged)", SCALE,
                     {"normalize": {"pixel_range": other_range}}),
         # mean/std written for the other scale (0.485 vs 123.7) with pixels as they are.
-        Alternative(f"mean/std on the 0-{other_range:g} scale", "normalization scale",
+        Alternative(f"mean/std on the 0-{other_range:g} scale", SCALE,
                     {"normalize": {"mean": [m * k for m in n.mean], "std": [s * k for s in n.std]}}),
         Alternative("ImageNet mean/std", culprit,
                     {"normalize": {"pixel_range": 1.0, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}),
@@ -74,7 +78,8 @@ def _describe(p, recipe) -> str:
 
 OPERATION = Operation(
     "normalization", Stage.INPUT, (PIXEL_RANGE, MEAN, STD, DIVISOR),
-    hint="mean/std scale (normalize.pixel_range, mean, std)", alternatives=_alternatives, describe=_describe)
+    hint="mean/std scale (normalize.pixel_range, mean, std)", alternatives=_alternatives, describe=_describe,
+    partners=((SCALE, VALUES),))  # the pixels' scale with the mean/std written for it
 
 
 @OPERATION.kernel("opencv")

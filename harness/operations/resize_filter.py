@@ -50,6 +50,10 @@ def _invalid(p) -> str | None:
     return None
 
 
+ANTIALIAS_ALONE, INTERPOLATION_ALONE = "resize antialias", "resize interpolation"
+"""The culprits of the filter's halves, where an alternative changes one alone (both: ``resize filter``)."""
+
+
 def _alternatives(recipe: str, ref, deployed) -> list[Alternative]:
     """Every other (interpolation, antialias) pair, each one alternative setting what it changes:
     the antialias alone first (the commonest port bug), then the interpolation alone, then both.
@@ -62,16 +66,16 @@ def _alternatives(recipe: str, ref, deployed) -> list[Alternative]:
     for interpolation, antialias in alone + both:
         aa = "on" if antialias else "off"
         if interpolation == r.interpolation:
-            name, culprit = f"antialias {aa}", "resize antialias"
+            name, culprit = f"antialias {aa}", ANTIALIAS_ALONE
         elif antialias == r.antialias:
-            name, culprit = f"interpolation {interpolation}", "resize interpolation"
+            name, culprit = f"interpolation {interpolation}", INTERPOLATION_ALONE
         else:
             name, culprit = f"interpolation {interpolation}, antialias {aa}", "resize filter"
         changed = {k.name: v for k, v in ((INTERPOLATION, interpolation), (ANTIALIAS, antialias))
                    if v != getattr(r, k.name)}
         out.append(Alternative(name, culprit, {"resize": changed}))
     if recipe == "opencv" and not r.antialias and r.interpolation != "area":
-        out.insert(1, Alternative("antialias on (PIL's resize, as torchvision)", "resize antialias",
+        out.insert(1, Alternative("antialias on (PIL's resize, as torchvision)", ANTIALIAS_ALONE,
                                   ANTIALIAS.table_of(True), recipe="torchvision"))
     return out
 
@@ -83,7 +87,8 @@ def describe(p, recipe: str) -> str:
 
 OPERATION = Operation(
     "resize filter", Stage.RESIZE, (INTERPOLATION, ANTIALIAS, RESAMPLING), hint="interpolation, antialias",
-    alternatives=_alternatives, describe=describe, invalid=_invalid)
+    alternatives=_alternatives, describe=describe, invalid=_invalid,
+    partners=((ANTIALIAS_ALONE, INTERPOLATION_ALONE),))  # where a catalogue offers the filter's halves apart
 
 
 def _opencv_refuses(p) -> str | None:

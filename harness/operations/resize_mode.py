@@ -43,6 +43,17 @@ LIMIT_SIDE_LENGTHS = (736, 960, 640, 1280, 480)
 det config, 640 and 1280 in YOLO-style ports, 480 for speed)."""
 
 
+SIZE_ROUNDING_CULPRIT, LIMIT_TYPE_CULPRIT, LIMIT_LENGTH_CULPRIT = "output-size rounding", "limit type", "limit side length"
+PAD_POSITION_CULPRIT, PAD_ROUNDING_CULPRIT = "letterbox pad position", "letterbox padding rounding"
+CROP_ROUNDING_CULPRIT = "crop offset rounding"
+"""The crop's offsets' rounding (diagnose's catalogue offers it): the partner of the sizes' rounding."""
+PARTNERS = (
+    (LIMIT_TYPE_CULPRIT, LIMIT_LENGTH_CULPRIT),  # PaddleOCR's limit type with its side length (det_limit_*)
+    (SIZE_ROUNDING_CULPRIT, CROP_ROUNDING_CULPRIT),  # one library's rounding, of sizes and offsets alike
+    (PAD_POSITION_CULPRIT, PAD_ROUNDING_CULPRIT),  # where the padding goes, and its odd pixel
+)
+
+
 def stretch(size) -> dict:
     """The ``[resize]`` keys of a stretch to ``size`` ([height, width])."""
     return {MODE.name: "stretch", "size": list(size)}
@@ -74,7 +85,7 @@ def _alternatives(recipe, ref, deployed) -> list[Alternative]:
         if (mode, tuple(size)) != (r.mode, r.size) and (mode != "shorter_side" or len(size) == 1):
             what = f"shorter side {size[0]} + center crop" if mode == "shorter_side" else f"stretch to {size[0]}x{size[-1]}"
             out.append(Alternative(f"resize mode: {what}", "resize mode", {"resize": {MODE.name: mode, "size": size}}))
-    out += [Alternative(f"size rounding {rounding}", "output-size rounding", SIZE_ROUNDING.table_of(rounding))
+    out += [Alternative(f"size rounding {rounding}", SIZE_ROUNDING_CULPRIT, SIZE_ROUNDING.table_of(rounding))
             for rounding in ("half_up", "floor") if rounding != r.size_rounding]
     return out
 
@@ -83,13 +94,13 @@ def _detector_alternatives(r, deployed) -> list[Alternative]:
     A, out = Alternative, []
     if r.mode == "letterbox":
         other = "top_left" if r.pad_position == "center" else "center"
-        out.append(A(f"padding {'at the bottom and right' if other == 'top_left' else 'centred'}", "letterbox pad position",
+        out.append(A(f"padding {'at the bottom and right' if other == 'top_left' else 'centred'}", PAD_POSITION_CULPRIT,
                      PAD_POSITION.table_of(other)))
         out += [A(f"padded with {v}", "letterbox pad value", {"resize": {"pad_value": v}})
                 for v in LETTERBOX_PAD_VALUES if v != r.pad_value]
         rounding = "half_up" if r.pad_rounding == "yolo" else "yolo"
         out.append(A(f"odd padding pixel {'before' if rounding == 'half_up' else 'after'} the image",
-                     "letterbox padding rounding", PAD_ROUNDING.table_of(rounding)))
+                     PAD_ROUNDING_CULPRIT, PAD_ROUNDING.table_of(rounding)))
         out.append(A(f"auto {'off' if r.auto else 'on'} (padded {'to the full size' if r.auto else 'to the stride'})",
                      "letterbox stride/auto", {"resize": {"auto": not r.auto}}))
         out.append(A(f"scaleup {'off' if r.scaleup else 'on'}", "letterbox scaleup", {"resize": {"scaleup": not r.scaleup}}))
@@ -98,9 +109,9 @@ def _detector_alternatives(r, deployed) -> list[Alternative]:
                      {"resize": stretch(size), "crop": {"size": size}}))
     if r.mode == "limit_side":
         other = "max" if r.limit_type == "min" else "min"
-        out.append(A(f"limit type {other}", "limit type", LIMIT_TYPE.table_of(other)))
+        out.append(A(f"limit type {other}", LIMIT_TYPE_CULPRIT, LIMIT_TYPE.table_of(other)))
         lengths = [*LIMIT_SIDE_LENGTHS, *([deployed.resize.limit_side_len] if deployed.resize.mode == "limit_side" else [])]
-        out += [A(f"limit side {n}", "limit side length", {"resize": {"limit_side_len": n}})
+        out += [A(f"limit side {n}", LIMIT_LENGTH_CULPRIT, {"resize": {"limit_side_len": n}})
                 for n in dict.fromkeys(lengths) if n != r.limit_side_len]
     if deployed.resize != r and deployed.resize.mode in DETECTOR_MODES:
         out.append(A("the deployed spec's resize", "detector resize",
@@ -136,4 +147,4 @@ OPERATION = Operation(
     "resize mode", Stage.RESIZE, (MODE, SIZE_ROUNDING, PAD_POSITION, PAD_ROUNDING, LIMIT_TYPE),
     hint=(f"output-size rounding ({SIZE_ROUNDING.path}), resize on uint8 vs float, shorter-side vs stretch, or a "
           f"detector's limit type and length ({LIMIT_TYPE.path}, limit_side_len) or letterbox size and scaleup (resize.*)"),
-    alternatives=_alternatives, describe=describe)
+    alternatives=_alternatives, describe=describe, partners=PARTNERS)
