@@ -23,6 +23,8 @@ from typing import Literal
 
 import numpy as np
 
+from harness.operations import resize_filter
+
 
 class GeometryError(ValueError):
     """Parameters or an image size the resize cannot honour (one line, says which)."""
@@ -228,17 +230,17 @@ def _check_source(height: int, width: int) -> None:
         raise GeometryError(f"cannot resize an empty image ({width}x{height})")
 
 
-def resize_opencv(image: np.ndarray, p: Resize, interpolation: int | None = None) -> tuple[np.ndarray, Geometry]:
-    """HWC image -> (model-input-sized HWC image, its geometry): ``cv2.resize`` (bilinear, no
-    antialias, as rapidocr and YOLO do, unless ``interpolation`` says), then
+def resize_opencv(image: np.ndarray, p: Resize,
+                  resize_with: resize_filter.Filter = resize_filter.CV2_DEFAULT) -> tuple[np.ndarray, Geometry]:
+    """HWC image -> (model-input-sized HWC image, its geometry): the resize filter's OpenCV
+    kernel (by default ``cv2.resize``'s own filter, as rapidocr and YOLO resize), then
     ``cv2.copyMakeBorder`` with the pad value."""
     import cv2  # here, not above: the spec reads this module's records inside the Triton container
 
-    interpolation = cv2.INTER_LINEAR if interpolation is None else interpolation
     g = geometry(image.shape[0], image.shape[1], p)
     out = image
     if g.resized != tuple(image.shape[:2]):
-        out = cv2.resize(image, (g.resized[1], g.resized[0]), interpolation=interpolation)
+        out = resize_filter.OPERATION.kernels["opencv"](image, g.resized, resize_with)
     if any(g.pad):
         top, bottom, left, right = g.pad
         value = (p.pad_value,) * (image.shape[2] if image.ndim == 3 else 1)

@@ -93,7 +93,7 @@ MAX_OUTPUT_PIXELS = 2 ** 25
 limit, 179 megapixels, would be 895 MB and take the server 4 GB): a larger photo is refused by
 name (docs/robustness.md)."""
 """How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
-BICUBIC, LANCZOS, BOX; all antialiased when shrinking, as PIL is)."""
+BICUBIC, LANCZOS, BOX; each low-passed when shrinking, as PIL's always are)."""
 
 
 @dataclass(frozen=True)

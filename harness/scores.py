@@ -14,7 +14,7 @@ the output stage's default rule, and the metrics that see a wrong distribution. 
   aligned DALI deployment moves a class by at most 0.034 and the mass by at most 0.035; a
   1-level decoder difference (Pillow's YCbCr->RGB against libjpeg's) by at most 0.037 and
   0.148 (one low-confidence image); none of them is diverged by this rule, while a channel
-  swap diverges 26 images, an antialias difference 29, a stretch 65, ImageNet mean/std 62.
+  swap diverges 26 images, a resize-filter difference 29, a stretch 65, ImageNet mean/std 62.
   The logits' 0.02-per-class with a quarter of the classes allowed beyond it was blind: 1000
   small probabilities meet it whatever happens to the few that matter.
 

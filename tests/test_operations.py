@@ -18,7 +18,7 @@ from harness.spec import Preprocess, SpecError, parse_spec, with_overrides
 from harness.stage import Stage
 
 ROOT = Path(__file__).resolve().parents[1]
-MIGRATED = ("channel_order", "divide_by", "\"lanczos\"", "\"stretch\"", "pad_position", "limit_type")
+MIGRATED = ("channel_order", "divide_by", "\"lanczos\"", "\"stretch\"", "pad_position", "limit_type", "antialias")
 """Spec keys (and values) whose operation is one module: each named in at most 3 source files."""
 
 
@@ -127,3 +127,28 @@ def _dali_input(crop: np.ndarray, p: Preprocess) -> np.ndarray:
     pipe.feed_input("CROP", [np.ascontiguousarray(crop)])
     (out,) = pipe.run()
     return np.array(out[0])
+
+
+def test_an_operations_partners_are_tried_together_by_diagnose(monkeypatch):
+    """An operation declares its compound alternatives beside its others: diagnose's catalogue
+    pairs their hypotheses by them, keeping no list of its own."""
+    from harness.diagnose.catalogue import Hypothesis, partnered
+
+    monkeypatch.setattr(operations, "OPERATIONS", dict(operations.OPERATIONS))
+    operations.register(Operation("decode switches", Stage.DECODE, (), hint="", partners=(("idct", "upsampling"),)))
+    halves = [Hypothesis("fast IDCT", "idct", {"decode": {"fast_idct": True}}),
+              Hypothesis("no fancy upsampling", "upsampling", {"decode": {"fancy_upsampling": False}})]
+    (pair,) = partnered(halves, "opencv", Preprocess())
+    assert pair.culprit == "idct + upsampling"
+    assert pair.overrides == {"decode": {"fast_idct": True, "fancy_upsampling": False}}
+
+
+def test_every_partner_is_a_culprit_the_operations_or_the_catalogue_offer():
+    """A declared pair whose culprit no hypothesis carries would never be tried."""
+    from harness.diagnose.catalogue import candidate_hypotheses
+
+    specs = [Preprocess(), with_overrides(Preprocess(), resize={"mode": "letterbox", "size": [640, 640]}),
+             with_overrides(Preprocess(), resize={"mode": "limit_side", "size": [736]})]
+    offered = {h.culprit for p in specs for recipe in ("opencv", "torchvision") for h in candidate_hypotheses(recipe, p, p)}
+    for first, second in operations.partners():
+        assert {first, second} <= offered, (first, second)

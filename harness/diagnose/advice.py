@@ -217,8 +217,8 @@ def corrected(spec: Spec, recipe: str, preprocess: Preprocess, postprocess: Mapp
 
 
 def fingerprint(recipe: str, p: Preprocess) -> str:
-    """A preprocessing in words, e.g. "RGB; stretched to 224x224 (linear, antialias, torchvision
-    on uint8); mean [...] std [...] on the 0-255 scale"."""
+    """A preprocessing in words, e.g. "RGB; stretched to 224x224 (the filter, torchvision on
+    uint8); mean [...] std [...] on the 0-255 scale": each operation's ``describe``."""
     resize = operations.OPERATIONS["resize mode"].describe(p, recipe)
     how = operations.OPERATIONS["resize filter"].describe(p, recipe)
     crop = resize_mode.crop_words(p)

@@ -1,7 +1,7 @@
 """The catalogue of known culprits, each as a change to the reference recipe.
 
 A :class:`Hypothesis` is the reference recipe with one thing changed: channel order,
-antialias, interpolation, resize library, resize dtype, resize mode, size or crop rounding,
+the resize filter (each half, or both), resize library, resize dtype, resize mode, size or crop rounding,
 normalization scale or values, JPEG decoding switches, EXIF orientation, model precision.
 :func:`candidate_hypotheses` lists them relative to any reference, so that a later round of
 the search can draw them again on top of the changes found so far.

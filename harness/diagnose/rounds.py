@@ -111,7 +111,7 @@ def _try(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, ...], bas
 
 def replacing(applied: tuple[Hypothesis, ...], h: Hypothesis) -> tuple[Hypothesis, ...]:
     """The changes found so far without those ``h`` takes the place of: of its culprit, or
-    setting a key it sets (a resize filter replaces an antialias found before)."""
+    setting a key it sets (a resize filter replaces one of its halves found before)."""
     return tuple(x for x in applied if x.culprit != h.culprit and not x.keys & h.keys)
 
 

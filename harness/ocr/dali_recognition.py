@@ -11,7 +11,8 @@ model's ``DECODED``): a region, not the whole image, travels with each word (a 1
 cost 1,000 decodes of the whole file before). The graph warps the box upright
 (``experimental.warp_perspective``: bicubic, border replicated, pixel centres at integers as
 OpenCV's: the region holds every pixel the warp reads, so the crop is the whole image's),
-orders the channels, resizes to the spec's height (linear, no antialias: ``cv2.resize``),
+orders the channels, resizes to the spec's height (``cv2.resize``'s own filter, by the resize
+filter's DALI kernel),
 normalizes to CHW float and pads the width with the spec's ``pad_value``. Outputs ``CROP`` (the
 crop, RGB) and ``INPUT`` (the recognizer's input). Whatever a caller sends, the crop is no
 larger than its region's diagonal and the widths stay within the recognizer's profile
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.ocr.recognition import Recognition
-from harness.operations import channels
+from harness.operations import channels, resize_filter
 
 INPUTS = ("IMAGE", "MATRIX", "SIZE", "WIDTHS")
 OUTPUTS = ("CROP", "INPUT")
@@ -56,8 +57,8 @@ def recognition_graph(p: Recognition, device: str = "gpu"):
     crop = fn.experimental.warp_perspective(image, matrix=matrix, size=size, inverse_map=False, border_mode="replicate",
                                             interp_type=types.INTERP_CUBIC, pixel_origin="center")
     ordered = channels.dali_hwc(crop, p)
-    resized = fn.resize(ordered, resize_x=widths[0], resize_y=float(p.height), interp_type=types.INTERP_LINEAR,
-                        antialias=False)
+    resized = resize_filter.OPERATION.kernels["dali"](ordered, dict(resize_x=widths[0], resize_y=float(p.height)),
+                                                      resize_filter.CV2_DEFAULT)
     scale = 255.0 / p.pixel_range
     normalized = fn.crop_mirror_normalize(resized, dtype=types.FLOAT, output_layout="CHW",
                                           mean=[m * scale for m in p.mean], std=[s * scale for s in p.std])

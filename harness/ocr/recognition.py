@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.operations import channels
+from harness.operations import channels, resize_filter
 from harness.spec import register_table
 
 CROPS = ("perspective", "axis_aligned")
@@ -203,11 +203,10 @@ def input_width(crop_height: int, crop_width: int, p: Recognition) -> tuple[int,
 
 def to_input(crop: np.ndarray, p: Recognition, order: str = "RGB") -> np.ndarray:
     """A crop (HWC uint8 in channel ``order``) -> the recognizer's input [3, height, W] float32."""
-    import cv2
-
     crop = channels.reorder_hwc(crop, order, p)
     resized_w, padded_w = input_width(crop.shape[0], crop.shape[1], p)
-    resized = cv2.resize(np.ascontiguousarray(crop), (resized_w, p.height)).astype(np.float32)
+    resized = resize_filter.OPERATION.kernels["opencv"](np.ascontiguousarray(crop), (p.height, resized_w),
+                                                        resize_filter.CV2_DEFAULT).astype(np.float32)
     chw = resized.transpose(2, 0, 1) / (255.0 / p.pixel_range)
     chw = (chw - np.asarray(p.mean, np.float32)[:, None, None]) / np.asarray(p.std, np.float32)[:, None, None]
     out = np.full((3, p.height, padded_w), p.pad_value, np.float32)

@@ -9,6 +9,7 @@ refusals say which filters each library has, for serving a spec and for diagnose
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from harness.operations.base import Alternative, Key, Operation
@@ -40,6 +41,33 @@ INTERPOLATION = Key("resize", "interpolation", "linear", INTERPOLATIONS, "The re
 ANTIALIAS = Key("resize", "antialias", False, doc="Low-pass filter when scaling down.")
 RESAMPLING = Key("resize", "resampling", "auto", RESAMPLINGS, "How the filter is applied: the library's own, or PIL's.",
                  omitted_at_default=True)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A filter the code fixes, not a spec: what the kernels read of a spec's ``[resize]`` table,
+    so that it is handed to a backend's kernel in its place (a detector's resize and the
+    recognizer's, as rapidocr and YOLO train them; torchvision's training crop)."""
+
+    interpolation: str = INTERPOLATION.default
+    antialias: bool = ANTIALIAS.default
+    resampling: str = RESAMPLING.default
+    dtype: str = "uint8"
+    """The kernel's output type (``float32``: fractions kept)."""
+    for_detector: bool = False
+
+
+CV2_DEFAULT = Filter("linear", antialias=False)
+"""``cv2.resize``'s own: bilinear, no low-pass (rapidocr's and YOLO's detector resizes and
+PaddleOCR's recognizer; DALI's kernel within one level of it on uint8)."""
+TORCHVISION_DEFAULT = Filter("linear", antialias=True)
+"""torchvision's own for its resizing transforms (``RandomResizedCrop``): bilinear, low-pass on."""
+
+
+def pil_pass(interpolation: str) -> Filter:
+    """One axis of PIL's resampling as DALI replays it (:mod:`harness.preprocessing.dali_pil`):
+    the filter low-passed (PIL always filters), in float."""
+    return Filter(interpolation, antialias=True, dtype="float32")
 
 
 def _invalid(p) -> str | None:
@@ -151,16 +179,23 @@ def _torch(image, size, r):
         # goes through float (a cubic overshoot then clips once: up to 14 levels apart)
         from torchvision.transforms.v2 import functional as F2
 
-        return F2.resize(image, size, interpolation=mode(r), antialias=True)
+        return F2.resize(image, size, **torchvision_arguments(r))
     from torchvision.transforms import functional as F
 
-    return F.resize(image, size, interpolation=mode(r), antialias=r.antialias)
+    return F.resize(image, size, **torchvision_arguments(r))
+
+
+def torchvision_arguments(r) -> dict[str, Any]:
+    """A ``[resize]`` table's (or a :class:`Filter`'s) filter as torchvision's resizing functions and
+    transforms take it."""
+    return {"interpolation": mode(r), "antialias": r.antialias}
 
 
 @OPERATION.kernel("dali", refuses=lambda p: None if p.resize.interpolation in DALI else (
         f"DALI's resize has no '{p.resize.interpolation}' interpolation; use one of {', '.join(DALI)}"))
 def _dali(image, extent: dict[str, Any], r):
-    """``fn.resize`` to ``extent`` (``resize_x``/``resize_y`` or ``resize_shorter``)."""
+    """``fn.resize`` to ``extent`` (``resize_x``/``resize_y`` or ``resize_shorter``, and any region
+    of the source: ``roi_start``/``roi_end``)."""
     import nvidia.dali.fn as fn  # the backend's own library, imported where its kernel runs
     import nvidia.dali.types as types
 
@@ -201,3 +236,13 @@ def table(interpolation: str, antialias: bool = True, pil: bool | None = None) -
     PIL's resampling where ``pil`` (by default: an antialiased PIL filter, as PIL resizes)."""
     pil = antialias and interpolation in PIL_FILTERS if pil is None else pil
     return {INTERPOLATION.name: interpolation, ANTIALIAS.name: antialias, RESAMPLING.name: "pil" if pil else "auto"}
+
+
+def of_torchvision(transform: Any, interpolation: str, image: str, version2: bool) -> dict[str, Any]:
+    """The ``[resize]`` filter keys of a torchvision ``Resize`` (v2 where ``version2``) given
+    ``image`` (``pil``, or a ``uint8`` or ``float`` tensor): PIL's filter on a PIL image (it
+    always low-passes); on a tensor the transform's own switch (on by torchvision's default),
+    resampled as PIL does where torchvision follows PIL (v2 on uint8, any float resize; not nearest)."""
+    antialias = True if image == "pil" else bool(getattr(transform, ANTIALIAS.name, True))
+    pil = antialias and interpolation != "nearest" and (image != "uint8" or version2)
+    return table(interpolation, antialias, pil)

@@ -1,7 +1,7 @@
 """PIL's resize with DALI's kernels (``resize.resampling = "pil"``), and the sizes and crop
 offsets of the libraries that round otherwise than DALI, computed per sample in the graph.
 
-Why DALI's own antialiased resize differs from PIL's (and from torchvision's antialiased
+Why DALI's own filtered resize differs from PIL's (and from torchvision's low-passed
 tensor resize, which follows PIL), measured on the 65 corpus photos at 224 shorter side:
 
 - **the edges**: where the filter reaches past the image, PIL drops those taps and divides by
@@ -89,11 +89,10 @@ def _filtered(image, height, width, axis: int, interpolation: str):
                       fn.cast(fn.stack(h + 2.0 * pads[0], w + 2.0 * pads[1]), dtype=types.FLOAT),
                       axes=[0, 1], normalized_anchor=False, normalized_shape=False, out_of_bounds_policy="pad",
                       fill_values=0.0)
-    out = fn.resize(padded, resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT),
-                    roi_start=fn.cast(fn.stack(pads[0], pads[1]), dtype=types.FLOAT),
-                    roi_end=fn.cast(fn.stack(pads[0] + h, pads[1] + w), dtype=types.FLOAT), roi_relative=False,
-                    interp_type=resize_filter.dali_type(interpolation), antialias=True, subpixel_scale=False,
-                    dtype=types.FLOAT)
+    extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT),
+                  roi_start=fn.cast(fn.stack(pads[0], pads[1]), dtype=types.FLOAT),
+                  roi_end=fn.cast(fn.stack(pads[0] + h, pads[1] + w), dtype=types.FLOAT), roi_relative=False)
+    out = resize_filter.OPERATION.kernels["dali"](padded, extent, resize_filter.pil_pass(interpolation))
     return out[:, :, 0:3] / out[:, :, 3:4]
 
 

@@ -9,9 +9,10 @@ the arithmetic of :mod:`harness.geometry`:
   start and ``out_of_bounds_policy="pad"`` to place the padding where the spec says (centre
   or top-left), not ``fn.pad``, which pads only at the end (the bug of ultralytics #20573).
 
-Resizes use bilinear without antialias and ``subpixel_scale=False``, like ``cv2.resize``
-(within one level on uint8). Only operator arguments of DALI 2.1.1 are used (checked by the
-tests with :func:`harness.preprocessing.dali_graph.missing_arguments`).
+Resizes use the resize filter's DALI kernel with ``cv2.resize``'s own filter
+(:data:`harness.operations.resize_filter.CV2_DEFAULT`: within one level on uint8). Only
+operator arguments of DALI 2.1.1 are used (checked by the tests with
+:func:`harness.preprocessing.dali_graph.missing_arguments`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.geometry import Letterbox, LimitSide
+from harness.operations import resize_filter
 
 
 def _sides(image):
@@ -38,8 +40,8 @@ def _round_half_even(x):
 
 
 def _resize(image, height, width):
-    return fn.resize(image, resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT),
-                     interp_type=types.INTERP_LINEAR, antialias=False, subpixel_scale=False)
+    extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
+    return resize_filter.OPERATION.kernels["dali"](image, extent, resize_filter.CV2_DEFAULT)
 
 
 def limit_side_sizes(image, p: LimitSide):

@@ -114,10 +114,7 @@ def read_transforms(obj: Any) -> Read:
             size = _side(t.size)
             interpolation = _interpolation(t.interpolation, name)
             version2 = type(t).__module__.startswith("torchvision.transforms.v2")
-            antialias = True if where == "pil" else bool(getattr(t, "antialias", True))
-            # PIL's filter (and torchvision v2's on uint8 tensors, and any float resize, which follow it)
-            pil = antialias and interpolation != "nearest" and (where != "uint8" or version2)
-            resize = {**resize_mode.scale(size), **resize_filter.table(interpolation, antialias, pil),
+            resize = {**resize_mode.scale(size), **resize_filter.of_torchvision(t, interpolation, where, version2),
                       "dtype": "float32" if where == "float" else "uint8",
                       **({"size_rounding": "floor"} if len(size) == 1 else {})}
             recipe = "torchvision" if where == "pil" else "torch"

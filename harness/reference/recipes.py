@@ -171,14 +171,14 @@ class TorchvisionRecipe(Recipe):
 
     @classmethod
     def model_inputs(cls, p):
-        # The common torchvision training recipe: PIL's resize, which always antialiases.
+        # The common torchvision training recipe: PIL's resize, which always low-passes.
         return super().model_inputs(with_overrides(p, **resize_filter.ANTIALIAS.table_of(True)))
 
 
 @register
 class TorchRecipe(TorchvisionRecipe):
     """torchvision's transforms on uint8 tensors (``PILToTensor`` first): the resize is
-    torch's own kernel (antialiased or not, as the spec says), not PIL's."""
+    torch's own kernel (with the spec's filter), not PIL's."""
 
     name = "torch"
     force_tensor = True

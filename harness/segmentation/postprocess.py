@@ -5,8 +5,8 @@ the saliency's uint8 matte / 255, an argmax's winning probability) and the mask 
 class indices). The served ``segment_postprocess`` model and the harness's reference run
 this same code with their spec's ``[postprocess]`` table (:mod:`harness.postprocessing`).
 
-PIL resizes, as rembg does (``Image.resize`` of the uint8 matte with LANCZOS): PIL filters
-antialias when shrinking, which cv2's do not.
+PIL resizes, as rembg does (``Image.resize`` of the uint8 matte with LANCZOS): PIL's filters
+low-pass when shrinking, which cv2's do not.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ two sides lay within this of the binarization threshold in the reference's map i
 near-threshold change too: the raw output's noise pushed pixels across the threshold and the
 contour split, merged or grew there. Measured (benchmarks/detection_rule.py, the ImageNet
 sample's 171 photos with text, limit side 736): an aligned deployment's changed boxes all lie
-within 0.131 of it; under a planted channel order, antialias or normalization, 97-100% of the
+within 0.131 of it; under a planted channel order, resize filter or normalization, 97-100% of the
 changed boxes have a pixel flipped from beyond 0.2."""
 
 

@@ -22,7 +22,7 @@ change as the event, retrieval as the effect on a labeled set.
 
 The defaults were measured on the 65 corpus photos, EfficientNet-Lite0's 1280 pooled
 features, the aligned spec (DALI's resize differs from OpenCV's by one level on some pixels)
-against the planted antialias spec (docs/tasks.md): per image, at most 1.4% of the features
+against the planted resize-filter spec (docs/tasks.md): per image, at most 1.4% of the features
 moved by more than 0.1 and none by more than 0.25, a mean error of at most 0.0098 (planted:
 up to 34% beyond 0.1, a mean of up to 0.11); cosine at least 0.99845 (planted: 61 of 65
 images under 0.995); no pair's similarity moved by more than 0.0103; one neighbour changed,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from harness.manifest import load_dalis_nvjpeg
-from harness.operations import channels
+from harness.operations import channels, resize_filter
 from harness.spec import Preprocess
 
 
@@ -57,7 +57,8 @@ def default_augmentations(p: Preprocess, crop_scale: tuple[float, float] = (0.6,
 
     return v2.Compose([
         ToPixels(p),
-        v2.RandomResizedCrop(list(p.crop.size), scale=crop_scale, antialias=True),
+        v2.RandomResizedCrop(list(p.crop.size), scale=crop_scale,
+                             **resize_filter.torchvision_arguments(resize_filter.TORCHVISION_DEFAULT)),
         v2.RandomHorizontalFlip(),
         v2.ColorJitter(brightness=jitter, contrast=jitter, saturation=jitter),
         FromPixels(p),

@@ -6,7 +6,7 @@
 - every reference recipe with ``trains`` (:data:`harness.reference.BUILT_IN`, the one
   registry of libraries), through its ``model_inputs``: ``opencv``, the code the
   ``preprocess_opencv`` model serves; ``torchvision``, the common training recipe,
-  ``Resize`` on PIL images (antialiased; sizes truncated as torchvision does) ->
+  ``Resize`` on PIL images (PIL's filter; sizes truncated as torchvision does) ->
   ``CenterCrop`` -> ``ToTensor`` -> ``Normalize``, with the spec's size, crop and normalization;
 - ``mix:F``: each image through ``opencv`` with probability F, else ``deployed`` (the
   ``cpu_percentage`` of torchpipe's training integration).
