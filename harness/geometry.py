@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from harness.operations import resize_filter
+from harness.operations import resize_filter, resize_mode
 
 
 class GeometryError(ValueError):
@@ -169,20 +169,10 @@ class Geometry:
 
 
 def limit_side_geometry(height: int, width: int, p: LimitSide) -> Geometry:
-    """rapidocr's ``DetPreProcess.resize`` (PaddleOCR's ``DetResizeForTest`` with its
-    ``max_side_limit``) as arithmetic: the ratio in float64, sides truncated (``int(h *
-    ratio)``), capped (the longer side to ``max_side_limit``, truncated again), then
-    ``round(side / multiple) * multiple``."""
+    """rapidocr's ``DetPreProcess.resize`` (the resize mode's arithmetic,
+    :func:`harness.operations.resize_mode.limit_side_size`), refusing an image too thin for it."""
     _check_source(height, width)
-    if p.limits_longer_side:
-        ratio = p.limit_side_len / max(height, width) if max(height, width) > p.limit_side_len else 1.0
-    else:
-        ratio = p.limit_side_len / min(height, width) if min(height, width) < p.limit_side_len else 1.0
-    scaled = [int(side * ratio) for side in (height, width)]
-    if p.max_side_limit is not None and max(scaled) > p.max_side_limit:
-        cap = float(p.max_side_limit) / max(scaled)
-        scaled = [int(side * cap) for side in scaled]
-    sides = tuple(int(round(side / p.multiple) * p.multiple) for side in scaled)
+    sides = resize_mode.limit_side_size(height, width, p)
     if min(sides) <= 0:
         raise GeometryError(f"a {width}x{height} image resizes to {sides[1]}x{sides[0]} with {p}: too thin for the detector")
     return Geometry((height, width), sides)
@@ -191,11 +181,7 @@ def limit_side_geometry(height: int, width: int, p: LimitSide) -> Geometry:
 def letterbox_geometry(height: int, width: int, p: Letterbox) -> Geometry:
     """YOLO's letterbox as arithmetic (see :class:`Letterbox`)."""
     _check_source(height, width)
-    target_h, target_w = p.size
-    r = min(target_h / height, target_w / width)
-    if not p.scaleup:
-        r = min(r, 1.0)
-    resized = (max(1, int(round(height * r))), max(1, int(round(width * r))))
+    resized = resize_mode.letterbox_size(height, width, p)
     return Geometry((height, width), resized, letterbox_padding(*resized, p))
 
 

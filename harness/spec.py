@@ -215,13 +215,9 @@ class ResizeSpec:
     def output_size(self, height: int, width: int) -> tuple[int, int]:
         """(height, width) after resizing an image of the given size (``auto`` rounds half up;
         a letterbox's before its padding)."""
-        if self.for_detector:
+        if self.for_detector:  # its geometry: the same arithmetic, checked (an empty or too thin image)
             return self.geometry(height, width).resized
-        if self.mode == "stretch":
-            return (self.size[0], self.size[-1])
-        scale = self.size[0] / min(height, width)
-        rnd = int if self.size_rounding == "floor" else _round_half_up
-        return (max(1, rnd(height * scale)), max(1, rnd(width * scale)))
+        return resize_mode.output_size(height, width, self)
 
 
 @dataclass(frozen=True)

@@ -148,3 +148,159 @@ OPERATION = Operation(
     hint=(f"output-size rounding ({SIZE_ROUNDING.path}), resize on uint8 vs float, shorter-side vs stretch, or a "
           f"detector's limit type and length ({LIMIT_TYPE.path}, limit_side_len) or letterbox size and scaleup (resize.*)"),
     alternatives=_alternatives, describe=describe, partners=PARTNERS)
+
+
+# -- the arithmetic: each mode's output size, one function per mode and backend ---------------
+# In numbers (OpenCV, torchvision, the reference, harness.geometry's records) and as DALI graph
+# nodes computed per sample (the served graph runs no Python), in float64 as Python computes.
+# A function reads its mode's keys of a spec's [resize] table or of harness.geometry's record.
+
+
+def _half_up(x: float) -> int:
+    """DALI's rounding of output sizes (Python's round() goes half to even); x >= 0."""
+    return int(x + 0.5)
+
+
+def shorter_side_size(height: int, width: int, r) -> tuple[int, int]:
+    """The shorter side to ``r.size[0]``, the other scaled and rounded as ``r.size_rounding``
+    says (``floor``: torchvision's int(); else half up, as DALI)."""
+    scale = r.size[0] / min(height, width)
+    rnd = int if r.size_rounding == "floor" else _half_up
+    return (max(1, rnd(height * scale)), max(1, rnd(width * scale)))
+
+
+def stretch_size(height: int, width: int, r) -> tuple[int, int]:
+    """Exactly ``r.size`` (one side: a square)."""
+    return (r.size[0], r.size[-1])
+
+
+def letterbox_size(height: int, width: int, r) -> tuple[int, int]:
+    """YOLO's: scaled to fit ``r.size`` keeping the aspect ratio (never enlarged without
+    ``scaleup``), Python's round, before the padding."""
+    ratio = min(r.size[0] / height, r.size[-1] / width)
+    if not r.scaleup:
+        ratio = min(ratio, 1.0)
+    return (max(1, int(round(height * ratio))), max(1, int(round(width * ratio))))
+
+
+def limit_side_size(height: int, width: int, r) -> tuple[int, int]:
+    """rapidocr's ``DetPreProcess.resize`` (PaddleOCR's ``DetResizeForTest`` with its
+    ``max_side_limit``): the ratio in float64, sides truncated (``int(h * ratio)``), capped (the
+    longer side to ``max_side_limit``, truncated again), then ``round(side / multiple) * multiple``."""
+    if r.limit_type == "max":
+        ratio = r.limit_side_len / max(height, width) if max(height, width) > r.limit_side_len else 1.0
+    else:
+        ratio = r.limit_side_len / min(height, width) if min(height, width) < r.limit_side_len else 1.0
+    scaled = [int(side * ratio) for side in (height, width)]
+    if r.max_side_limit is not None and max(scaled) > r.max_side_limit:
+        cap = float(r.max_side_limit) / max(scaled)
+        scaled = [int(side * cap) for side in scaled]
+    return tuple(int(round(side / r.multiple) * r.multiple) for side in scaled)
+
+
+SIZES = {"shorter_side": shorter_side_size, "stretch": stretch_size, "letterbox": letterbox_size,
+         "limit_side": limit_side_size}
+"""Each mode's output size in numbers: ``(height, width, r) -> (height, width)``."""
+
+
+@OPERATION.kernel("opencv")
+@OPERATION.kernel("torchvision")
+@OPERATION.kernel("torch")
+def output_size(height: int, width: int, r) -> tuple[int, int]:
+    """(height, width) after ``r``'s resize of an image of this size (a detector's: before its padding)."""
+    return SIZES[r.mode](height, width, r)
+
+
+def dali_sides(image):
+    """(height, width) of an HWC image as float64 DALI nodes."""
+    import nvidia.dali.fn as fn  # the backend's own library, imported where its kernel runs
+    import nvidia.dali.types as types
+
+    shape = fn.cast(image.shape(), dtype=types.FLOAT64)
+    return shape[0], shape[1]
+
+
+def dali_round_half_even(x):
+    """Python's ``round`` of a non-negative float64 node."""
+    import nvidia.dali.math as dmath
+
+    q = dmath.floor(x)
+    odd = q - 2.0 * dmath.floor(q / 2.0)
+    return q + (x - q > 0.5) + (x - q == 0.5) * odd
+
+
+def dali_round(x, rounding: str):
+    """A non-negative float64 node rounded as ``rounding`` says (``auto`` is DALI's: half up)."""
+    import nvidia.dali.math as dmath
+
+    if rounding == "floor":
+        return dmath.floor(x)
+    if rounding == "half_even":
+        return dali_round_half_even(x)
+    return dmath.floor(x + 0.5)
+
+
+def _dali_shorter_side(image, r):
+    import nvidia.dali.math as dmath
+
+    h, w = dali_sides(image)
+    size = float(r.size[0])
+    height_shorter = h <= w
+    long_height = dali_round(size * h / w, r.size_rounding)
+    long_width = dali_round(size * w / h, r.size_rounding)
+    # the shorter side is `size`; the other is scaled (select by the comparison: 0 or 1)
+    height = height_shorter * size + (1.0 - height_shorter) * long_height
+    width = height_shorter * long_width + (1.0 - height_shorter) * size
+    return dmath.max(height, 1.0), dmath.max(width, 1.0)
+
+
+def _dali_stretch(image, r):
+    h, w = dali_sides(image)
+    return 0.0 * h + float(r.size[0]), 0.0 * w + float(r.size[-1])
+
+
+def _dali_letterbox(image, r):
+    import nvidia.dali.math as dmath
+
+    h, w = dali_sides(image)
+    ratio = dmath.min(float(r.size[0]) / h, float(r.size[-1]) / w)
+    if not r.scaleup:
+        ratio = dmath.min(ratio, 1.0)
+    return dmath.max(dali_round_half_even(h * ratio), 1.0), dmath.max(dali_round_half_even(w * ratio), 1.0)
+
+
+def _dali_limit_side(image, r):
+    import nvidia.dali.math as dmath
+
+    h, w = dali_sides(image)
+    if r.limit_type == "max":
+        longer = dmath.max(h, w)
+        ratio = 1.0 + (longer > r.limit_side_len) * (r.limit_side_len / longer - 1.0)
+    else:
+        shorter = dmath.min(h, w)
+        ratio = 1.0 + (shorter < r.limit_side_len) * (r.limit_side_len / shorter - 1.0)
+    scaled = [dmath.floor(side * ratio) for side in (h, w)]
+    if r.max_side_limit is not None:  # PaddleOCR's cap on the longer side, truncated again
+        longest = dmath.max(*scaled)
+        cap = 1.0 + (longest > r.max_side_limit) * (float(r.max_side_limit) / longest - 1.0)
+        scaled = [dmath.floor(side * cap) for side in scaled]
+    return tuple(dali_round_half_even(side / r.multiple) * r.multiple for side in scaled)
+
+
+DALI_SIZES = {"shorter_side": _dali_shorter_side, "stretch": _dali_stretch, "letterbox": _dali_letterbox,
+              "limit_side": _dali_limit_side}
+"""Each mode's output size as float64 DALI nodes of one image: ``(image, r) -> (height, width)``."""
+
+
+@OPERATION.kernel("dali")
+def dali_extent(image, r) -> dict:
+    """``fn.resize``'s size arguments for ``r``'s resize of ``image``: DALI's own where it rounds
+    as the spec says (``resize_shorter``, half up; a stretch's sizes), else the sizes computed
+    per sample (:data:`DALI_SIZES`)."""
+    import nvidia.dali.fn as fn
+    import nvidia.dali.types as types
+
+    if not r.for_detector and r.size_rounding in ("auto", "half_up"):
+        return dict(resize_y=r.size[0], resize_x=r.size[-1]) if r.mode == "stretch" else dict(resize_shorter=r.size[0])
+    height, width = DALI_SIZES[r.mode](image, r)
+    return dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))

@@ -15,7 +15,7 @@ import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
 from harness import operations
-from harness.operations import resize_filter
+from harness.operations import resize_filter, resize_mode
 from harness.preprocessing import Step, run_steps
 from harness.preprocessing.image_check import ImageError, identify, validate
 from harness.spec import CropSpec, DecodeSpec, Preprocess, SpecError
@@ -68,28 +68,14 @@ def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", 
 
 
 def resize(image, p: Preprocess):
-    """Resize to ``p.resize.output_size`` of each image (a detector's sizes computed per image in
-    the graph, :mod:`harness.preprocessing.dali_resize`), by the resize filter's kernel."""
+    """Resize each image to the sizes of the resize mode's DALI kernel (computed per image in the
+    graph where DALI's own would round otherwise), by the resize filter's kernel."""
     spec = p.resize
-    if spec.for_detector:
-        from harness.preprocessing import dali_resize
-
-        sizes = dali_resize.letterbox_sizes if spec.mode == "letterbox" else dali_resize.limit_side_sizes
-        height, width = sizes(image, spec.detector())
-        extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
-    elif spec.resampling == "pil" or spec.size_rounding not in ("auto", "half_up"):
-        # the sizes computed in the graph, rounded as the spec says (DALI's own rounds half up)
+    if spec.resampling == "pil" and not spec.for_detector:  # PIL's passes, to the sizes computed in the graph
         from harness.preprocessing import dali_pil
 
-        height, width = dali_pil.output_sizes(image, spec)
-        if spec.resampling == "pil":
-            return dali_pil.resize(image, spec, height, width)
-        extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
-    elif spec.stretches:
-        extent = dict(resize_y=spec.size[0], resize_x=spec.size[-1])
-    else:
-        extent = dict(resize_shorter=spec.size[0])
-    return resize_filter.OPERATION.kernels["dali"](image, extent, spec)
+        return dali_pil.resize(image, spec, *resize_mode.DALI_SIZES[spec.mode](image, spec))
+    return resize_filter.OPERATION.kernels["dali"](image, resize_mode.OPERATION.kernels["dali"](image, spec), spec)
 
 
 def crop(image, spec: CropSpec):

@@ -1,5 +1,6 @@
-"""PIL's resize with DALI's kernels (``resize.resampling = "pil"``), and the sizes and crop
-offsets of the libraries that round otherwise than DALI, computed per sample in the graph.
+"""PIL's resize with DALI's kernels (``resize.resampling = "pil"``), and the crop offsets of the
+libraries that round otherwise than DALI, computed per sample in the graph (their sizes are the
+resize mode's, :data:`harness.operations.resize_mode.DALI_SIZES`).
 
 Why DALI's own filtered resize differs from PIL's (and from torchvision's low-passed
 tensor resize, which follows PIL), measured on the 65 corpus photos at 224 shorter side:
@@ -33,34 +34,9 @@ import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.operations import resize_filter
-from harness.preprocessing.dali_resize import _round_half_even, _sides
+from harness.operations.resize_mode import dali_round as _round
+from harness.operations.resize_mode import dali_sides as _sides
 from harness.spec import CropSpec, ResizeSpec
-
-
-def _round(x, rounding: str):
-    """A non-negative float64 node rounded as ``rounding`` says (``auto`` is DALI's: half up)."""
-    if rounding == "floor":
-        return dmath.floor(x)
-    if rounding == "half_even":
-        return _round_half_even(x)
-    return dmath.floor(x + 0.5)
-
-
-def output_sizes(image, spec: ResizeSpec):
-    """(height, width) float64 nodes of a ``shorter_side`` or ``stretch`` resize, the kept-aspect
-    side rounded as ``spec.size_rounding`` says: torchvision's ``int(size * long / short)`` for
-    ``floor``, in float64 as Python computes it."""
-    h, w = _sides(image)
-    if spec.stretches:
-        return 0.0 * h + float(spec.size[0]), 0.0 * w + float(spec.size[-1])
-    size = float(spec.size[0])
-    height_shorter = h <= w
-    long_height = _round(size * h / w, spec.size_rounding)
-    long_width = _round(size * w / h, spec.size_rounding)
-    # the shorter side is `size`; the other is scaled (select by the comparison: 0 or 1)
-    height = height_shorter * size + (1.0 - height_shorter) * long_height
-    width = height_shorter * long_width + (1.0 - height_shorter) * size
-    return dmath.max(height, 1.0), dmath.max(width, 1.0)
 
 
 def center_crop(image, spec: CropSpec):

@@ -2,9 +2,10 @@
 inside the pipeline (as the Triton DALI backend needs: no Python in the served graph), with
 the arithmetic of :mod:`harness.geometry`:
 
-- :func:`limit_side`: the ratio in float64 as Python computes it (``int(h * ratio)`` sits on
-  an integer for some sizes, where a float32 product could fall either side), ``floor``,
-  then Python's ``round`` (ties to even) to the multiple, written with floor and a parity test;
+- the sizes: the resize mode's DALI arithmetic (:data:`harness.operations.resize_mode.DALI_SIZES`:
+  the ratio in float64 as Python computes it, ``int(h * ratio)`` sitting on an integer for some
+  sizes where a float32 product could fall either side; Python's ``round``, ties to even,
+  written with floor and a parity test);
 - :func:`letterbox`: ``fn.resize`` to the rounded size, then ``fn.slice`` with a negative
   start and ``out_of_bounds_policy="pad"`` to place the padding where the spec says (centre
   or top-left), not ``fn.pad``, which pads only at the end (the bug of ultralytics #20573).
@@ -22,53 +23,13 @@ import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.geometry import Letterbox, LimitSide
-from harness.operations import resize_filter
-
-
-def _sides(image):
-    """(height, width) of an HWC image as float64 nodes."""
-    shape = fn.cast(image.shape(), dtype=types.FLOAT64)
-    return shape[0], shape[1]
-
-
-def _round_half_even(x):
-    """Python's ``round`` of a non-negative float64 node."""
-    q = dmath.floor(x)
-    r = x - q
-    odd = q - 2.0 * dmath.floor(q / 2.0)
-    return q + (r > 0.5) + (r == 0.5) * odd
+from harness.operations import resize_filter, resize_mode
+from harness.operations.resize_mode import dali_sides as _sides
 
 
 def _resize(image, height, width):
     extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
     return resize_filter.OPERATION.kernels["dali"](image, extent, resize_filter.CV2_DEFAULT)
-
-
-def limit_side_sizes(image, p: LimitSide):
-    """(height, width) float64 nodes of the resized image."""
-    h, w = _sides(image)
-    if p.limits_longer_side:
-        longer = dmath.max(h, w)
-        ratio = 1.0 + (longer > p.limit_side_len) * (p.limit_side_len / longer - 1.0)
-    else:
-        shorter = dmath.min(h, w)
-        ratio = 1.0 + (shorter < p.limit_side_len) * (p.limit_side_len / shorter - 1.0)
-    scaled = [dmath.floor(side * ratio) for side in (h, w)]
-    if p.max_side_limit is not None:  # PaddleOCR's cap on the longer side, truncated again
-        longest = dmath.max(*scaled)
-        cap = 1.0 + (longest > p.max_side_limit) * (float(p.max_side_limit) / longest - 1.0)
-        scaled = [dmath.floor(side * cap) for side in scaled]
-    return tuple(_round_half_even(side / p.multiple) * p.multiple for side in scaled)
-
-
-def letterbox_sizes(image, p: Letterbox):
-    """(height, width) float64 nodes of the image scaled to fit the letterbox, before padding."""
-    h, w = _sides(image)
-    target_h, target_w = (float(s) for s in p.size)
-    r = dmath.min(target_h / h, target_w / w)
-    if not p.scaleup:
-        r = dmath.min(r, 1.0)
-    return dmath.max(_round_half_even(h * r), 1.0), dmath.max(_round_half_even(w * r), 1.0)
 
 
 def letterbox_padding(resized, p: Letterbox):
@@ -114,11 +75,10 @@ def geometry_tensor(decoded, resized, padding):
 
 def limit_side(image, p: LimitSide):
     """HWC image -> resized to :func:`~harness.geometry.limit_side_geometry`'s size."""
-    height, width = limit_side_sizes(image, p)
-    return _resize(image, height, width)
+    return _resize(image, *resize_mode.DALI_SIZES["limit_side"](image, p))
 
 
 def letterbox(image, p: Letterbox):
     """HWC image -> letterboxed as :func:`~harness.geometry.letterbox_geometry` says."""
-    resized = _resize(image, *letterbox_sizes(image, p))
+    resized = _resize(image, *resize_mode.DALI_SIZES["letterbox"](image, p))
     return pad(resized, letterbox_padding(resized, p), p)
