@@ -225,8 +225,9 @@ def dali_round_half_even(x):
     import nvidia.dali.math as dmath
 
     q = dmath.floor(x)
+    r = x - q
     odd = q - 2.0 * dmath.floor(q / 2.0)
-    return q + (x - q > 0.5) + (x - q == 0.5) * odd
+    return q + (r > 0.5) + (r == 0.5) * odd
 
 
 def dali_round(x, rounding: str):
