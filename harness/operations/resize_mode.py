@@ -2,9 +2,11 @@
 side or stretch, a detector's letterbox (YOLO) or limit side (PaddleOCR).
 
 It declares the mode's keys, the alternatives users get wrong (a stretch for a shorter side
-and a crop, a letterbox's padding placement and rounding, a limit's type and length) and its
-wording. Its arithmetic (the output sizes, a detector's geometry) is still the spec's
-``ResizeSpec`` and :mod:`harness.geometry`, which the libraries' steps read.
+and a crop, a letterbox's padding placement and rounding, a limit's type and length) with the
+pairs of them diagnose tries together, its wording, and its kernels: the arithmetic of the
+output size, one function per mode, in numbers (:data:`SIZES`: the spec's ``output_size``,
+:mod:`harness.geometry`'s records, the recipes) and as DALI nodes (:data:`DALI_SIZES`, the
+DALI graphs). A letterbox's padding is still :mod:`harness.geometry`'s.
 """
 
 from __future__ import annotations
