@@ -152,3 +152,54 @@ def test_every_partner_is_a_culprit_the_operations_or_the_catalogue_offer():
     offered = {h.culprit for p in specs for recipe in ("opencv", "torchvision") for h in candidate_hypotheses(recipe, p, p)}
     for first, second in operations.partners():
         assert {first, second} <= offered, (first, second)
+
+
+@pytest.mark.parametrize("name", ["CV2_DEFAULT", "TORCHVISION_DEFAULT"])
+def test_a_filter_the_code_fixes_runs_through_the_kernels_as_the_spec_holding_it(name):
+    """A fixed filter (a detector's, the recognizer's, the training crop's) is a named value of the
+    operation, and each backend's kernel resizes with it exactly as with a spec saying the same."""
+    import torch
+
+    from harness.operations import resize_filter
+
+    fixed = getattr(resize_filter, name)
+    spec = with_overrides(Preprocess(), resize={"interpolation": fixed.interpolation, "antialias": fixed.antialias}).resize
+    image = opencv.decode((PHOTOS_DIR / "fruits.jpg").read_bytes(), Preprocess().decode)
+    kernels = resize_filter.OPERATION.kernels
+    if not fixed.antialias:  # cv2.resize cannot low-pass a linear filter (the kernel's refusal)
+        np.testing.assert_array_equal(kernels["opencv"](image, (101, 157), fixed), kernels["opencv"](image, (101, 157), spec))
+    tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+    assert torch.equal(kernels["torch"](tensor, [101, 157], fixed), kernels["torch"](tensor, [101, 157], spec))
+    assert resize_filter.torchvision_arguments(fixed) == resize_filter.torchvision_arguments(spec)
+
+
+@pytest.mark.parametrize("resize", [{"mode": "shorter_side", "size": [256], "size_rounding": "floor"},
+                                    {"mode": "shorter_side", "size": [224], "size_rounding": "half_up"},
+                                    {"mode": "stretch", "size": [224, 320]},
+                                    {"mode": "letterbox", "size": [480, 640], "scaleup": False},
+                                    {"mode": "limit_side", "size": [736], "limit_side_len": 480, "limit_type": "max",
+                                     "max_side_limit": 400}], ids=lambda r: r["mode"])
+def test_each_modes_arithmetic_is_one_function_in_numbers_and_in_dali_nodes(resize):
+    """The resize mode's kernels: the output size the spec, the recipes and the geometry read
+    (numbers) is the one the DALI graph computes per sample, over many source sizes."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    from harness.operations import resize_mode
+
+    r = with_overrides(Preprocess(), resize=resize).resize
+    rng = np.random.default_rng(5)
+    sizes = [(int(rng.integers(64, 1400)), int(rng.integers(64, 1400))) for _ in range(30)] + [(375, 500), (257, 256),
+                                                                                                  (882, 694)]
+
+    @pipeline_def(batch_size=len(sizes), num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def pipeline():
+        image = fn.external_source(name="X", layout="HWC", dtype=types.UINT8, ndim=3)
+        return fn.stack(*resize_mode.DALI_SIZES[r.mode](image, r))
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.feed_input("X", [np.zeros((h, w, 1), np.uint8) for h, w in sizes])
+    (out,) = pipe.run()
+    for i, (h, w) in enumerate(sizes):
+        expected = resize_mode.OPERATION.kernels["opencv"](h, w, r)
+        assert tuple(int(v) for v in np.array(out[i])) == expected == r.output_size(h, w), (h, w)

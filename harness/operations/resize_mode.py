@@ -164,11 +164,15 @@ def _half_up(x: float) -> int:
 
 
 def shorter_side_size(height: int, width: int, r) -> tuple[int, int]:
-    """The shorter side to ``r.size[0]``, the other scaled and rounded as ``r.size_rounding``
-    says (``floor``: torchvision's int(); else half up, as DALI)."""
-    scale = r.size[0] / min(height, width)
+    """The shorter side to ``r.size[0]`` exactly, the other scaled (``size * long / short``) and
+    rounded as ``r.size_rounding`` says (``floor``: torchvision's int(); else half up, as DALI).
+    (``short * (size / short)`` can fall below ``size`` in floating point: 694 * (256 / 694) is
+    255.99..., which ``floor`` truncated to 255 where DALI and torchvision give 256.)"""
+    size = r.size[0]
     rnd = int if r.size_rounding == "floor" else _half_up
-    return (max(1, rnd(height * scale)), max(1, rnd(width * scale)))
+    if height <= width:
+        return size, max(1, rnd(size * width / height))
+    return max(1, rnd(size * height / width)), size
 
 
 def stretch_size(height: int, width: int, r) -> tuple[int, int]:
