@@ -231,9 +231,9 @@ class NeighbourEvents(Events):
 
 class Embedding(Task):
     name = "embedding"
-    # The embedder shares the classifier's preprocessing.
+    # The embedder shares the classifier's preprocessing; on a GPU it is a TensorRT engine as the classifier is.
     repository = TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING",
-                            added=("embedder", "embed_dali", "embed_opencv"))
+                            added=("embedder", "embed_dali", "embed_opencv"), engines=("embedder",))
     noun = "an embedding"
     result_stage = Stage.POSTPROCESS
     result_in_table = True
