@@ -65,9 +65,9 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "recognizer-engine-builder",
-                                       "segmenter-engine-builder", "embedder-engine-builder", "triton", "preflight", "locust-master", "locust-worker",
-                                       "sweep", "layers", "watch"}
+    builders = {"engine-builder", *(f"{engine}-engine-builder" for engine in shipped_engines() if engine != "classifier")}
+    assert set(config["services"]) == builders | {"triton", "preflight", "locust-master", "locust-worker", "sweep",
+                                                  "layers", "watch"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]

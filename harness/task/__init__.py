@@ -22,6 +22,7 @@ from typing import Iterator, Mapping
 
 from harness.errors import UsageError
 from harness.task_api import Event, Events, OutputChoice, Section, Task, claim
+from harness.task_api.models import ShippedModel
 
 BUILT_IN = {
     "classification": "harness.task.classification:Classification",
@@ -133,6 +134,17 @@ def shipped_engines() -> list[str]:
     return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.engines))
 
 
+def shipped_files() -> list[ShippedModel]:
+    """Of :func:`shipped_models`, those that need more than their folder (:attr:`TaskModels.shipped`:
+    their export, the check of their files, their cpu profile's replacement), each once, in
+    registration order (the default task's first). Imports every task."""
+    found: dict[str, ShippedModel] = {}
+    for task in TASKS.values():
+        for model in task.repository.shipped if task.repository else ():
+            found.setdefault(model.name, model)
+    return list(found.values())
+
+
 def claimed_by(model) -> tuple[Task, str]:
     """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
@@ -143,4 +155,4 @@ def claimed_by(model) -> tuple[Task, str]:
 
 
 __all__ = ["BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task", "claimed_by",
-           "get_task", "repository_models", "shipped_engines", "shipped_models", "task_name"]
+           "get_task", "repository_models", "shipped_engines", "shipped_files", "shipped_models", "task_name"]
