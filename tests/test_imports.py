@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.paths import PROJECT_ROOT
+from harness.task import BUILT_IN
 
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
@@ -39,8 +40,9 @@ LAYERS = (
     ("comparison", {"compare", "detection", "ocr", "segmentation"}),
     # ... and the deployed side read through the server (the repository's Python-backend models too).
     ("deployed side", {"deployment", "serving"}),
-    # The tasks, each a plugin of the API, then the one registry that finds them by name.
-    ("tasks", {"task.classification", "task.embedding", "task.detection", "task.ocr", "task.segmentation"}),
+    # The tasks, each a plugin of the API (those the registry ships: a new one is its BUILT_IN line), then the
+    # one registry that finds them by name.
+    ("tasks", {place.partition(":")[0].removeprefix("harness.") for place in BUILT_IN.values()}),
     ("task registry", {"task"}),
     # The model repository and its profiles: the models every registered task brings (their cpu
     # replacements, exports and checks: harness.task_api.models), read from the registry.

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.client import TaskModels
+from harness.client import PIPELINES, TaskModels
 from harness.compare.ties import made_by
 from harness.errors import UsageError
 from harness.formatting import fmt
@@ -40,7 +40,19 @@ from harness.segmentation.compare import MaskTolerance, compare_masks
 from harness.segmentation.model import SEGMENTER, SPEC_FILE, install_model
 from harness.segmentation.postprocess import SegmentationPostprocess, as_result, from_matte, is_segmentation, raw_output
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task_api import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
+from harness.task_api import (
+    Event,
+    Events,
+    KnownCheck,
+    KnownResults,
+    OutputChoice,
+    PostprocessError,
+    ResultCulprit,
+    Section,
+    Task,
+    like,
+    verdict_cells,
+)
 from harness.task_api.models import DALI_ON_CPU, DALI_TAPS_ON_CPU, ONNX_ON_CPU, ShippedModel
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -195,6 +207,38 @@ class Segmentation(Task):
                                      ShippedModel(SEGMENTER, ONNX_ON_CPU, install_segmenter,
                                                   "installed U2-Net-p (the segmentation task's model) as {path}, its "
                                                   "batch made dynamic, with its notices (LICENSE.txt, NOTICE)")))
+    # What preflight records of the segmentation ensembles: photos with a salient subject (data/photos):
+    # the squirrel, the portrait.
+    known_results = KnownResults("segmentation", "segment", ("squirrel_cls.jpg", "grace_hopper.jpg"),
+                                 (MATTE, MASK, GEOMETRY_TENSOR), "the segmenter")
+
+    def check_known_results(self, served, recorded, failed, repository, prefix=""):
+        """Each pipeline's matte and mask held to the record's by :func:`compare_masks` (the task's
+        rule and default margin: a mask changed beyond the close rule, other than near the threshold,
+        fails), and the geometry each applied (the source size): equal; a refused request fails."""
+        checks = []
+        for pipeline in PIPELINES:
+            worst, problems = Verdict.EQUAL, []
+            for photo, answers in recorded.items():
+                want = answers[pipeline]
+                if (photo, pipeline) in failed:
+                    worst, problems = Verdict.DIVERGED, [*problems, f"{photo}: {failed[photo, pipeline]}"]
+                    continue
+                got = served[photo][pipeline]
+                if not np.array_equal(got[GEOMETRY_TENSOR], want[GEOMETRY_TENSOR]):
+                    worst = Verdict.DIVERGED
+                    problems.append(f"{photo}: geometry {got[GEOMETRY_TENSOR].tolist()} not "
+                                    f"{want[GEOMETRY_TENSOR].tolist()}")
+                    continue
+                verdict, m = compare_masks(np.stack([want[MATTE], want[MASK]]).astype(np.float32),
+                                           np.stack([got[MATTE], got[MASK]]).astype(np.float32), NEAR_THRESHOLD)
+                worst = max(worst, verdict, key=lambda v: v.rank)
+                problems.append(f"{photo}: IoU {m.get('iou', 0):.4f}, {m.get('flipped', 0)} pixels flipped"
+                                + (f" ({m['problem']})" if m.get("problem") else ""))
+            checks.append(KnownCheck(f"{prefix}segmentation {pipeline}: masks", worst is not Verdict.DIVERGED,
+                                     "equal, close or tie (compare_masks)", worst.value, "; ".join(problems)))
+        return checks
+
     noun = "a mask"
     result_words = "the matte and mask"
     output_label = "map"

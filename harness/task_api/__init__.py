@@ -11,6 +11,7 @@ from harness.result import ImageResult, StageResult
 from harness.scores import ScoreKind
 from harness.stage import Stage
 from harness.task_api.comparator import Comparator, Comparison, Fold
+from harness.task_api.known_results import KnownCheck, KnownResults
 from harness.task_api.task import (
                                    Event,
                                    Events,
@@ -26,6 +27,7 @@ from harness.task_api.task import (
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-__all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "OutputChoice", "PostprocessError",
+__all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "KnownCheck", "KnownResults",
+           "OutputChoice", "PostprocessError",
            "ResultCulprit", "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim",
            "like", "verdict_cells"]
