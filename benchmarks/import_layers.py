@@ -8,8 +8,13 @@
   are made inside a function;
 - with ``--trace PHOTOS``: a real ``harness check`` of PHOTOS (an embedded server), every call
   from one harness module into another traced, and the pairs of units where the callee sits in
-  a higher layer than the caller (a call back up: a callback, a task's hook, a comparator).
-  Generator resumptions are not calls.
+  a higher layer than the caller, in two kinds. A **climb** is such a call the caller makes by
+  name: its unit imports the callee's (lazily or not), so following the code goes back up a
+  layer, as ``session`` <-> ``target`` once did. A **call handed down** reaches the higher
+  layer through an object the caller was given and does not name: a task's hook (``Task``),
+  a comparator, a callback; the caller knows only the protocol below it (the task API), so
+  reading it never leads upwards: dependency inversion, the plugin design itself, not a climb.
+  Issue 49's "climbs back up at most 4 times" counts the climbs. Generator resumptions are not calls.
 
     .venv/bin/python benchmarks/import_layers.py [--trace data/photos/few]
 """
@@ -114,6 +119,13 @@ def traced_climbs(photos: str) -> dict[tuple[str, str], set[str]]:
     return up
 
 
+def named(pairs) -> set[tuple[str, str]]:
+    """Of unit pairs (caller, callee), those where the caller's unit imports the callee's: a climb
+    the caller makes by name (the rest reach the callee through an object handed down)."""
+    imports = {(unit(e.source), unit(e.target)) for e in harness_graph()}
+    return {pair for pair in pairs if pair in imports}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", metavar="PHOTOS", help="also trace a real check of PHOTOS (starts a server)")
@@ -126,9 +138,12 @@ def main() -> None:
     print(f"imports of harness modules inside functions: {inside} of {total} ({inside / total:.0%})")
     if args.trace:
         up = traced_climbs(args.trace)
-        print(f"calls back up the layers in a check (unit pairs): {len(up)}")
+        climbs = named(up)
+        print(f"calls into a higher layer in a check (unit pairs): {len(up)}; climbs (the caller names the "
+              f"callee's unit): {len(climbs)}; handed down (a task's hook, a comparator, a callback): {len(up) - len(climbs)}")
         for (a, b), where in sorted(up.items()):
-            print(f"  {a} -> {b}: {', '.join(sorted(where)[:3])}")
+            kind = "climb" if (a, b) in climbs else "handed down"
+            print(f"  {a} -> {b} ({kind}): {', '.join(sorted(where)[:3])}")
 
 
 if __name__ == "__main__":

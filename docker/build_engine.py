@@ -1,6 +1,6 @@
 """Build a model's TensorRT engine (model.plan) from its ONNX, with trtexec: the classifier's
-(``--model classifier``, the default), the text detector's (``--model detector``) or the text
-recognizer's (``--model recognizer``).
+(``--model classifier``, the default), or another task's engine (``--model embedder``,
+``detector``, ``recognizer``, ``segmenter``).
 
 Runs in the TensorRT image of the release in ``deploy/versions.toml`` (an engine only
 loads in the TensorRT version that built it, on the GPU model it was built on); it
@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=Path("/models"),
                         help="the model repository (default: %(default)s)")
     parser.add_argument("--model", default="classifier",
-                        help="the model folder whose engine to build: classifier, detector or recognizer "
-                             "(default: %(default)s)")
+                        help="the model folder whose engine to build: each task's engine (classifier, embedder, "
+                             "detector, recognizer, segmenter) (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("/engine"),
                         help="directory for model.plan (default: %(default)s)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH,

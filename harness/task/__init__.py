@@ -22,6 +22,7 @@ from typing import Callable, Iterator, Mapping
 
 from harness.errors import UsageError
 from harness.task_api import Answer, AnswerRule, Event, Events, Judgement, OutputChoice, Section, Task, claim
+from harness.task_api.models import ShippedModel
 
 BUILT_IN = {
     "classification": "harness.task.classification:Classification",
@@ -142,6 +143,17 @@ def shipped_engines() -> list[str]:
     return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.engines))
 
 
+def shipped_files() -> list[ShippedModel]:
+    """Of :func:`shipped_models`, those that need more than their folder (:attr:`TaskModels.shipped`:
+    their export, the check of their files, their cpu profile's replacement), each once, in
+    registration order (the default task's first). Imports every task."""
+    found: dict[str, ShippedModel] = {}
+    for task in TASKS.values():
+        for model in task.repository.shipped if task.repository else ():
+            found.setdefault(model.name, model)
+    return list(found.values())
+
+
 def answer_rule(answer) -> Callable[[Answer, Answer], Judgement]:
     """The rule judging a served answer shaped like ``answer`` (output name -> array): that of the
     task in :data:`ANSWER_RULES` whose outputs it holds, the most of them first (an OCR model's
@@ -160,4 +172,5 @@ def claimed_by(model) -> tuple[Task, str]:
 
 
 __all__ = ["ANSWER_RULES", "BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task",
-           "answer_rule", "claimed_by", "get_task", "repository_models", "shipped_engines", "shipped_models", "task_name"]
+           "answer_rule", "claimed_by", "get_task", "repository_models", "shipped_engines", "shipped_files", "shipped_models",
+           "task_name"]

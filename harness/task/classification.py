@@ -23,10 +23,12 @@ from harness.compare.ties import default_tie_margin, flip_verdict
 from harness.errors import ServerStopped
 from harness.formatting import fmt
 from harness.listing import InputFile, read_input
+from harness.model import LABELS_FILENAME, ONNX_FILENAME, check_onnx, export_default, read_labels
 from harness.names import identifier, terminal_text
 from harness.scores import LOGITS, ScoreKind, detect
 from harness.stage import Stage
 from harness.task_api import OutputChoice, Section, Task
+from harness.task_api.models import DALI_ON_CPU, DALI_TAPS_ON_CPU, ONNX_ON_CPU, ShippedModel
 from harness.verdict import Verdict
 
 FLOAT_TYPES = ("TYPE_FP32", "TYPE_FP16")
@@ -46,12 +48,28 @@ def describe(tensor) -> str:
     return f"{tensor.name} {tensor.data_type.removeprefix('TYPE_')} {list(tensor.dims)}"
 
 
+def export_classifier(folder: Path, spec, config) -> Path:
+    """EfficientNet-Lite0 (ImageNet-1k) with its labels, at the spec's crop."""
+    return export_default(folder, spec.preprocess.crop.size)
+
+
+def check_classifier(folder: Path, spec, config) -> None:
+    """The classifier's ONNX and labels meet the contract (harness.model) and fit the spec's crop."""
+    labels = read_labels(folder / LABELS_FILENAME)
+    check_onnx(folder / ONNX_FILENAME, spec.preprocess.crop.size, labels=labels)
+
+
 class Classification(Task):
     name = "classification"
     repository = TaskModels("classify", CLASSIFIER, "input", "logits", LOGITS_OUTPUT,
                             added=("validate_image", "preprocess_dali", "preprocess_dali_stages", "preprocess_dali_taps",
                                    "preprocess_opencv", CLASSIFIER, "classify_dali", "classify_opencv"),
-                            engines=(CLASSIFIER,))
+                            engines=(CLASSIFIER,),
+                            shipped=(ShippedModel("preprocess_dali", DALI_ON_CPU),
+                                     ShippedModel("preprocess_dali_stages", DALI_TAPS_ON_CPU),
+                                     ShippedModel(CLASSIFIER, ONNX_ON_CPU, export_classifier,
+                                                  "exported EfficientNet-Lite0 to {path} (labels beside it)",
+                                                  check_classifier)))
     noun = "class scores"
     output_label = "scores"
     model_words = "classifier"

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from harness.client import TaskModels
+from harness.client import PIPELINES, TaskModels
 from harness.compare.ties import made_by
 from harness.detection.boxes import Detections
 from harness.detection.compare import Boxes, DetectionTolerance
@@ -44,11 +45,26 @@ from harness.errors import ServerStopped, UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
 from harness.listing import InputFile, read_input
+from harness.model import ONNX_FILENAME, check_detector_onnx
 from harness.names import identifier, terminal_text
 from harness.result import StageResult
 from harness.scores import DETECTION
+from harness.spec import load_spec
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task_api import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
+from harness.task_api import (
+    Event,
+    Events,
+    KnownCheck,
+    KnownResults,
+    OutputChoice,
+    PostprocessError,
+    ResultCulprit,
+    Section,
+    Task,
+    like,
+    verdict_cells,
+)
+from harness.task_api.models import DALI_ON_CPU, DALI_TAPS_ON_CPU, ONNX_ON_CPU, ShippedModel
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -196,6 +212,21 @@ class DetectionEvents(Events):
         return tuple(sorted(self.events, key=lambda e: e.image)), figures
 
 
+def install_detector(folder: Path, spec, config) -> Path:
+    """rapidocr's PP-OCRv6 detector into ``folder/model.onnx`` with its licence notice (after
+    checking it is the file the notice covers), held to the folder's ``config`` and run once."""
+    from harness.detection.detector import install_model  # here: loads OpenCV and pyclipper only when exporting
+
+    path = install_model(folder, ONNX_FILENAME)
+    check_detector_onnx(path, config, run=True)
+    return path
+
+
+def check_detector(folder: Path, spec, config) -> None:
+    """The detector's ONNX against its config: tensor names, types and dimensions."""
+    check_detector_onnx(folder / ONNX_FILENAME, config)
+
+
 class Detection(Task):
     """The detection task; :meth:`configure` binds it to a spec's postprocessing (a bare
     ``Detection()`` only discovers and names)."""
@@ -209,7 +240,15 @@ class Detection(Task):
                             added=("detect_validate_image", "detect_preprocess_dali", "detect_preprocess_dali_stages",
                                    "detect_preprocess_dali_taps", "detect_preprocess_opencv", "detector",
                                    "detect_postprocess", "detect_dali", "detect_opencv"),
-                            engines=("detector",))
+                            engines=("detector",),
+                            # the same DALI graph with the CPU decoder, and the detector's ONNX in ONNX
+                            # Runtime (about 0.5 s a 736x992 image on one thread), as the classifier's
+                            shipped=(ShippedModel("detect_preprocess_dali", DALI_ON_CPU),
+                                     ShippedModel("detect_preprocess_dali_stages", DALI_TAPS_ON_CPU),
+                                     ShippedModel("detector", ONNX_ON_CPU, install_detector,
+                                                  "installed PP-OCRv6's text detector (the detection task's model) as "
+                                                  "{path}, with its licence notice (MODEL_LICENSES.md, LICENSE)",
+                                                  check_detector)))
     noun = "boxes"
     result_words = "the boxes"
     result_stage = Stage.POSTPROCESS
@@ -225,6 +264,45 @@ class Detection(Task):
     def __init__(self, setup: DetectionSetup | None = None):
         self.setup = setup
         self._changed_postprocessors: dict[tuple, Any] = {}
+
+    # What preflight records of the detection ensembles (the OCR task's deployment answers them too):
+    # the photos with text, where the reference detector finds 4 and 3 words, every score at least
+    # 0.15 above the threshold (0.5), so that no box is a near-threshold one that may come and go.
+    known_results = KnownResults("detection", "detect", ("grace_hopper.jpg", "LinuxLogo.jpg"),
+                                 ("BOXES", "SCORES", "GEOMETRY"), "the detector")
+
+    def check_known_results(self, served, recorded, failed, repository, prefix=""):
+        """Each pipeline's boxes held to the record's by :class:`Boxes` (its documented tolerance:
+        matched one to one at IoU 0.5, corners within 4 px or IoU 0.9, scores within 0.05; a box
+        only one side has near the score threshold is a tie, listed), at the score threshold of
+        the detection ensembles' spec, and the geometry each applied, which is arithmetic on the
+        image's size: equal; a refused request is a row of its own."""
+        spec = load_spec(Path(repository) / Detection.repository.spec)  # the detect_ ensembles', for OCR too
+        threshold = _postprocessor(spec.postprocess).params.score_threshold
+        checks = []
+        for pipeline in PIPELINES:
+            worst, geometry_moved = None, []
+            for photo, want in ((photo, answers[pipeline]) for photo, answers in recorded.items()):
+                if pipeline not in served.get(photo, {}):
+                    continue
+                got = served[photo][pipeline]
+                if not np.array_equal(got["GEOMETRY"], want["GEOMETRY"]):
+                    geometry_moved.append(f"{photo}: {got['GEOMETRY'].tolist()} not {want['GEOMETRY'].tolist()}")
+                boxes = Boxes(threshold, image_size=tuple(int(v) for v in want["GEOMETRY"][:2]))
+                result = boxes(Detections(want["BOXES"], want["SCORES"]), Detections(got["BOXES"], got["SCORES"]))
+                events = "; ".join(result.events()) or "the same boxes"
+                if worst is None or result.verdict.rank > worst[0].rank:
+                    worst = (result.verdict, f"worst {photo} ({result.reference_boxes} boxes): {events}")
+            name = f"{prefix}detection {pipeline}"
+            refused = next((why for (photo, p), why in failed.items() if p == pipeline), None)
+            if refused is not None:
+                checks.append(KnownCheck(f"{name}: request", False, "answered", "refused", refused))
+            if worst is not None:
+                checks.append(KnownCheck(f"{name}: boxes", worst[0] != Verdict.DIVERGED,
+                                         "equal, close or tie (compare_detections)", worst[0].value, worst[1]))
+                checks.append(KnownCheck(f"{name}: geometry", not geometry_moved, "equal",
+                                         "moved" if geometry_moved else "equal", "; ".join(geometry_moved)))
+        return checks
 
     # -- set-up -------------------------------------------------------------------------------
     def configure(self, spec, postprocess: str | None = None) -> "Detection":

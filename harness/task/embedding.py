@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -44,12 +45,14 @@ from harness.compare.paired import McNemar, mcnemar_exact
 from harness.errors import ServerStopped
 from harness.formatting import fmt
 from harness.listing import InputFile, read_input
+from harness.model import ONNX_FILENAME, check_embedder_onnx, export_embedder
 from harness.names import identifier, terminal_text
 from harness.packing import pack_images
 from harness.scores import EMBEDDING
 from harness.stage import Stage
 from harness.task.classification import describe, vector_outputs
 from harness.task_api import Comparator, Comparison, Event, Events, OutputChoice, Section, Task
+from harness.task_api.models import ONNX_ON_CPU, ShippedModel
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -229,11 +232,24 @@ class NeighbourEvents(Events):
                         "neighbour_overlap": float(changes.overlap.mean())}
 
 
+def export_features(folder: Path, spec, config) -> Path:
+    """EfficientNet-Lite0's pooled features: the classifier's weights cut before its head."""
+    return export_embedder(folder, spec.preprocess.crop.size)
+
+
+def check_features(folder: Path, spec, config) -> None:
+    check_embedder_onnx(folder / ONNX_FILENAME, spec.preprocess.crop.size)
+
+
 class Embedding(Task):
     name = "embedding"
-    # The embedder shares the classifier's preprocessing.
+    # The embedder shares the classifier's preprocessing; on a GPU it is a TensorRT engine as the
+    # classifier is, on CPU the same ONNX in ONNX Runtime.
     repository = TaskModels("embed", "embedder", "input", "embedding", "EMBEDDING",
-                            added=("embedder", "embed_dali", "embed_opencv"))
+                            added=("embedder", "embed_dali", "embed_opencv"), engines=("embedder",),
+                            shipped=(ShippedModel("embedder", ONNX_ON_CPU, export_features,
+                                                  "exported its pooled features (the embedding task's model) to {path}",
+                                                  check_features),))
     noun = "an embedding"
     result_stage = Stage.POSTPROCESS
     result_in_table = True

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ from harness.spec import SpecError
 from harness.stage import GEOMETRY_TENSOR, Stage
 from harness.task.detection import Detection, DetectionEvents, DetectionSetup, as_deployed_codes
 from harness.task_api import Event, OutputChoice, ResultCulprit, Section
+from harness.task_api.models import ONNX_ON_CPU, CpuReplacement, ShippedModel
 from harness.verdict import Verdict
 
 WORD_STEPS = "WORD_STEPS"
@@ -102,6 +104,13 @@ class OcrEvents(DetectionEvents):
         return events, {**figures, **w, "cer": cer, "word_agreement": accuracy, "word_culprits": self.culprits}
 
 
+def install_recognizer(folder: Path, spec, config) -> Path:
+    """rapidocr's PP-OCRv6 recognizer into ``folder`` with its licence notice and dictionary."""
+    from harness.ocr.recognizer import install_model  # here: loads OpenCV and pyclipper only when exporting
+
+    return install_model(folder)
+
+
 class Ocr(Detection):
     """The OCR task; :meth:`configure` binds it to a spec's postprocessing and ``[recognition]``."""
 
@@ -113,7 +122,15 @@ class Ocr(Detection):
                             postprocess_model="detect_postprocess",
                             added=(*Detection.repository.added, "recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv",
                                    "ocr_dali_taps", "ocr_opencv_taps"),
-                            engines=("detector", "recognizer"), answer_suffix="_taps")
+                            engines=("detector", "recognizer"), answer_suffix="_taps",
+                            # the recognizer's ONNX in ONNX Runtime, as the detector's; its DALI
+                            # preprocessing with the CPU decoder
+                            shipped=(*Detection.repository.shipped,
+                                     ShippedModel("recognizer", ONNX_ON_CPU, install_recognizer,
+                                                  "installed PP-OCRv6's text recognizer (the OCR task's model) as {path}, "
+                                                  "with its licence notice and its dictionary (dictionary.txt)"),
+                                     ShippedModel("ocr_preprocess_dali", CpuReplacement(
+                                         "harness.serving.ocr_preprocess_dali_cpu", {"num_threads": "1"}))))
     noun = "words"
     result_words = "the boxes and words"
     output_words = "the detector's raw output (a probability map)"

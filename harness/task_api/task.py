@@ -24,6 +24,7 @@ from harness.errors import UsageError
 from harness.result import ImageResult, StageResult
 from harness.scores import ScoreKind
 from harness.stage import Stage
+from harness.task_api.known_results import KnownCheck, KnownResults
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
@@ -380,6 +381,21 @@ class Task:
         (``asked``: :class:`harness.cli.serving.Asked`: the models or pipelines, ``top_k``, the
         files, ``say``/``console``); the exit status (1: an image had no answer)."""
         raise UsageError(f"harness infer has no table for the {self.name} task")
+
+    # -- preflight ----------------------------------------------------------------------------------
+    known_results: ClassVar[KnownResults | None] = None
+    """What ``harness preflight --record`` keeps of the task's served result, and ``preflight --task``
+    holds a server to by :meth:`check_known_results` (None: only the preprocessing's and the
+    classifier's known answers, as for every task)."""
+
+    def check_known_results(self, served: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]],
+                            recorded: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]],
+                            failed: Mapping[tuple[str, str], str], repository, prefix: str = "") -> list[KnownCheck]:
+        """Preflight's rows holding ``served`` (photo -> pipeline -> output, a server's answers of
+        :attr:`known_results`; ``failed``: (photo, pipeline) -> why that request was refused) to
+        ``recorded`` (the same, of a record), by the task's own rule. ``repository``: the model
+        repository (its specs); ``prefix`` starts each row's name (``record ``: a record held to another)."""
+        raise NotImplementedError(f"the {self.name} task declares known results but no check of them")
 
     # -- diagnose -----------------------------------------------------------------------------------
     def diagnose_result(self, reference: np.ndarray, deployed: np.ndarray, gallery: np.ndarray | None,

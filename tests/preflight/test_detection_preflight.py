@@ -14,13 +14,15 @@ import pytest
 
 from harness.client import TritonClient
 from harness.manifest import load_manifest
-from harness.preflight import FAIL, PASS, detection_rows, passed, run_checks
-from harness.preflight.known_answers import DETECTION_PHOTOS, META, load, read_photos, record
+from harness.preflight import FAIL, PASS, known_result_rows, passed, run_checks
+from harness.preflight.known_answers import META, load, read_photos, record
 from harness.preprocessing.dali_graph import production_arguments
 from harness.task import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / "model_repository"
+DETECTION = get_task("detection")
+DETECTION_PHOTOS = DETECTION.known_results.photos
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +38,14 @@ def known(server, photos_dir, tmp_path_factory):
 
 def rows_of(server, known, own=None) -> dict:
     with TritonClient(server.url("grpc"), "grpc") as client:
-        return {row.check: row for row in detection_rows(client, known, REPOSITORY, own)}
+        return {row.check: row for row in known_result_rows(client, known, DETECTION, REPOSITORY, own)}
 
 
 def test_the_record_holds_both_ensembles_boxes_of_the_photos_with_text(known, photos_dir):
-    assert known.detection_images == read_photos(photos_dir, DETECTION_PHOTOS)
+    assert known.result_images["detection"] == read_photos(photos_dir, DETECTION_PHOTOS)
     for photo in DETECTION_PHOTOS:
         for pipeline in ("dali", "opencv"):
-            answer = known.detections[photo][pipeline]
+            answer = known.results["detection"][photo][pipeline]
             assert len(answer["SCORES"]) >= 3 and answer["BOXES"].shape == (len(answer["SCORES"]), 4, 2), photo
             assert answer["GEOMETRY"].dtype == np.int32 and answer["GEOMETRY"].shape == (8,)
             assert np.all(answer["SCORES"] > 0.6)  # no box near the threshold (0.5) to come and go
@@ -74,11 +76,11 @@ def test_moved_boxes_or_geometry_fail_their_row(server, known):
     photo = DETECTION_PHOTOS[0]
 
     def planted(pipeline: str, **changes) -> object:
-        detections = {p: {q: dict(a) for q, a in v.items()} for p, v in known.detections.items()}
+        detections = {p: {q: dict(a) for q, a in v.items()} for p, v in known.results["detection"].items()}
         detections[photo][pipeline].update(changes)
-        return dataclasses.replace(known, detections=detections)
+        return dataclasses.replace(known, results={**known.results, "detection": detections})
 
-    dali = known.detections[photo]["dali"]
+    dali = known.results["detection"][photo]["dali"]
     moved = rows_of(server, planted("dali", BOXES=dali["BOXES"] + np.float32(12)))  # every word 12 px off
     assert moved["detection dali: boxes"].status == FAIL and moved["detection dali: boxes"].found == "diverged"
     assert photo in moved["detection dali: boxes"].detail
@@ -92,7 +94,7 @@ def test_moved_boxes_or_geometry_fail_their_row(server, known):
 
 
 def test_a_record_without_detection_answers_fails_one_row_saying_how_to_make_them(server, known):
-    rows = rows_of(server, dataclasses.replace(known, detection_images={}, detections={}))
+    rows = rows_of(server, dataclasses.replace(known, result_images={}, results={}))
     assert list(rows) == ["detection known answers"]
     assert rows["detection known answers"].status == FAIL and "--record" in rows["detection known answers"].detail
 
@@ -109,4 +111,4 @@ def test_a_record_made_before_the_detector_loads_without_detection_answers(serve
     with TritonClient(server.url("grpc"), "grpc") as client:
         record(client, read_photos(photos_dir), tmp_path, production_arguments(REPOSITORY))
     old = load(tmp_path)
-    assert (tmp_path / META).is_file() and old.detection_images == {} and old.detections == {}
+    assert (tmp_path / META).is_file() and old.result_images == {} and old.results == {}

@@ -366,3 +366,48 @@ def test_without_a_gpu_the_hardware_decoder_row_is_skipped_not_passed(known, rep
     by_name = {row.check: row for row in environment_rows(load_manifest(), "gpu", repository, load(known))}
     row = by_name["hardware JPEG decoder"]
     assert row.status == SKIP and "no GPU visible" in row.detail
+
+
+@pytest.fixture
+def embedding_known_results():
+    """A task of the test's own (the repository's embed_* ensembles as its deployment) that
+    declares known results, registered for the test only: preflight records and checks them
+    without a line of its own about the task."""
+    from harness.task import TASKS, get_task
+    from harness.task_api import KnownCheck, KnownResults
+
+    class Retrieval(type(get_task("embedding"))):
+        name = "retrieval"
+        known_results = KnownResults("retrieval", "embed", ("fruits.jpg",), ("EMBEDDING",), "the embedder")
+
+        def check_known_results(self, served, recorded, failed, repository, prefix=""):
+            return [KnownCheck(f"{prefix}retrieval {pipeline}: embedding",
+                               all((p, pipeline) not in failed and np.allclose(served[p][pipeline]["EMBEDDING"],
+                                                                                 answers[pipeline]["EMBEDDING"], atol=1e-4)
+                                   for p, answers in recorded.items()), "within 1e-4")
+                    for pipeline in ("dali", "opencv")]
+
+    task = TASKS.add(Retrieval(), "tests/preflight/test_preflight.py:Retrieval")
+    try:
+        yield task
+    finally:
+        del TASKS._places["retrieval"]
+        TASKS._tasks.pop("retrieval", None)
+
+
+def test_a_tasks_own_known_results_are_recorded_and_held_by_its_own_check(server, photos_dir, tmp_path,
+                                                                          embedding_known_results):
+    from harness.preflight import known_result_rows
+    from harness.preflight.job import PreflightOptions, run
+
+    run(PreflightOptions(url=server.url("grpc"), known_answers=tmp_path, record=True, photos=photos_dir))
+    known = load(tmp_path)
+    assert list(known.result_images["retrieval"]) == ["fruits.jpg"]
+    assert known.results["retrieval"]["fruits.jpg"]["dali"]["EMBEDDING"].shape == (1280,)
+    with TritonClient(server.url("grpc"), "grpc") as client:
+        rows = known_result_rows(client, known, embedding_known_results, ROOT / "model_repository")
+        assert [(r.check, r.status, r.record) for r in rows] == [("retrieval dali: embedding", PASS, "cpu"),
+                                                                 ("retrieval opencv: embedding", PASS, "cpu")]
+        known.results["retrieval"]["fruits.jpg"]["opencv"]["EMBEDDING"] += 0.1  # a record the server no longer meets
+        rows = known_result_rows(client, known, embedding_known_results, ROOT / "model_repository")
+    assert [r.status for r in rows] == [PASS, FAIL]

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.model import ONNX_FILENAME, SEGMENTER_DIR, onnx_session
+from harness.model import ONNX_FILENAME, onnx_session
 from harness.paths import PROJECT_ROOT
 from harness.preprocessing import opencv
 from harness.preprocessing.dali_graph import CpuPipelineRunner, missing_arguments, pipeline_arguments
 from harness.reference.recipes import TorchvisionRecipe
-from harness.segmentation.model import INPUT_NAME, OUTPUT_NAME
+from harness.segmentation.model import INPUT_NAME, OUTPUT_NAME, SEGMENTER
 from harness.segmentation.postprocess import SegmentationPostprocess
 from harness.spec import SpecError, load_spec, parse_spec
 from harness.stage import Stage
@@ -23,7 +23,7 @@ PHOTOS = ("HappyFish.jpg", "Blender_Suzanne1.jpg", "baboon.jpg")
 
 @pytest.fixture(scope="module")
 def session(repository):
-    return onnx_session(repository / SEGMENTER_DIR / ONNX_FILENAME, threads=1)
+    return onnx_session(repository / SEGMENTER / ONNX_FILENAME, threads=1)
 
 
 def test_a_batch_of_three_answers_as_three_batches_of_one(session):
@@ -36,7 +36,7 @@ def test_a_batch_of_three_answers_as_three_batches_of_one(session):
 
 
 def test_the_notices_travel_with_the_model(repository):
-    folder = repository / SEGMENTER_DIR
+    folder = repository / SEGMENTER
     assert "MIT License" in (folder / "LICENSE.txt").read_text()
     notice = " ".join((folder / "NOTICE").read_text().split())
     assert "Apache License, Version 2.0" in notice and "batch" in notice

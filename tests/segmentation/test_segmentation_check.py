@@ -208,18 +208,21 @@ def test_preflight_records_the_masks_and_holds_the_server_to_them(segmentation_s
     import numpy as np
 
     from harness.client import TritonClient
-    from harness.preflight import FAIL, PASS, segmentation_rows
-    from harness.preflight.known_answers import SEGMENTATION_PHOTOS, load, read_photos, record, serves_segmentation
+    from harness.preflight import FAIL, PASS, known_result_rows
+    from harness.preflight.known_answers import load, read_photos, record, serves
+    from harness.task import get_task
 
+    task = get_task("segmentation")
+    photos = task.known_results.photos
     with TritonClient(segmentation_server.grpc_url, "grpc") as client:
-        assert serves_segmentation(client)
-        record(client, {}, tmp_path, {}, segmentation_images=read_photos(photos_dir, SEGMENTATION_PHOTOS))
+        assert serves(client, task.known_results)
+        record(client, {}, tmp_path, {}, result_images={"segmentation": read_photos(photos_dir, photos)})
         known = load(tmp_path)
-        assert set(known.segmentations) == set(SEGMENTATION_PHOTOS)
-        rows = segmentation_rows(client, known)
+        assert set(known.results["segmentation"]) == set(photos)
+        rows = known_result_rows(client, known, task, PROJECT_ROOT / "model_repository")
         assert [r.status for r in rows] == [PASS, PASS], rows
-        photo = SEGMENTATION_PHOTOS[0]
-        mask = known.segmentations[photo]["dali"]["MASK"]
-        known.segmentations[photo]["dali"]["MASK"] = np.ones_like(mask) - mask  # every pixel flipped
-        rows = segmentation_rows(client, known)
+        photo = photos[0]
+        mask = known.results["segmentation"][photo]["dali"]["MASK"]
+        known.results["segmentation"][photo]["dali"]["MASK"] = np.ones_like(mask) - mask  # every pixel flipped
+        rows = known_result_rows(client, known, task, PROJECT_ROOT / "model_repository")
     assert [r.status for r in rows] == [FAIL, PASS] and photo in rows[0].detail

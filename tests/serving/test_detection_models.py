@@ -231,11 +231,12 @@ def test_detect_postprocess_alone_maps_a_map_and_refuses_a_malformed_one(server,
 def test_model_export_installs_the_detector_with_its_licence_notice(repository, tmp_path):
     """What `harness model export` does for the detector: rapidocr's file (the one its notice
     covers) with MODEL_LICENSES.md and LICENSE beside it, held to the detector's config."""
-    from harness.cli.serving import _install_detector
     from harness.detection.detector import MODEL_SHA256, sha256
+    from harness.repository import load_config
+    from harness.task.detection import install_detector
 
     (tmp_path / "detector").mkdir()
     shutil.copy(repository / "detector" / "config.pbtxt", tmp_path / "detector")
-    path = _install_detector(tmp_path / "detector")
+    path = install_detector(tmp_path / "detector", None, load_config(tmp_path / "detector" / "config.pbtxt"))
     assert path == tmp_path / "detector" / "model.onnx" and sha256(path) == MODEL_SHA256
     assert {p.name for p in path.parent.iterdir()} == {"config.pbtxt", "model.onnx", "MODEL_LICENSES.md", "LICENSE"}

@@ -7,13 +7,21 @@ import numpy as np
 import pytest
 
 from harness.compare.aggregate import RunSummary
-from harness.model import EMBEDDER_DIR, ONNX_FILENAME, onnx_session
+from harness.model import ONNX_FILENAME, onnx_session
 from harness.preprocessing import opencv
 from harness.result import ImageResult
 from harness.spec import with_overrides
 from harness.stage import Stage
 from harness.task import TASKS, claimed_by, get_task
-from harness.task.embedding import MIN_COSINE, SIMILARITY_MARGIN, NeighbourChanges, normalized, result_metrics, retrieval
+from harness.task.embedding import (
+    MIN_COSINE,
+    SIMILARITY_MARGIN,
+    Embedding,
+    NeighbourChanges,
+    normalized,
+    result_metrics,
+    retrieval,
+)
 from harness.verdict import Verdict
 
 PHOTOS = ("squirrel_cls.jpg", "baboon.jpg", "orange.jpg", "fruits.jpg", "apple.jpg", "HappyFish.jpg", "board.jpg",
@@ -24,7 +32,7 @@ PHOTOS = ("squirrel_cls.jpg", "baboon.jpg", "orange.jpg", "fruits.jpg", "apple.j
 def features(repository, spec, photo):
     """Each photo's features with the aligned preprocessing, and with a stretch to 224x224
     (a real preprocessing difference), through the real embedder."""
-    session = onnx_session(repository / EMBEDDER_DIR / ONNX_FILENAME, 1)
+    session = onnx_session(repository / Embedding.repository.model / ONNX_FILENAME, 1)
     stretched = with_overrides(spec.preprocess, resize={"mode": "stretch"})
 
     def embed(p):
@@ -35,12 +43,13 @@ def features(repository, spec, photo):
 
 
 def test_the_registry_names_every_task_and_refuses_others():
-    assert list(TASKS) == ["classification", "embedding", "detection", "ocr", "segmentation"]
-    assert get_task(None) is TASKS["classification"]
     from harness.errors import UsageError
+    from harness.task import BUILT_IN
 
-    with pytest.raises(UsageError, match="--task keypoints: no such task; tasks: classification, embedding, detection, "
-                                         "ocr, segmentation"):
+    assert list(TASKS) == list(BUILT_IN) and list(BUILT_IN)[:5] == ["classification", "embedding", "detection", "ocr",
+                                                                      "segmentation"]
+    assert get_task(None) is TASKS["classification"]
+    with pytest.raises(UsageError, match=f"--task keypoints: no such task; tasks: {', '.join(BUILT_IN)}, or "):
         get_task("keypoints")
 
 
