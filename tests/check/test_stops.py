@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from harness.paths import BUILD_DIR
+from harness.repository import models_of
 from harness.server import TritonServer, _shm_segments, free_port, group_members
 from tests.commands import harness
 from tests.conftest import DALI_CHECK_MODELS, copy_photos
@@ -116,9 +117,24 @@ def test_a_killed_triton_stops_the_run_its_stubs_are_reaped_and_resume_finishes(
     assert_same_run(report, tmp_path / "whole")
 
 
+def served_alone(repository, models, out):
+    """``out``: a repository of ``models`` of ``repository`` and the models their ensembles run
+    (links), beside its files (the specs the models read)."""
+    out.mkdir()
+    for path in repository.iterdir():
+        if path.is_file():
+            (out / path.name).symlink_to(path)
+    for name in models_of(repository, models):
+        (out / name).symlink_to(repository / name)
+    return out
+
+
 def test_serve_exits_when_triton_dies_and_reaps_its_stubs(cpu_repository, tmp_path):
+    # the DALI check's models (Python-backend stubs and their shared memory), not the repository's
+    # every model: serving them all costs about 20 s more, of loading alone
+    repository = served_alone(cpu_repository, DALI_CHECK_MODELS, tmp_path / "repository")
     serve = subprocess.Popen([sys.executable, "-m", "harness", "serve", "--profile", "as-is", "--repository",
-                              str(cpu_repository), "--http-port", str(free_port()), "--grpc-port", str(free_port()),
+                              str(repository), "--http-port", str(free_port()), "--grpc-port", str(free_port()),
                               "--metrics-port", str(free_port()), "--log-file", str(tmp_path / "t.log")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
