@@ -33,17 +33,9 @@ import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.operations import resize_filter
-from harness.preprocessing.dali_resize import _round_half_even, _sides
-from harness.spec import CropSpec, ResizeSpec
-
-
-def _round(x, rounding: str):
-    """A non-negative float64 node rounded as ``rounding`` says (``auto`` is DALI's: half up)."""
-    if rounding == "floor":
-        return dmath.floor(x)
-    if rounding == "half_even":
-        return _round_half_even(x)
-    return dmath.floor(x + 0.5)
+from harness.operations.dali_nodes import rounded as _round
+from harness.operations.dali_nodes import sides as _sides
+from harness.spec import ResizeSpec
 
 
 def output_sizes(image, spec: ResizeSpec):
@@ -61,17 +53,6 @@ def output_sizes(image, spec: ResizeSpec):
     height = height_shorter * size + (1.0 - height_shorter) * long_height
     width = height_shorter * long_width + (1.0 - height_shorter) * size
     return dmath.max(height, 1.0), dmath.max(width, 1.0)
-
-
-def center_crop(image, spec: CropSpec):
-    """The center crop with its offsets rounded as ``spec.offset_rounding`` says (``floor``: the
-    hand-written ``(H - 224) // 2`` and Hugging Face's; ``half_even``: torchvision's round())."""
-    h, w = _sides(image)
-    top = _round((h - spec.size[0]) / 2.0, spec.offset_rounding)
-    left = _round((w - spec.size[1]) / 2.0, spec.offset_rounding)
-    return fn.slice(image, fn.cast(fn.stack(top, left), dtype=types.FLOAT),
-                    fn.cast(fn.stack(0.0 * h + spec.size[0], 0.0 * w + spec.size[1]), dtype=types.FLOAT),
-                    axes=[0, 1], normalized_anchor=False, normalized_shape=False)
 
 
 def _filtered(image, height, width, axis: int, interpolation: str):

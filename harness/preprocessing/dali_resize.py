@@ -21,20 +21,8 @@ import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.geometry import Letterbox, LimitSide
-
-
-def _sides(image):
-    """(height, width) of an HWC image as float64 nodes."""
-    shape = fn.cast(image.shape(), dtype=types.FLOAT64)
-    return shape[0], shape[1]
-
-
-def _round_half_even(x):
-    """Python's ``round`` of a non-negative float64 node."""
-    q = dmath.floor(x)
-    r = x - q
-    odd = q - 2.0 * dmath.floor(q / 2.0)
-    return q + (r > 0.5) + (r == 0.5) * odd
+from harness.operations.dali_nodes import round_half_even as _round_half_even
+from harness.operations.dali_nodes import sides as _sides
 
 
 def _resize(image, height, width):
