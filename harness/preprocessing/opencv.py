@@ -23,7 +23,7 @@ from harness.stage import Stage
 def check_supported(p: Preprocess, decode: bool = True) -> None:
     """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them);
     ``decode=False`` when another decoder handles the decode options."""
-    reason = operations.refusal("opencv", p) if decode else operations.refusal("opencv", p, but=(decode_operation,))
+    reason = operations.refusal("opencv", p) if decode else operations.refusal("opencv", p, but=(decode_operation.OPERATION,))
     if reason is not None:
         raise SpecError(reason)
 
