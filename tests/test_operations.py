@@ -158,10 +158,12 @@ def test_the_crop_kernels_of_every_backend_cut_the_window_of_the_offsets_rule(ro
 
 
 def test_a_detector_spec_is_not_cropped_by_any_backend():
-    p = with_overrides(Preprocess(), resize={"mode": "limit_side"})
-    image = np.zeros((100, 60, 3), np.uint8)
-    assert operations.apply(Stage.CROP, "opencv", image, p) is image
-    assert _dali_stage(Stage.CROP, image, p).shape == (100, 60, 3)
+    """A detector's resize makes the model input itself: the crop's kernels pass its image through."""
+    image = np.zeros((300, 260, 3), np.uint8)
+    detector = with_overrides(Preprocess(), resize={"mode": "limit_side"})
+    for p, shape in ((detector, (300, 260, 3)), (Preprocess(), (224, 224, 3))):
+        assert operations.apply(Stage.CROP, "opencv", image, p).shape == shape
+        assert _dali_stage(Stage.CROP, image, p).shape == shape
 
 
 def test_the_decoders_switches_are_refused_by_opencv_alone_by_the_one_rule():
