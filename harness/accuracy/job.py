@@ -31,7 +31,6 @@ from harness.shard import Shard
 from harness.stage import Stage
 from harness.target import Target, open_deployment, require_reference_model
 from harness.task import get_task
-from harness.verdict import ties_fail
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,10 @@ class AccuracyOptions:
 
 @dataclass(frozen=True)
 class AccuracyResult:
-    report: AccuracyReport
+    """``harness accuracy``, written: the report (of any task: :class:`AccuracyReport`, or
+    :class:`EffectReport` for a task's effect) and its files."""
+
+    report: AccuracyReport | EffectReport
     json_path: Path
     markdown_path: Path | None
     """None when ``--format`` left Markdown out."""
@@ -77,45 +79,18 @@ class AccuracyResult:
 
     def left_out(self) -> tuple[int, int]:
         """(images left out of every path, images in the dataset)."""
-        return len(self.report.result.failed), len(self.report.result.dataset.samples)
-
-    def exit_status(self) -> int:
-        """1 when a deployed path changes a top-1 beyond a tie (any, with ``fail_on`` tie) or an
-        image is rejected by one side only (unless allowed); raises :class:`NothingCompared`
-        when no image could be classified on every path."""
-        result, options = self.report.result, self.options
-        if not result.dataset.samples and options.shard is not None:
-            return EXIT_OK  # a shard that holds no image: the merged report is the verdict
-        if not result.evaluated:
-            raise NothingCompared(f"none of the {len(result.dataset.samples)} images of {options.dataset} could be "
-                                  "classified on every path")
-        if self.report.any_rejected() and not options.allow_rejected:
-            return EXIT_FOUND
-        return EXIT_FOUND if self.report.any_flips(ties=ties_fail(options.fail_on)) else EXIT_OK
-
-
-@dataclass(frozen=True)
-class EffectResult:
-    """``harness accuracy`` of a task other than classification, written."""
-
-    report: EffectReport
-    json_path: Path
-    markdown_path: Path | None
-    options: AccuracyOptions
-    files: Mapping[str, Path] = field(default_factory=dict)
-
-    def left_out(self) -> tuple[int, int]:
         return len(self.report.failed), len(self.report.dataset.samples)
 
     def exit_status(self) -> int:
-        """1 when a deployed path has an event beyond the margin (any, with ``fail_on`` tie: a
-        nearest-neighbour change) or an image is rejected by one side only (unless allowed)."""
-        if not self.report.evaluated:
-            raise NothingCompared(f"none of the {len(self.report.dataset.samples)} images of {self.options.dataset} "
-                                  "could be processed on every path")
-        if self.report.any_rejected() and not self.options.allow_rejected:
-            return EXIT_FOUND
-        return EXIT_FOUND if self.report.effect.any_changes(ties=ties_fail(self.options.fail_on)) else EXIT_OK
+        """The report's own verdict (:attr:`AccuracyReport.passed`: 1 when a deployed path changes
+        a result beyond the tie margin, any with ``fail_on`` tie, or an image is rejected by one side
+        only unless allowed); raises :class:`NothingCompared` when no image was processed on every
+        path (a shard that holds no image passes: the merged report is the verdict)."""
+        report = self.report
+        if not report.evaluated and (report.dataset.samples or self.options.shard is None):
+            raise NothingCompared(f"none of the {len(report.dataset.samples)} images of {self.options.dataset} could be "
+                                  f"{report.processed} on every path")
+        return EXIT_OK if report.passed else EXIT_FOUND
 
 
 @report_locked
@@ -216,7 +191,7 @@ def _probe_images(dataset: Path, labels: Path | None = None) -> list[Path]:
 
 
 def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides, tie_margin: float,
-            server, server_metadata, start: float, log, progress, reading: str | None = None) -> EffectResult:
+            server, server_metadata, start: float, log, progress, reading: str | None = None) -> AccuracyResult:
     """The task's effect on the labeled set: every path's raw output of every image, then
     :meth:`harness.task.Task.effect` on the images no path failed."""
     import numpy as np
@@ -253,7 +228,7 @@ def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_
         raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be processed on every "
                               f"path ({next(iter(failed.items()), ('', ''))[1]})")
     files = write_accuracy_files(options.report, report, options.formats)
-    return EffectResult(report, files["json"], files.get("markdown"), options, files)
+    return AccuracyResult(report, files["json"], files.get("markdown"), options, files)
 
 
 LABEL_LAYOUTS = {"boxes": "coco", "masks": "masks"}
@@ -264,7 +239,7 @@ DETECT_WORKERS = 4
 
 def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides,
                     tie_margin: float, server, server_metadata, start: float, progress,
-                    reading: str | None = None) -> EffectResult:
+                    reading: str | None = None) -> AccuracyResult:
     """The task's effect from its result stage (a detector's on a COCO labeled set): every
     path's result of every image (the reference's by its postprocessing, each deployment's as
     it answers it), each deployed path's changes against the reference's, as check judges them
@@ -341,4 +316,4 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
         AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
         versions(server_metadata))
     files = write_accuracy_files(options.report, report, options.formats)
-    return EffectResult(report, files["json"], files.get("markdown"), options, files)
+    return AccuracyResult(report, files["json"], files.get("markdown"), options, files)

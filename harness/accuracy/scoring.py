@@ -4,7 +4,6 @@ McNemar's exact test. Pure functions of the predictions."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -12,8 +11,9 @@ import numpy as np
 
 from harness.accuracy.dataset import Dataset, Sample, abbreviated
 from harness.accuracy.predict import TOP_K, Predictions
+from harness.compare.comparators import TOP_K as TOP_K_COMPARATOR
+from harness.compare.comparators import TopKTolerance
 from harness.compare.paired import McNemar, mcnemar_exact
-from harness.compare.ties import margin_verdict, reference_margin
 from harness.outcome import Outcome
 from harness.verdict import Verdict
 
@@ -52,16 +52,15 @@ def flip_count(reference_top1: np.ndarray, deployed_top1: np.ndarray) -> int:
 def flip_verdicts(samples: Sequence[Sample], reference: Predictions, deployed: Predictions,
                   tie_margin: float) -> dict[str, tuple[str, float]]:
     """Image name -> ("tie" or "diverged", reference margin in logits), for each image whose
-    top-1 class the deployed path changes. The margin is inf where the reference kept no
-    logits (then the change is a divergence)."""
+    top-1 class the deployed path changes, as the top-k comparator judges it (:meth:`TopK.flip`:
+    the margin is inf where the reference kept no logits, a divergence)."""
     out = {}
     for s in samples:
         ref_top1, dep_top1 = reference.top_k[s.name][0], deployed.top_k[s.name][0]
         if ref_top1 == dep_top1:
             continue
-        logits = reference.logits.get(s.name)
-        margin = reference_margin(logits, dep_top1) if logits is not None else math.inf
-        out[s.name] = (margin_verdict(margin, tie_margin).value, margin)
+        flip = TOP_K_COMPARATOR.flip(reference.logits.get(s.name), dep_top1, TopKTolerance(tie_margin))
+        out[s.name] = (flip.verdict.value, flip.metrics["reference_margin"])
     return out
 
 

@@ -8,11 +8,13 @@ the same protocol.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness.compare.metrics import compare_arrays, quick_verdict, topk_metrics, topk_verdict, verdict
+from harness.compare.ties import margin_verdict, reference_margin
 from harness.scores import LOGITS, ScoreKind
 from harness.stage import DEFAULT_TOP_K
 from harness.task_api import Comparator, Comparison
@@ -88,5 +90,16 @@ class TopK(Comparator):
     def rejudge(metrics: dict, tolerance: TopKTolerance) -> Verdict:
         return topk_verdict(metrics, tolerance.tie_margin)
 
+    @staticmethod
+    def flip(reference: np.ndarray | None, deployed_top1: int, tolerance: TopKTolerance) -> Comparison:
+        """Another top-1 than the reference's, known only by its class (``harness accuracy`` keeps
+        a deployed path's classes, not its scores), judged against the reference's scores as
+        :meth:`__call__` judges it: ``tie`` or ``diverged`` by ``reference_margin`` (inf, a
+        divergence, when the reference kept no scores)."""
+        margin = math.inf if reference is None else reference_margin(reference, int(deployed_top1))
+        return Comparison(margin_verdict(margin, tolerance.tie_margin), {"reference_margin": margin})
+
 
 TOP_K = TopK()
+SAME_DEPLOYMENT = TopKTolerance(tie_margin=-math.inf)
+"""Top-k's rule for one deployment against itself (``harness repeat``): no top-1 change is a tie."""

@@ -100,3 +100,9 @@ def made_by(result: ImageResult) -> str:
         shown = f"max {worst:.3g}" if isinstance(worst, (int, float)) and np.isfinite(worst) else "its shape"
         return f"{stage.stage} ({verdict.value}: {shown})"
     return str(Stage.POSTPROCESS)
+
+
+def explained_event(stage: Stage, event: Verdict | str, output: Verdict | str) -> Verdict:
+    """:func:`explained_by_upstream` of one image's result-stage verdict and output verdict
+    alone (diagnose keeps verdicts, not stage results)."""
+    return explained_by_upstream(StageResult(stage, Verdict(event), {}), StageResult(Stage.OUTPUT, Verdict(output), {})).verdict

@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
-from harness.task_api import Comparator
+from harness.task_api import Comparator, Judgement
 from harness.verdict import Verdict
 
 
@@ -303,3 +303,27 @@ def _verdict(matches, missed, extra, problems, t: DetectionTolerance, scored: bo
         return Verdict.DIVERGED
     return Verdict.TIE if missed or extra or any(m.near_threshold for m in matches) else Verdict.CLOSE
 
+
+
+# -- a served answer against the photo's answer alone (the load test, watch: harness.task.ANSWER_RULES) --
+
+DB_BOX_THRESHOLD = 0.5
+"""The score threshold a served detector's boxes are judged near (the DB postprocessing's
+default ``box_thresh``, this repository's): a box that comes or goes within 0.05 of it is a tie."""
+ANSWER_BOXES = ("BOXES", "SCORES")
+"""The outputs of a served detector's answer (this repository's ``detect_*`` ensembles)."""
+
+
+def judge_answer(known, answer):
+    """A detector's served boxes against the known ones, by :func:`compare_detections`: a
+    :class:`harness.task_api.Judgement` (error: the worst corner's move, inf when a box came or went)."""
+    boxes, scores = ANSWER_BOXES
+    comparison = compare_detections(Detections(known[boxes], known[scores]), Detections(answer[boxes], answer[scores]),
+                                    DB_BOX_THRESHOLD)
+    worst = max((m.corner_px for m in comparison.matches), default=0.0)
+    error = math.inf if comparison.missed or comparison.extra else worst
+    if comparison.verdict is not Verdict.DIVERGED:
+        return Judgement(None, error)
+    return Judgement(f"{len(answer[scores])} boxes where the photo alone answers {len(known[scores])}: "
+                     f"{len(comparison.missed)} missed, {len(comparison.extra)} extra, worst corner moved {worst:.1f} px"
+                     + (f"; {'; '.join(comparison.problems)}" if comparison.problems else ""), error)

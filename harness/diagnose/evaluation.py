@@ -21,7 +21,7 @@ import numpy as np
 
 from harness.compare.comparators import ARRAYS
 from harness.compare.stages import as_8bit
-from harness.compare.ties import explained_by_upstream
+from harness.compare.ties import explained_event
 from harness.diagnose.caches import DecodedImages, LogitsCache
 from harness.diagnose.catalogue import Hypothesis, resolve_auto
 from harness.diagnose.deployed import Deployed
@@ -29,7 +29,6 @@ from harness.diagnose.outcomes import Evaluation, ImageOutcome
 from harness.outcome import Outcome
 from harness.reference import BUILT_IN, Recipe
 from harness.reference.model import ReferenceModel
-from harness.result import StageResult
 from harness.results import ImageIssue
 from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
@@ -284,8 +283,7 @@ class Diagnoser:
             event, happened = self.task.diagnose_result(out, dep_out, self._gallery, i, self.tie_margin, context)
             # held to what explains a tie, as check holds its result stage (harness.compare.ties)
             stage = self.task.result_stage
-            event = explained_by_upstream(StageResult(stage, Verdict(event), {}),
-                                          StageResult(Stage.OUTPUT, Verdict(verdicts[Stage.OUTPUT]), {})).verdict
+            event = explained_event(stage, event, verdicts[Stage.OUTPUT])
             verdicts[stage], errors[stage] = event.value, happened
             cached[i] = ImageOutcome(verdicts, errors)
         for i, (outcome, *_) in prepared.items():

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.client import TritonClient
-from harness.compare.comparators import ARRAYS
+from harness.compare.comparators import ARRAYS, SAME_DEPLOYMENT, TOP_K
 from harness.packing import pack_images
 from harness.preprocessing import TAP_TENSORS
 from harness.results.interface import Case, Status
@@ -135,16 +135,21 @@ class _Tally:
     each judged by check's rule (:meth:`harness.compare.comparators.Arrays.judge`: ``atol`` and
     ``rtol``, the fraction beyond them, the mean bound)."""
 
-    __slots__ = ("first", "tolerance", "answers", "max_abs", "top1", "worst_mode", "verdict")
+    __slots__ = ("first", "tolerance", "answers", "max_abs", "top1", "worst_mode", "verdicts")
 
     def __init__(self, first: np.ndarray, tolerance: Tolerance):
         self.first, self.tolerance, self.answers, self.max_abs, self.top1, self.worst_mode = (
             first, tolerance, 1, 0.0, 0, "-")
-        self.verdict = Verdict.EQUAL
+        self.verdicts: set[Verdict] = set()
+
+    @property
+    def verdict(self) -> Verdict:
+        """The worst of the comparators' verdicts on the later answers (equal with none)."""
+        return Verdict.worst(self.verdicts)
 
     def add(self, answer: np.ndarray, mode: str, scores: bool) -> None:
         self.answers += 1
-        self.verdict = Verdict.worst((self.verdict, ARRAYS.judge(self.first, answer, self.tolerance).verdict))
+        self.verdicts.add(ARRAYS.judge(self.first, answer, self.tolerance).verdict)
         if answer.shape != self.first.shape:
             deviation = math.inf
         else:
@@ -155,6 +160,7 @@ class _Tally:
             self.max_abs, self.worst_mode = deviation, mode
         if scores and int(np.argmax(answer)) != int(np.argmax(self.first)):
             self.top1 += 1
+            self.verdicts.add(TOP_K.flip(self.first, int(np.argmax(answer)), SAME_DEPLOYMENT).verdict)
 
 
 def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequence[Probe],
@@ -213,9 +219,8 @@ def check_repeatability(client_factory: Callable[[], TritonClient], probes: Sequ
                         record([futures[future]], future.result(), "concurrent")
                 stage_order = list(probe.outputs)
                 for (stage, i), t in sorted(tallies.items(), key=lambda kv: (stage_order.index(kv[0][0]), kv[0][1])):
-                    verdict = Verdict.DIVERGED if t.top1 else t.verdict
                     spreads.append(Spread(probe.model, stage, names[i], t.answers, t.max_abs, t.top1, t.worst_mode,
-                                          verdict))
+                                          t.verdict))
         finally:
             for client in clients:
                 client.close()
@@ -227,12 +232,14 @@ def summary_rows(result: RepeatResult) -> list[dict]:
     rows: dict[tuple[str, str], dict] = {}
     for s in result.spreads:
         row = rows.setdefault((s.probe, s.stage), {"probe": s.probe, "stage": s.stage, "images": 0, "answers": 0,
-                                                   "max_abs": 0.0, "top1_changes": 0, "verdict": Verdict.EQUAL})
+                                                   "max_abs": 0.0, "top1_changes": 0, "verdicts": []})
         row["images"] += 1
         row["answers"] += s.answers
         row["max_abs"] = max(row["max_abs"], s.max_abs)
         row["top1_changes"] += s.top1_changes
-        row["verdict"] = Verdict.worst([row["verdict"], s.verdict])
+        row["verdicts"].append(s.verdict)
+    for row in rows.values():
+        row["verdict"] = Verdict.worst(row.pop("verdicts"))
     return list(rows.values())
 
 

@@ -29,10 +29,15 @@ A word neither side keeps is no answer: only its steps are judged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from harness.detection.boxes import Detections
+from harness.detection.compare import ANSWER_BOXES, DB_BOX_THRESHOLD, compare_detections
+from harness.detection.compare import judge_answer as judge_boxes
+from harness.task_api.answers import Judgement
 from harness.verdict import Verdict
 
 WORD_STAGES = ("crop", "input", "output", "text", "kept")
@@ -232,3 +237,32 @@ class WordPair:
 
 def _num(value) -> str:
     return "-" if value is None or not np.isfinite(value) else f"{value:.4g}"
+
+
+# -- a served answer against the photo's answer alone (the load test, watch: harness.task.ANSWER_RULES) --
+
+ANSWER_TEXTS = "TEXTS"
+"""An OCR model's words beside its boxes (this repository's ``ocr_*`` models: BYTES, one per box)."""
+
+
+def judge_answer(known, answer) -> Judgement:
+    """An OCR model's served boxes by the detector's rule (:func:`harness.detection.compare.judge_answer`),
+    then the word of every matched box: equal, character for character."""
+    judged = judge_boxes(known, answer)
+    if judged.change is not None:
+        return judged
+    boxes, scores = ANSWER_BOXES
+    comparison = compare_detections(Detections(known[boxes], known[scores]), Detections(answer[boxes], answer[scores]),
+                                    DB_BOX_THRESHOLD)
+
+    def text(value) -> str:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    known_texts = np.asarray(known[ANSWER_TEXTS]).reshape(-1)
+    answer_texts = np.asarray(answer[ANSWER_TEXTS]).reshape(-1)
+    changed = [(text(known_texts[m.reference]), text(answer_texts[m.deployed])) for m in comparison.matches
+               if text(known_texts[m.reference]) != text(answer_texts[m.deployed])]
+    if changed:
+        return Judgement(f"{len(changed)} of {len(comparison.matches)} words read otherwise than the photo alone: "
+                         + ", ".join(f"{a!r} where it answers {k!r}" for k, a in changed[:3]), math.inf)
+    return judged

@@ -43,6 +43,23 @@ class AccuracyReport:
     run: AccuracyRun | None = None
     versions: Versions = field(default_factory=dict)
 
+    processed: ClassVar[str] = "classified"
+    """What every path did to an image scored (the error when none was)."""
+
+    @property
+    def dataset(self) -> Dataset:
+        return self.result.dataset
+
+    @property
+    def evaluated(self) -> tuple[Sample, ...]:
+        """The images every path classified."""
+        return self.result.evaluated
+
+    @property
+    def failed(self) -> Mapping[str, str]:
+        """Image name -> why it was left out of every path."""
+        return self.result.failed
+
     @property
     def reference_score(self) -> PathScore:
         return self.result.scores[0]
@@ -234,6 +251,9 @@ class EffectReport:
     run: AccuracyRun | None = None
     versions: Versions = field(default_factory=dict)
 
+    processed: ClassVar[str] = "processed"
+    """What every path did to an image scored (the error when none was)."""
+
     def any_rejected(self) -> bool:
         return any(o == side_outcome for o in self.outcomes.values() for side_outcome in
                    (f"rejected by {side}" for side in Side))
@@ -259,7 +279,7 @@ class EffectReport:
 
     @property
     def passed(self) -> bool:
-        """Exit status 0 (:meth:`harness.accuracy.job.EffectResult.exit_status`)."""
+        """Exit status 0 (:meth:`harness.accuracy.job.AccuracyResult.exit_status`)."""
         if not self.evaluated or (self.any_rejected() and not _allowed(self.run)):
             return False
         return not self.effect.any_changes(ties=_ties_fail(_fail_on(self.run)))

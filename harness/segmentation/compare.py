@@ -18,12 +18,17 @@ the threshold: the raw map's noise moved pixels that sat on the threshold), else
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from harness.task_api.answers import Judgement
 from harness.verdict import Verdict
 
+NEAR_THRESHOLD = 0.1
+"""A flipped pixel whose matte lies within this of the threshold on both sides is near it (the
+segmentation task's default margin)."""
 BOUNDARY_PX = 2
 """The boundary F-score's tolerance: a boundary pixel matches within this distance."""
 
@@ -109,3 +114,26 @@ def compare_masks(reference: np.ndarray, deployed: np.ndarray, margin: float,
     if m["far_flipped"] <= tolerance.max_far * reference[1].size and m["matte_mae"] <= tolerance.max_matte_mae:
         return Verdict.TIE, m
     return Verdict.DIVERGED, m
+
+
+# -- a served answer against the photo's answer alone (the load test, watch: harness.task.ANSWER_RULES) --
+
+ANSWER_MASKS = ("MATTE", "MASK")
+"""The outputs of a served segmenter's answer (this repository's ``segment_*`` ensembles)."""
+
+
+def judge_answer(known, answer) -> Judgement:
+    """A segmenter's served matte and mask against the known ones, by :func:`compare_masks` (margin
+    :data:`NEAR_THRESHOLD`): a mask changed beyond the close rule, other than by pixels near the
+    threshold, is a wrong answer; the error is the matte's."""
+
+    def result(a) -> np.ndarray:
+        matte = np.asarray(a[ANSWER_MASKS[0]], np.float32)
+        return np.stack([matte, np.asarray(a[ANSWER_MASKS[1]], np.float32).reshape(matte.shape)])
+
+    verdict, m = compare_masks(result(known), result(answer), NEAR_THRESHOLD)
+    error = m.get("matte_mae", math.inf)
+    if verdict is not Verdict.DIVERGED:
+        return Judgement(None, error)
+    return Judgement(m.get("problem") or f"mask IoU {m['iou']:.4f} with the photo's alone: {m['flipped']} pixels flipped "
+                     f"({m['far_flipped']} far from the threshold), matte error {m['matte_mae']:.4g}", math.inf)

@@ -18,10 +18,10 @@ Where tasks come from, each registered like the others:
 from __future__ import annotations
 
 import importlib
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from harness.errors import UsageError
-from harness.task_api import Event, Events, OutputChoice, Section, Task, claim
+from harness.task_api import Answer, AnswerRule, Event, Events, Judgement, OutputChoice, Section, Task, claim
 
 BUILT_IN = {
     "classification": "harness.task.classification:Classification",
@@ -31,6 +31,15 @@ BUILT_IN = {
     "segmentation": "harness.task.segmentation:Segmentation",
 }
 """Name -> ``module:Class`` of the tasks the project ships, in order (the first is the default)."""
+ANSWER_RULES = {
+    "classification": AnswerRule((), "harness.compare.answers:judge_top_k"),
+    "detection": AnswerRule(("BOXES", "SCORES"), "harness.detection.compare:judge_answer"),
+    "ocr": AnswerRule(("BOXES", "SCORES", "TEXTS"), "harness.ocr.compare:judge_answer"),
+    "segmentation": AnswerRule(("MATTE", "MASK"), "harness.segmentation.compare:judge_answer"),
+}
+"""Name -> what each shipped task's served answer holds and the rule judging it against the
+photo's answer alone (the load test and watch: :func:`answer_rule`), named as :data:`BUILT_IN`
+names the tasks: the Locust image judges answers without the image libraries the tasks import."""
 ENTRY_POINTS = "harness.tasks"
 """The entry point group an installed package registers its tasks in."""
 
@@ -133,6 +142,14 @@ def shipped_engines() -> list[str]:
     return list(dict.fromkeys(m for task in TASKS.values() if task.repository for m in task.repository.engines))
 
 
+def answer_rule(answer) -> Callable[[Answer, Answer], Judgement]:
+    """The rule judging a served answer shaped like ``answer`` (output name -> array): that of the
+    task in :data:`ANSWER_RULES` whose outputs it holds, the most of them first (an OCR model's
+    boxes and texts before a detector's boxes); the default task's (no outputs named) otherwise."""
+    held = [rule for rule in ANSWER_RULES.values() if set(rule.outputs) <= set(answer)]
+    return max(held, key=lambda rule: len(rule.outputs)).load()
+
+
 def claimed_by(model) -> tuple[Task, str]:
     """The task ``model`` (a ``ModelInfo``) serves, and why, when ``--task`` is not given: the
     first registered task whose signs it shows (a label file or a name like logits:
@@ -142,5 +159,5 @@ def claimed_by(model) -> tuple[Task, str]:
     return claim(model, list(TASKS.values()))
 
 
-__all__ = ["BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task", "claimed_by",
-           "get_task", "repository_models", "shipped_engines", "shipped_models", "task_name"]
+__all__ = ["ANSWER_RULES", "BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task",
+           "answer_rule", "claimed_by", "get_task", "repository_models", "shipped_engines", "shipped_models", "task_name"]

@@ -34,7 +34,7 @@ from harness.geometry import Geometry
 from harness.postprocessing import SaliencyParams
 from harness.result import StageResult
 from harness.scores import ScoreKind
-from harness.segmentation.compare import MaskTolerance, compare_masks
+from harness.segmentation.compare import NEAR_THRESHOLD, MaskTolerance, compare_masks
 from harness.segmentation.postprocess import SegmentationPostprocess, as_result, from_matte, is_segmentation, raw_output
 from harness.stage import GEOMETRY_TENSOR, Stage
 from harness.task_api import Event, Events, OutputChoice, PostprocessError, ResultCulprit, Section, Task, like, verdict_cells
@@ -47,8 +47,6 @@ probability (0 to 1)."""
 OUTPUT_TOLERANCE = Tolerance(atol=0.1, max_fraction=0.05, mean_atol=0.01)
 """The raw map: at most 5% of its pixels beyond 0.1 and a mean error within 0.01
 (docs/segmentation.md: what DALI's LANCZOS3 against PIL's LANCZOS leaves on real photos)."""
-NEAR_THRESHOLD = 0.1
-"""A flipped pixel whose matte lies within this of the threshold on both sides is near it."""
 TOLERANCE = MaskTolerance()
 ISOLATED = MaskTolerance(max_flipped=0.0, max_matte_mae=1e-6, max_far=0.0)
 """The postprocessing alone on the reference's own map has no noise to excuse: any flipped

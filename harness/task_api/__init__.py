@@ -2,7 +2,8 @@
 
 :mod:`.task` (:class:`Task`, its events, report sections and typed hooks) and
 :mod:`.comparator` (the comparison protocol: :class:`Comparator`, :class:`Comparison`,
-:class:`Fold`). It imports only the vocabulary, so the mechanisms (deployment, compare, report)
+:class:`Fold`); :mod:`.answers` (a served answer against the photo's answer alone:
+:class:`AnswerRule`, :class:`Judgement`). It imports only the vocabulary, so the mechanisms (deployment, compare, report)
 speak it without knowing any task, and the tasks (:mod:`harness.task`, at the top) implement
 it. A task needs nothing but this package: the vocabulary it speaks comes with it.
 """
@@ -10,6 +11,7 @@ it. A task needs nothing but this package: the vocabulary it speaks comes with i
 from harness.result import ImageResult, StageResult
 from harness.scores import ScoreKind
 from harness.stage import Stage
+from harness.task_api.answers import Answer, AnswerRule, Judgement
 from harness.task_api.comparator import Comparator, Comparison, Fold
 from harness.task_api.task import (
                                    Event,
@@ -26,6 +28,6 @@ from harness.task_api.task import (
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
-__all__ = ["Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "OutputChoice", "PostprocessError",
-           "ResultCulprit", "ScoreKind", "Section", "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim",
-           "like", "verdict_cells"]
+__all__ = ["Answer", "AnswerRule", "Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "Judgement",
+           "OutputChoice", "PostprocessError", "ResultCulprit", "ScoreKind", "Section", "Stage", "StageResult", "Task",
+           "Tolerance", "Verdict", "claim", "like", "verdict_cells"]

@@ -11,7 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from loadtest.answers import WRONG_ANSWER, KnownAnswers, judge_boxes, judge_top_k, top_k
+from harness.compare.answers import judge_top_k, top_k
+from harness.detection.compare import judge_answer as judge_boxes
+from loadtest.answers import WRONG_ANSWER, KnownAnswers
 from tests.foreign import ENSEMBLE, STEPS, serve_batch_dependent
 from tests.loadtest.test_locustfile import locust, read_csv
 from tests.loadtest.test_sweep import against, sweep
@@ -96,7 +98,8 @@ def test_known_answers_travel_in_a_locust_message():
 
 def test_the_rules_need_only_what_the_locust_image_has():
     """docker/locust.Dockerfile installs tritonclient, numpy, matplotlib, rich and shapely: the
-    judging of both answer kinds runs with everything else unimportable."""
+    judging of a classifier's, a detector's and an OCR model's answers runs with everything else
+    unimportable (a segmenter's boundary F needs OpenCV)."""
     import subprocess
     import sys
 
@@ -108,11 +111,41 @@ class Refuse:
             raise ImportError(f"{name} is not in the Locust image")
 sys.meta_path.insert(0, Refuse())
 import numpy as np
-from loadtest.answers import judge_boxes, judge_top_k
+from loadtest.answers import rule_for
 import harness.deployment.discovery
 q = np.array([[[10, 10], [110, 10], [110, 40], [10, 40]]], np.float32)
-assert judge_boxes({"BOXES": q, "SCORES": np.ones(1)}, {"BOXES": q + 30, "SCORES": np.ones(1)}).change
-assert judge_top_k({"p": np.array([b"0.6:3"], dtype=object)}, {"p": np.array([b"0.6:3"], dtype=object)}).change is None
+boxes = {"BOXES": q, "SCORES": np.ones(1)}
+assert rule_for(boxes)(boxes, {"BOXES": q + 30, "SCORES": np.ones(1)}).change
+words = {**boxes, "TEXTS": np.array([b"SALE"], dtype=object)}
+assert rule_for(words)(words, {**words, "TEXTS": np.array([b"SOLE"], dtype=object)}).change
+top = {"p": np.array([b"0.6:3"], dtype=object)}
+assert rule_for(top)(top, top).change is None
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
+
+
+def judge_embedding(known, answer):
+    """A toy task's rule, registered by the test below as a new task would register its own."""
+    from harness.task_api import Judgement
+
+    moved = float(np.abs(answer["EMBEDDING"] - known["EMBEDDING"]).max())
+    return Judgement(None if moved == 0 else f"embedding moved by {moved:g}", moved)
+
+
+def test_the_load_test_judges_by_the_rule_a_task_registers(monkeypatch):
+    """The rules come from the task registry: a new task's answer is judged by its rule, and
+    the load test's module names no task."""
+    from harness.task import ANSWER_RULES, BUILT_IN, TASKS
+    from harness.task_api import AnswerRule
+
+    for name, rule in ANSWER_RULES.items():  # each shipped rule is a task's, holding what its models answer
+        task = TASKS[name]
+        assert name in BUILT_IN and callable(rule.load())
+        assert task.repository is None or set(task.repository.results) <= set(rule.outputs) or not rule.outputs
+    monkeypatch.setitem(ANSWER_RULES, "toy", AnswerRule(("EMBEDDING",), f"{__name__}:judge_embedding"))
+    vector = np.arange(4, dtype=np.float32)
+    known = KnownAnswers({"photo": {"EMBEDDING": vector}})
+    assert known.judge("photo", {"EMBEDDING": vector}).change is None
+    assert known.judge("photo", {"EMBEDDING": vector + 0.5}).change == "embedding moved by 0.5"
+    assert known.judge("other", {"EMBEDDING": vector}) is None

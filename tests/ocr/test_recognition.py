@@ -153,8 +153,9 @@ def test_the_dali_graph_makes_the_references_crops_and_inputs(p):
 
 
 def test_the_load_tests_rule_judges_an_ocr_models_words():
-    """loadtest.answers: the boxes by the detection rule, then the words of matched boxes."""
-    from loadtest.answers import judge_words, rule_for
+    """loadtest.answers asks the OCR task's rule: the boxes by the detection rule, then the words of matched boxes."""
+    from harness.ocr.compare import judge_answer as judge_words
+    from loadtest.answers import rule_for
 
     quads = np.array([[[10, 10], [90, 10], [90, 40], [10, 40]], [[10, 60], [90, 60], [90, 90], [10, 90]]], np.float32)
     known = {"BOXES": quads, "SCORES": np.array([0.9, 0.8], np.float32),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.segmentation.compare import judge_answer as judge_mask
 from harness.segmentation.postprocess import SegmentationPostprocess
 from harness.task import get_task
-from loadtest.answers import judge_mask, rule_for
+from loadtest.answers import rule_for
 from loadtest.responses import SEGMENTATION_RESULTS, RequestFailed, check_mask
 
 
