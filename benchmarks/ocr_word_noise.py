@@ -57,8 +57,9 @@ def main(argv=None) -> int:
     from harness.geometry import Geometry
     from harness.ocr.compare import needed_leads
     from harness.ocr.dali_recognition import CpuRecognitionRunner, word_samples
-    from harness.ocr.recognition import CtcDecoder, crop_box, parameters, to_input
+    from harness.ocr.recognition import CtcDecoder, parameters, to_input
     from harness.ocr.recognizer import TextRecognizer
+    from harness.operations.word_crop import crop_box
     from harness.preprocessing.dali_graph import CpuPipelineRunner
     from harness.spec import load_spec
 

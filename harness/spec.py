@@ -69,7 +69,8 @@ from typing import Any, Callable, Mapping
 
 from harness import operations, postprocessing
 from harness.errors import HarnessError
-from harness.operations import channels, normalization, resize_filter, resize_mode
+from harness.operations import channels, decode, normalization, resize_filter, resize_mode
+from harness.operations import crop as crop_operation
 
 SPEC_FILENAME = "preprocessing.toml"
 """Name of the spec at the root of a model repository; every model there reads it unless its
@@ -87,7 +88,6 @@ def spec_name_of(config: Mapping[str, Any]) -> str:
 DETECTOR_MODES = resize_mode.DETECTOR_MODES
 DTYPES = ("uint8", "float32")
 RECIPES = ("opencv", "torchvision", "torch", "dali")
-OFFSET_ROUNDINGS = ("auto", "half_up", "half_even", "floor")
 
 
 class SpecError(HarnessError, ValueError):
@@ -96,15 +96,15 @@ class SpecError(HarnessError, ValueError):
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """JPEG decoding. Defaults match libjpeg-turbo as OpenCV and PIL use it."""
+    """JPEG decoding (:mod:`harness.operations.decode`). Defaults match libjpeg-turbo as OpenCV and PIL use it."""
 
-    exif_orientation: bool = True
+    exif_orientation: bool = decode.EXIF_ORIENTATION.default
     """Rotate the image as its EXIF orientation tag says (cv2 and DALI do by default, PIL not)."""
-    fancy_upsampling: bool = True
+    fancy_upsampling: bool = decode.FANCY_UPSAMPLING.default
     """Smooth chroma upsampling like libjpeg; DALI's GPU decoder needs it set explicitly."""
-    fast_idct: bool = False
+    fast_idct: bool = decode.FAST_IDCT.default
     """libjpeg's fast, less accurate integer IDCT (DALI ``use_fast_idct``)."""
-    hw_decoder_load: float | None = None
+    hw_decoder_load: float | None = decode.HW_DECODER_LOAD.default
     """The share of each batch DALI's GPU decoder hands to the GPU's hardware JPEG engine
     (A100, H100, H200; DALI ``hw_decoder_load``), 0 to 1; None: DALI's default (0.9 in 2.1.1).
     ``harness preflight`` compares the engine's decode with the CUDA decoder's on a GPU host:
@@ -222,17 +222,14 @@ class ResizeSpec:
 
 @dataclass(frozen=True)
 class CropSpec:
-    """Center crop after the resize; offsets round half up, as DALI's ``crop_pos=0.5``."""
+    """Center crop after the resize (:mod:`harness.operations.crop`: its keys, offsets and kernels)."""
 
-    size: tuple[int, int] = (224, 224)
-    offset_rounding: str = "auto"
-    """``half_up`` (DALI), ``half_even`` (torchvision's round()), ``floor`` (the hand-written
-    ``(H - 224) // 2``), or ``auto``: the library's own."""
+    size: tuple[int, int] = crop_operation.SIZE.default
+    offset_rounding: str = crop_operation.OFFSET_ROUNDING.default
 
     def offsets(self, height: int, width: int) -> tuple[int, int]:
         """(top, left) of the centered crop window in an image of the given size (``auto``: half up)."""
-        rnd = {"half_even": round, "floor": math.floor}.get(self.offset_rounding, _round_half_up)
-        return (rnd((height - self.size[0]) / 2), rnd((width - self.size[1]) / 2))
+        return crop_operation.offsets(self, height, width)
 
 
 @dataclass(frozen=True)
@@ -486,11 +483,6 @@ _RESIZE_KEYS_OF_OTHER_MODES = {
 _SECTIONS = {"decode": DecodeSpec, "resize": ResizeSpec, "crop": CropSpec, "normalize": NormalizeSpec, "input": InputSpec}
 
 
-def _round_half_up(x: float) -> int:
-    # DALI rounds output sizes and crop offsets half up; Python's round() rounds half to even.
-    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
-
-
 MAX_SPEC_BYTES = 2 ** 20
 """The largest spec file read (1 MiB; a spec is a few hundred bytes): a spec pointed at a
 device or a huge file is refused, not read without end."""
@@ -611,10 +603,6 @@ def _check_choice(what: str, value: Any, choices: tuple[str, ...]) -> None:
 
 
 def _validate(p: Preprocess, source: str) -> None:
-    load = p.decode.hw_decoder_load
-    if load is not None and (not isinstance(load, float) or not 0.0 <= load <= 1.0):
-        raise SpecError(f"{source}: decode.hw_decoder_load = {load!r}; expected a number from 0 to 1 (or no key: DALI's "
-                        "default)")
     _check_choice(f"{source}: resize.dtype", p.resize.dtype, DTYPES)
     for key in operations.keys():
         if key.applies is not None and not key.applies(p):
@@ -623,7 +611,6 @@ def _validate(p: Preprocess, source: str) -> None:
             raise SpecError(wrong)
     if (wrong := operations.invalid(p)) is not None:
         raise SpecError(f"{source}: {wrong}")
-    _check_choice(f"{source}: crop.offset_rounding", p.crop.offset_rounding, OFFSET_ROUNDINGS)
     if p.resize.for_detector:
         _validate_detector(p, source)
         return _validate_normalize(p, source)

@@ -38,5 +38,5 @@ def pillow_ycbcr(data: bytes) -> dict[str, np.ndarray]:
     """Every stage of the aligned recipe on :func:`pillow_rgb`'s pixels."""
     decoded = pillow_rgb(data)
     resized = opencv.resize(decoded, SPEC.resize)
-    cropped = opencv.crop(resized, SPEC.crop)
+    cropped = opencv.canvas(resized, SPEC)
     return {"decode": decoded, "resize": resized, "crop": cropped, "input": opencv.normalize(cropped, SPEC)}

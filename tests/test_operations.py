@@ -18,7 +18,8 @@ from harness.spec import Preprocess, SpecError, parse_spec, with_overrides
 from harness.stage import Stage
 
 ROOT = Path(__file__).resolve().parents[1]
-MIGRATED = ("channel_order", "divide_by", "\"lanczos\"", "\"stretch\"", "pad_position", "limit_type", "antialias")
+MIGRATED = ("channel_order", "divide_by", "\"lanczos\"", "\"stretch\"", "pad_position", "limit_type", "antialias",
+            "offset_rounding", "exif_orientation", "fancy_upsampling", "fast_idct")
 """Spec keys (and values) whose operation is one module: each named in at most 3 source files."""
 
 
@@ -203,3 +204,123 @@ def test_each_modes_arithmetic_is_one_function_in_numbers_and_in_dali_nodes(resi
     for i, (h, w) in enumerate(sizes):
         expected = resize_mode.OPERATION.kernels["opencv"](h, w, r)
         assert tuple(int(v) for v in np.array(out[i])) == expected == r.output_size(h, w), (h, w)
+
+
+@pytest.mark.parametrize("rounding", ["auto", "half_up", "half_even", "floor"])
+def test_the_crop_kernels_of_every_backend_cut_the_window_of_the_offsets_rule(rounding):
+    """An odd margin on both sides (the half pixel each rounding settles differently): OpenCV's,
+    torchvision's (PIL and tensor) and DALI's crop kernels cut the window :func:`crop.offsets`
+    places; ``auto`` is each library's own (torchvision's round() half to even, the others' half up)."""
+    import torch
+    from PIL import Image
+
+    from harness.operations import crop
+
+    p = with_overrides(Preprocess(), crop={"size": [224, 224], "offset_rounding": rounding})
+    image = opencv.decode((PHOTOS_DIR / "fruits.jpg").read_bytes(), p.decode)[:257, :261]  # margins 16.5, 18.5
+    native = "half_even" if rounding == "auto" else rounding
+    top, left = crop.offsets(with_overrides(p, crop={"offset_rounding": native}).crop, 257, 261)
+    torchvision_window = image[top:top + 224, left:left + 224]
+    top, left = p.crop.offsets(257, 261)
+    window = image[top:top + 224, left:left + 224]
+    assert (top, left) == {"half_even": (16, 18), "floor": (16, 18)}.get(rounding, (17, 19))
+    np.testing.assert_array_equal(operations.apply(Stage.CROP, "opencv", image, p), window)
+    np.testing.assert_array_equal(np.asarray(operations.apply(Stage.CROP, "torchvision", Image.fromarray(image), p)),
+                                  torchvision_window)
+    tensor = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+    np.testing.assert_array_equal(operations.apply(Stage.CROP, "torch", tensor, p).permute(1, 2, 0).numpy(),
+                                  torchvision_window)
+    np.testing.assert_array_equal(_dali_stage(Stage.CROP, image, p), window)
+
+
+def test_a_detector_spec_is_not_cropped_by_any_backend():
+    """A detector's resize makes the model input itself: the crop's kernels pass its image through."""
+    image = np.zeros((300, 260, 3), np.uint8)
+    detector = with_overrides(Preprocess(), resize={"mode": "limit_side"})
+    for p, shape in ((detector, (300, 260, 3)), (Preprocess(), (224, 224, 3))):
+        assert operations.apply(Stage.CROP, "opencv", image, p).shape == shape
+        assert _dali_stage(Stage.CROP, image, p).shape == shape
+
+
+def test_the_decoders_switches_are_refused_by_opencv_alone_by_the_one_rule():
+    """cv2.imdecode has libjpeg's defaults only: the decode's OpenCV kernel refuses a switch
+    (serving and diagnose alike); DALI's and the reference's decoders take it."""
+    from harness.reference import BUILT_IN
+
+    fast = with_overrides(Preprocess(), decode={"fast_idct": True})
+    assert "cv2.imdecode always uses fancy upsampling" in operations.refusal("opencv", fast)
+    with pytest.raises(SpecError, match="cv2.imdecode always uses"):
+        opencv.check_supported(fast)
+    assert operations.refusal("dali", fast) is None and operations.refusal("torchvision", fast) is None
+    photo = (PHOTOS_DIR / "baboon.jpg").read_bytes()
+    fast_decoded = BUILT_IN["opencv"](fast)(photo)[Stage.DECODE]  # the reference's libjpeg-turbo
+    assert np.abs(fast_decoded.astype(int) - opencv.decode(photo, fast.decode).astype(int)).max() > 0
+
+
+def test_the_catalogue_offers_each_operations_alternatives():
+    """Diagnose's hypotheses of the crop and the decode come from their modules: one per
+    rounding not the reference's, one per decoder switch flipped; none of the crop for a detector."""
+    from harness.diagnose.catalogue import candidate_hypotheses
+
+    p = Preprocess()
+    offered = {a.name: a.culprit for a in operations.alternatives("opencv", p, p, "crop", "decode")}
+    names = {h.name: h.culprit for h in candidate_hypotheses("opencv", p, p)}
+    assert offered.items() <= names.items()
+    assert {n for n, c in offered.items() if c == "crop offset rounding"} == {
+        "crop offsets rounded half_up", "crop offsets rounded half_even", "crop offsets rounded floor"}
+    assert {"fancy upsampling off", "fast IDCT", "EXIF orientation ignored"} <= set(offered)
+    detector = with_overrides(p, resize={"mode": "letterbox", "size": [640, 640]})
+    assert not [h for h in candidate_hypotheses("opencv", detector, detector) if h.culprit == "crop offset rounding"]
+
+
+@pytest.mark.parametrize("table", [{}, {"crop": "axis_aligned"}, {"rotate_ratio": 0.0}, {"rotate_ratio": 5.0}])
+def test_the_word_crops_geometry_rule_is_what_its_kernels_cut(table):
+    """The recognizer's crop: its geometry rule (the warp and size the ocr models send the DALI
+    kernel) gives the OpenCV kernel's crop, a tall box turned upright by the one rotation rule."""
+    from harness.ocr.recognition import parameters
+    from harness.operations import word_crop
+
+    p = parameters(table)
+    image = opencv.decode((PHOTOS_DIR / "fruits.jpg").read_bytes(), Preprocess().decode)
+    for quad in ([[40, 30], [70, 32], [69, 150], [39, 149]], [[100, 100], [260, 110], [258, 140], [98, 131]]):
+        crop = word_crop.crop_box(image, np.array(quad, np.float32), p)
+        matrix, size = word_crop.crop_geometry(quad, p, image.shape[:2])
+        assert crop.shape[:2] == size
+        tall = quad[2][1] - quad[0][1] > 100  # 4 times higher than wide: turned where the rule's ratio is 1.5
+        assert crop.shape[0] < crop.shape[1] if not tall or p.rotate_ratio == 1.5 else crop.shape[0] > crop.shape[1]
+        assert np.abs(_dali_word(image, matrix, size).astype(int) - crop.astype(int)).mean() < 1.0
+
+
+def _dali_word(image: np.ndarray, matrix: np.ndarray, size) -> np.ndarray:
+    from nvidia.dali import fn, pipeline_def, types
+
+    from harness.operations import word_crop
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def pipeline():
+        region = fn.external_source(name="IMAGE", dtype=types.UINT8, ndim=3, layout="HWC")
+        warp = fn.external_source(name="MATRIX", dtype=types.FLOAT, ndim=2)
+        extent = fn.external_source(name="SIZE", dtype=types.FLOAT, ndim=1)
+        return word_crop.OPERATION.kernels["dali"](region, warp, extent)
+
+    pipe = pipeline()
+    pipe.build()
+    for name, value in (("IMAGE", image), ("MATRIX", matrix.astype(np.float32)), ("SIZE", np.array(size, np.float32))):
+        pipe.feed_input(name, [np.ascontiguousarray(value)])
+    (out,) = pipe.run()
+    return np.array(out[0])
+
+
+def _dali_stage(stage: Stage, image: np.ndarray, p: Preprocess) -> np.ndarray:
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def pipeline():
+        node = fn.external_source(name="IMAGE", device="cpu", dtype=types.UINT8, ndim=3, layout="HWC")
+        return operations.apply(stage, "dali", node, p)
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.feed_input("IMAGE", [np.ascontiguousarray(image)])
+    (out,) = pipe.run()
+    return np.array(out[0])

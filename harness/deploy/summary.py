@@ -4,6 +4,7 @@ validated, and per stage of the self-check what DALI does not replay exactly and
 from __future__ import annotations
 
 from harness.formatting import fmt
+from harness.operations import crop, decode
 from harness.spec import SPEC_FILENAME, load_spec
 from harness.stage import Stage
 from harness.verdict import Verdict
@@ -13,10 +14,10 @@ def operation(stage: Stage, p) -> str:
     """The spec's operation at ``stage``, in words (which one leaves the difference)."""
     r, n = p.resize, p.normalize
     return {
-        Stage.DECODE: "decode" + ("" if p.decode.exif_orientation else ", EXIF orientation ignored (as PIL opens it)"),
+        Stage.DECODE: decode.describe(p),
         Stage.RESIZE: f"resize {r.extent()} {r.interpolation}" + (", PIL's resampling" if r.resampling == "pil" else "")
                       + (f", sizes rounded {r.size_rounding}" if r.mode == "shorter_side" else ""),
-        Stage.CROP: f"center crop {list(p.crop.size)}, offsets rounded {p.crop.offset_rounding}",
+        Stage.CROP: crop.describe(p),
         Stage.INPUT: f"normalize x/255*{fmt(n.pixel_range)}, mean [{', '.join(map(fmt, n.mean))}], std "
                      f"[{', '.join(map(fmt, n.std))}]",
         Stage.OUTPUT: "the model (ONNX Runtime here, TensorRT on the GPU)",

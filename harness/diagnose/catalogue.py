@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness import operations
-from harness.operations import resize_mode
+from harness.operations import crop
 from harness.reference import BUILT_IN
 from harness.spec import Preprocess, SpecError, with_overrides
 
@@ -74,7 +74,7 @@ def resolve_auto(recipe: str, p: Preprocess) -> Preprocess:
     return with_overrides(
         p,
         resize={"size_rounding": size if p.resize.size_rounding == "auto" else p.resize.size_rounding},
-        crop={"offset_rounding": offset if p.crop.offset_rounding == "auto" else p.crop.offset_rounding},
+        **crop.spelled_out(p, offset),
     )
 
 
@@ -86,11 +86,7 @@ def candidate_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> 
     hs += [H(f"resize with {lib}", "resize library", recipe=lib) for lib in BUILT_IN if lib != recipe]
     hs.append(H(f"resize on {'uint8' if ref.resize.dtype == 'float32' else 'float32'}", "resize dtype",
                 {"resize": {"dtype": "uint8" if ref.resize.dtype == "float32" else "float32"}}))
-    hs += of_operations(recipe, ref, deployed, "resize mode")
-    if ref.resize.for_detector:  # a detector's resize makes the model input itself: no crop, no size rounding
-        return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
-    hs += [H(f"crop offsets rounded {r}", resize_mode.CROP_ROUNDING_CULPRIT, {"crop": {"offset_rounding": r}})
-           for r in ("half_up", "half_even", "floor") if r != ref.crop.offset_rounding]
+    hs += of_operations(recipe, ref, deployed, "resize mode", "crop")
     return _unique(hs + _common_hypotheses(recipe, ref, deployed), recipe, ref)
 
 
@@ -138,13 +134,7 @@ def setting_key(h: Hypothesis, recipe: str, ref: Preprocess) -> tuple:
 def _common_hypotheses(recipe: str, ref: Preprocess, deployed: Preprocess) -> list[Hypothesis]:
     """Culprits of every model's preprocessing: normalization, JPEG decoding, EXIF, precision."""
     H = Hypothesis
-    hs = of_operations(recipe, ref, deployed, "normalization")
-    d = ref.decode
-    hs.append(H(f"fancy upsampling {'off' if d.fancy_upsampling else 'on'}", "JPEG chroma upsampling",
-                {"decode": {"fancy_upsampling": not d.fancy_upsampling}}))
-    hs.append(H(f"{'accurate' if d.fast_idct else 'fast'} IDCT", "JPEG IDCT", {"decode": {"fast_idct": not d.fast_idct}}))
-    hs.append(H(f"EXIF orientation {'ignored' if d.exif_orientation else 'applied'}", "EXIF orientation",
-                {"decode": {"exif_orientation": not d.exif_orientation}}))
+    hs = of_operations(recipe, ref, deployed, "normalization", "decode")
     hs.append(H("model in fp16", "model precision", fp16=True))
     return hs
 

@@ -1,7 +1,7 @@
 """The recognizer's preprocessing as a DALI graph: one sample per word.
 
 Each sample carries its word's region of the decoded image and its geometry, which the ocr
-model computes with the reference's own arithmetic (:func:`harness.ocr.recognition.crop_geometry`,
+model computes with the reference's own arithmetic (:func:`harness.operations.word_crop.crop_geometry`,
 :func:`harness.ocr.recognition.input_width`): ``IMAGE`` (HWC uint8 RGB: the box's bounding
 rectangle with :data:`REGION_MARGIN` pixels around it, within the image), ``MATRIX`` (3x3, the
 region's pixels to the crop's, the quarter turn of a tall crop folded in), ``SIZE`` (the crop's
@@ -9,8 +9,8 @@ height and width) and ``WIDTHS`` (the resized crop's width and the padded input'
 is decoded once per request, by the DALI decode of the detector's preprocessing (its taps
 model's ``DECODED``): a region, not the whole image, travels with each word (a 1,000-word page
 cost 1,000 decodes of the whole file before). The graph warps the box upright
-(``experimental.warp_perspective``: bicubic, border replicated, pixel centres at integers as
-OpenCV's: the region holds every pixel the warp reads, so the crop is the whole image's),
+(the word crop's DALI kernel, :func:`harness.operations.word_crop.warp`: the region holds
+every pixel the warp reads, so the crop is the whole image's),
 orders the channels, resizes to the spec's height (``cv2.resize``'s own filter, by the resize
 filter's DALI kernel),
 normalizes to CHW float and pads the width with the spec's ``pad_value``. Outputs ``CROP`` (the
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.ocr.recognition import Recognition
-from harness.operations import channels, resize_filter
+from harness.operations import channels, resize_filter, word_crop
 
 INPUTS = ("IMAGE", "MATRIX", "SIZE", "WIDTHS")
 OUTPUTS = ("CROP", "INPUT")
@@ -54,8 +54,7 @@ def recognition_graph(p: Recognition, device: str = "gpu"):
     size = dmath.clamp(size, 1.0, dmath.sqrt(shape[0] * shape[0] + shape[1] * shape[1]) + 1.0)
     widths = dmath.clamp(widths, 1.0, float(p.max_width))
     image = region.gpu() if device == "gpu" else region
-    crop = fn.experimental.warp_perspective(image, matrix=matrix, size=size, inverse_map=False, border_mode="replicate",
-                                            interp_type=types.INTERP_CUBIC, pixel_origin="center")
+    crop = word_crop.warp(image, matrix, size)
     ordered = channels.dali_hwc(crop, p)
     resized = resize_filter.OPERATION.kernels["dali"](ordered, dict(resize_x=widths[0], resize_y=float(p.height)),
                                                       resize_filter.CV2_DEFAULT)
@@ -102,12 +101,12 @@ def served_pipeline(dali_file: str):
 def word_samples(image: np.ndarray, quads: np.ndarray, p: Recognition) -> dict[str, list]:
     """The graph's inputs for each box of one decoded image (HWC uint8 RGB): its region and the
     warp from the region's pixels (the whole image's warp, moved by the region's corner)."""
-    from harness.ocr.recognition import crop_geometry, input_width
+    from harness.ocr.recognition import input_width
 
     out = {name: [] for name in INPUTS}
     height_px, width_px = image.shape[:2]
     for quad in quads:
-        matrix, (height, width) = crop_geometry(quad, p, (height_px, width_px))
+        matrix, (height, width) = word_crop.crop_geometry(quad, p, (height_px, width_px))
         points = np.asarray(quad, np.float64).reshape(4, 2)
         x0, y0 = (max(0, min(int(math.floor(v)) - REGION_MARGIN, limit - 1))
                   for v, limit in zip(points.min(axis=0), (width_px, height_px)))

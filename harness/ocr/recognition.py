@@ -3,10 +3,9 @@
 One box of the detector (a quad, x, y corners clockwise from the top left, in the photo's
 pixels) becomes a word in four steps, each a stage the harness compares:
 
-- ``crop``: the box cut out upright (``crop = "perspective"``: PaddleOCR's
-  ``get_rotate_crop_image``, a perspective warp to the box's longer edge lengths, bicubic,
-  border replicated; ``"axis_aligned"``: the box's bounding rectangle), turned 90 degrees
-  counterclockwise when its height is at least ``rotate_ratio`` times its width;
+- ``crop``: the box cut out upright, a perspective warp or its bounding rectangle, turned a
+  quarter when it stands tall (:mod:`harness.operations.word_crop`: the operation's keys,
+  kernels, rotation rule and alternatives);
 - ``input``: resized to ``height`` keeping the aspect ratio (``cv2.resize`` bilinear), the
   width capped at ``max_width``, ``x / 255``, ``(x - mean) / std`` in ``channel_order``,
   padded on the right with ``pad_value`` up to ``width`` (rapidocr's ``rec_img_shape``);
@@ -32,10 +31,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.operations import channels, resize_filter
+from harness.operations import channels, resize_filter, word_crop
 from harness.spec import register_table
 
-CROPS = ("perspective", "axis_aligned")
 DICTIONARY_FILENAME = "dictionary.txt"
 """The recognizer's dictionary, one character a line, written beside its ONNX by ``harness
 model export`` from the ONNX metadata (the server reads it there: a TensorRT plan has no metadata)."""
@@ -60,8 +58,9 @@ class Recognition:
     std: tuple[float, float, float] = (0.5, 0.5, 0.5)
     channel_order: str = "BGR"
     """PaddleOCR trains on cv2's BGR images."""
-    crop: str = "perspective"
-    rotate_ratio: float = 1.5
+    crop: str = word_crop.CROP.default
+    """How a box is cut out (:mod:`harness.operations.word_crop`: the crop's kernels and its rotation rule)."""
+    rotate_ratio: float = word_crop.ROTATE_RATIO.default
     """A crop at least this many times higher than wide is turned upright; 0: never."""
     blank_index: int = 0
     """Where CTC's blank sits in the class axis (the dictionary follows it)."""
@@ -74,8 +73,8 @@ class Recognition:
     the others are left out and counted (the ocr models' ``WORDS_UNREAD``)."""
 
     def __post_init__(self):
-        if self.crop not in CROPS:
-            raise ValueError(f"[recognition] crop must be one of {', '.join(CROPS)}, got {self.crop!r}")
+        if self.crop not in word_crop.CROPS:
+            raise ValueError(f"[recognition] crop must be one of {', '.join(word_crop.CROPS)}, got {self.crop!r}")
         if self.channel_order not in channels.ORDERS:
             raise ValueError(f"[recognition] channel_order must be one of {', '.join(channels.ORDERS)}, "
                              f"got {self.channel_order!r}")
@@ -128,64 +127,6 @@ def words_read(scores: np.ndarray, p: Recognition) -> np.ndarray:
     if len(scores) <= p.max_words:
         return np.arange(len(scores))
     return np.sort(np.argsort(-scores, kind="stable")[:p.max_words])
-
-
-# -- crop ------------------------------------------------------------------------------------------
-
-
-def crop_geometry(quad: np.ndarray, p: Recognition, image_size: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
-    """The warp that cuts one box out upright in one step, for a warp operator (DALI's
-    ``warp_perspective``, pixel centres at integers as in OpenCV): (the 3x3 matrix from the
-    image's pixels to the crop's, the crop's (height, width)). The quarter turn of a tall crop
-    is folded into the matrix: the same source points as :func:`crop_box`'s warp then turn."""
-    import cv2
-
-    points = np.asarray(quad, np.float32).reshape(4, 2)
-    if p.crop == "axis_aligned":
-        (x0, y0), (x1, y1) = _bounds(points, image_size)
-        matrix, height, width = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64), y1 - y0, x1 - x0
-    else:
-        width, height = _edges(points)
-        target = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float32)
-        matrix = cv2.getPerspectiveTransform(points, target)
-    if p.rotate_ratio and height / width >= p.rotate_ratio:  # np.rot90: (x, y) -> (y, width - 1 - x)
-        matrix = np.array([[0, 1, 0], [-1, 0, width - 1], [0, 0, 1]], np.float64) @ matrix
-        height, width = width, height
-    return matrix, (int(height), int(width))
-
-
-def _edges(points: np.ndarray) -> tuple[int, int]:
-    """get_rotate_crop_image's crop size of a quad: (width, height), the longer of each pair of edges."""
-    width = int(max(np.linalg.norm(points[0] - points[1]), np.linalg.norm(points[2] - points[3])))
-    height = int(max(np.linalg.norm(points[0] - points[3]), np.linalg.norm(points[1] - points[2])))
-    return max(width, 1), max(height, 1)
-
-
-def _bounds(points: np.ndarray, image_size: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The axis-aligned rectangle of a quad's pixels within the image: ((x0, y0), (x1, y1)), x1 > x0, y1 > y0."""
-    h, w = image_size
-    x0, y0 = np.clip(np.floor(points.min(axis=0)).astype(int), 0, [w - 1, h - 1])
-    x1, y1 = np.clip(np.ceil(points.max(axis=0)).astype(int), [x0 + 1, y0 + 1], [w, h])
-    return (int(x0), int(y0)), (int(x1), int(y1))
-
-
-def crop_box(image: np.ndarray, quad: np.ndarray, p: Recognition) -> np.ndarray:
-    """One box of ``image`` (HWC uint8) cut out upright (``crop`` stage)."""
-    import cv2
-
-    points = np.asarray(quad, np.float32).reshape(4, 2)
-    if p.crop == "axis_aligned":
-        (x0, y0), (x1, y1) = _bounds(points, image.shape[:2])
-        out = np.ascontiguousarray(image[y0:y1, x0:x1])
-    else:
-        width, height = _edges(points)
-        target = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float32)
-        matrix = cv2.getPerspectiveTransform(points, target)
-        out = cv2.warpPerspective(image, matrix, (width, height), borderMode=cv2.BORDER_REPLICATE,
-                                  flags=cv2.INTER_CUBIC)
-    if p.rotate_ratio and out.shape[0] / out.shape[1] >= p.rotate_ratio:
-        out = np.ascontiguousarray(np.rot90(out))
-    return out
 
 
 # -- the model input ------------------------------------------------------------------------------

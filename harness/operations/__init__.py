@@ -60,11 +60,12 @@ def apply(stage: Stage, backend: str, x: Any, p: Any) -> Any:
     return x
 
 
-def refusal(backend: str, p: Any) -> str | None:
+def refusal(backend: str, p: Any, but: tuple[Operation, ...] = ()) -> str | None:
     """Why ``backend`` cannot preprocess as ``p`` asks, by the first operation that refuses
-    (None: every operation can)."""
+    (None: every operation can); ``but``: operations another library does there (a reference
+    recipe's own decoder of the switches)."""
     for op in OPERATIONS.values():
-        if (reason := op.refusal(backend, p)) is not None:
+        if op not in but and (reason := op.refusal(backend, p)) is not None:
             return reason
     return None
 
@@ -93,9 +94,10 @@ def hint(stage: Stage) -> str:
 
 
 # The built-in operations, in pipeline order: within a stage, the order their kernels run.
-from harness.operations import channels, normalization, resize_filter, resize_mode  # noqa: E402
+from harness.operations import channels, crop, decode, normalization, resize_filter, resize_mode  # noqa: E402
 
-for _operation in (resize_filter.OPERATION, resize_mode.OPERATION, normalization.OPERATION, channels.OPERATION):
+for _operation in (decode.OPERATION, resize_filter.OPERATION, resize_mode.OPERATION, crop.OPERATION, normalization.OPERATION,
+                   channels.OPERATION):
     register(_operation)
 
 

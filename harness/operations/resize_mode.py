@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 
 from harness.operations.base import Alternative, Key, Operation
+from harness.operations.crop import ROUNDING_CULPRIT as CROP_ROUNDING_CULPRIT
+from harness.operations.crop import round_half_up
 from harness.stage import Stage
 
 MODES = ("shorter_side", "stretch", "letterbox", "limit_side")
@@ -47,7 +49,6 @@ det config, 640 and 1280 in YOLO-style ports, 480 for speed)."""
 
 SIZE_ROUNDING_CULPRIT, LIMIT_TYPE_CULPRIT, LIMIT_LENGTH_CULPRIT = "output-size rounding", "limit type", "limit side length"
 PAD_POSITION_CULPRIT, PAD_ROUNDING_CULPRIT = "letterbox pad position", "letterbox padding rounding"
-CROP_ROUNDING_CULPRIT = "crop offset rounding"
 """The crop's offsets' rounding (diagnose's catalogue offers it): the partner of the sizes' rounding."""
 PARTNERS = (
     (LIMIT_TYPE_CULPRIT, LIMIT_LENGTH_CULPRIT),  # PaddleOCR's limit type with its side length (det_limit_*)
@@ -158,18 +159,13 @@ OPERATION = Operation(
 # A function reads its mode's keys of a spec's [resize] table or of harness.geometry's record.
 
 
-def _half_up(x: float) -> int:
-    """DALI's rounding of output sizes (Python's round() goes half to even); x >= 0."""
-    return int(x + 0.5)
-
-
 def shorter_side_size(height: int, width: int, r) -> tuple[int, int]:
     """The shorter side to ``r.size[0]`` exactly, the other scaled (``size * long / short``) and
     rounded as ``r.size_rounding`` says (``floor``: torchvision's int(); else half up, as DALI).
     (``short * (size / short)`` can fall below ``size`` in floating point: 694 * (256 / 694) is
     255.99..., which ``floor`` truncated to 255 where DALI and torchvision give 256.)"""
     size = r.size[0]
-    rnd = int if r.size_rounding == "floor" else _half_up
+    rnd = int if r.size_rounding == "floor" else round_half_up  # DALI's; Python's round() goes half to even
     if height <= width:
         return size, max(1, rnd(size * width / height))
     return max(1, rnd(size * height / width)), size
@@ -217,44 +213,16 @@ def output_size(height: int, width: int, r) -> tuple[int, int]:
     return SIZES[r.mode](height, width, r)
 
 
-def dali_sides(image):
-    """(height, width) of an HWC image as float64 DALI nodes."""
-    import nvidia.dali.fn as fn  # the backend's own library, imported where its kernel runs
-    import nvidia.dali.types as types
-
-    shape = fn.cast(image.shape(), dtype=types.FLOAT64)
-    return shape[0], shape[1]
-
-
-def dali_round_half_even(x):
-    """Python's ``round`` of a non-negative float64 node."""
-    import nvidia.dali.math as dmath
-
-    q = dmath.floor(x)
-    r = x - q
-    odd = q - 2.0 * dmath.floor(q / 2.0)
-    return q + (r > 0.5) + (r == 0.5) * odd
-
-
-def dali_round(x, rounding: str):
-    """A non-negative float64 node rounded as ``rounding`` says (``auto`` is DALI's: half up)."""
-    import nvidia.dali.math as dmath
-
-    if rounding == "floor":
-        return dmath.floor(x)
-    if rounding == "half_even":
-        return dali_round_half_even(x)
-    return dmath.floor(x + 0.5)
-
-
 def _dali_shorter_side(image, r):
     import nvidia.dali.math as dmath
 
-    h, w = dali_sides(image)
+    import harness.operations.dali_nodes as dali_nodes
+
+    h, w = dali_nodes.sides(image)
     size = float(r.size[0])
     height_shorter = h <= w
-    long_height = dali_round(size * h / w, r.size_rounding)
-    long_width = dali_round(size * w / h, r.size_rounding)
+    long_height = dali_nodes.rounded(size * h / w, r.size_rounding)
+    long_width = dali_nodes.rounded(size * w / h, r.size_rounding)
     # the shorter side is `size`; the other is scaled (select by the comparison: 0 or 1)
     height = height_shorter * size + (1.0 - height_shorter) * long_height
     width = height_shorter * long_width + (1.0 - height_shorter) * size
@@ -262,24 +230,30 @@ def _dali_shorter_side(image, r):
 
 
 def _dali_stretch(image, r):
-    h, w = dali_sides(image)
+    import harness.operations.dali_nodes as dali_nodes  # imports DALI: only where a DALI kernel runs
+
+    h, w = dali_nodes.sides(image)
     return 0.0 * h + float(r.size[0]), 0.0 * w + float(r.size[-1])
 
 
 def _dali_letterbox(image, r):
     import nvidia.dali.math as dmath
 
-    h, w = dali_sides(image)
+    import harness.operations.dali_nodes as dali_nodes
+
+    h, w = dali_nodes.sides(image)
     ratio = dmath.min(float(r.size[0]) / h, float(r.size[-1]) / w)
     if not r.scaleup:
         ratio = dmath.min(ratio, 1.0)
-    return dmath.max(dali_round_half_even(h * ratio), 1.0), dmath.max(dali_round_half_even(w * ratio), 1.0)
+    return dmath.max(dali_nodes.round_half_even(h * ratio), 1.0), dmath.max(dali_nodes.round_half_even(w * ratio), 1.0)
 
 
 def _dali_limit_side(image, r):
     import nvidia.dali.math as dmath
 
-    h, w = dali_sides(image)
+    import harness.operations.dali_nodes as dali_nodes
+
+    h, w = dali_nodes.sides(image)
     if r.limit_type == "max":
         longer = dmath.max(h, w)
         ratio = 1.0 + (longer > r.limit_side_len) * (r.limit_side_len / longer - 1.0)
@@ -291,7 +265,7 @@ def _dali_limit_side(image, r):
         longest = dmath.max(*scaled)
         cap = 1.0 + (longest > r.max_side_limit) * (float(r.max_side_limit) / longest - 1.0)
         scaled = [dmath.floor(side * cap) for side in scaled]
-    return tuple(dali_round_half_even(side / r.multiple) * r.multiple for side in scaled)
+    return tuple(dali_nodes.round_half_even(side / r.multiple) * r.multiple for side in scaled)
 
 
 DALI_SIZES = {"shorter_side": _dali_shorter_side, "stretch": _dali_stretch, "letterbox": _dali_letterbox,

@@ -15,10 +15,11 @@ import nvidia.dali.types as types
 from nvidia.dali import pipeline_def
 
 from harness import operations
+from harness.operations import decode as decode_operation
 from harness.operations import resize_filter, resize_mode
 from harness.preprocessing import Step, run_steps
 from harness.preprocessing.image_check import ImageError, identify, validate
-from harness.spec import CropSpec, DecodeSpec, Preprocess, SpecError
+from harness.spec import DecodeSpec, Preprocess, SpecError
 from harness.stage import Stage
 
 INPUT_NAME = "IMAGE"
@@ -31,24 +32,9 @@ def check_supported(p: Preprocess) -> None:
 
 
 def decode(encoded, spec: DecodeSpec, device: str):
-    """File bytes -> HWC uint8 RGB, on the CPU (``device="cpu"``) or with nvJPEG (``"mixed"``).
-
-    ``fn.experimental.decoders.image`` (nvImageCodec), not ``fn.decoders.image``: in the DALI
-    of the production release (deploy/versions.toml) the latter is the legacy decoder, which
-    has no ``adjust_orientation`` and ignores EXIF orientation.
-    """
-    # hw_decoder_load only when the spec sets it: otherwise DALI's default, and the serialized
-    # pipeline names no argument the spec did not
-    hardware = {} if spec.hw_decoder_load is None else {"hw_decoder_load": spec.hw_decoder_load}
-    return fn.experimental.decoders.image(
-        encoded,
-        device=device,
-        output_type=types.RGB,
-        adjust_orientation=spec.exif_orientation,
-        jpeg_fancy_upsampling=spec.fancy_upsampling,
-        use_fast_idct=spec.fast_idct,
-        **hardware,
-    )
+    """File bytes -> HWC uint8 RGB, on the CPU (``device="cpu"``) or with nvJPEG (``"mixed"``):
+    the decode's DALI kernel (:func:`harness.operations.decode.with_dali`)."""
+    return decode_operation.with_dali(encoded, spec, device)
 
 
 def decode_images(images: list[bytes], spec: DecodeSpec, device: str = "mixed", device_id: int | None = 0) -> list[np.ndarray]:
@@ -78,26 +64,16 @@ def resize(image, p: Preprocess):
     return resize_filter.OPERATION.kernels["dali"](image, resize_mode.OPERATION.kernels["dali"](image, spec), spec)
 
 
-def crop(image, spec: CropSpec):
-    """Center crop (DALI rounds the offsets half up; other roundings are computed in the graph)."""
-    if spec.offset_rounding not in ("auto", "half_up"):
-        from harness.preprocessing import dali_pil
-
-        return dali_pil.center_crop(image, spec)
-    return fn.crop(image, crop_h=spec.size[0], crop_w=spec.size[1], crop_pos_x=0.5, crop_pos_y=0.5)
-
-
 def canvas(image, p: Preprocess):
     """The ``crop`` stage: the center crop, or a detector's model-input canvas (the letterbox's
-    padding around the resized image; a limit-side resize's image as it is)."""
+    padding around the resized image; a limit-side resize's image as it is: the crop's kernels
+    pass a detector's image through)."""
     if p.resize.mode == "letterbox":
         from harness.preprocessing import dali_resize
 
         letterbox = p.resize.detector()
         return dali_resize.pad(image, dali_resize.letterbox_padding(image, letterbox), letterbox)
-    if p.resize.for_detector:
-        return image
-    return crop(image, p.crop)
+    return operations.apply(Stage.CROP, "dali", image, p)
 
 
 def geometry_of(decoded, resized, p: Preprocess):
@@ -184,9 +160,8 @@ class CpuPipelineRunner:
                device_id: int | None = None, geometry: bool | None = None):
         """The runner's pipeline, defined but not built: ``serialize()`` works without a GPU
         even for the ``mixed`` decoder (``device_id=None``); building it needs one."""
-        if cls.decoder == "cpu" and not p.decode.fancy_upsampling:
-            raise SpecError("DALI's CPU decoder always upsamples chroma like libjpeg: decode.fancy_upsampling = false "
-                            "takes effect only on the GPU (mixed) decoder, which this machine cannot run")
+        if cls.decoder == "cpu" and (reason := decode_operation.cpu_refusal(p)) is not None:
+            raise SpecError(reason)
 
         @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1)
         def pipeline():

@@ -34,20 +34,8 @@ import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.operations import resize_filter
-from harness.operations.resize_mode import dali_round as _round
-from harness.operations.resize_mode import dali_sides as _sides
-from harness.spec import CropSpec, ResizeSpec
-
-
-def center_crop(image, spec: CropSpec):
-    """The center crop with its offsets rounded as ``spec.offset_rounding`` says (``floor``: the
-    hand-written ``(H - 224) // 2`` and Hugging Face's; ``half_even``: torchvision's round())."""
-    h, w = _sides(image)
-    top = _round((h - spec.size[0]) / 2.0, spec.offset_rounding)
-    left = _round((w - spec.size[1]) / 2.0, spec.offset_rounding)
-    return fn.slice(image, fn.cast(fn.stack(top, left), dtype=types.FLOAT),
-                    fn.cast(fn.stack(0.0 * h + spec.size[0], 0.0 * w + spec.size[1]), dtype=types.FLOAT),
-                    axes=[0, 1], normalized_anchor=False, normalized_shape=False)
+from harness.operations.dali_nodes import sides as _sides
+from harness.spec import ResizeSpec
 
 
 def _filtered(image, height, width, axis: int, interpolation: str):

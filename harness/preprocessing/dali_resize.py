@@ -24,7 +24,7 @@ import nvidia.dali.types as types
 
 from harness.geometry import Letterbox, LimitSide
 from harness.operations import resize_filter, resize_mode
-from harness.operations.resize_mode import dali_sides as _sides
+from harness.operations.dali_nodes import sides as _sides
 
 
 def _resize(image, height, width):

@@ -12,32 +12,30 @@ import cv2
 import numpy as np
 
 from harness import operations
+from harness.operations import decode as decode_operation
 from harness.operations import resize_filter
 from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import ImageError, check_resize, identify
-from harness.spec import CropSpec, DecodeSpec, Preprocess, ResizeSpec, SpecError
+from harness.spec import DecodeSpec, Preprocess, ResizeSpec, SpecError
 from harness.stage import Stage
 
 
 def check_supported(p: Preprocess, decode: bool = True) -> None:
     """Raise :class:`SpecError` for settings OpenCV cannot honour (rather than ignore them);
     ``decode=False`` when another decoder handles the decode options."""
-    if (reason := operations.refusal("opencv", p)) is not None:
+    reason = operations.refusal("opencv", p) if decode else operations.refusal("opencv", p, but=(decode_operation.OPERATION,))
+    if reason is not None:
         raise SpecError(reason)
-    if decode and (not p.decode.fancy_upsampling or p.decode.fast_idct):
-        raise SpecError("cv2.imdecode always uses fancy upsampling and the accurate IDCT; "
-                        "set decode.fancy_upsampling = true and decode.fast_idct = false")
 
 
 def decode(data: np.ndarray | bytes, spec: DecodeSpec) -> np.ndarray:
-    """File bytes -> HWC uint8 RGB."""
+    """File bytes -> HWC uint8 RGB (the image checked first), by the decode's OpenCV kernel."""
     kind = identify(data)
     buf = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray)) else np.ascontiguousarray(data).reshape(-1)
-    flags = cv2.IMREAD_COLOR if spec.exif_orientation else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
-    bgr = cv2.imdecode(buf, flags)
-    if bgr is None:
+    rgb = decode_operation.with_cv2(buf, spec)
+    if rgb is None:
         raise ImageError(f"corrupt {kind}: OpenCV could not decode it")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    return rgb
 
 
 def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
@@ -46,15 +44,10 @@ def resize(image: np.ndarray, spec: ResizeSpec) -> np.ndarray:
     return resize_filter.OPERATION.kernels["opencv"](image, spec.output_size(*image.shape[:2]), spec)
 
 
-def crop(image: np.ndarray, spec: CropSpec) -> np.ndarray:
-    """Center crop, offsets rounded half up."""
-    top, left = spec.offsets(*image.shape[:2])
-    return image[top:top + spec.size[0], left:left + spec.size[1]]
-
-
 def canvas(image: np.ndarray, p: Preprocess) -> np.ndarray:
     """The ``crop`` stage: the center crop, or a detector's model-input canvas (the letterbox's
-    padding, ``cv2.copyMakeBorder`` in the pad value; a limit-side resize's image as it is)."""
+    padding, ``cv2.copyMakeBorder`` in the pad value; a limit-side resize's image as it is: the
+    crop's kernels pass a detector's image through)."""
     if p.resize.mode == "letterbox":
         from harness.geometry import letterbox_padding
 
@@ -63,9 +56,7 @@ def canvas(image: np.ndarray, p: Preprocess) -> np.ndarray:
             return image
         value = (float(p.resize.pad_value),) * (image.shape[2] if image.ndim == 3 else 1)
         return cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=value)
-    if p.resize.for_detector:
-        return image
-    return crop(image, p.crop)
+    return operations.apply(Stage.CROP, "opencv", image, p)
 
 
 def geometry(decoded: np.ndarray, p: Preprocess) -> np.ndarray:

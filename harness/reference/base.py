@@ -40,7 +40,7 @@ class Recipe:
     stages: tuple[str, ...] = PREPROCESS_STAGES
     """The stages this recipe produces, in pipeline order."""
     native_rounding = ("half_up", "half_up")
-    """What ``auto`` means in this library: (resize.size_rounding, crop.offset_rounding)."""
+    """What ``auto`` means in this library: (the resized size's rounding, the crop offsets')."""
     trains = False
     """Offered as a training preprocessing (``harness train --preprocessing NAME``)."""
     reading = None

@@ -119,7 +119,7 @@ class ComposeRecipe(Recipe):
         self.stages = tuple(s for s in PREPROCESS_STAGES if s in {"decode", "input", *captured})
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
-        image = open_rgb(data, exif_orientation=False)  # as ImageFolder's loader opens it
+        image = open_rgb(data, upright=False)  # as ImageFolder's loader opens it
         out = {"decode": np.asarray(image)}
         scaled = False
         value: Any = image
@@ -147,7 +147,7 @@ class CallableRecipe(Recipe):
 
     def __call__(self, data: bytes) -> dict[str, np.ndarray]:
         kind = identify(data)
-        given = open_rgb(data, exif_orientation=False) if self.pil else bytes(data)
+        given = open_rgb(data, upright=False) if self.pil else bytes(data)
         what = f"a PIL image ({given.width}x{given.height} RGB)" if self.pil else "the file's bytes"
         try:
             result = call_user(self.fn, given)  # sys.exit() in it fails this image, not the run

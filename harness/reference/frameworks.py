@@ -13,9 +13,9 @@ Each reader returns a :class:`~harness.spec.Preprocess` and the built-in recipe 
 (``torchvision``: PIL; ``torch``: torchvision on uint8 tensors), or raises
 :class:`NotReadable` naming what no spec operation holds: never an approximation. The roundings
 are written out (``size_rounding = "floor"``: torchvision's and Hugging Face's ``int()``;
-``offset_rounding``: torchvision's ``round()`` or Hugging Face's floor), as is PIL's resampling
+the crop's offsets: torchvision's ``round()`` or Hugging Face's floor), as is PIL's resampling
 (``resize.resampling = "pil"``), so the DALI graph replays them (:mod:`harness.preprocessing.dali_pil`).
-The image comes as PIL opens it (no EXIF rotation: ``decode.exif_orientation = false``), as
+The image comes as PIL opens it (no EXIF rotation: ``decode.AS_PIL_OPENS``), as
 torchvision's ``ImageFolder`` and the ``datasets`` library give it to a transform.
 
 Standard library only at import: the frameworks are imported where an object is read.
@@ -27,7 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.operations import resize_filter, resize_mode
+from harness.operations import crop as center_crop
+from harness.operations import decode, resize_filter, resize_mode
 from harness.operations.channels import section as input_order
 from harness.spec import SpecError, parse_spec
 
@@ -124,7 +125,7 @@ def read_transforms(obj: Any) -> Read:
             if resize is None:
                 raise NotReadable(f"{name} before any Resize: the spec resizes first, then crops")
             size = _side(t.size)
-            crop = {"size": size * 2 if len(size) == 1 else size, "offset_rounding": "half_even"}
+            crop = center_crop.table(size * 2 if len(size) == 1 else size, "half_even")
         elif kind := _kind(t, TO_FLOAT_SCALED):
             if where != "pil":
                 raise NotReadable(f"{kind} on a tensor: expected a PIL image there")
@@ -155,7 +156,7 @@ def read_transforms(obj: Any) -> Read:
         if resize["mode"] == "shorter_side":
             raise NotReadable("no CenterCrop after a shorter-side Resize: the model input's size would follow the image")
         crop = {"size": resize["size"]}
-    return Read({"decode": {"exif_orientation": False}, "resize": resize, "crop": crop,
+    return Read({**decode.AS_PIL_OPENS, "resize": resize, "crop": crop,
                  "normalize": {"pixel_range": scale, **(normalize or {"mean": [0.0] * 3, "std": [1.0] * 3})},
                  **input_order("RGB")}, recipe)
 
@@ -167,8 +168,8 @@ def _read_preset(preset: Any) -> Read:
     crop = _side(preset.crop_size)
     resize = {**resize_mode.scale(size), **resize_filter.table(_interpolation(preset.interpolation, "ImageClassification")),
               **({"size_rounding": "floor"} if len(size) == 1 else {})}
-    return Read({"decode": {"exif_orientation": False}, "resize": resize,
-                 "crop": {"size": crop * 2 if len(crop) == 1 else crop, "offset_rounding": "half_even"},
+    return Read({**decode.AS_PIL_OPENS, "resize": resize,
+                 "crop": center_crop.table(crop * 2 if len(crop) == 1 else crop, "half_even"),
                  "normalize": {"pixel_range": 1.0, "mean": list(map(float, preset.mean)), "std": list(map(float, preset.std))},
                  **input_order("RGB")}, "torchvision")
 
@@ -211,8 +212,8 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
     else:
         what = "ResizeKeepRatio and CenterCropOrPad (padding)" if mode == "border" else "mode"
         raise NotReadable(f"{where}: crop_mode {mode!r}: timm's {what} holds no spec operation (center and squash are read)")
-    return Read({"decode": {"exif_orientation": False}, "resize": resize,
-                 "crop": {"size": [height, width], "offset_rounding": "half_even"},
+    return Read({**decode.AS_PIL_OPENS, "resize": resize,
+                 "crop": center_crop.table([height, width], "half_even"),
                  "normalize": {"pixel_range": 1.0, "mean": [float(m) for m in cfg["mean"]],
                                "std": [float(s) for s in cfg["std"]]},
                  **input_order("RGB")}, "torchvision")
@@ -319,7 +320,7 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
     normalize = {"mean": [float(m) for m in c["image_mean"]], "std": [float(s) for s in c["image_std"]]} \
         if c["do_normalize"] else {"mean": [0.0] * 3, "std": [1.0] * 3}
     pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
-    return Read({"decode": {"exif_orientation": False}, "resize": resize,
-                 "crop": {"size": crop, "offset_rounding": "floor"},
+    return Read({**decode.AS_PIL_OPENS, "resize": resize,
+                 "crop": center_crop.table(crop, "floor"),
                  "normalize": {"pixel_range": pixel_range, **normalize}, **input_order("RGB")},
                 "torch" if backend == "torchvision" else "torchvision")

@@ -70,9 +70,7 @@ class TorchvisionRecipe(Recipe):
     trains = True
 
     def __init__(self, p: Preprocess):
-        load_dalis_nvjpeg()  # before torchvision, whose nvJPEG would otherwise be DALI's
-        from torchvision import transforms as T
-
+        load_dalis_nvjpeg()  # before torchvision (its kernels import it), whose nvJPEG would otherwise be DALI's
         if (reason := operations.refusal(self.name, p)) is not None:
             raise SpecError(reason)
         self.p = p
@@ -80,8 +78,6 @@ class TorchvisionRecipe(Recipe):
         self._filter = resize_filter.OPERATION.kernels[self.name]
         # torchvision's Resize(size): the shorter side's length, or both sides
         self._size = p.resize.size[0] if p.resize.mode == "shorter_side" else [p.resize.size[0], p.resize.size[-1]]
-        # a detector's resize: the sizes of its geometry (harness.geometry), then its padding
-        self._crop = T.CenterCrop(p.crop.size)
 
     def decode(self, data):
         from PIL import Image
@@ -89,7 +85,7 @@ class TorchvisionRecipe(Recipe):
         custom = decode_with_switches(data, self.p.decode)
         if custom is not None:
             return Image.fromarray(custom)
-        return open_rgb(data, self.p.decode.exif_orientation)
+        return open_rgb(data, upright=self.p.decode.exif_orientation)
 
     def resize(self, image):
         if self.p.resize.for_detector:
@@ -137,15 +133,7 @@ class TorchvisionRecipe(Recipe):
             width, height = F.get_image_size(image)
             top, bottom, left, right = letterbox_padding(height, width, self.p.resize.detector())
             return F.pad(image, [left, top, right, bottom], fill=self.p.resize.pad_value)
-        if self.p.resize.for_detector:
-            return image
-        if self.p.crop.offset_rounding in ("half_up", "floor"):  # the spec's offsets; torchvision's own round half to even
-            from torchvision.transforms import functional as F
-
-            width, height = F.get_image_size(image)
-            top, left = self.p.crop.offsets(height, width)
-            return F.crop(image, top, left, *self.p.crop.size)
-        return self._crop(image)
+        return operations.apply(Stage.CROP, "torchvision", image, self.p)  # (torch's kernel is the same)
 
     def input(self, image):
         import torch

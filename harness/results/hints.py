@@ -9,10 +9,9 @@ from harness.stage import Stage
 from harness.verdict import Verdict
 
 STAGE_HINTS = {
-    Stage.DECODE: "JPEG decoding: chroma upsampling (decode.fancy_upsampling), IDCT (decode.fast_idct), "
-                  "EXIF orientation (decode.exif_orientation), or a different decoder library",
+    Stage.DECODE: f"JPEG decoding: {operations.hint(Stage.DECODE)}",
     Stage.RESIZE: f"resize: {operations.hint(Stage.RESIZE)}",
-    Stage.CROP: f"crop: size or offset rounding (crop.size, crop.offset_rounding), a letterbox's padding "
+    Stage.CROP: f"crop: {operations.hint(Stage.CROP)}, a letterbox's padding "
                 f"({resize_mode.PADDING_WORDS}), or a different resize mode upstream",
     Stage.INPUT: f"normalization: {operations.hint(Stage.INPUT)}",
     Stage.OUTPUT: "the model itself: precision (TensorRT fp16), runtime, or a different model file",

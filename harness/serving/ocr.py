@@ -37,8 +37,9 @@ import triton_python_backend_utils as pb_utils
 
 from harness.geometry import Geometry
 from harness.ocr.dali_recognition import INPUTS, word_samples
-from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, crop_box, load_dictionary, parameters, to_input, words_read
+from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, load_dictionary, parameters, to_input, words_read
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, WORDS_UNREAD, pack_ragged
+from harness.operations import word_crop
 from harness.preprocessing import opencv
 from harness.preprocessing.image_check import ImageError, validate
 from harness.serving.preprocess import invalid_argument
@@ -160,7 +161,7 @@ class TritonPythonModel:
             return
         rgb = opencv.decode(data, self.spec.decode)  # behind the image guard, as every decoder
         for quad in boxes:
-            crop = crop_box(rgb, quad, self.recognition)
+            crop = word_crop.crop_box(rgb, quad, self.recognition)
             yield crop, to_input(crop, self.recognition, "RGB")
 
 

@@ -39,9 +39,9 @@ from harness.ocr.compare import (
     needed_leads,
     step_verdict,
 )
-from harness.ocr.recognition import CtcDecoder, crop_box, parameters, to_input, words_read
+from harness.ocr.recognition import CtcDecoder, parameters, to_input, words_read
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, decode_texts, pack_ragged, unpack_ragged
-from harness.operations import channels
+from harness.operations import channels, word_crop
 from harness.result import StageResult
 from harness.scores import DETECTION
 from harness.spec import SpecError
@@ -243,7 +243,7 @@ class Ocr(Detection):
         words = {"crop": [], "input": [], "output": []}
         texts, scores = [], []
         for quad in quads:
-            crop = crop_box(image, quad, p)
+            crop = word_crop.crop_box(image, quad, p)
             x = to_input(crop, p, "RGB")
             probabilities = self.recognizer(x)
             text, score = decoder(probabilities)
@@ -300,7 +300,7 @@ class Ocr(Detection):
                              f"{len(outputs)} outputs and {len(texts)} texts")
         steps = np.zeros((len(quads), len(WORD_STAGES), 2), np.float64)
         for i, quad in enumerate(quads):
-            expected = {"crop": lambda: crop_box(image, quad, p), "input": lambda: to_input(crops[i], p, "RGB"),
+            expected = {"crop": lambda: word_crop.crop_box(image, quad, p), "input": lambda: to_input(crops[i], p, "RGB"),
                         "output": lambda: self.recognizer(inputs[i]), "text": lambda: decoder(outputs[i])[0],
                         "kept": lambda: p.keeps(float(scores[i]))}
             got = {"crop": crops[i], "input": inputs[i], "output": outputs[i], "text": texts[i],
@@ -448,7 +448,7 @@ class Ocr(Detection):
         ref_quad, dep_quad = (Detections.from_array(side[Stage.POSTPROCESS]).quads[i]
                               for side, i in ((reference, r), (deployed, d)))
         image = reference.get(Stage.DECODE)
-        tries = {"box": (lambda: answer(self.recognizer(to_input(crop_box(np.asarray(image), dep_quad, p), p, "RGB"))))
+        tries = {"box": (lambda: answer(self.recognizer(to_input(word_crop.crop_box(np.asarray(image), dep_quad, p), p, "RGB"))))
                  if image is not None and not np.array_equal(ref_quad, dep_quad) else None,
                  "crop": lambda: answer(self.recognizer(to_input(crops, p, "RGB"))),
                  "input": lambda: answer(self.recognizer(inputs)),
@@ -704,8 +704,7 @@ RECOGNITION_CANDIDATES = {
                                           {"pad_value": -1.0}, {"pad_value": 0.0}),
     "recognition normalization": ({"mean": IMAGENET[0], "std": IMAGENET[1]}, {"mean": PADDLE[0], "std": PADDLE[1]}),
     "recognition channel order": tuple(channels.table(order) for order in channels.ORDERS),
-    "axis-aligned crop vs perspective warp": ({"crop": "axis_aligned"}, {"crop": "perspective"}),
-    "rotation rule": ({"rotate_ratio": 0.0}, {"rotate_ratio": 1.5}),
+    **word_crop.CANDIDATES,
     "dictionary blank offset": ({"blank_index": 0}, {"blank_index": 18709}),
 }
 """Recognition's culprits (issue 39): the values PaddleOCR's configs and ports use."""

@@ -12,9 +12,10 @@ import pytest
 from harness.detection.boxes import order_clockwise
 from harness.detection.data import render_words
 from harness.ocr.compare import WordRules, character_error_rate, edit_distance, step_verdict
-from harness.ocr.recognition import CtcDecoder, Recognition, crop_box, parameters, to_input
+from harness.ocr.recognition import CtcDecoder, Recognition, parameters, to_input
 from harness.ocr.recognizer import TextRecognizer
 from harness.ocr.tensors import decode_texts, pack_ragged, unpack_ragged
+from harness.operations.word_crop import crop_box
 from harness.paths import PROJECT_ROOT
 from harness.spec import SpecError, load_spec
 from harness.verdict import Verdict
