@@ -137,7 +137,7 @@ def server(cpu_repository):
 
 # --- servers shared by several modules, stopped after the last test that uses them -------------
 
-SHARED_SERVERS = {"foreign_aligned", "foreign_planted", "foreign_unbatched", "own_seg_ocr", "ocr_server"}
+SHARED_SERVERS = {"foreign_aligned", "foreign_planted", "foreign_unbatched", "own_seg_ocr"}
 """Session fixtures, one server per distinct repository, used by modules far apart in the run:
 each is started by the first test that asks for it and stopped after the last one (not at
 the end of the session: its memory is not held for the tests between)."""
@@ -273,15 +273,6 @@ def own_seg_ocr(tmp_path_factory):
 
     yield from _shared_server("own_seg_ocr", serve(tmp_path_factory.mktemp("own_seg_ocr") / "repository",
                                                    DEFAULT_REPOSITORY / "segmenter" / "model.onnx"))
-
-
-@pytest.fixture(scope="session")
-def ocr_server(repository, tmp_path_factory):
-    """The detector and OCR pipelines at the CI size (specs/detection/small.toml,
-    specs/ocr/small.toml), with foreign OCR deployments beside them (tests/ocr/served.py)."""
-    from tests.ocr.served import serve
-
-    yield from _shared_server("ocr_server", serve(repository, tmp_path_factory.mktemp("ocr") / "repository"))
 
 
 @pytest.fixture(scope="session", params=["http", "grpc"])

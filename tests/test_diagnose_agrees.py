@@ -7,9 +7,8 @@ agree on whether anything diverged and where (diagnose starts from check's verdi
 by check's own code); diagnose names the planted cause, and the spec it writes passes check.
 
 Servers: the session's (the repository as it is: classification, segmentation, and the
-detector and OCR pipelines at full size) and the session's ``ocr_server`` (tests/ocr/served.py,
-shared with tests/ocr/test_ocr_check.py): the detector and OCR pipelines at the CI size the planted
-detection and OCR specs extend (specs/detection/small.toml, specs/ocr/small.toml).
+detector and OCR pipelines at full size) and one of the detector and OCR pipelines at the CI
+size the planted detection and OCR specs extend (specs/detection/small.toml, specs/ocr/small.toml).
 """
 
 from __future__ import annotations
@@ -24,7 +23,10 @@ import pytest
 
 from harness.detection.data import generate
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.repository import build_cpu_profile
+from harness.server import TritonServer, free_port
 from tests.commands import harness
+from tests.conftest import pipeline_models
 
 pytestmark = pytest.mark.server
 
@@ -40,6 +42,24 @@ WORDED = ("n01484850_great_white_shark.JPEG", "n02092339_Weimaraner.JPEG", "n024
           "n01560419_bulbul.JPEG")
 """Photos without text of their own (not in docs/detection-imagenet-text.json), words rendered onto
 two of them; the second is turned a quarter, so its words stand upright (OCR's rotation rule)."""
+SMALL_MODELS = list(dict.fromkeys([*pipeline_models("detection", ("dali",)), *pipeline_models("ocr", ("dali",)),
+                                   "ocr_preprocess_dali", "recognizer"]))
+"""What check and diagnose read of the detection and OCR pipelines (a BLS model loads none it calls)."""
+
+
+@pytest.fixture(scope="module")
+def small_server(repository, tmp_path_factory):
+    """The detector and OCR pipelines serving specs/detection/small.toml and specs/ocr/small.toml."""
+    profile = build_cpu_profile(repository, tmp_path_factory.mktemp("small") / "repository",
+                                {"detection.toml": SPECS / "detection" / "small.toml",
+                                 "ocr.toml": SPECS / "ocr" / "small.toml"})
+    triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                          models=SMALL_MODELS)
+    with triton:
+        yield triton
+    assert not triton.is_running(), "tritonserver did not exit"
+
+
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> dict[str, Path]:
     """Folders of this module's photos: ``classification``, ``segmentation``, ``dimmed`` (every
@@ -112,14 +132,14 @@ def test_a_detectors_limit_type_is_named_where_check_fails(server, photos, tmp_p
     assert run["check"][1]["first_divergent_stage"] == "output"
 
 
-def test_an_ocr_recognizers_channel_order_is_named_where_the_words_diverge(ocr_server, photos, tmp_path):
+def test_an_ocr_recognizers_channel_order_is_named_where_the_words_diverge(small_server, photos, tmp_path):
     """Training fed the recognizer RGB crops, the deployment BGR: read as any model (``--model
     ocr_dali_taps``, its preprocessing hidden: only its raw map, boxes, words and the word taps it
     answers by name), every word diverges at its `input` stage; diagnose sees the word stages as
     check does (before: "No stage diverged") and names the recognizer's channel order; the spec it
     writes says so in [reference.recognition]."""
     spec = SPECS / "ocr" / "planted" / "channel_order.toml"
-    run = check_and_diagnose(ocr_server, photos["words"], spec, tmp_path, "--model", "ocr_dali_taps")
+    run = check_and_diagnose(small_server, photos["words"], spec, tmp_path, "--model", "ocr_dali_taps")
     assert_agreement(run, {"recognition channel order"})
     figures = run["check"][1]["task_figures"]
     assert figures["words_matched"] >= 4 and figures["word_culprits"] == {"input": figures["words_matched"]}
@@ -188,8 +208,8 @@ def test_a_greedy_search_tries_a_halfs_partner_before_giving_up(server, photos, 
 
 ALIGNED = {SPECS / "aligned.toml", SPECS / "detection" / "small.toml", SPECS / "ocr" / "small.toml"}
 TARGETS = {"planted": ("server", "classification", ("--reference-model", "onnx")),
-           "detection": ("ocr_server", "words", ("--task", "detection")),
-           "ocr": ("ocr_server", "words", ("--task", "ocr")),
+           "detection": ("small_server", "words", ("--task", "detection")),
+           "ocr": ("small_server", "words", ("--task", "ocr")),
            "segmentation": ("server", "dimmed", ("--task", "segmentation"))}
 """specs/ folder -> (the server serving its deployment, the photos, the command's arguments)."""
 CAUSES = {  # spec, relative to specs/ -> the culprits diagnose names on this module's photos
