@@ -111,14 +111,14 @@ class YoloParams:
 
 
 SEGMENTATION_INTERPOLATIONS = tuple(resize_filter.PIL)
+"""How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
+BICUBIC, LANCZOS, BOX; each low-passed when shrinking, as PIL's always are)."""
 
 MAX_OUTPUT_PIXELS = 2 ** 25
 """A segmentation's default ceiling on the source size it answers at (33.5 megapixels: a
 24-megapixel camera photo is answered in full, its matte and mask 120 MB; one at the decode
 limit, 179 megapixels, would be 895 MB and take the server 4 GB): a larger photo is refused by
 name (docs/robustness.md)."""
-"""How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
-BICUBIC, LANCZOS, BOX; each low-passed when shrinking, as PIL's always are)."""
 
 
 @dataclass(frozen=True)
