@@ -199,8 +199,21 @@ def _schedule(items) -> None:
     for module in {_module(item) for item in items}:
         group_seconds[root(module)] = group_seconds.get(root(module), 0.0) + seconds.get(module, UNKNOWN_MODULE_SECONDS)
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(root(_module(item)).replace("/", ".")))
+        group = root(_module(item)).replace("/", ".")
+        item.add_marker(pytest.mark.xdist_group(group))
+        _name_group(item, group)
     items.sort(key=lambda item: -group_seconds[root(_module(item))])  # stable: a module keeps its order
+
+
+def _name_group(item, group: str) -> None:
+    """Append ``@group`` to the item's node id, which is how a worker tells xdist's ``loadgroup``
+    scheduler the group. xdist 3.8 writes it to ``item._nodeid``, which pytest 9.2's structured
+    node ids no longer read (pytest-dev/pytest-xdist#1386): every module's tests went to both
+    workers, so each module-scoped server and fixture was built twice."""
+    from _pytest.nodeid import NodeId
+
+    if hasattr(item, "_id") and not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(autouse=True)
