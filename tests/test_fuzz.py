@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from harness.client import TritonClient
+
 # Hostile files (decompression bombs, huge and truncated images) are checked in a process of their
 # own, as a user runs them: its memory and a crash stay out of the test process.
 from tests.commands import harness_process as harness
@@ -182,7 +184,7 @@ def test_spec_values_and_options_never_raise(server, photos_dir, tmp_path):
     from tests.fuzz_files import random_options, random_spec
     from tests.robust import counts_add_up, strict_json
 
-    rng, deadline, statuses = random.Random(SEED), time.monotonic() + 90, {}
+    rng, deadline, statuses, spec_statuses = random.Random(SEED), time.monotonic() + 90, {}, {}
     images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
     (tmp_path / "images" / "bad.jpg").write_bytes(b"not an image")
     (tmp_path / "self.toml").write_text('extends = "self.toml"\n')
@@ -198,6 +200,8 @@ def test_spec_values_and_options_never_raise(server, photos_dir, tmp_path):
             args += random_options(rng)
         status, err = fuzz_check(args)
         statuses[status] = statuses.get(status, 0) + 1
+        if case % 2 == 0:
+            spec_statuses[status] = spec_statuses.get(status, 0) + 1
         assert "Traceback" not in err and status in (0, 1, 2), (args, err[-2000:])
         if status == 2 and "error:" in err:
             assert err.strip().splitlines()[-1].startswith("error:"), (args, err[-2000:])
@@ -205,3 +209,8 @@ def test_spec_values_and_options_never_raise(server, photos_dir, tmp_path):
             written = strict_json(report / "report.json")
             assert counts_add_up(written) == 2 or written["run"]["stopped_reason"] and status == 2, args
     assert statuses.get(2, 0) and sum(statuses.values()) >= 20
+    # A campaign against a dead server would pass on refusals alone: the spec cases (which keep
+    # the server's --url) must have compared, and the server must still serve after them all.
+    assert spec_statuses.get(0, 0) + spec_statuses.get(1, 0) > 0, spec_statuses
+    with TritonClient(server.grpc_url, "grpc") as client:
+        assert server.is_running() and client.is_ready(), "the server stopped serving during the campaign"
