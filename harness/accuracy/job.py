@@ -5,6 +5,7 @@ these and prints."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,8 +97,8 @@ class AccuracyResult:
 @report_locked
 def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress) -> AccuracyResult:
-    """Classify every image of ``options.dataset`` on the reference and on every deployed path,
-    score them, write accuracy.json and accuracy.md to ``options.report``."""
+    """Read every image of ``options.dataset`` on the reference and on every deployed path as the
+    task says, score them with the task's effect, write accuracy.json and accuracy.md to ``options.report``."""
     require_formats(options.formats)
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}")
@@ -194,15 +195,17 @@ def score(task, dataset: Dataset, failed: Mapping[str, Mapping[str, str]], obser
                           processed=task.processed_word)
 
 
-def _read_outputs(task, samples, recipe, reference_model, sides, options: AccuracyOptions, margin: float, progress):
+def _read_outputs(task, samples, recipe, reference_model, sides, options: AccuracyOptions, margin: float, progress,
+                  keep_outputs: bool = True):
     """Every path's top-k classes and raw output of every image, a batch at a time (the reference
-    in-process, each deployed path through the server)."""
+    in-process, each deployed path through the server); ``keep_outputs`` False: the deployed paths'
+    top-k only (the reference keeps its logits always: the tie margins)."""
     with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
         predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
                                          on_image=lambda name: advance(f"reference {name}"), k=options.top_k)]
         for side in sides:
             label = side.deployment.label
-            predictions.append(predict_deployed(samples, side, options.batch_size, keep_outputs=True,
+            predictions.append(predict_deployed(samples, side, options.batch_size, keep_outputs=keep_outputs,
                                                 on_image=lambda name, p=label: advance(f"{p} {name}"), k=options.top_k))
     return {p.path: p.failed for p in predictions}, {"predictions": predictions}
 
@@ -277,5 +280,6 @@ def _read_results(task, samples, recipe, reference_model, sides, options: Accura
     return failed, {"results": {"reference": references, **deployed}, "changes": changes}
 
 
-READERS = {"outputs": _read_outputs, "results": _read_results}
+READERS = {"top-k": functools.partial(_read_outputs, keep_outputs=False), "outputs": _read_outputs,
+           "results": _read_results}
 """How ``harness accuracy`` reads every path, by :attr:`harness.task_api.Task.effect_from`."""

@@ -190,6 +190,7 @@ class Classification(Task):
 
     # -- the effect on a labeled set: top-1/top-k accuracy (harness.compare.top_k_effect) ----------------
     labeled_by = "classes"
+    effect_from = "top-k"  # the deployed outputs are not kept: 4 KB an image each
     effect_margin_kind = "logits"  # a flip's margin is the reference's logits, whatever the deployment answers
     unshardable = None
     progress_word = "classifying"

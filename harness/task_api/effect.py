@@ -40,8 +40,9 @@ class Observed:
     k: int = 5
     """Classes kept per image (``--top-k``)."""
     predictions: Sequence[Any] = ()
-    """``effect_from = "outputs"``: each path's :class:`harness.accuracy.Predictions` (top-k
-    classes and raw outputs of every image it processed, its failures), the reference first."""
+    """``effect_from = "top-k"`` or ``"outputs"``: each path's :class:`harness.accuracy.Predictions`
+    (top-k classes of every image it processed, with ``outputs`` its raw outputs too, its failures),
+    the reference first."""
     results: Mapping[str, Mapping[str, dict]] = field(default_factory=dict)
     """``effect_from = "results"``: path -> image -> stages (the result stage derived as check
     derives it), the reference first."""

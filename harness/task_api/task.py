@@ -357,9 +357,10 @@ class Task:
     retrieval), ``boxes`` (COCO JSON: a detector's) or ``masks`` (a folder of PNG masks of
     the images' stems: a segmenter's)."""
     effect_from: ClassVar[str] = "outputs"
-    """How ``harness accuracy`` reads each path: ``outputs`` (every image's top-k classes and raw
-    output, a batch at a time) or ``results`` (every image's stages up to the result stage, derived
-    as check derives them, and each deployed path's changes as :meth:`result_of` judges them)."""
+    """How ``harness accuracy`` reads each path: ``top-k`` (every image's top-k classes, a batch at
+    a time; the reference's logits too), ``outputs`` (the same and every image's raw output) or
+    ``results`` (every image's stages up to the result stage, derived as check derives them, and
+    each deployed path's changes as :meth:`result_of` judges them)."""
     effect_margin_kind: ClassVar[str | None] = None
     """The scores the effect's tie margin is in (None: the deployed output's; ``logits``: the
     reference's logits, whatever the deployment answers)."""
