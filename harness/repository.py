@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import tomli_w
 from google.protobuf import text_format
@@ -80,6 +81,27 @@ def load_repository(repo: Path) -> dict[str, ModelConfig]:
     if not configs:
         raise RepositoryError(f"{repo}: no model configs found")
     return configs
+
+
+def with_called_models(repo: Path, models: Sequence[str]) -> list[str]:
+    """``models`` and every model of ``repo`` they call, for a server loading only them
+    (explicit model control). Triton loads an ensemble's steps with it, but not the models a
+    Python (BLS) model calls: those are named in its config's parameters (OCR's
+    ``detection_model``, ``recognizer``...), so a parameter whose value is a model of the
+    repository counts as a call. Followed through ensemble steps and calls alike."""
+    configs = load_repository(repo)
+    wanted, queue = dict.fromkeys(models), list(models)
+    while queue:
+        config = configs.get(queue.pop())
+        if config is None:  # not in the repository: the server names it when it refuses to load it
+            continue
+        steps = [step.model_name for step in config.ensemble_scheduling.step]
+        called = [p.string_value for p in config.parameters.values() if p.string_value in configs]
+        for name in steps + called:
+            if name not in wanted:
+                wanted[name] = None
+                queue.append(name)
+    return list(wanted)
 
 
 def save_config(config: ModelConfig, path: Path, header: str = "") -> None:

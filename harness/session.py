@@ -16,7 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from harness.client import PROTOCOLS, TritonClient
 from harness.compare.ties import default_tie_margin
@@ -73,18 +73,19 @@ def _stderr(message: str) -> None:
 
 
 @contextlib.contextmanager
-def embedded_server(repository: Path, spec=None,
-                    log: Callable[[str], None] = _stderr) -> Iterator["TritonServer"]:
+def embedded_server(repository: Path, spec=None, log: Callable[[str], None] = _stderr,
+                    models: Sequence[str] | None = None) -> Iterator["TritonServer"]:
     """Build the cpu profile of ``repository`` (with ``spec``, default the repository's own; a
     dict of spec file name -> path for others than ``preprocessing.toml``)
-    in a temporary directory under ``build/`` and serve it on free loopback ports; ``log``
-    gets one line when starting and one when ready (default: stderr)."""
-    from harness.repository import build_cpu_profile  # here: loads protobuf, tomli_w, tritonclient
+    in a temporary directory under ``build/`` and serve ``models`` of it (None: every model)
+    on free loopback ports; ``log`` gets one line when starting and one when ready (default: stderr)."""
+    from harness.repository import build_cpu_profile, with_called_models  # here: loads protobuf, tomli_w, tritonclient
 
     BUILD_DIR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="embedded-", dir=BUILD_DIR) as tmp:
         repo = build_cpu_profile(repository, Path(tmp) / "repository", spec)
-        server = TritonServer(repo, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
+        server = TritonServer(repo, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                              models=with_called_models(repo, models) if models is not None else None)
         log("starting the embedded Triton server (cpu profile)")
         server.start()
         try:
@@ -96,12 +97,13 @@ def embedded_server(repository: Path, spec=None,
 
 @contextlib.contextmanager
 def connect(url: str | None, protocol: str, timeout: float, repository: Path, spec=None,
-            log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:
+            log: Callable[[str], None] = _stderr, models: Sequence[str] | None = None) -> Iterator[TritonClient]:
     """A ready client to ``url``, or (``url`` None) to an embedded server of ``repository``
-    started for the block. Raises :class:`UsageError` if the server is not ready."""
+    serving ``models`` (None: all), started for the block. Raises :class:`UsageError` if the
+    server is not ready."""
     with contextlib.ExitStack() as stack:
         if url is None:
-            url = stack.enter_context(embedded_server(repository, spec, log)).url(protocol)
+            url = stack.enter_context(embedded_server(repository, spec, log, models)).url(protocol)
         client = stack.enter_context(TritonClient(url, protocol, timeout=timeout))
         if not client.is_ready():
             raise UsageError(f"Triton server at {url} ({protocol}) is not reachable or not ready{_other_protocol(url, protocol)}")
@@ -254,10 +256,12 @@ class Session:
         return default_tie_margin(self.tolerances(scores))
 
     @contextlib.contextmanager
-    def connect(self, log: Callable[[str], None] = _stderr) -> Iterator[TritonClient]:
-        """A ready client to ``url``, or to an embedded server started for the block."""
+    def connect(self, log: Callable[[str], None] = _stderr,
+                models: Sequence[str] | None = None) -> Iterator[TritonClient]:
+        """A ready client to ``url``, or to an embedded server started for the block, serving
+        ``models`` (what the job reads, :meth:`harness.target.Target.served_models`; None: every model)."""
         specs = {self.spec_name: self.spec_file} if self.spec_file else None
-        with connect(self.url, self.protocol, self.timeout, self.repository, specs, log) as client:
+        with connect(self.url, self.protocol, self.timeout, self.repository, specs, log, models) as client:
             yield client
 
     def client_factory(self, client: TritonClient) -> Callable[[], TritonClient]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from harness.deployment.discovery import ProbeRejected
 from harness.deployment.mapping import parse_overrides
 from harness.errors import UsageError
-from harness.task import BUILT_IN, TASKS, repository_models
+from harness.task import BUILT_IN, TASKS, get_task, repository_models
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
@@ -51,12 +51,32 @@ class Target:
                for name in (models.model, *map(models.ensemble, PIPELINES), *map(models.answer, PIPELINES))}
         return self.model is not None and self.model not in own
 
+    def served_models(self) -> tuple[str, ...] | None:
+        """What a server started for this target loads: the task's models of this repository's
+        ``pipeline`` (:meth:`harness.client.TaskModels.served`), or, for a ``model`` (any the
+        user names), every model of the repository (None)."""
+        own = get_task(self.task).repository if self.model is None else None
+        return own.served((self.pipeline,)) if own is not None else None
+
     def note(self) -> tuple[str, ...]:
         """What the report should add about this choice."""
         if self.model is None or self.foreign:
             return ()
         return (f"{self.model} is this repository's own ensemble: --pipeline reads every preprocessing stage from its "
                 "taps model, a richer view than its steps give",)
+
+
+def served_models(targets: Sequence["Target"]) -> tuple[str, ...] | None:
+    """What a server started for a job reading ``targets`` loads: every target's models
+    (:meth:`Target.served_models`), or every model of the repository (None) when one of them
+    is a ``--model``."""
+    names: list[str] = []
+    for target in targets:
+        models = target.served_models()
+        if models is None:
+            return None
+        names += models
+    return tuple(dict.fromkeys(names))
 
 
 def require_reference_model(targets: Sequence[Target], reference_model: str) -> None:

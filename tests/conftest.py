@@ -106,15 +106,12 @@ def cpu_repository(repository, tmp_path_factory) -> Path:
 
 
 def pipeline_models(task: str = "classification", pipelines=("dali", "opencv")) -> list[str]:
-    """What check, diagnose, accuracy and infer read of ``task``'s pipelines in this repository:
-    each pipeline's ensemble (which loads its steps: image validation, preprocessing, the model,
-    the postprocessing), the twin answering its stage taps (OCR's ``_taps``) and its taps model.
-    A server of a module or a test of its own starts with only these (about 6 s, where the whole repository takes 15-25)."""
+    """What check, diagnose, accuracy and infer read of ``task``'s pipelines in this repository
+    (:meth:`harness.client.TaskModels.served`): a server of a module or a test of its own starts
+    with only these (about 6 s, where the whole repository takes 15-25)."""
     from harness.task import get_task
 
-    models = get_task(task).repository
-    return list(dict.fromkeys(name for pipeline in pipelines
-                              for name in (models.ensemble(pipeline), models.answer(pipeline), models.taps(pipeline))))
+    return list(get_task(task).repository.served(pipelines))
 
 
 DALI_CHECK_MODELS = pipeline_models(pipelines=("dali",))

@@ -369,3 +369,19 @@ def test_a_tasks_own_model_is_checked_and_replaced_by_the_profile_as_the_task_de
     assert cpu.backend == "python" and not cpu.platform
     assert [g.count for g in cpu.instance_group] == [2]
     assert "harness.serving.classifier_onnx" in (tmp_path / "cpu" / "toy_embedder" / "1" / "model.py").read_text()
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_a_jobs_server_loads_its_tasks_models_and_what_their_bls_calls(cpu_repository, pipeline):
+    """A job's embedded server loads only what it reads: the OCR BLS's callees (named in its
+    config's parameters, which Triton does not load with it) come along, no other task's models."""
+    from harness.repository import with_called_models
+
+    served = {task: set(with_called_models(cpu_repository, get_task(task).repository.served((pipeline,))))
+              for task in ("classification", "ocr", "segmentation")}
+    ocr = load_config(cpu_repository / f"ocr_{pipeline}" / CONFIG_FILENAME)
+    callees = {p.string_value for p in ocr.parameters.values()} & set(load_repository(cpu_repository))
+    assert {"recognizer", f"detect_{pipeline}"} <= callees <= served["ocr"]
+    assert "classifier" in served["classification"] and "segmenter" in served["segmentation"]
+    assert not served["classification"] & {"detector", "recognizer", "segmenter", "embedder"}
+    assert not served["ocr"] & {"classifier", "segmenter", "embedder"}

@@ -29,7 +29,7 @@ from harness.result import one_line
 from harness.results import AccuracyReport, AccuracyRun, ReferenceInfo
 from harness.shard import Shard
 from harness.stage import Stage
-from harness.target import Target, open_deployment, require_reference_model
+from harness.target import Target, open_deployment, require_reference_model, served_models
 from harness.task import get_task
 from harness.task_api import Observed
 
@@ -128,7 +128,8 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     recipe = session.recipe(options.reference)
 
     start = time.perf_counter()
-    with session.connect(log=log) as client:
+    targets = [Target(pipeline, task=options.task) for pipeline in pipelines] + list(options.models)
+    with session.connect(log=log, models=served_models(targets)) as client:
         server = session.server_info(client)
         server_metadata = client.server_metadata()
         probes = [s.path for s in full.samples] if full else _probe_images(options.dataset, options.labels)

@@ -182,7 +182,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
         reference_model = load_reference_model(known) if known else None
 
         with contextlib.ExitStack() as signal_scope:  # the stop signals' handlers, once installed
-            with session.connect(log=log) as client:
+            with session.connect(log=log, models=target.served_models()) as client:
                 server_metadata = client.server_metadata()
                 # Discovery probes the listing's first images, a shard's too: the report a run writes.
                 deployment = open_deployment(session, client, options.target, [f.path for f in listed.inputs], log,

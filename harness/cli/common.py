@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -72,9 +72,10 @@ def _minutes(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def connect(session: Session) -> Iterator[TritonClient]:
-    """A client to the session's ``--url``, or to an embedded server started for this command."""
-    with session.connect(log=say) as client:
+def connect(session: Session, models: Sequence[str] | None = None) -> Iterator[TritonClient]:
+    """A client to the session's ``--url``, or to an embedded server started for this command
+    serving ``models`` (None: every model of the repository)."""
+    with session.connect(log=say, models=models) as client:
         yield client
 
 

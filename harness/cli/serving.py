@@ -30,6 +30,7 @@ from harness.names import plain_text
 from harness.paths import DEFAULT_PHOTOS, WORK_DIR
 from harness.server import TritonServer
 from harness.session import Session
+from harness.target import Target, served_models
 from harness.task import TASKS, claimed_by, get_task
 
 DONE = epilog("done", "(infer) an image had no answer", "usage or setup error")
@@ -283,7 +284,8 @@ def run_infer(args, groups: Groups) -> int:
     files, skipped = _expand(args.images)
     asked = Asked(deployed, make_session(parsed.repository, parsed.server, task=deployed.task), args.class_names,
                   args.top_k, files, skipped)
-    with connect(asked.session) as client:
+    targets = [Target(pipeline, task=deployed.task) for pipeline in asked.pipelines] + list(deployed.targets)
+    with connect(asked.session, served_models(targets)) as client:
         task = get_task(deployed.task or (_claimed(client, deployed.models) if deployed.models else None))
         return task.infer(client, asked)  # each task's own table
 

@@ -138,7 +138,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         return TorchModel(half=True)
 
     read_start = time.perf_counter()
-    with session.connect(log=log) as client:
+    with session.connect(log=log, models=target.served_models()) as client:
         server = session.server_info(client)
         deployment = open_deployment(session, client, target, images, log, checked, model)
         task = deployment.configure_task(spec, target.postprocess)

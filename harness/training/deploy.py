@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, import_onnx, read_labels
-from harness.repository import build_cpu_profile, build_profile, set_class_count
+from harness.repository import build_cpu_profile, build_profile, set_class_count, with_called_models
 from harness.spec import SPEC_FILENAME, load_spec
 
 """Outputs of the classifier and of the ensembles whose one dimension is the class count."""
@@ -33,10 +33,13 @@ def install_classifier(source: Path, model_dir: Path, out: Path, spec_path: Path
 @contextlib.contextmanager
 def serve_trained(source: Path, model_dir: Path, work: Path) -> Iterator["TritonServer"]:  # noqa: F821
     """The embedded server (cpu profile, free loopback ports) serving the trained model of
-    ``model_dir`` through both ensembles; ``work`` receives the repositories."""
+    ``model_dir`` through both ensembles, and only them (the other tasks' models are not
+    loaded: a third of the start and of the memory); ``work`` receives the repositories."""
     from harness.server import TritonServer, free_port
+    from harness.task import get_task
 
     gpu = install_classifier(source, model_dir, work / "repository")
     cpu = build_cpu_profile(gpu, work / "repository-cpu")
-    with TritonServer(cpu, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port()) as server:
+    with TritonServer(cpu, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                      models=with_called_models(cpu, get_task(None).repository.served())) as server:
         yield server

@@ -90,8 +90,9 @@ def test_a_task_registered_anywhere_is_scored_judged_and_written_by_the_one_path
                        0.5, dataset.label_names, 5, models=("bright_dali",), reference=ReferenceInfo("r", "m", "n"),
                        server=ServerInfo("server", "grpc"), spec="spec.toml",
                        run=AccuracyRun(0.1, 8, "diverged", True, 0.5, 5))
-        files = write_accuracy_files(tmp_path / str(status), report)
+        files = write_accuracy_files(tmp_path / str(status), report, ("json", "md", "html", "junit"))
         result = AccuracyResult(report, files["json"], files["markdown"], AccuracyOptions(Path("set.csv"), tmp_path))
+        assert "bright_dali" in files["html"].read_text() and "bright_dali" in files["junit"].read_text()
         assert result.exit_status() == status and report.verdict == ("unchanged" if status == EXIT_OK else "diverged")
         data = json.loads(files["json"].read_text())
         assert data["task"] == registered.name and data["effect"]["images"] == ["img0.jpg", "img1.jpg", "img2.jpg"]
