@@ -13,6 +13,7 @@ from harness.outcome import Side
 from harness.results.interface import Case, Status, issue_cases
 from harness.results.sides import ReferenceInfo, ServerInfo, Versions
 from harness.results.summary import ImageIssue
+from harness.stage import DEFAULT_TOP_K
 from harness.verdict import ties_fail as _ties_fail
 
 # The job's own types, which this module reads by their attributes only: named here, not
@@ -33,7 +34,7 @@ class AccuracyRun:
     allow_rejected: bool
     tie_margin: float = 0.0
     """The tie margin the effect's events were judged by, in the units the task judges them in."""
-    top_k: int = 5
+    top_k: int = DEFAULT_TOP_K
     """``--top-k``: classes kept per image (a classifier's top-k accuracy)."""
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from harness.stage import DEFAULT_TOP_K
+
 
 @dataclass(frozen=True)
 class Observed:
@@ -37,7 +39,7 @@ class Observed:
     """The tie margin, in the units the task's events are judged in."""
     classes: Sequence[str] = ()
     """The model's class names (a task labeled by ``classes``), else the set's own label names."""
-    k: int = 5
+    k: int = DEFAULT_TOP_K
     """Classes kept per image (``--top-k``)."""
     predictions: Sequence[Any] = ()
     """``effect_from = "top-k"`` or ``"outputs"``: each path's :class:`harness.accuracy.Predictions`
