@@ -182,28 +182,7 @@ def letterbox_geometry(height: int, width: int, p: Letterbox) -> Geometry:
     """YOLO's letterbox as arithmetic (see :class:`Letterbox`)."""
     _check_source(height, width)
     resized = resize_mode.letterbox_size(height, width, p)
-    return Geometry((height, width), resized, letterbox_padding(*resized, p))
-
-
-def letterbox_padding(height: int, width: int, p: Letterbox) -> tuple[int, int, int, int]:
-    """(top, bottom, left, right) padding around an image already resized to ``height`` x
-    ``width`` by the letterbox ``p``: what is left of ``p.size`` (with ``auto``, of the next
-    multiple of the stride), split as ``p`` says."""
-    dh, dw = p.size[0] - height, p.size[1] - width
-    if p.auto:
-        dh, dw = dh % p.stride, dw % p.stride
-    return (*_split(dh, p), *_split(dw, p))
-
-
-def _split(total: int, p: Letterbox) -> tuple[int, int]:
-    """(before, after) padding of one axis."""
-    if p.pads_after_only:
-        return 0, total
-    if p.pad_rounding == "half_up":
-        before = (total + 1) // 2
-    else:  # the rule as YOLO writes it, Python's round included
-        before = int(round(total / 2 - 0.1))
-    return before, total - before
+    return Geometry((height, width), resized, resize_mode.letterbox_padding(*resized, p))
 
 
 def geometry(height: int, width: int, p: Resize) -> Geometry:

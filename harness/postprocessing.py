@@ -1,15 +1,22 @@
 """The postprocessings' parameters (detectors' ``db``, ``yolo``; segmentation's ``saliency``,
-``argmax``): what a spec's ``[postprocess]`` table holds.
+``argmax``): what a spec's ``[postprocess]`` table holds, one record per postprocessing, the
+one place each key is declared.
 
-The spec reads them (:mod:`harness.spec` validates a table when it loads one); the
-postprocessors themselves (:mod:`harness.detection.db`, :mod:`harness.detection.yolo`) take
-them. Standard library only: the spec and the serving models import this module.
+A record declares each key (its default, what it means, how its values are checked) and the
+values users get wrong (:attr:`DbParams.tried`: diagnose's result-step culprits, key ->
+(culprit, the values tried)), and says which key is its score threshold (``score_threshold``:
+what a near-threshold change is measured from). The spec reads them (:mod:`harness.spec`
+validates a table when it loads one); the kernels take them (:mod:`harness.detection.db`,
+:mod:`harness.detection.yolo`, :mod:`harness.segmentation.postprocess`: the reference's and the
+served ``detect_postprocess``/``segment_postprocess`` models' code alike); diagnose tries
+:func:`culprit_hypotheses`. Standard library only: the spec and the serving models import
+this module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from harness.operations import resize_filter
 
@@ -39,6 +46,17 @@ class DbParams:
     """``quad``: each word's rotated rectangle (PaddleOCR's); ``rect``: the axis-aligned box
     enclosing it, as a deployment answering boxes [N, 4] (x1, y1, x2, y2) keeps them: a rotated
     quad compared with an axis-aligned box differs by the rotation alone."""
+
+    tried: ClassVar = {
+        # the values PaddleOCR's configs and ports use, on a grid fine enough that the nearest
+        # candidate moves a word's corners by less than the close rule's 4 px
+        "unclip_ratio": ("DB unclip ratio", tuple(round(1.2 + 0.1 * k, 1) for k in range(14))),
+        "box_thresh": ("DB box score threshold", (0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)),
+        "thresh": ("DB binarization threshold", (0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)),
+        "use_dilation": ("DB dilation", (True, False)),
+        "box_type": ("DB box type", ("quad", "rect")),
+        "score_mode": ("DB score mode", ("fast", "slow"))}
+    """Diagnose's culprits among the keys: key -> (culprit, the values tried)."""
 
     def __post_init__(self):
         if not 0 <= self.thresh <= 1 or not 0 <= self.box_thresh <= 1:
@@ -72,6 +90,13 @@ class YoloParams:
     output: str | None = None
     """The head's output name; None: the model's only output."""
 
+    tried: ClassVar = {  # ultralytics' and YOLOv5's defaults and the values exports bake into EfficientNMS
+        "iou_threshold": ("NMS IoU threshold", (0.45, 0.5, 0.6, 0.65, 0.7)),
+        "conf_threshold": ("confidence threshold", (0.001, 0.1, 0.25, 0.3, 0.4, 0.5)),
+        "class_agnostic": ("class-agnostic NMS", (False, True)),
+        "nms": ("NMS implementation", ("torchvision", "opencv"))}
+    """Diagnose's culprits among the keys: key -> (culprit, the values tried)."""
+
     def __post_init__(self):
         if self.layout not in ("v5", "v8"):
             raise ValueError(f"yolo layout must be 'v5' or 'v8', not {self.layout!r}")
@@ -86,14 +111,14 @@ class YoloParams:
 
 
 SEGMENTATION_INTERPOLATIONS = tuple(resize_filter.PIL)
+"""How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
+BICUBIC, LANCZOS, BOX; each low-passed when shrinking, as PIL's always are)."""
 
 MAX_OUTPUT_PIXELS = 2 ** 25
 """A segmentation's default ceiling on the source size it answers at (33.5 megapixels: a
 24-megapixel camera photo is answered in full, its matte and mask 120 MB; one at the decode
 limit, 179 megapixels, would be 895 MB and take the server 4 GB): a larger photo is refused by
 name (docs/robustness.md)."""
-"""How a segmentation map goes back to the source size (PIL's filters: NEAREST, BILINEAR,
-BICUBIC, LANCZOS, BOX; each low-passed when shrinking, as PIL's always are)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +141,13 @@ class SaliencyParams:
     """The map's output name; None: the model's only output."""
     max_output_pixels: int = MAX_OUTPUT_PIXELS
     """The most pixels the matte and mask are answered at: a larger source is refused by name."""
+
+    tried: ClassVar = {
+        "minmax": ("min-max rescale of the map", (True, False)),
+        "threshold_after_upsampling": ("threshold before or after upsampling", (True, False)),
+        "interpolation": ("the upsampling's interpolation", ("lanczos", "linear", "cubic", "nearest", "area")),
+        "threshold": ("the mask's threshold", (0.3, 0.4, 0.5, 0.6, 0.7))}
+    """Diagnose's culprits among the keys: key -> (culprit, the values tried)."""
 
     def __post_init__(self):
         _check_max_output(self.max_output_pixels)
@@ -143,6 +175,11 @@ class ArgmaxParams:
     output: str | None = None
     max_output_pixels: int = MAX_OUTPUT_PIXELS
     """The most pixels the matte and mask are answered at: a larger source is refused by name."""
+
+    tried: ClassVar = {
+        "threshold_after_upsampling": ("argmax before or after upsampling", (True, False)),
+        "interpolation": ("the upsampling's interpolation", ("linear", "nearest", "cubic", "lanczos", "area"))}
+    """Diagnose's culprits among the keys: key -> (culprit, the values tried)."""
 
     def __post_init__(self):
         _check_max_output(self.max_output_pixels)
@@ -180,20 +217,20 @@ def parameters(table: Mapping[str, Any]):
 
 
 def culprit_hypotheses(reference: Mapping[str, Any] | None, deployed: Mapping[str, Any] | None,
-                       candidates: Mapping[str, Mapping[str, tuple[str, tuple]]]) -> list:
-    """Every candidate change of the reference's ``[postprocess]`` table, one key at a time
-    (``candidates``: postprocessing name -> key -> (culprit, candidate values); the deployed
-    spec's value of a key among them), and the deployed spec's whole table where it differs in
-    several keys: what diagnose tries as the result step's culprits
-    (:class:`harness.task_api.ResultCulprit`). None for a user's ``--postprocess``."""
+                       postprocessings: tuple[str, ...]) -> list:
+    """Every value tried of the reference's ``[postprocess]`` table, one key at a time (its
+    record's :attr:`~DbParams.tried`; the deployed spec's value of a key among them), and the
+    deployed spec's whole table where it differs in several keys: what diagnose tries as the
+    result step's culprits (:class:`harness.task_api.ResultCulprit`), for a reference of one of
+    ``postprocessings`` (a task's). None for a user's ``--postprocess``."""
     from harness.task_api import ResultCulprit  # here: at import this module needs only the standard library (the spec's)
 
-    if not reference or reference.get("name") not in candidates:
+    if not reference or reference.get("name") not in postprocessings:
         return []
     params = parameters(reference)
     deployed = deployed if deployed and deployed.get("name") == reference["name"] else {}  # another kind: no values
     out = []
-    for key, (culprit, values) in candidates[reference["name"]].items():
+    for key, (culprit, values) in PARAMETERS[reference["name"]].tried.items():
         before = getattr(params, key)
         mine = deployed.get(key)
         for value in dict.fromkeys((*values, *([mine] if mine is not None else ()))):

@@ -39,7 +39,7 @@ A detector's spec resizes with ``letterbox`` (``size``, ``pad_value``, ``pad_pos
 ``limit_type``, ``multiple``, ``max_side``); it has no ``[crop]`` (the ``crop`` stage is the
 model-input canvas: the letterbox's padded image, or the resized image as it is) and a
 ``[postprocess]`` table (``name = "db"`` or ``"yolo"`` and its parameters:
-:mod:`harness.detection.postprocess`), which ``[reference.postprocess]`` may override::
+:mod:`harness.postprocessing` declares them), which ``[reference.postprocess]`` may override::
 
     [resize]
     mode = "limit_side"
@@ -47,7 +47,7 @@ model-input canvas: the letterbox's padded image, or the resized image as it is)
     limit_type = "min"
     [postprocess]
     name = "db"
-    box_thresh = 0.5
+    thresh = 0.3
 
 ``extends = "other.toml"`` (relative to the file) starts from another spec and overrides
 only the keys given. For a deployment discovered on the server (``--model``), a

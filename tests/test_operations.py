@@ -3,13 +3,14 @@ which every backend, the spec and diagnose read. No server."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness import operations
+from harness import operations, postprocessing
 from harness.operations.base import Alternative, Key, Operation
 from harness.paths import DEFAULT_PHOTOS as PHOTOS_DIR
 from harness.preprocessing import opencv
@@ -19,7 +20,9 @@ from harness.stage import Stage
 
 ROOT = Path(__file__).resolve().parents[1]
 MIGRATED = ("channel_order", "divide_by", "\"lanczos\"", "\"stretch\"", "pad_position", "limit_type", "antialias",
-            "offset_rounding", "exif_orientation", "fancy_upsampling", "fast_idct")
+            "offset_rounding", "exif_orientation", "fancy_upsampling", "fast_idct",
+            # the postprocessings' keys (their records in harness/postprocessing.py, with diagnose's values tried)
+            "box_thresh", "conf_threshold", "score_threshold")
 """Spec keys (and values) whose operation is one module: each named in at most 3 source files."""
 
 
@@ -206,6 +209,35 @@ def test_each_modes_arithmetic_is_one_function_in_numbers_and_in_dali_nodes(resi
         assert tuple(int(v) for v in np.array(out[i])) == expected == r.output_size(h, w), (h, w)
 
 
+@pytest.mark.parametrize("resize", [{}, {"auto": True}, {"auto": True, "stride": 64, "pad_rounding": "half_up"},
+                                    {"pad_position": "top_left"}, {"pad_rounding": "half_up", "size": [480, 640]}],
+                         ids=str)
+def test_a_letterboxs_padding_is_one_arithmetic_in_numbers_and_in_dali_nodes(resize):
+    """The resize mode's padding: the ints the geometry, OpenCV and torchvision pad with are the
+    float64 nodes the DALI graph pads with (and answers in GEOMETRY), odd and even margins alike."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    from harness.operations import resize_mode
+
+    r = with_overrides(Preprocess(), resize={"mode": "letterbox", "size": [640, 640], **resize}).resize.detector()
+    resized = [(h, w) for h, w in [(h, w) for h in (1, 333, 479, 480, 639) for w in (2, 427, 640)] + [(97, 129), (640, 411)]
+               if h <= r.size[0] and w <= r.size[-1]]  # a letterbox's resized image fits its size
+
+    @pipeline_def(batch_size=len(resized), num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def pipeline():
+        image = fn.external_source(name="X", layout="HWC", dtype=types.UINT8, ndim=3)
+        return fn.stack(*resize_mode.dali_letterbox_padding(image, r))
+
+    pipe = pipeline()
+    pipe.build()
+    pipe.feed_input("X", [np.zeros((h, w, 1), np.uint8) for h, w in resized])
+    (out,) = pipe.run()
+    for i, (h, w) in enumerate(resized):
+        padding = resize_mode.letterbox_padding(h, w, r)
+        assert tuple(int(v) for v in np.array(out[i])) == padding, (h, w)
+        assert all(isinstance(v, int) and v >= 0 for v in padding)
+
+
 @pytest.mark.parametrize("rounding", ["auto", "half_up", "half_even", "floor"])
 def test_the_crop_kernels_of_every_backend_cut_the_window_of_the_offsets_rule(rounding):
     """An odd margin on both sides (the half pixel each rounding settles differently): OpenCV's,
@@ -324,3 +356,31 @@ def _dali_stage(stage: Stage, image: np.ndarray, p: Preprocess) -> np.ndarray:
     pipe.feed_input("IMAGE", [np.ascontiguousarray(image)])
     (out,) = pipe.run()
     return np.array(out[0])
+
+
+# -- the postprocessings' keys: one record each (harness/postprocessing.py) --------------------
+
+
+@pytest.mark.parametrize("name", sorted(postprocessing.PARAMETERS))
+def test_a_postprocessings_values_tried_are_its_own_keys_and_accepted_values(name):
+    """What diagnose tries of a ``[postprocess]`` key is declared beside the key: a field of the
+    record, each value one the spec accepts, the default among them."""
+    record = postprocessing.PARAMETERS[name]
+    assert record.tried and set(record.tried) <= {f.name for f in dataclasses.fields(record)}
+    for key, (culprit, values) in record.tried.items():
+        assert culprit and getattr(record(), key) in values, key
+        for value in values:
+            postprocessing.parameters({"name": name, key: value})
+
+
+def test_each_task_diagnoses_the_values_its_postprocessings_records_declare(monkeypatch):
+    """A value tried added to a record reaches the task's diagnose without editing the task; a
+    task tries only its own postprocessings."""
+    from harness.task.detection import postprocess_hypotheses as detection
+    from harness.task.segmentation import postprocess_hypotheses as segmentation
+
+    monkeypatch.setattr(postprocessing.DbParams, "tried", {"max_candidates": ("DB candidates", (10, 1000))})
+    monkeypatch.setattr(postprocessing.SaliencyParams, "tried", {"minmax": ("min-max", (True, False))})
+    assert [(h.culprit, h.changes) for h in detection({"name": "db"})] == [("DB candidates", (("max_candidates", 1000, 10),))]
+    assert [(h.culprit, h.changes) for h in segmentation({"name": "saliency"})] == [("min-max", (("minmax", True, False),))]
+    assert detection({"name": "saliency"}) == [] and segmentation({"name": "db"}) == []

@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from harness.detection.boxes import Detections, greedy_match, iou_matrix
+from harness.postprocessing import DbParams
 from harness.task_api import Comparator, Judgement
 from harness.verdict import Verdict
 
@@ -224,34 +225,34 @@ def _finite(value: float | None) -> float | None:
 class Boxes(Comparator):
     """A detector's result as a comparator (the protocol: :class:`harness.task_api.Comparator`):
     one image's boxes under a :class:`DetectionTolerance` (:func:`compare_detections`), given
-    the postprocessor's ``score_threshold``, the source ``image_size`` and the raw outputs'
+    the postprocessor's score threshold, the source ``image_size`` and the raw outputs'
     evidence of near-threshold changes (``explained``)."""
 
     tolerance_type = DetectionTolerance
 
-    def __init__(self, score_threshold: float, image_size: tuple[int, int] | None = None,
+    def __init__(self, threshold: float, image_size: tuple[int, int] | None = None,
                  explained: Callable[[np.ndarray], bool] | None = None, scored: bool = True):
-        self.score_threshold, self.image_size, self.explained = score_threshold, image_size, explained
+        self.threshold, self.image_size, self.explained = threshold, image_size, explained
         self.scored = scored
 
     def __call__(self, reference: Detections, deployed: Detections,
                  tolerance: DetectionTolerance = DetectionTolerance()) -> "DetectionComparison":
-        return compare_detections(reference, deployed, self.score_threshold, tolerance, self.image_size,
+        return compare_detections(reference, deployed, self.threshold, tolerance, self.image_size,
                                   self.explained, self.scored)
 
 
-def compare_detections(reference: Detections, deployed: Detections, score_threshold: float,
+def compare_detections(reference: Detections, deployed: Detections, threshold: float,
                        tolerance: DetectionTolerance = DetectionTolerance(),
                        image_size: tuple[int, int] | None = None,
                        explained: Callable[[np.ndarray], bool] | None = None,
                        scored: bool = True) -> DetectionComparison:
-    """Compare one image's boxes (see the module's rules). ``score_threshold``: the
-    postprocessor's (``DbParams.box_thresh``, ``YoloParams.conf_threshold``: their
-    ``score_threshold``); ``image_size``: (height, width) of the source image, to catch boxes
-    outside it; ``explained(quads)``: whether a change over those [N, 4, 2] quads (source
-    pixels) lies near a threshold by the raw outputs' evidence (None: by the score only);
-    ``scored`` False: the deployment answers no box scores (NaN), so none is judged (no score
-    change, and a box only it has is near a threshold by the evidence alone)."""
+    """Compare one image's boxes (see the module's rules). ``threshold``: the postprocessor's
+    score threshold (its record's, :mod:`harness.postprocessing`); ``image_size``: (height,
+    width) of the source image, to catch boxes outside it; ``explained(quads)``: whether a
+    change over those [N, 4, 2] quads (source pixels) lies near a threshold by the raw
+    outputs' evidence (None: by the score only); ``scored`` False: the deployment answers no
+    box scores (NaN), so none is judged (no score change, and a box only it has is near a
+    threshold by the evidence alone)."""
     t = tolerance
     problems = problems_of("reference", reference, image_size, t) + problems_of("deployed", deployed, image_size, t,
                                                                                 scored)
@@ -268,7 +269,7 @@ def compare_detections(reference: Detections, deployed: Detections, score_thresh
     matches = tuple(judge_match(reference, deployed, r, d, float(iou[r, d]), t, explained) for r, d in pairs)
 
     def unmatched(d: Detections, taken: set[int]) -> tuple[BoxChange, ...]:
-        return tuple(BoxChange(i, float(d.scores[i]), bool(abs(d.scores[i] - score_threshold) <= t.near_threshold
+        return tuple(BoxChange(i, float(d.scores[i]), bool(abs(d.scores[i] - threshold) <= t.near_threshold
                                                            or (np.isfinite(d.quads[i]).all() and near(d.quads[i][None]))))
                      for i in range(len(d)) if i not in taken)
 
@@ -307,9 +308,9 @@ def _verdict(matches, missed, extra, problems, t: DetectionTolerance, scored: bo
 
 # -- a served answer against the photo's answer alone (the load test, watch: harness.task.ANSWER_RULES) --
 
-DB_BOX_THRESHOLD = 0.5
+DB_BOX_THRESHOLD = DbParams().box_thresh
 """The score threshold a served detector's boxes are judged near (the DB postprocessing's
-default ``box_thresh``, this repository's): a box that comes or goes within 0.05 of it is a tie."""
+default, this repository's): a box that comes or goes within 0.05 of it is a tie."""
 ANSWER_BOXES = ("BOXES", "SCORES")
 """The outputs of a served detector's answer (this repository's ``detect_*`` ensembles)."""
 

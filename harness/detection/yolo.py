@@ -73,7 +73,7 @@ def nms(xyxy: np.ndarray, scores: np.ndarray, classes: np.ndarray, iou_threshold
         import cv2
 
         xywh = np.concatenate([xyxy[:, :2], xyxy[:, 2:] - xyxy[:, :2]], axis=1).astype(np.float64)
-        # score_threshold 0: the confidence threshold is already applied (OpenCV keeps score > 0)
+        # OpenCV's own score threshold 0: the confidence threshold is already applied (it keeps score > 0)
         keep = cv2.dnn.NMSBoxesBatched(xywh.tolist(), scores.astype(float).tolist(), classes.astype(int).tolist(),
                                        0.0, float(iou_threshold))
         return np.asarray(keep, np.int64).reshape(-1)

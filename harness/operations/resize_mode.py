@@ -6,12 +6,14 @@ and a crop, a letterbox's padding placement and rounding, a limit's type and len
 pairs of them diagnose tries together, its wording, and its kernels: the arithmetic of the
 output size, one function per mode, in numbers (:data:`SIZES`: the spec's ``output_size``,
 :mod:`harness.geometry`'s records, the recipes) and as DALI nodes (:data:`DALI_SIZES`, the
-DALI graphs). A letterbox's padding is still :mod:`harness.geometry`'s.
+DALI graphs), and a letterbox's padding (:func:`letterbox_padding`, written once for numbers
+and DALI nodes alike).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from harness.operations.base import Alternative, Key, Operation
 from harness.operations.crop import ROUNDING_CULPRIT as CROP_ROUNDING_CULPRIT
@@ -198,6 +200,37 @@ def limit_side_size(height: int, width: int, r) -> tuple[int, int]:
         cap = float(r.max_side_limit) / max(scaled)
         scaled = [int(side * cap) for side in scaled]
     return tuple(int(round(side / r.multiple) * r.multiple) for side in scaled)
+
+
+def letterbox_padding(height, width, r, floor=math.floor) -> tuple:
+    """(top, bottom, left, right) padding around an image already resized to ``height`` x
+    ``width`` by the letterbox ``r``: what is left of ``r.size`` (with ``auto``, of the next
+    multiple of the stride), split as ``r`` says (``pad_position``, ``pad_rounding``). The one
+    arithmetic of every backend: in numbers (ints: ``floor`` is ``math.floor``) or as DALI nodes
+    (float64 sides, ``floor`` is ``nvidia.dali.math.floor``: :func:`dali_letterbox_padding`)."""
+    dh, dw = r.size[0] - height, r.size[-1] - width
+    if r.auto:  # the remainder of the stride (Python's %, written with floor for DALI's nodes)
+        dh, dw = dh - r.stride * floor(dh / r.stride), dw - r.stride * floor(dw / r.stride)
+
+    def split(total):
+        if r.pads_after_only:
+            before = 0 * total
+        elif r.pad_rounding == "half_up":
+            before = floor((total + 1) / 2)
+        else:  # YOLO's round(total / 2 - 0.1), which for whole pixels is the floor of the half
+            before = floor(total / 2)
+        return before, total - before
+
+    return (*split(dh), *split(dw))
+
+
+def dali_letterbox_padding(resized, r) -> tuple:
+    """:func:`letterbox_padding` of a resized image as float64 DALI nodes."""
+    import nvidia.dali.math as dmath
+
+    import harness.operations.dali_nodes as dali_nodes
+
+    return letterbox_padding(*dali_nodes.sides(resized), r, floor=dmath.floor)
 
 
 SIZES = {"shorter_side": shorter_side_size, "stretch": stretch_size, "letterbox": letterbox_size,

@@ -72,7 +72,7 @@ def canvas(image, p: Preprocess):
         from harness.preprocessing import dali_resize
 
         letterbox = p.resize.detector()
-        return dali_resize.pad(image, dali_resize.letterbox_padding(image, letterbox), letterbox)
+        return dali_resize.pad(image, resize_mode.dali_letterbox_padding(image, letterbox), letterbox)
     return operations.apply(Stage.CROP, "dali", image, p)
 
 
@@ -80,7 +80,7 @@ def geometry_of(decoded, resized, p: Preprocess):
     """A detector's ``GEOMETRY`` output (:func:`harness.preprocessing.dali_resize.geometry_tensor`)."""
     from harness.preprocessing import dali_resize
 
-    padding = (dali_resize.letterbox_padding(resized, p.resize.detector()) if p.resize.mode == "letterbox"
+    padding = (resize_mode.dali_letterbox_padding(resized, p.resize.detector()) if p.resize.mode == "letterbox"
                else dali_resize.no_padding(resized))
     return dali_resize.geometry_tensor(decoded, resized, padding)
 

@@ -19,7 +19,6 @@ operator arguments of DALI 2.1.1 are used (checked by the tests with
 from __future__ import annotations
 
 import nvidia.dali.fn as fn
-import nvidia.dali.math as dmath
 import nvidia.dali.types as types
 
 from harness.geometry import Letterbox, LimitSide
@@ -30,22 +29,6 @@ from harness.operations.dali_nodes import sides as _sides
 def _resize(image, height, width):
     extent = dict(resize_y=fn.cast(height, dtype=types.FLOAT), resize_x=fn.cast(width, dtype=types.FLOAT))
     return resize_filter.OPERATION.kernels["dali"](image, extent, resize_filter.CV2_DEFAULT)
-
-
-def letterbox_padding(resized, p: Letterbox):
-    """(top, bottom, left, right) float64 nodes of the padding around a resized image, as
-    :func:`harness.geometry.letterbox_padding` computes it from its size."""
-    new_h, new_w = _sides(resized)
-    dh, dw = float(p.size[0]) - new_h, float(p.size[1]) - new_w
-    if p.auto:
-        dh, dw = dh - p.stride * dmath.floor(dh / p.stride), dw - p.stride * dmath.floor(dw / p.stride)
-    if p.pads_after_only:
-        top, left = 0.0 * dh, 0.0 * dw
-    elif p.pad_rounding == "half_up":
-        top, left = dmath.floor((dh + 1.0) / 2.0), dmath.floor((dw + 1.0) / 2.0)
-    else:  # YOLO's round(d/2 - 0.1) for whole-pixel d: the floor of the half
-        top, left = dmath.floor(dh / 2.0), dmath.floor(dw / 2.0)
-    return top, dh - top, left, dw - left
 
 
 def pad(resized, padding, p: Letterbox):
@@ -60,7 +43,8 @@ def pad(resized, padding, p: Letterbox):
 
 
 def no_padding(resized):
-    """The padding of a resize that pads nothing (limit side), as nodes like :func:`letterbox_padding`'s."""
+    """The padding of a resize that pads nothing (limit side), as nodes like
+    :func:`~harness.operations.resize_mode.dali_letterbox_padding`'s."""
     h, _ = _sides(resized)
     zero = 0.0 * h
     return zero, zero, zero, zero
@@ -81,4 +65,4 @@ def limit_side(image, p: LimitSide):
 def letterbox(image, p: Letterbox):
     """HWC image -> letterboxed as :func:`~harness.geometry.letterbox_geometry` says."""
     resized = _resize(image, *resize_mode.DALI_SIZES["letterbox"](image, p))
-    return pad(resized, letterbox_padding(resized, p), p)
+    return pad(resized, resize_mode.dali_letterbox_padding(resized, p), p)

@@ -13,7 +13,7 @@ import numpy as np
 
 from harness import operations
 from harness.operations import decode as decode_operation
-from harness.operations import resize_filter
+from harness.operations import resize_filter, resize_mode
 from harness.preprocessing import PREPROCESS_STAGES, Step, run_steps
 from harness.preprocessing.image_check import ImageError, check_resize, identify
 from harness.spec import DecodeSpec, Preprocess, ResizeSpec, SpecError
@@ -49,9 +49,7 @@ def canvas(image: np.ndarray, p: Preprocess) -> np.ndarray:
     padding, ``cv2.copyMakeBorder`` in the pad value; a limit-side resize's image as it is: the
     crop's kernels pass a detector's image through)."""
     if p.resize.mode == "letterbox":
-        from harness.geometry import letterbox_padding
-
-        top, bottom, left, right = letterbox_padding(*image.shape[:2], p.resize.detector())
+        top, bottom, left, right = resize_mode.letterbox_padding(*image.shape[:2], p.resize.detector())
         if not (top or bottom or left or right):
             return image
         value = (float(p.resize.pad_value),) * (image.shape[2] if image.ndim == 3 else 1)

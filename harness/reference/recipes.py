@@ -10,7 +10,7 @@ import numpy as np
 
 from harness import operations
 from harness.manifest import load_dalis_nvjpeg
-from harness.operations import resize_filter
+from harness.operations import resize_filter, resize_mode
 from harness.preprocessing import PREPROCESS_STAGES, opencv
 from harness.reference.base import Recipe, register
 from harness.reference.decoders import decode_with_switches, open_rgb
@@ -128,10 +128,8 @@ class TorchvisionRecipe(Recipe):
         if self.p.resize.mode == "letterbox":
             from torchvision.transforms import functional as F
 
-            from harness.geometry import letterbox_padding
-
             width, height = F.get_image_size(image)
-            top, bottom, left, right = letterbox_padding(height, width, self.p.resize.detector())
+            top, bottom, left, right = resize_mode.letterbox_padding(height, width, self.p.resize.detector())
             return F.pad(image, [left, top, right, bottom], fill=self.p.resize.pad_value)
         return operations.apply(Stage.CROP, "torchvision", image, self.p)  # (torch's kernel is the same)
 

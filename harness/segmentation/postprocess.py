@@ -20,6 +20,8 @@ from harness.postprocessing import ArgmaxParams, SaliencyParams, parameters
 
 MATTE, MASK = 0, 1
 """The result's two planes."""
+POSTPROCESSINGS = ("saliency", "argmax")
+"""The segmentation postprocessings' names (their records: :data:`harness.postprocessing.PARAMETERS`)."""
 
 
 def _filter(name: str):
@@ -170,4 +172,4 @@ def as_result(matte, mask, size: tuple[int, int], who: str) -> np.ndarray:
 
 
 def is_segmentation(table: Mapping | None) -> bool:
-    return bool(table) and table.get("name") in ("saliency", "argmax")
+    return bool(table) and table.get("name") in POSTPROCESSINGS

@@ -657,31 +657,14 @@ class Detection(Task):
                         verdict_column=1)]
 
 
-POSTPROCESS_CANDIDATES = {
-    # DB (PaddleOCR's text detector): the values its configs and ports use, on a grid fine
-    # enough that the nearest candidate moves a word's corners by less than the close rule's 4 px.
-    "db": {"unclip_ratio": ("DB unclip ratio", tuple(round(1.2 + 0.1 * k, 1) for k in range(14))),
-           "box_thresh": ("DB box score threshold", (0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)),
-           "thresh": ("DB binarization threshold", (0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)),
-           "use_dilation": ("DB dilation", (True, False)),
-           "box_type": ("DB box type", ("quad", "rect")),
-           "score_mode": ("DB score mode", ("fast", "slow"))},
-    # YOLO: ultralytics' and YOLOv5's defaults and the values exports bake into EfficientNMS.
-    "yolo": {"iou_threshold": ("NMS IoU threshold", (0.45, 0.5, 0.6, 0.65, 0.7)),
-             "conf_threshold": ("confidence threshold", (0.001, 0.1, 0.25, 0.3, 0.4, 0.5)),
-             "class_agnostic": ("class-agnostic NMS", (False, True)),
-             "nms": ("NMS implementation", ("torchvision", "opencv"))},
-}
-"""Postprocessing culprits per built-in postprocessing: key -> (culprit, candidate values)."""
-
-
 def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list[ResultCulprit]:
     """The detector's postprocessing culprits (:func:`harness.postprocessing.culprit_hypotheses`
-    of :data:`POSTPROCESS_CANDIDATES`): diagnose runs the reference's postprocessing with each on
+    of the detector postprocessings): diagnose runs the reference's postprocessing with each on
     the reference's raw output against the deployment's boxes."""
+    from harness.detection.postprocess import BUILTIN
     from harness.postprocessing import culprit_hypotheses
 
-    return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
+    return culprit_hypotheses(reference, deployed, tuple(BUILTIN))
 
 
 def as_deployed_codes(boxes: np.ndarray, deployed: Mapping) -> np.ndarray:

@@ -38,7 +38,14 @@ from harness.result import StageResult
 from harness.scores import ScoreKind
 from harness.segmentation.compare import NEAR_THRESHOLD, MaskTolerance, compare_masks
 from harness.segmentation.model import SEGMENTER, SPEC_FILE, install_model
-from harness.segmentation.postprocess import SegmentationPostprocess, as_result, from_matte, is_segmentation, raw_output
+from harness.segmentation.postprocess import (
+    POSTPROCESSINGS,
+    SegmentationPostprocess,
+    as_result,
+    from_matte,
+    is_segmentation,
+    raw_output,
+)
 from harness.stage import GEOMETRY_TENSOR, Stage
 from harness.task_api import (
     Event,
@@ -559,22 +566,11 @@ class Segmentation(Task):
         return verdict, 1.0
 
 
-POSTPROCESS_CANDIDATES = {
-    "saliency": {"minmax": ("min-max rescale of the map", (True, False)),
-                 "threshold_after_upsampling": ("threshold before or after upsampling", (True, False)),
-                 "interpolation": ("the upsampling's interpolation", ("lanczos", "linear", "cubic", "nearest", "area")),
-                 "threshold": ("the mask's threshold", (0.3, 0.4, 0.5, 0.6, 0.7))},
-    "argmax": {"threshold_after_upsampling": ("argmax before or after upsampling", (True, False)),
-               "interpolation": ("the upsampling's interpolation", ("linear", "nearest", "cubic", "lanczos", "area"))},
-}
-"""Postprocessing culprits per segmentation postprocessing: key -> (culprit, candidate values)."""
-
-
 def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None = None) -> list[ResultCulprit]:
-    """The segmentation postprocessing's culprits (:data:`POSTPROCESS_CANDIDATES`)."""
+    """The segmentation postprocessing's culprits (:func:`harness.postprocessing.culprit_hypotheses`)."""
     from harness.postprocessing import culprit_hypotheses
 
-    return culprit_hypotheses(reference, deployed, POSTPROCESS_CANDIDATES)
+    return culprit_hypotheses(reference, deployed, POSTPROCESSINGS)
 
 
 def _is_plane(tensor) -> bool:
