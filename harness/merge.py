@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from harness.accuracy import Dataset, Predictions, Sample, evaluate
-from harness.accuracy.job import AccuracyOptions
+from harness.accuracy import Dataset, Predictions, Sample
+from harness.accuracy.job import AccuracyOptions, score
 from harness.accuracy.job import AccuracyResult as AccuracyJobResult
 from harness.accuracy.report import write_accuracy_files
 from harness.check.files import CSV_FILENAME, RESULTS_FILENAME, VISUALS_DIRNAME, csv_header, csv_row
@@ -46,7 +46,7 @@ from harness.files import strict_json, write_atomic
 from harness.names import path_text
 from harness.report import write_reports
 from harness.result import ImageResult
-from harness.results import AccuracyReport, AccuracyRun, CheckReport, ReferenceInfo, ServerInfo
+from harness.results import AccuracyRun, CheckReport, ReferenceInfo, ServerInfo
 from harness.results.parse import check_run, deployed_info, reference_info, spec_info
 from harness.run_identity import first_difference, run_identity
 from harness.shard import ShardRecord, check_split, listing_digest
@@ -289,7 +289,7 @@ def merge_accuracy(directories: Sequence[Path], out: Path, formats: Sequence[str
                          "a shard is incomplete")
     source = Path(first["dataset"]["source"])
     dataset = Dataset(source, first["dataset"]["layout"],
-                      tuple(Sample(name, Path(path), label) for _, name, path, label in rows))
+                      tuple(Sample(name, Path(path), label) for _, name, path, label in rows), tuple(content["classes"]))
     predictions = []
     for i, path in enumerate(content["paths"]):
         parts = [s.content["paths"][i] for s in shards]
@@ -297,17 +297,17 @@ def merge_accuracy(directories: Sequence[Path], out: Path, formats: Sequence[str
             path["path"], {k: tuple(v) for p in parts for k, v in p["top_k"].items()},
             {k: v for p in parts for k, v in p["failed"].items()},
             {k: np.asarray(v, np.float32) for p in parts for k, v in p["logits"].items()}))
-    classes = content["classes"]
-    result = evaluate(dataset, predictions, classes, first["tie_margin"], first["top_k"])
-    run = first.get("run")
-    report = AccuracyReport(
-        result, classes, ReferenceInfo(first["reference"]["recipe"], first["reference"]["model"],
-                                       first["reference"].get("recipe_name")),
-        ServerInfo(first["deployed"]["url"], first["deployed"]["protocol"]), first["spec"],
-        AccuracyRun(max(s.report["run"]["seconds"] for s in shards), run["batch_size"], run["fail_on"],
-                    run["allow_rejected"]) if run else None,
-        first.get("versions", {}))
+    run = first["run"]
+    task = get_task(first["task"])
+    if task.unshardable:
+        raise UsageError(f"{shards[0].name}: the {task.name} task is not scored a shard at a time ({task.unshardable})")
+    report = score(task, dataset, {p.path: p.failed for p in predictions}, {"predictions": predictions},
+                   run["tie_margin"], dataset.label_names, run["top_k"], models=tuple(first["deployed"]["models"]),
+                   reference=ReferenceInfo(first["reference"]["recipe"], first["reference"]["model"],
+                                           first["reference"].get("recipe_name")),
+                   server=ServerInfo(first["deployed"]["url"], first["deployed"]["protocol"]), spec=first["spec"],
+                   run=AccuracyRun(**{**run, "seconds": max(s.report["run"]["seconds"] for s in shards)}),
+                   versions=first.get("versions", {}))
     files = write_accuracy_files(out, report, formats)
-    options = AccuracyOptions(source, out, fail_on=run["fail_on"] if run else "diverged",
-                              allow_rejected=run["allow_rejected"] if run else False, formats=formats)
+    options = AccuracyOptions(source, out, fail_on=run["fail_on"], allow_rejected=run["allow_rejected"], formats=formats)
     return AccuracyJobResult(report, files.get("json"), files.get("markdown"), options, files)

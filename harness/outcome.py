@@ -8,6 +8,7 @@ other can. ``Outcome`` is a :class:`enum.StrEnum`, so files keep the plain strin
 from __future__ import annotations
 
 import enum
+from typing import Sequence
 
 
 class Side(enum.StrEnum):
@@ -40,3 +41,12 @@ class Outcome(enum.StrEnum):
     def one_sided(self) -> bool:
         """A rejection by one side only (fails a run unless ``--allow-rejected``)."""
         return self in (Outcome.REJECTED_BY_DEPLOYMENT, Outcome.REJECTED_BY_TRAINING)
+
+
+def outcome_of(reference_failed: bool, deployed_failed: Sequence[bool]) -> Outcome:
+    """How an image that failed somewhere is labelled: rejected by deployment when the
+    reference processed it and some deployed path did not; rejected by training when the
+    reference failed and some deployed path processed it; else failed."""
+    if not reference_failed:
+        return Outcome.REJECTED_BY_DEPLOYMENT
+    return Outcome.REJECTED_BY_TRAINING if not all(deployed_failed) else Outcome.FAILED

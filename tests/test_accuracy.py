@@ -14,9 +14,9 @@ from harness.deployment import pipeline_side
 from harness.model import read_labels
 from harness.reference import load_recipe
 from harness.reference.model import OnnxModel
-from harness.results import AccuracyReport, ReferenceInfo, ServerInfo
 from harness.spec import load_spec
 from harness.task import get_task
+from tests.accuracy.test_scoring import report
 from tests.conftest import copy_photos
 
 LABELED_PHOTOS = {"squirrel_cls.jpg": "fox squirrel", "baboon.jpg": "baboon", "orange.jpg": "orange",
@@ -67,9 +67,12 @@ def deployed(server, labeled_set):
         return [predict_deployed(labeled_set.samples, pipeline_side(client, pipeline, get_task(None))) for pipeline in PIPELINES]
 
 
+def predict(spec, dataset, deployed, reference_model):
+    return [predict_reference(dataset.samples, load_recipe(spec), reference_model), *deployed]
+
+
 def score(spec, dataset, deployed, reference_model, classes):
-    reference = predict_reference(dataset.samples, load_recipe(spec), reference_model)
-    return evaluate(dataset, [reference, *deployed], classes)
+    return evaluate(dataset, predict(spec, dataset, deployed, reference_model), classes)
 
 
 def test_the_labeled_set_has_every_variant_of_every_photo(labeled_set):
@@ -97,7 +100,8 @@ def test_a_misaligned_reference_flips_predictions(spec_name, repository, tmp_pat
                                                   reference_model, classes):
     path = (repository.parent / "specs" / "misaligned_resize.toml" if spec_name == "misaligned_resize"
             else write_bgr_spec(tmp_path, repository))
-    result = score(load_spec(path), labeled_set, deployed, reference_model, classes)
+    predictions = predict(load_spec(path), labeled_set, deployed, reference_model)
+    result = evaluate(labeled_set, predictions, classes)
     labels = np.array([s.label for s in result.evaluated])
     reference_top1 = np.array([result.predictions[REFERENCE][s.name][0] for s in result.evaluated])
     for path_score in result.scores[1:]:
@@ -107,13 +111,8 @@ def test_a_misaligned_reference_flips_predictions(spec_name, repository, tmp_pat
         m = path_score.mcnemar
         assert m.b == np.sum((reference_top1 == labels) & (top1 != labels))
         assert m.c == np.sum((reference_top1 != labels) & (top1 == labels))
-    markdown = render_markdown(report(result, classes))
+    markdown = render_markdown(report(labeled_set, predictions, classes))
     assert "## Images whose top-1 class differs between paths" in markdown
-
-
-def report(result, classes):
-    return AccuracyReport(result, classes, ReferenceInfo("recipe", "onnx", "opencv"), ServerInfo("server", "grpc"),
-                          "spec.toml")
 
 
 def test_failed_images_are_listed_and_excluded_from_every_path(server, spec, photos_dir, reference_model, classes,
@@ -139,7 +138,7 @@ def test_failed_images_are_listed_and_excluded_from_every_path(server, spec, pho
         assert f"{path}: not an image" in result.failed["notes.txt"]
         assert f"{path}: file not found" in result.failed["missing.jpg"]
         assert set(result.predictions[path]) == {"baboon.jpg", "orange.jpg", "squirrel_cls.jpg"}
-    written = report(result, classes)
+    written = report(dataset, predictions, classes)
     data = written.to_dict()
     assert data["dataset"]["images"] == 6 and data["dataset"]["evaluated"] == 3
     assert [f["image"] for f in data["failed"]] == ["cut.jpg", "notes.txt", "missing.jpg"]
@@ -153,12 +152,13 @@ def test_an_unlabeled_directory_gets_flip_rates_only(server, repository, photos_
     assert dataset.layout == "unlabeled" and not dataset.labeled
     bgr = load_spec(write_bgr_spec(tmp_path, repository))
     with TritonClient(server.http_url, "http") as client:
-        result = evaluate(dataset, [predict_reference(dataset.samples, load_recipe(bgr), reference_model),
-                                    predict_deployed(dataset.samples, pipeline_side(client, "dali", get_task(None)))], classes)
+        predictions = [predict_reference(dataset.samples, load_recipe(bgr), reference_model),
+                       predict_deployed(dataset.samples, pipeline_side(client, "dali", get_task(None)))]
+    result = evaluate(dataset, predictions, classes)
     reference, dali = result.scores
     assert reference.top1 is None and dali.top1 is None and dali.mcnemar is None and dali.per_class == ()
     top1 = {path: [result.predictions[path][s.name][0] for s in result.evaluated] for path in (REFERENCE, "dali")}
     assert dali.flips == sum(a != b for a, b in zip(top1[REFERENCE], top1["dali"])) > 0
-    row = next(line for line in render_markdown(report(result, classes)).splitlines()
+    row = next(line for line in render_markdown(report(dataset, predictions, classes)).splitlines()
                if line.startswith("| `classify_dali`"))
     assert row.startswith("| `classify_dali` | - | - | - | - | - | - | - | - |") and f"({dali.flips}/3)" in row

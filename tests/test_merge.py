@@ -218,8 +218,15 @@ def test_accuracy_shards_pooled_are_the_report_of_one_run(server, tmp_path):
     one, pooled = json.loads(whole.json_path.read_text()), json.loads(merged.json_path.read_text())
     assert comparable(pooled) == comparable(one)
     assert one["dataset"]["images"] == 13 and one["dataset"]["failed"] == 1
-    assert {p["path"] for p in one["paths"]} == {"reference", "dali", "opencv"}
+    assert {p["path"] for p in one["effect"]["paths"]} == {"reference", "dali", "opencv"}
     assert merged.exit_status() == whole.exit_status()
     assert merged.markdown_path.read_text() == whole.markdown_path.read_text()
+    # A shard written before the one layout (classification's scores at the top level) pools the same.
+    from tests.accuracy.test_one_path import old_layout
+
+    shard = tmp_path / "shard-1" / "accuracy.json"
+    shard.write_text(json.dumps(old_layout(json.loads(shard.read_text()))))
+    again = merge_accuracy([tmp_path / f"shard-{k}" for k in range(3)], tmp_path / "merged-old")
+    assert comparable(json.loads(again.json_path.read_text())) == comparable(one)
     with pytest.raises(UsageError, match="shard 1/3 missing"):
         merge_accuracy([tmp_path / "shard-0", tmp_path / "shard-2"], tmp_path / "m")

@@ -74,11 +74,11 @@ def test_accuracy_counts_the_tie_apart_and_exits_0(server, sample_slice, tmp_pat
     result = harness(*args, "--report", tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "accuracy.json").read_text())
-    reference, dali = report["paths"]
+    reference, dali = report["effect"]["paths"]
     assert (dali["flips"], dali["ties"], dali["diverged_flips"]) == (1, 1, 0)
     assert dali["flip_rate"] == 1 / len(SLICE) and dali["flip_rate_without_ties"] == 0
     assert dali["top1"] is not None and dali["mcnemar"]["b"] + dali["mcnemar"]["c"] <= 1  # on every image
-    [image] = [i for i in report["images"] if i["flips"]]
+    [image] = [i for i in report["effect"]["images"] if i["flips"]]
     assert image["image"].endswith(TIE) and image["flips"]["dali"]["verdict"] == "tie"
     assert "(tie, margin" in result.stdout and "0.00% (0/5; 1 tie)" in result.stdout
     assert harness(*args, "--report", tmp_path / "strict", "--fail-on", "tie").returncode == 1

@@ -45,5 +45,5 @@ def test_an_image_only_the_server_rejects_fails_accuracy(server, images, tmp_pat
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "accuracy.json").read_text())
     assert report["dataset"]["rejected"] == {"deployment": 1, "training": 0}
-    assert report["failed"][0]["outcome"] == "rejected by deployment" and report["paths"][1]["flips"] == 0
+    assert report["failed"][0]["outcome"] == "rejected by deployment" and report["effect"]["paths"][1]["flips"] == 0
     assert harness(*args, "--report", tmp_path / "allowed", "--allow-rejected").returncode == 0

@@ -23,9 +23,14 @@ logit for the deployed top-1 is within ``tie_margin`` (default: the output toler
 :mod:`harness.compare.ties`); flip rates are given with and without ties. Accuracy,
 McNemar and flip counts stay on all evaluated images: ties are labelled, never dropped.
 
+The job reads every path as the task asks and scores it with the task's own hook (one path for
+every task: :func:`harness.accuracy.job.score`, :meth:`harness.task_api.Task.effect_on`); every
+task's report is one :class:`harness.results.AccuracyReport`, its accuracy.json one layout (the
+task's scores under ``effect``).
+
 - :mod:`~harness.accuracy.dataset`: reading the labeled set;
 - :mod:`~harness.accuracy.predict`: each path's predictions;
-- :mod:`~harness.accuracy.scoring`: the scores (pure functions of the predictions);
+- :mod:`harness.compare.top_k_effect`: classification's scores (pure functions of the predictions);
 - :mod:`~harness.accuracy.report`: accuracy.json and accuracy.md, from a
   :class:`harness.results.AccuracyReport`;
 - :mod:`~harness.accuracy.job`: the job the command line runs (:func:`~harness.accuracy.job.run`).
@@ -34,22 +39,21 @@ McNemar and flip counts stay on all evaluated images: ties are labelled, never d
 from harness.accuracy.dataset import CSV_HEADER_FILE, CSV_HEADER_LABEL, Dataset, DatasetError, Sample, class_indices, load_dataset
 from harness.accuracy.predict import REFERENCE, TOP_K, Predictions, predict_deployed, predict_reference, top_k_classes
 from harness.accuracy.report import render_markdown, write_report
-from harness.accuracy.scoring import (
-    AccuracyResult,
+from harness.compare.top_k_effect import (
     ClassScore,
     McNemar,
     PathScore,
+    TopKEffect,
+    TopKScores,
     class_scores,
     evaluate,
     flip_count,
     flip_verdicts,
     mcnemar_exact,
-    outcome_of,
     top_k_accuracy,
 )
 
-__all__ = ["CSV_HEADER_FILE", "CSV_HEADER_LABEL", "AccuracyResult", "ClassScore",
-           "Dataset", "DatasetError", "McNemar", "PathScore", "Predictions", "REFERENCE", "Sample", "TOP_K",
-           "class_indices", "class_scores", "evaluate", "flip_count", "flip_verdicts", "load_dataset", "mcnemar_exact",
-           "outcome_of", "predict_deployed", "predict_reference", "render_markdown", "top_k_accuracy", "top_k_classes",
-           "write_report"]
+__all__ = ["CSV_HEADER_FILE", "CSV_HEADER_LABEL", "ClassScore", "Dataset", "DatasetError", "McNemar", "PathScore",
+           "Predictions", "REFERENCE", "Sample", "TOP_K", "TopKEffect", "TopKScores", "class_indices", "class_scores",
+           "evaluate", "flip_count", "flip_verdicts", "load_dataset", "mcnemar_exact", "predict_deployed",
+           "predict_reference", "render_markdown", "top_k_accuracy", "top_k_classes", "write_report"]

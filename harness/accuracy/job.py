@@ -5,16 +5,15 @@ these and prints."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
-from harness.accuracy import evaluate, load_dataset, predict_deployed, predict_reference
-from harness.accuracy.dataset import read_sample
-from harness.accuracy.predict import TOP_K
+from harness.accuracy.dataset import Dataset, load_dataset, read_sample
+from harness.accuracy.predict import TOP_K, predict_deployed, predict_reference
 from harness.accuracy.report import write_accuracy_files
-from harness.accuracy.scoring import Outcome, outcome_of
 from harness.accuracy.shards import shard_dataset, write_shard
 from harness.check.job import Progress, no_progress
 from harness.check.rundir import report_locked
@@ -22,15 +21,17 @@ from harness.client import PIPELINES
 from harness.corpus import list_images
 from harness.deployment import DeployedSide
 from harness.errors import EXIT_FOUND, EXIT_OK, NothingCompared, UsageError
+from harness.outcome import Outcome, outcome_of
 from harness.reference.reading import proven_reference
 from harness.report import versions
 from harness.report.formats import require_formats
 from harness.result import one_line
-from harness.results import AccuracyReport, AccuracyRun, EffectReport, ReferenceInfo
+from harness.results import AccuracyReport, AccuracyRun, ReferenceInfo
 from harness.shard import Shard
 from harness.stage import Stage
 from harness.target import Target, open_deployment, require_reference_model, served_models
 from harness.task import get_task
+from harness.task_api import Observed
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,9 @@ class AccuracyOptions:
 
 @dataclass(frozen=True)
 class AccuracyResult:
-    """``harness accuracy``, written: the report (of any task: :class:`AccuracyReport`, or
-    :class:`EffectReport` for a task's effect) and its files."""
+    """``harness accuracy``, written: the report (of any task) and its files."""
 
-    report: AccuracyReport | EffectReport
+    report: AccuracyReport
     json_path: Path
     markdown_path: Path | None
     """None when ``--format`` left Markdown out."""
@@ -88,16 +88,17 @@ class AccuracyResult:
         path (a shard that holds no image passes: the merged report is the verdict)."""
         report = self.report
         if not report.evaluated and (report.dataset.samples or self.options.shard is None):
+            why = next(iter(report.failed.values()), "")
             raise NothingCompared(f"none of the {len(report.dataset.samples)} images of {self.options.dataset} could be "
-                                  f"{report.processed} on every path")
+                                  f"{report.processed} on every path" + (f" ({why})" if why else ""))
         return EXIT_OK if report.passed else EXIT_FOUND
 
 
 @report_locked
 def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda line: None,
         progress: Progress = no_progress) -> AccuracyResult:
-    """Classify every image of ``options.dataset`` on the reference and on every deployed path,
-    score them, write accuracy.json and accuracy.md to ``options.report``."""
+    """Read every image of ``options.dataset`` on the reference and on every deployed path as the
+    task says, score them with the task's effect, write accuracy.json and accuracy.md to ``options.report``."""
     require_formats(options.formats)
     if options.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {options.batch_size}")
@@ -127,7 +128,6 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
     recipe = session.recipe(options.reference)
 
     start = time.perf_counter()
-    k = options.top_k
     targets = [Target(pipeline, task=options.task) for pipeline in pipelines] + list(options.models)
     with session.connect(log=log, models=served_models(targets)) as client:
         server = session.server_info(client)
@@ -144,41 +144,71 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                              f"({task.name}) and {', '.join(mixed)}; give --task or score them apart")
         if full is None:
             full, reference_model = load(task.name)
+        if options.shard is not None and task.unshardable:
+            raise UsageError(f"--shard: {task.name}'s effect cannot be scored a shard at a time ({task.unshardable}); "
+                             "score the whole set in one run")
         dataset = shard_dataset(full, options.shard) if options.shard else full
-        samples = dataset.samples
-        recipe, reading = proven_reference(recipe, [s.path for s in samples])  # a training definition: proven on these
+        recipe, reading = proven_reference(recipe, [s.path for s in dataset.samples])  # a training definition: proven on these
         sides = [DeployedSide(deployment, session.client_factory(client)) for deployment in deployments]
-        # What the effect is computed from is the task's to say (Task.effect_from).
-        if task.effect_from == "results":
-            task = deployments[0].configure_task(session.spec, options.postprocess)
-            for d in deployments[1:]:
-                d.configure_task(session.spec, options.postprocess)
-            tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
-            return _results_effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin,
-                                   server, server_metadata, start, progress, reading)
-        if task.effect_from == "outputs":
-            tie_margin = session.tie_margin(options.tie_margin, deployments[0].scores_kind, task)
-            return _effect(session, options, task, dataset, recipe, reference_model, sides, tie_margin, server,
-                           server_metadata, start, log, progress, reading)
-        with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
-            predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
-                                             on_image=lambda name: advance(f"reference {name}"), k=k)]
-            for side in sides:
-                label = side.deployment.label
-                predictions.append(predict_deployed(samples, side, options.batch_size,
-                                                    on_image=lambda name, p=label: advance(f"{p} {name}"), k=k))
+        task = deployments[0].configure_task(session.spec, options.postprocess)
+        for d in deployments[1:]:
+            d.configure_task(session.spec, options.postprocess)
+        tie_margin = session.tie_margin(options.tie_margin, task.effect_margin_kind or deployments[0].scores_kind, task)
+        # How each path is read is the task's to say (Task.effect_from); what it scores, its Task.effect_on.
+        failed, observed = READERS[task.effect_from](task, dataset.samples, recipe, reference_model, sides, options,
+                                                     tie_margin, progress)
 
-    classes, tie_margin = session.classes(), session.tie_margin(options.tie_margin)
-    report = AccuracyReport(
-        evaluate(dataset, predictions, classes, tie_margin, k), classes,
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading),
-        server, session.spec.source,
-        AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
-        versions(server_metadata))
+    classes = session.classes() if task.labeled_by == "classes" else dataset.label_names
+    report = score(task, dataset, failed, observed, tie_margin, classes, options.top_k,
+                   models=tuple(side.deployment.model for side in sides),
+                   reference=ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading),
+                   server=server, spec=session.spec.source, versions=versions(server_metadata),
+                   run=AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on,
+                                   options.allow_rejected, tie_margin, options.top_k))
     files = write_accuracy_files(options.report, report, options.formats)
     if options.shard is not None:
-        write_shard(options.report, options.shard, full, dataset, predictions, classes)
+        write_shard(options.report, options.shard, full, dataset, observed["predictions"], classes)
     return AccuracyResult(report, files["json"], files.get("markdown"), options, files)
+
+
+def score(task, dataset: Dataset, failed: Mapping[str, Mapping[str, str]], observed: Mapping, margin: float,
+          classes: Sequence[str], k: int, **context) -> AccuracyReport:
+    """The one scoring of every task (``harness accuracy``'s and ``harness merge``'s): each image
+    some path failed left out of every path (``failed``: path -> image -> why, the reference
+    first), then the task's :meth:`~harness.task_api.Task.effect_on` of what every path read
+    (``observed``: :class:`~harness.task_api.Observed`'s fields) on the images left; ``context``:
+    the report's fields that say what produced it (models, reference, server, spec, run, versions)."""
+    paths = tuple(failed)
+    reasons = {s.name: "; ".join(f"{p}: {failed[p][s.name]}" for p in paths if s.name in failed[p])
+               for s in dataset.samples}
+    failures = {name: why for name, why in reasons.items() if why}
+    outcomes = {name: str(outcome_of(name in failed[paths[0]], [name in failed[p] for p in paths[1:]]))
+                for name in failures}
+    evaluated = tuple(s for s in dataset.samples if s.name not in failures)
+    effect = task.effect_on(Observed(dataset, evaluated, paths, margin, classes, k, **observed)) if evaluated else None
+    for name, why in getattr(effect, "unlabeled", {}).items():  # a label that cannot be used: its image's error row
+        failures[name] = f"label: {why}"
+        outcomes[name] = str(Outcome.FAILED)  # the same on every path: no side rejected it
+    scored = getattr(effect, "evaluated", None)  # an effect that decides which images it scored
+    if scored is not None:
+        evaluated = tuple(s for s in evaluated if s.name in scored)
+    return AccuracyReport(task.name, effect, dataset, evaluated, failures, outcomes, paths[1:], **context,
+                          processed=task.processed_word)
+
+
+def _read_outputs(task, samples, recipe, reference_model, sides, options: AccuracyOptions, margin: float, progress,
+                  keep_outputs: bool = True):
+    """Every path's top-k classes and raw output of every image, a batch at a time (the reference
+    in-process, each deployed path through the server); ``keep_outputs`` False: the deployed paths'
+    top-k only (the reference keeps its logits always: the tie margins)."""
+    with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
+        predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
+                                         on_image=lambda name: advance(f"reference {name}"), k=options.top_k)]
+        for side in sides:
+            label = side.deployment.label
+            predictions.append(predict_deployed(samples, side, options.batch_size, keep_outputs=keep_outputs,
+                                                on_image=lambda name, p=label: advance(f"{p} {name}"), k=options.top_k))
+    return {p.path: p.failed for p in predictions}, {"predictions": predictions}
 
 
 def _probe_images(dataset: Path, labels: Path | None = None) -> list[Path]:
@@ -191,67 +221,17 @@ def _probe_images(dataset: Path, labels: Path | None = None) -> list[Path]:
     return found[:5]
 
 
-def _effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides, tie_margin: float,
-            server, server_metadata, start: float, log, progress, reading: str | None = None) -> AccuracyResult:
-    """The task's effect on the labeled set: every path's raw output of every image, then
-    :meth:`harness.task.Task.effect` on the images no path failed."""
-    import numpy as np
-
-    if options.shard is not None:
-        raise UsageError(f"--shard: {task.name}'s effect needs every image at once (each is searched for among all "
-                         "the others); score the whole set in one run")
-    samples = dataset.samples
-    with progress(len(samples) * (1 + len(sides)), task.progress_word) as advance:
-        predictions = [predict_reference(samples, recipe, reference_model, options.batch_size,
-                                         on_image=lambda name: advance(f"reference {name}"))]
-        for side in sides:
-            label = side.deployment.label
-            predictions.append(predict_deployed(samples, side, options.batch_size, keep_outputs=True,
-                                                on_image=lambda name, p=label: advance(f"{p} {name}")))
-    reasons: dict[str, list[str]] = {}
-    for p in predictions:
-        for name, reason in p.failed.items():
-            reasons.setdefault(name, []).append(f"{p.path}: {reason}")
-    evaluated = tuple(s for s in samples if s.name not in reasons)
-    failed = {s.name: "; ".join(reasons[s.name]) for s in samples if s.name in reasons}
-    outcomes = {name: str(outcome_of(name in predictions[0].failed, [name in p.failed for p in predictions[1:]]))
-                for name in failed}
-    outputs = {p.path: np.stack([p.logits[s.name] for s in evaluated]) for p in predictions} if evaluated else {}
-    labels = [dataset.label_name(s) for s in evaluated]
-    effect = task.effect(labels, outputs, tie_margin) if evaluated else None
-    report = EffectReport(
-        task.name, effect, dataset, evaluated, failed, outcomes, tuple(side.deployment.label for side in sides),
-        tuple(side.deployment.model for side in sides),
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading), server, session.spec.source,
-        AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
-        versions(server_metadata))
-    if effect is None:
-        raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be processed on every "
-                              f"path ({next(iter(failed.items()), ('', ''))[1]})")
-    files = write_accuracy_files(options.report, report, options.formats)
-    return AccuracyResult(report, files["json"], files.get("markdown"), options, files)
-
-
 LABEL_LAYOUTS = {"boxes": "coco", "masks": "masks"}
 """A task's :attr:`~harness.task_api.Task.labeled_by` -> the dataset layout that labels it so."""
 DETECT_WORKERS = 4
 """Images in flight while detecting: the server works on some while the reference runs others."""
 
 
-def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, reference_model, sides,
-                    tie_margin: float, server, server_metadata, start: float, progress,
-                    reading: str | None = None) -> AccuracyResult:
-    """The task's effect from its result stage (a detector's on a COCO labeled set): every
-    path's result of every image (the reference's by its postprocessing, each deployment's as
-    it answers it), each deployed path's changes against the reference's, as check judges them
-    (near-threshold ones within ``tie_margin``), then :meth:`harness.task_api.Task.effect_of_results`
-    (a detector's: :func:`harness.detection.effect.evaluate_detection`)."""
+def _read_results(task, samples, recipe, reference_model, sides, options: AccuracyOptions, margin: float, progress):
+    """Every path's stages of every image up to the result stage (the reference's by its
+    postprocessing, each deployment's as it answers it), and each deployed path's changes against
+    the reference's, as check judges them (near-threshold ones within ``margin``)."""
     from concurrent.futures import ThreadPoolExecutor
-
-    if options.shard is not None:
-        raise UsageError(f"--shard: {task.name}'s effect is scored over the whole labeled set (a detector's COCO mAP "
-                         "ranks every image's boxes together); score it in one run")
-    samples = dataset.samples
 
     def reference_boxes(sample):
         stages = recipe(read_sample(sample))
@@ -290,31 +270,17 @@ def _results_effect(session, options: AccuracyOptions, task, dataset, recipe, re
                 else:
                     deployed[path][sample.name] = boxes
     changes = []
-    for path in paths[1:]:  # each image's boxes against the reference's, as check judges them
+    for path in paths[1:]:  # each image's result against the reference's, as check judges it
         verdicts = {}
         for name, stages in deployed[path].items():
             if name in references:
-                result = task.result_of(references[name], stages, {}, tie_margin, 0)
+                result = task.result_of(references[name], stages, {}, margin, 0)
                 if result.verdict.value in ("tie", "diverged"):
                     verdicts[name] = result.verdict.value
         changes.append(verdicts)
-    effect = task.effect_of_results(dataset, {"reference": references, **deployed}, changes)
-    reasons = {s.name: "; ".join(f"{p}: {failed[p][s.name]}" for p in paths if s.name in failed[p]) for s in samples}
-    failures = {name: why for name, why in reasons.items() if why}
-    outcomes = {name: str(outcome_of(name in failed["reference"], [name in failed[p] for p in paths[1:]]))
-                for name in failures}
-    for name, why in getattr(effect, "unlabeled", {}).items():  # a label that cannot be used: its image's error row
-        failures[name] = f"label: {why}"
-        outcomes[name] = str(Outcome.FAILED)  # the same on every path: no side rejected it
-    evaluated = tuple(s for s in samples if s.name in effect.evaluated)
-    if not evaluated:
-        raise NothingCompared(f"none of the {len(samples)} images of {options.dataset} could be detected on every "
-                              f"path ({next(iter(failures.values()), '')})")
-    report = EffectReport(
-        task.name, effect, dataset, evaluated, failures, outcomes, tuple(side.deployment.label for side in sides),
-        tuple(side.deployment.model for side in sides),
-        ReferenceInfo(recipe.describe(), reference_model.name, recipe.name, reading), server, session.spec.source,
-        AccuracyRun(round(time.perf_counter() - start, 2), options.batch_size, options.fail_on, options.allow_rejected),
-        versions(server_metadata))
-    files = write_accuracy_files(options.report, report, options.formats)
-    return AccuracyResult(report, files["json"], files.get("markdown"), options, files)
+    return failed, {"results": {"reference": references, **deployed}, "changes": changes}
+
+
+READERS = {"top-k": functools.partial(_read_outputs, keep_outputs=False), "outputs": _read_outputs,
+           "results": _read_results}
+"""How ``harness accuracy`` reads every path, by :attr:`harness.task_api.Task.effect_from`."""

@@ -15,7 +15,6 @@ from harness.client import TritonClient
 from harness.names import plain_text, printable, terminal_text
 from harness.report import render_markdown
 from harness.report.formats import formats_line
-from harness.results import EffectReport
 from harness.session import Session
 
 console = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
@@ -98,12 +97,12 @@ def print_stage_report(report, paths: dict, formats, today) -> None:
 def print_accuracy(result, formats, today) -> None:
     """accuracy.md on stdout (rendered when --format left it out), and on stderr which files
     were written: ``today(result)`` prints it as always without --format, else every file is named."""
-    from harness.accuracy.report import render_effect_markdown, render_markdown
+    from harness.accuracy.report import render_markdown as render_accuracy
 
     if result.markdown_path is not None:
         out(result.markdown_path.read_text())
     else:
-        out((render_effect_markdown if isinstance(result.report, EffectReport) else render_markdown)(result.report))
+        out(render_accuracy(result.report))
     if formats is None:
         today(result)
     else:

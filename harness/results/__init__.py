@@ -17,12 +17,12 @@ Modules: :mod:`~harness.results.sides`, :mod:`~harness.results.summary` (with
 :mod:`~harness.results.diagnosis`, :mod:`~harness.results.accuracy`; everything is importable from here.
 """
 
-from harness.results.accuracy import AccuracyReport, AccuracyRun, EffectReport
+from harness.results.accuracy import AccuracyReport, AccuracyRun
 from harness.results.diagnosis import CombinedChange, DiagnosisReport
 from harness.results.reports import CheckReport, CheckRun, RunComparison, StageReport
 from harness.results.sides import DeployedInfo, ReferenceInfo, ServerInfo, SpecInfo, Versions
 from harness.results.summary import CheckSummary, Flip, ImageIssue, Metrics, MetricSummary, StageStats
 
 __all__ = ["AccuracyReport", "AccuracyRun", "CheckReport", "CheckRun", "CheckSummary", "CombinedChange", "DeployedInfo",
-           "DiagnosisReport", "EffectReport", "Flip", "ImageIssue", "MetricSummary", "Metrics", "ReferenceInfo", "RunComparison",
+           "DiagnosisReport", "Flip", "ImageIssue", "MetricSummary", "Metrics", "ReferenceInfo", "RunComparison",
            "ServerInfo", "SpecInfo", "StageReport", "StageStats", "Versions"]

@@ -20,6 +20,7 @@ from harness.client import LOGITS as LOGITS_OUTPUT
 from harness.compare.aggregate import TopKFlips
 from harness.compare.stages import topk_result
 from harness.compare.ties import default_tie_margin, flip_verdict
+from harness.compare.top_k_effect import TopKEffect, evaluate
 from harness.errors import ServerStopped
 from harness.formatting import fmt
 from harness.listing import InputFile, read_input
@@ -187,10 +188,17 @@ class Classification(Task):
                          f"reference margin ({report.scores_unit})"), rows,
                         verdict_column=1)]
 
-    # -- the effect on a labeled set: top-1/top-k accuracy (harness.accuracy.scoring) --------------------
+    # -- the effect on a labeled set: top-1/top-k accuracy (harness.compare.top_k_effect) ----------------
     labeled_by = "classes"
-    effect_from = "top-k"
+    effect_from = "top-k"  # the deployed outputs are not kept: 4 KB an image each
+    effect_margin_kind = "logits"  # a flip's margin is the reference's logits, whatever the deployment answers
+    unshardable = None
     progress_word = "classifying"
+    processed_word = "classified"
+
+    def effect_on(self, observed):
+        return TopKEffect(evaluate(observed.dataset, observed.predictions, observed.classes, observed.margin,
+                                   observed.k), observed.classes)
 
     # -- harness infer ---------------------------------------------------------------------------------
     def infer(self, client, asked):

@@ -543,6 +543,7 @@ class Detection(Task):
     labeled_by = "boxes"
     effect_from = "results"
     progress_word = "detecting"
+    unshardable = "a detector's COCO mAP ranks every image's boxes together"
 
     def effect_of_results(self, dataset, results, changes):
         from harness.detection.effect import evaluate_detection, load_labels

@@ -32,6 +32,7 @@ by a reference margin of 0.0015 (planted: five, margins 0.012 to 0.028).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from harness.listing import InputFile, read_input
 from harness.model import ONNX_FILENAME, check_embedder_onnx, export_embedder
 from harness.names import identifier, terminal_text
 from harness.packing import pack_images
+from harness.results.interface import Case, Status
 from harness.scores import EMBEDDING
 from harness.stage import Stage
 from harness.task.classification import describe, vector_outputs
@@ -385,6 +387,10 @@ class Embedding(Task):
 
     # -- effect on a labeled set ----------------------------------------------------------------------
     progress_word = "embedding"
+    unshardable = "each image is searched for among all the others"
+
+    def effect_on(self, observed) -> "Retrieval":
+        return dataclasses.replace(super().effect_on(observed), names=tuple(s.name for s in observed.evaluated))
 
     def effect(self, labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], margin: float) -> "Retrieval":
         """Retrieval on the images every path embedded (``outputs``: path -> [images, features],
@@ -428,6 +434,23 @@ class Retrieval:
     queries: int
     """Images counted as queries: their label has another image."""
     margin: float
+    names: tuple[str, ...] = ()
+    """The images' names, in the outputs' order (the cases name them)."""
+
+    def cases(self, models: Sequence[str], ties_fail: bool, group: str) -> list[Case]:
+        """Each deployed path's nearest-neighbour changes: failed beyond the tie margin, or on any
+        with ``ties_fail``."""
+        cases = []
+        for path, model in zip(self.to_dict(self.names)["paths"][1:], models):
+            changes = [c for c in path["changes"] if ties_fail or c["verdict"] == "diverged"]
+            said = f"{len(changes)} of {len(self.names)} images' nearest neighbour changed" + (
+                "" if ties_fail else " beyond the tie margin")
+            reason = (f"{said} ({path['ties'] or 0} ties in all): " + ", ".join(str(c["image"]) for c in changes[:10])
+                      if changes else f"no nearest-neighbour change beyond the tie margin ({path['ties'] or 0} ties)")
+            details = "\n".join(f"{c['image']}: {c['verdict']}, reference neighbour {c['reference_neighbour']}, "
+                                 f"deployed {c['deployed_neighbour']}" for c in path["changes"])
+            cases.append(Case(str(model), group, Status.FAILED if changes else Status.PASSED, reason, details))
+        return cases
 
     def any_changes(self, ties: bool = True) -> bool:
         return any((p.neighbour_changes if ties else (p.neighbour_changes or 0) - (p.ties or 0))

@@ -13,6 +13,7 @@ from harness.scores import ScoreKind
 from harness.stage import Stage
 from harness.task_api.answers import Answer, AnswerRule, Judgement
 from harness.task_api.comparator import Comparator, Comparison, Fold
+from harness.task_api.effect import Observed
 from harness.task_api.known_results import KnownCheck, KnownResults
 from harness.task_api.task import (
                                    Event,
@@ -30,5 +31,5 @@ from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 __all__ = ["Answer", "AnswerRule", "Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "Judgement",
-           "KnownCheck", "KnownResults", "OutputChoice", "PostprocessError", "ResultCulprit", "ScoreKind", "Section",
+           "KnownCheck", "KnownResults", "Observed", "OutputChoice", "PostprocessError", "ResultCulprit", "ScoreKind", "Section",
            "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim", "like", "verdict_cells"]

@@ -24,6 +24,7 @@ from harness.errors import UsageError
 from harness.result import ImageResult, StageResult
 from harness.scores import ScoreKind
 from harness.stage import Stage
+from harness.task_api.effect import Observed
 from harness.task_api.known_results import KnownCheck, KnownResults
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
@@ -356,23 +357,38 @@ class Task:
     retrieval), ``boxes`` (COCO JSON: a detector's) or ``masks`` (a folder of PNG masks of
     the images' stems: a segmenter's)."""
     effect_from: ClassVar[str] = "outputs"
-    """What ``harness accuracy`` computes the effect from: ``top-k`` (each path's top-k classes,
-    scored by :mod:`harness.accuracy.scoring`: classification), ``outputs`` (every path's raw
-    output of every image: :meth:`effect`) or ``results`` (every path's result stage, derived as
-    check derives it: :meth:`effect_of_results`)."""
+    """How ``harness accuracy`` reads each path: ``top-k`` (every image's top-k classes, a batch at
+    a time; the reference's logits too), ``outputs`` (the same and every image's raw output) or
+    ``results`` (every image's stages up to the result stage, derived as check derives them, and
+    each deployed path's changes as :meth:`result_of` judges them)."""
+    effect_margin_kind: ClassVar[str | None] = None
+    """The scores the effect's tie margin is in (None: the deployed output's; ``logits``: the
+    reference's logits, whatever the deployment answers)."""
+    unshardable: ClassVar[str | None] = "its effect is scored over the whole labeled set at once"
+    """Why ``harness accuracy --shard`` cannot score the task (None: a shard's predictions are
+    pooled by ``harness merge`` and scored by :meth:`effect_on` once)."""
     progress_word: ClassVar[str] = "predicting"
     """What ``harness accuracy``'s progress bar says it is doing (``classifying``)."""
+    processed_word: ClassVar[str] = "processed"
+    """What every path did to an image scored, in messages (``classified``)."""
+
+    def effect_on(self, observed: "Observed"):
+        """The effect on a labeled set (:mod:`harness.task_api.effect`): the one hook ``harness
+        accuracy`` and ``harness merge`` ask. By default :meth:`effect` of the raw outputs, or
+        :meth:`effect_of_results` of the result stages, as :attr:`effect_from` reads them."""
+        if self.effect_from == "results":
+            return self.effect_of_results(observed.dataset, observed.results, observed.changes)
+        return self.effect(observed.labels(), observed.outputs(), observed.margin)
 
     def effect(self, labels: Sequence[str | None], outputs: Mapping[str, np.ndarray], margin: float):
         """The effect on a labeled set from the raw outputs (``outputs``: path -> [images, ...],
-        the reference first; ``labels`` by image in the same order): an object with
-        ``to_dict(names)``, ``markdown(names)`` and ``any_changes(ties)``."""
+        the reference first; ``labels`` by image in the same order)."""
         raise NotImplementedError(f"the {self.name} task measures no effect from raw outputs")
 
     def effect_of_results(self, dataset, results: Mapping[str, Mapping[str, dict]], changes: Sequence[Mapping]):
         """The effect on a labeled set from every path's stage dicts (path -> image -> stages,
         the reference first) and each deployed path's changed images (image -> ``tie`` or
-        ``diverged``), as :meth:`effect` returns it."""
+        ``diverged``); its ``evaluated`` names the images it scored."""
         raise NotImplementedError(f"the {self.name} task measures no effect from its results")
 
     # -- harness infer ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""harness/accuracy/scoring.py and report.py on hand-computed cases: no server, no model."""
+"""harness/compare/top_k_effect.py and accuracy's report on hand-computed cases: no server, no model."""
 
 import json
 from pathlib import Path
@@ -17,14 +17,22 @@ from harness.accuracy import (
     top_k_classes,
     write_report,
 )
-from harness.results import AccuracyReport, ReferenceInfo, ServerInfo
+from harness.accuracy.job import score
+from harness.compare.top_k_effect import ensemble
+from harness.results import AccuracyRun, ReferenceInfo, ServerInfo
+from harness.task import get_task
 
 CLASSES = ["cat", "dog", "fox", "owl", "elk", "yak"]
 
 
-def report(result, classes=CLASSES):
-    return AccuracyReport(result, classes, ReferenceInfo("recipe", "onnx", "opencv"), ServerInfo("server", "grpc"),
-                          "spec.toml")
+def report(dataset, predictions, classes=CLASSES, tie_margin=0.0, k=5):
+    """The report ``harness accuracy`` writes of these predictions (its one scoring, :func:`score`;
+    tests/test_accuracy.py's too)."""
+    return score(get_task("classification"), dataset, {p.path: p.failed for p in predictions},
+                 {"predictions": predictions}, tie_margin, classes, k,
+                 models=tuple(str(ensemble(p.path)) for p in predictions[1:]),
+                 reference=ReferenceInfo("recipe", "onnx", "opencv"), server=ServerInfo("server", "grpc"),
+                 spec="spec.toml", run=AccuracyRun(0.5, 8, "diverged", False, tie_margin, k))
 
 
 @pytest.mark.parametrize("b, c, p_value", [(1, 6, 0.125), (0, 6, 0.03125), (6, 0, 0.03125), (3, 2, 1.0), (0, 0, 1.0)])
@@ -46,7 +54,7 @@ def hand_case():
     dali_top5 = {s.name: (top, s.label, 3, 4, 5) for s, top in zip(samples, dali_top1)}
     dali_top5["img4"] = (0, 2, 3, 4, 5)  # the label outside the top 5 once
     dali = Predictions("dali", dali_top5, {"img8": "corrupt JPEG"})
-    return Dataset(Path("hand.csv"), "csv", samples), [reference, dali]
+    return Dataset(Path("hand.csv"), "csv", samples, tuple(CLASSES)), [reference, dali]
 
 
 def test_evaluate_on_a_hand_computed_case():
@@ -66,11 +74,11 @@ def test_evaluate_on_a_hand_computed_case():
     assert dep.flips == 5 and dep.flip_rate == 5 / 8
     assert dep.ties == 0 and dep.diverged_flips == 5  # no reference logits: no margin, no tie
     assert (dep.mcnemar.b, dep.mcnemar.c, dep.mcnemar.p_value) == (3, 2, 1.0)
-    written = report(result)
+    written = report(dataset, predictions)
     data = written.to_dict()
-    assert data["paths"][1]["diff_points"]["top1"] == pytest.approx(-12.5)
-    assert data["top_k"] == 5 and data["paths"][1]["top5"] == 7 / 8
-    assert written.any_flips() and written.any_rejected()
+    assert data["effect"]["paths"][1]["diff_points"]["top1"] == pytest.approx(-12.5)
+    assert data["run"]["top_k"] == 5 and data["effect"]["paths"][1]["top5"] == 7 / 8
+    assert written.effect.any_changes() and written.any_rejected()
     row = next(line for line in render_markdown(written).splitlines() if line.startswith("| `classify_dali`"))
     assert row == ("| `classify_dali` | 62.50% | -12.50 | 87.50% | -12.50 | 61.11% | -16.67 | 66.67% | -11.11 "
                    "| 62.50% (5/8) | 62.50% (5/8; 0 ties) | 3/2, p = 1 |")
@@ -83,10 +91,12 @@ def test_top_k_is_general():
     ref, dep = result.scores
     assert result.k == 2 and ref.topk == 1.0 and dep.topk == 7 / 8  # the label is second in every row but img4's
     assert all(len(top) == 2 for top in result.predictions["dali"].values())
-    data = report(result).to_dict()
-    assert data["top_k"] == 2 and "top2" in data["paths"][0] and "top5" not in data["paths"][0]
-    assert "top2" in data["paths"][1]["diff_points"] and all("top2" in image for image in data["images"])
-    assert "| path | top-1 | diff | top-2 | diff |" in render_markdown(report(result))
+    written = report(dataset, predictions, k=2)
+    data = written.to_dict()
+    paths = data["effect"]["paths"]
+    assert data["run"]["top_k"] == 2 and "top2" in paths[0] and "top5" not in paths[0]
+    assert "top2" in paths[1]["diff_points"] and all("top2" in image for image in data["effect"]["images"])
+    assert "| path | top-1 | diff | top-2 | diff |" in render_markdown(written)
 
 
 def test_ties_are_labelled_from_the_reference_logits():
@@ -95,14 +105,14 @@ def test_ties_are_labelled_from_the_reference_logits():
     logits = {"img0": np.array([2.0, 1.7, 0.0, 0, 0, 0], np.float32), "img1": np.array([0, 3.0, 0, 0, 0, 0], np.float32)}
     reference = Predictions(REFERENCE, {n: top_k_classes(x[None])[0] for n, x in logits.items()}, {}, logits)
     dali = Predictions("dali", {"img0": (1, 0, 2, 3, 4), "img1": (1, 0, 2, 3, 4)}, {})
-    dataset = Dataset(Path("ties.csv"), "csv", samples)
+    dataset = Dataset(Path("ties.csv"), "csv", samples, tuple(CLASSES))
     tie = evaluate(dataset, [reference, dali], CLASSES, tie_margin=0.5).scores[1]
     assert (tie.flips, tie.ties, tie.diverged_flips) == (1, 1, 0)
     assert tie.flip_verdicts["img0"][0] == "tie" and tie.flip_verdicts["img0"][1] == pytest.approx(0.3, abs=1e-6)
     diverged = evaluate(dataset, [reference, dali], CLASSES, tie_margin=0.1)
     assert diverged.scores[1].flip_verdicts["img0"][0] == "diverged"
-    written = report(evaluate(dataset, [reference, dali], CLASSES, tie_margin=0.5))
-    assert written.any_flips(ties=True) and not written.any_flips(ties=False)
+    written = report(dataset, [reference, dali], tie_margin=0.5)
+    assert written.effect.any_changes(ties=True) and not written.effect.any_changes(ties=False)
     assert "dog (tie, margin 0.3)" in render_markdown(written)
 
 
@@ -110,18 +120,20 @@ def test_a_dataset_where_every_image_failed_is_reported_not_scored():
     samples = (Sample("a.jpg", Path("a.jpg"), 1), Sample("b.jpg", Path("b.jpg"), 2))
     reference = Predictions(REFERENCE, {}, {"a.jpg": "not an image", "b.jpg": "not an image"})
     dali = Predictions("dali", {"a.jpg": (1, 2, 3, 4, 5)}, {"b.jpg": "not an image"})
-    result = evaluate(Dataset(Path("all_bad.csv"), "csv", samples), [reference, dali], ["x", "y", "z"])
+    result = evaluate(Dataset(Path("all_bad.csv"), "csv", samples, ("x", "y", "z")), [reference, dali], ["x", "y", "z"])
     assert result.evaluated == () and list(result.failed) == ["a.jpg", "b.jpg"]
     assert all(s.top1 is None and s.flip_rate is None for s in result.scores)
     assert result.outcomes == {"a.jpg": "rejected by training", "b.jpg": "failed"}
-    assert "## Failed images, excluded from every path (2)" in render_markdown(report(result, ["x", "y", "z"]))
+    written = report(Dataset(Path("all_bad.csv"), "csv", samples, ("x", "y", "z")), [reference, dali], ["x", "y", "z"])
+    assert written.effect is None and written.to_dict()["effect"] is None and written.verdict == "nothing classified"
+    assert "## Failed images, excluded from every path (2)" in render_markdown(written)
 
 
 def test_write_report_writes_strict_json_and_markdown(tmp_path):
     dataset, predictions = hand_case()
-    json_path, markdown_path = write_report(tmp_path, report(evaluate(dataset, predictions, CLASSES)))
+    json_path, markdown_path = write_report(tmp_path, report(dataset, predictions))
     data = json.loads(json_path.read_text())
-    assert [p["path"] for p in data["paths"]] == [REFERENCE, "dali"]
-    assert data["deployed"] == {"pipelines": ["dali"], "url": "server", "protocol": "grpc"}
+    assert data["task"] == "classification" and [p["path"] for p in data["effect"]["paths"]] == [REFERENCE, "dali"]
+    assert data["deployed"] == {"pipelines": ["dali"], "models": ["classify_dali"], "url": "server", "protocol": "grpc"}
     assert data["reference"] == {"recipe": "recipe", "model": "onnx", "recipe_name": "opencv"}
-    assert markdown_path.read_text().startswith("# Accuracy: the deployed preprocessing vs the training reference")
+    assert markdown_path.read_text().startswith("# Effect on a labeled set (classification): the deployed preprocessing")

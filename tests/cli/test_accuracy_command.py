@@ -26,9 +26,9 @@ def test_aligned_deployment_exits_0_with_the_same_accuracy(server, labeled_set, 
     assert TABLE_HEADER in result.stdout and result.stdout.strip() == (tmp_path / "accuracy.md").read_text().strip()
     assert str(tmp_path / "accuracy.md") in result.stderr and "accuracy.json" in result.stderr
     report = json.loads((tmp_path / "accuracy.json").read_text())
-    reference, *deployed = report["paths"]
+    reference, *deployed = report["effect"]["paths"]
     assert [p["ensemble"] for p in deployed] == ["classify_dali", "classify_opencv"]
-    assert report["dataset"]["layout"] == "imagefolder" and report["dataset"]["classes"] == sorted(LABELED_PHOTOS.values())
+    assert report["dataset"]["layout"] == "imagefolder" and report["dataset"]["labels"] == sorted(LABELED_PHOTOS.values())
     assert report["dataset"]["images"] == report["dataset"]["evaluated"] == len(report["images"]) == 35
     for path in deployed:
         assert path["top1"] == reference["top1"] and path["flips"] == path["ties"] == 0
@@ -49,9 +49,9 @@ def test_a_csv_dataset_with_a_misaligned_spec_flips_predictions_and_exits_1(serv
                      "--reference-model", "onnx", "--pipeline", "dali", "--report", tmp_path / "report")
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "report" / "accuracy.json").read_text())
-    reference, dali = report["paths"]
+    reference, dali = report["effect"]["paths"]
     assert report["dataset"]["layout"] == "csv" and report["dataset"]["evaluated"] == 35
-    assert dali["flips"] == sum(i["top1"]["reference"] != i["top1"]["dali"] for i in report["images"]) > 0
+    assert dali["flips"] == sum(i["top1"]["reference"] != i["top1"]["dali"] for i in report["effect"]["images"]) > 0
     assert f"{100 * dali['flip_rate']:.2f}% ({dali['flips']}/35)" in result.stdout
 
 

@@ -111,7 +111,7 @@ def test_accuracy_and_infer_on_foreign_models(aligned, planted, images, onnx, tm
         result = harness("accuracy", images, "--url", server.grpc_url, "--model", ENSEMBLE, "--spec", TRAINING_SPEC,
                          "--reference-model", onnx, "--report", tmp_path / name)
         report = json.loads((tmp_path / name / "accuracy.json").read_text())
-        paths = {p["path"]: p for p in report["paths"]}
+        paths = {p["path"]: p for p in report["effect"]["paths"]}
         assert set(paths) == {"reference", ENSEMBLE} and report["dataset"]["evaluated"] == len(PHOTOS), result.stderr
         flips[name] = (result.returncode, paths[ENSEMBLE]["flips"])
     assert flips["aligned"] == (0, 0) and flips["planted"][0] == 1 and flips["planted"][1] >= 1, flips

@@ -166,7 +166,7 @@ def test_accuracy_repeat_and_loadtest_take_the_client(aligned, images, onnx, tmp
     client = f"{CLIENTS}:preprocess_bgr"
     accuracy = harness("accuracy", images, "--url", aligned.grpc_url, "--model", "net", "--client", client, "--spec",
                        TRAINING_SPEC, "--reference-model", onnx, "--report", tmp_path / "accuracy")
-    paths = {p["path"]: p for p in json.loads((tmp_path / "accuracy" / "accuracy.json").read_text())["paths"]}
+    paths = {p["path"]: p for p in json.loads((tmp_path / "accuracy" / "accuracy.json").read_text())["effect"]["paths"]}
     assert accuracy.returncode == 1 and paths["net fed by " + client]["flips"] >= 1, accuracy.stdout
     repeat = harness("repeat", images, "--url", aligned.grpc_url, "--model", "net", "--client", client, "--spec",
                      TRAINING_SPEC, "--limit", 3, "--repeats", 1, "--report", tmp_path / "repeat")
