@@ -42,6 +42,7 @@ from harness.paths import DEFAULT_REPOSITORY
 from harness.report.formats import add_format_arg
 from harness.target import Target
 from harness.task import TASKS, task_name
+from harness.validation import require_timeout
 from harness.verdict import FAIL_ON
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ class ServerArgs(ArgGroup):
                                   f"{protocol}")
         ports = {p: getattr(args, f"{p}_port", None) for p in ("http", "grpc")}
         grpc_address = getattr(args, "grpc_address", None)
-        return Server(url, protocol or "grpc", args.timeout, getattr(args, "metrics_url", None),
+        return Server(url, protocol or "grpc", require_timeout(args.timeout), getattr(args, "metrics_url", None),
                       {p: port for p, port in ports.items() if port is not None},
                       {"grpc": grpc_address} if grpc_address else {})
 

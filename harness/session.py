@@ -31,7 +31,7 @@ from harness.server import TritonServer, free_port
 from harness.spec import load_spec
 from harness.stage import Stage
 from harness.task import TASKS, get_task, repository_models
-from harness.validation import require_number
+from harness.validation import require_number, require_timeout
 
 if TYPE_CHECKING:
     from harness.deployment import Deployment
@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 120.0
 """Seconds a request may take (``--timeout``)."""
 
-
-MAX_TIMEOUT = 24 * 3600.0
-"""The longest ``--timeout`` taken (a day): beyond that it is a typing mistake."""
 
 
 def check_url(url: str) -> str:
@@ -153,7 +150,7 @@ class Session:
             check_url(self.url)
         if self.protocol not in PROTOCOLS:
             raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
-        require_number("--timeout", self.timeout, maximum=MAX_TIMEOUT, above=0)
+        require_timeout(self.timeout)
 
     @property
     def spec_name(self) -> str:

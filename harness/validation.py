@@ -36,3 +36,20 @@ def _require_range(name: str, value, minimum, maximum) -> None:
         raise UsageError(f"{name} must be at least {minimum}, got {value!r}")
     if maximum is not None and value > maximum:
         raise UsageError(f"{name} must be at most {maximum}, got {value!r}")
+
+
+MAX_TIMEOUT = 24 * 3600.0
+"""The longest ``--timeout`` taken (a day): beyond that it is a typing mistake."""
+
+
+MIN_TIMEOUT = 0.1
+"""The shortest ``--timeout`` taken: no image's request is answered sooner, and a gRPC deadline
+of a few milliseconds crashes the embedded server (Triton 2.51, the nvidia-pytriton wheel: a
+request cancelled as it completes, triton-inference-server/server#7368, fixed in 24.12 by #7840;
+the production release has the fix, the cpu profile's server does not)."""
+
+
+def require_timeout(seconds) -> float:
+    """``--timeout`` (seconds per request) within [:data:`MIN_TIMEOUT`, :data:`MAX_TIMEOUT`]:
+    every command's server group and every :class:`~harness.session.Session` ask this."""
+    return require_number("--timeout", seconds, minimum=MIN_TIMEOUT, maximum=MAX_TIMEOUT)
