@@ -6,11 +6,14 @@ than the whole budget runs alone. The figures: docs/robustness.md."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+from typing import Callable
 
 from harness.files import open_regular
 from harness.listing import InputFile
+from harness.operations.resize_mode import output_size
 
 DEFAULT_MEMORY_BUDGET = 2 * 2 ** 30
 """Bytes the images in flight may hold, by :func:`estimated_bytes` (``--memory-budget``)."""
@@ -20,10 +23,13 @@ and its colour conversion, the deployed decode tap as the client receives it and
 holds it, the isolation's inputs (measured: benchmarks/memory_budget.py, docs/robustness.md)."""
 
 
-def estimated_bytes(file: InputFile) -> int:
+def estimated_bytes(file: InputFile, resized: "Callable[[int, int], tuple[int, int]] | None" = None) -> int:
     """What checking ``file`` may hold in memory: its size plus
     :data:`BYTES_PER_DECODED_BYTE` x its decoded RGB size, from its header (no pixel
-    decoded). A file whose header cannot be read costs its size (it fails at once)."""
+    decoded), or x its resized RGB size where that is larger (``resized``: (height, width) ->
+    the resize's output size): a header of 640 x 1 pixels resizes to 163,840 x 256 under a
+    shorter side of 256, and twelve such images in flight held 5.1 GB under a 1 GiB budget.
+    A file whose header cannot be read costs its size (it fails at once)."""
     from PIL import Image
 
     try:
@@ -40,16 +46,37 @@ def estimated_bytes(file: InputFile) -> int:
                 return size
     except OSError:
         return 0
-    return size + width * height * 3 * BYTES_PER_DECODED_BYTE
+    pixels = width * height
+    if resized is not None and pixels:
+        try:
+            pixels = max(pixels, math.prod(resized(height, width)))
+        except (ArithmeticError, ValueError):  # a size the resize refuses: that image fails on its own
+            pass
+    return size + pixels * 3 * BYTES_PER_DECODED_BYTE
+
+
+def resized_by(spec) -> "Callable[[int, int], tuple[int, int]]":
+    """(height, width) -> the larger output size of ``spec``'s two resizes, the deployed one and
+    training's (:func:`harness.operations.resize_mode.output_size`): what an image's resized
+    stages hold, for :func:`estimated_bytes`."""
+    resizes = (spec.preprocess.resize, spec.reference.preprocess.resize)
+    return lambda height, width: max((output_size(height, width, r) for r in resizes), key=math.prod)
 
 
 class MemoryBudget:
     """Bytes in flight, at most ``limit`` (an amount over the limit waits until enough is
     released; alone, it goes: the pixel limit, not the budget, refuses absurd images)."""
 
-    def __init__(self, limit: int = DEFAULT_MEMORY_BUDGET):
+    def __init__(self, limit: int = DEFAULT_MEMORY_BUDGET,
+                 resized: "Callable[[int, int], tuple[int, int]] | None" = None):
         self.limit, self.held, self.peak = limit, 0, 0
+        self.resized = resized
+        """(height, width) -> the largest resize output of the sides checked (None: not counted)."""
         self._cond = threading.Condition()
+
+    def cost(self, file: InputFile) -> int:
+        """What ``file`` holds in flight (:func:`estimated_bytes`)."""
+        return estimated_bytes(file, self.resized)
 
     def acquire(self, amount: int) -> None:
         with self._cond:

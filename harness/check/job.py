@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager
 
-from harness.check.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget
+from harness.check.budget import DEFAULT_MEMORY_BUDGET, MemoryBudget, resized_by
 from harness.check.image import ImageChecker
 from harness.check.run import run_check
 from harness.check.rundir import RunDirectory, RunManifest
@@ -204,7 +204,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                     signals = signal_scope.enter_context(StopSignals())
                     outcome = run_check(listing.inputs, checker, run_dir, options.resume, options.save_tensors,
                                         options.workers, on_result=lambda r: advance(r.image), skipped=listing.skipped,
-                                        budget=MemoryBudget(options.memory_budget), stop=signals.event,
+                                        budget=MemoryBudget(options.memory_budget, resized_by(spec)), stop=signals.event,
                                         stop_reason=lambda: signals.reason, log=log, task=task, tie_margin=tie_margin)
                     # From here to the reports written (the embedded server's stop, the writing), a
                     # signal, a second Ctrl-C too, must not lose what was checked: it is only noted.

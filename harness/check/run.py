@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from harness.check.budget import MemoryBudget, estimated_bytes
+from harness.check.budget import MemoryBudget
 from harness.check.files import TENSORS_DIRNAME, VISUALS_DIRNAME, save_image_tensors, tensors_path
 from harness.check.image import ImageChecker, ImageTensors
 from harness.check.rundir import Recovered, ResultsLog, RunDirectory
@@ -130,7 +130,7 @@ def check_concurrently(images: Iterable[InputFile], check: Callable[[InputFile],
     """The request loop: ``check`` each image on ``workers`` threads (while some wait for the
     server, others compute), ``record`` each result in this thread as it completes. At most
     two images are in flight per worker, and, with ``budget``, at most its bytes by
-    :func:`estimated_bytes` (released once recorded), so memory does not grow with the image
+    :meth:`MemoryBudget.cost` (released once recorded), so memory does not grow with the image
     count or size. At the first :class:`ServerStopped`, or once ``stop`` is set, no further
     image is started (those in flight finish and are recorded) and the reason is returned;
     None when every image was checked. An ``OSError`` of ``record`` propagates (after the
@@ -138,7 +138,7 @@ def check_concurrently(images: Iterable[InputFile], check: Callable[[InputFile],
     budget = budget or MemoryBudget(limit=2 ** 62)
 
     def work(file: InputFile) -> tuple[Checked, int]:
-        cost = estimated_bytes(file)
+        cost = budget.cost(file)
         budget.acquire(cost)
         try:
             return check(file), cost

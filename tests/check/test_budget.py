@@ -27,6 +27,21 @@ def test_the_estimate_reads_the_header_only(tmp_path, photos_dir):
     assert estimated_bytes(InputFile.of(tmp_path / "fifo")) == 0  # never opened for reading
 
 
+def test_an_image_of_extreme_shape_costs_its_resized_size(tmp_path, spec):
+    """A 640 x 1 image resizes to 256 rows of 163,840 under a shorter side of 256: its resized
+    stages, not its 640 decoded pixels, hold the memory (the fuzz corpus's SOF edits)."""
+    from PIL import Image
+
+    from harness.check.budget import resized_by
+
+    Image.new("RGB", (640, 1), (90, 120, 30)).save(tmp_path / "line.jpg")
+    file, size = InputFile.of(tmp_path / "line.jpg"), (tmp_path / "line.jpg").stat().st_size
+    assert estimated_bytes(file) == size + 640 * 3 * BYTES_PER_DECODED_BYTE
+    height, width = resized_by(spec)(1, 640)
+    assert height == 256 and width == 640 * 256
+    assert MemoryBudget(resized=resized_by(spec)).cost(file) == size + height * width * 3 * BYTES_PER_DECODED_BYTE
+
+
 def test_the_budget_holds_what_fits_and_lets_a_larger_one_run_alone():
     budget, order = MemoryBudget(limit=100), []
     budget.acquire(60)
