@@ -17,13 +17,15 @@ from harness.operations.resize_mode import output_size
 
 DEFAULT_MEMORY_BUDGET = 2 * 2 ** 30
 """Bytes the images in flight may hold, by :func:`estimated_bytes` (``--memory-budget``)."""
+ResizedSize = Callable[[int, int], tuple[int, int]]
+"""(height, width) -> the resize's output (height, width)."""
 BYTES_PER_DECODED_BYTE = 6
 """Memory a check holds per byte of an image's decoded RGB pixels: the reference's decode
 and its colour conversion, the deployed decode tap as the client receives it and as numpy
 holds it, the isolation's inputs (measured: benchmarks/memory_budget.py, docs/robustness.md)."""
 
 
-def estimated_bytes(file: InputFile, resized: "Callable[[int, int], tuple[int, int]] | None" = None) -> int:
+def estimated_bytes(file: InputFile, resized: ResizedSize | None = None) -> int:
     """What checking ``file`` may hold in memory: its size plus
     :data:`BYTES_PER_DECODED_BYTE` x its decoded RGB size, from its header (no pixel
     decoded), or x its resized RGB size where that is larger (``resized``: (height, width) ->
@@ -55,7 +57,7 @@ def estimated_bytes(file: InputFile, resized: "Callable[[int, int], tuple[int, i
     return size + pixels * 3 * BYTES_PER_DECODED_BYTE
 
 
-def resized_by(spec) -> "Callable[[int, int], tuple[int, int]]":
+def resized_by(spec) -> ResizedSize:
     """(height, width) -> the larger output size of ``spec``'s two resizes, the deployed one and
     training's (:func:`harness.operations.resize_mode.output_size`): what an image's resized
     stages hold, for :func:`estimated_bytes`."""
@@ -68,7 +70,7 @@ class MemoryBudget:
     released; alone, it goes: the pixel limit, not the budget, refuses absurd images)."""
 
     def __init__(self, limit: int = DEFAULT_MEMORY_BUDGET,
-                 resized: "Callable[[int, int], tuple[int, int]] | None" = None):
+                 resized: ResizedSize | None = None):
         self.limit, self.held, self.peak = limit, 0, 0
         self.resized = resized
         """(height, width) -> the largest resize output of the sides checked (None: not counted)."""
