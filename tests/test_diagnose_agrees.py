@@ -23,7 +23,7 @@ import pytest
 
 from harness.detection.data import generate
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
-from harness.repository import build_cpu_profile
+from harness.repository import build_cpu_profile, with_called_models
 from harness.server import TritonServer, free_port
 from tests.commands import harness
 from tests.conftest import pipeline_models
@@ -42,9 +42,9 @@ WORDED = ("n01484850_great_white_shark.JPEG", "n02092339_Weimaraner.JPEG", "n024
           "n01560419_bulbul.JPEG")
 """Photos without text of their own (not in docs/detection-imagenet-text.json), words rendered onto
 two of them; the second is turned a quarter, so its words stand upright (OCR's rotation rule)."""
-SMALL_MODELS = list(dict.fromkeys([*pipeline_models("detection", ("dali",)), *pipeline_models("ocr", ("dali",)),
-                                   "ocr_preprocess_dali", "recognizer"]))
-"""What check and diagnose read of the detection and OCR pipelines (a BLS model loads none it calls)."""
+SMALL_MODELS = [*pipeline_models("detection", ("dali",)), *pipeline_models("ocr", ("dali",))]
+"""What check and diagnose read of the detection and OCR pipelines (with the models OCR's BLS calls:
+:func:`harness.repository.with_called_models`)."""
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def small_server(repository, tmp_path_factory):
                                 {"detection.toml": SPECS / "detection" / "small.toml",
                                  "ocr.toml": SPECS / "ocr" / "small.toml"})
     triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-                          models=SMALL_MODELS)
+                          models=with_called_models(profile, SMALL_MODELS))
     with triton:
         yield triton
     assert not triton.is_running(), "tritonserver did not exit"

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from harness.paths import PROJECT_ROOT
-from harness.repository import build_cpu_profile
+from harness.repository import build_cpu_profile, with_called_models
 from harness.server import TritonServer, free_port
 from loadtest.answers import WRONG_ANSWER
 from tests.commands import harness
+from tests.conftest import pipeline_models
 from tests.loadtest.planted import add_wrong_every_other
 from tests.loadtest.test_sweep import against, sweep
 
@@ -32,9 +33,9 @@ BAD_TEXTS = ("ocr_invalid_utf8", "ocr_empty_text")
 UTF-8, or empty."""
 WRONG_WORDS = "ocr_wrong"
 """ocr_dali's answer with every second request's first word misread (tests/loadtest/planted.py)."""
-MODELS = ["ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps", "detect_dali", "detect_opencv",
-          "detect_preprocess_dali_taps", "ocr_preprocess_dali", "recognizer", *BAD_TEXTS, WRONG_WORDS]
-"""What check reads of both pipelines (a BLS model does not load the models it calls: named here)."""
+MODELS = [*pipeline_models("ocr"), *BAD_TEXTS, WRONG_WORDS]
+"""What check reads of both pipelines and the planted deployments (the models their BLS calls come
+along: :func:`harness.repository.with_called_models`)."""
 
 
 def add_bad_texts(profile):
@@ -62,7 +63,8 @@ def ocr_server(repository, tmp_path_factory):
                                 {"detection.toml": SPECS / "detection" / "small.toml", "ocr.toml": SMALL})
     add_bad_texts(profile)
     add_wrong_every_other(profile, WRONG_WORDS, "ocr_dali", "word")
-    triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), models=MODELS)
+    triton = TritonServer(profile, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                          models=with_called_models(profile, MODELS))
     with triton:
         yield triton
     assert not triton.is_running(), "tritonserver did not exit"
