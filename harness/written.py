@@ -10,6 +10,7 @@ whole, so a failure at any point leaves the old one as it was. Standard library 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
@@ -175,18 +176,14 @@ def verified(target: Path, out: Path | None = None) -> dict[str, Entry] | None:
         return None
     if not target.is_dir():
         raise FolderRefused(f"{name}: a file, not a folder")
-    entries = _entries(target)
-    if not entries:
-        return entries
+    top = sorted(entry for entry in os.listdir(target) if entry != RECORD_FILENAME)
+    if not top:
+        return {}
     record = _read_record(target, name)
-    if record is None:
-        first = min(entries)
-        raise FolderRefused(f"{name}: holds {first}, which the harness did not write (no record of what it wrote there, "
+    if record is None:  # refused at its first name: a home folder is not walked
+        raise FolderRefused(f"{name}: holds {top[0]}, which the harness did not write (no record of what it wrote there, "
                             f"{RECORD_FILENAME}): nothing was changed; give a new or empty folder")
-    for path, entry in sorted(entries.items()):  # what is unknown first: cheap, and the likeliest
-        if not _recorded(record, path, entry.kind):
-            raise FolderRefused(f"{name}: holds {path}, which the harness did not write: nothing was changed; move it "
-                                "out or give another folder")
+    entries = _entries(target, record, name)  # what it did not write, refused first: cheap, and the likeliest
     for path, digest in sorted(record.files.items()):
         if path in entries and sha256_of(target / path) != digest:
             raise FolderRefused(f"{name}: {path} changed since {record.writer} wrote it: nothing was changed; move it "
@@ -238,25 +235,30 @@ def _read_record(folder: Path, name: str) -> Record | None:
     return Record(data["written_by"], frozenset(folders), files, links)
 
 
-def _entries(folder: Path) -> dict[str, Entry]:
-    """Everything under ``folder`` but its record, by ``/``-separated relative path (links not followed)."""
+def _entries(folder: Path, record: Record | None = None, name: str = "") -> dict[str, Entry]:
+    """Everything under ``folder`` but its record, by ``/``-separated relative path (links not
+    followed), level by level; with ``record``, :class:`FolderRefused` at the first thing it does
+    not list (``name``: the folder, for the message), before looking inside it."""
     found: dict[str, Entry] = {}
-
-    def walk(directory: Path, prefix: str) -> None:
+    folders = collections.deque([("", folder)])
+    while folders:  # a loop, not recursion: a folder nested thousands deep is walked all the same
+        prefix, directory = folders.popleft()
         with os.scandir(directory) as listing:
-            for item in listing:
-                path = prefix + item.name
-                if path == RECORD_FILENAME:
-                    continue
-                info = item.stat(follow_symlinks=False)
-                kind = ("folder" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode)
-                        else "link" if stat.S_ISLNK(info.st_mode) else "other")
-                # a folder's own size and time change when it is renamed: what it holds tells a change
-                found[path] = Entry(kind, 0, 0) if kind == "folder" else Entry(kind, info.st_size, info.st_mtime_ns)
-                if kind == "folder":
-                    walk(Path(item.path), path + "/")
-
-    walk(folder, "")
+            items = sorted(listing, key=lambda item: item.name)
+        for item in items:
+            path = prefix + item.name
+            if path == RECORD_FILENAME:
+                continue
+            info = item.stat(follow_symlinks=False)
+            kind = ("folder" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode)
+                    else "link" if stat.S_ISLNK(info.st_mode) else "other")
+            if record is not None and not _recorded(record, path, kind):
+                raise FolderRefused(f"{name}: holds {path}, which the harness did not write: nothing was changed; move "
+                                    "it out or give another folder")
+            # a folder's own size and time change when it is renamed: what it holds tells a change
+            found[path] = Entry(kind, 0, 0) if kind == "folder" else Entry(kind, info.st_size, info.st_mtime_ns)
+            if kind == "folder":
+                folders.append((path + "/", Path(item.path)))
     return found
 
 
