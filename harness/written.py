@@ -142,9 +142,12 @@ def _put_back(aside: Path, target: Path) -> None:
 def _resolved(out: Path) -> Path:
     """``out`` with every symbolic link followed: a link to an earlier deployment is that folder."""
     try:
-        return Path(out).resolve()
+        target = Path(out).resolve()
     except (OSError, RuntimeError) as exc:  # a loop of links
         raise FolderRefused(f"{path_text(out)}: cannot be resolved: {exc}") from None
+    if os.path.islink(out) and not target.exists():  # never a folder made where a stale link points
+        raise FolderRefused(f"{path_text(out)}: a symbolic link to {path_text(target)}, which does not exist")
+    return target
 
 
 def _refuse_place(out: Path, target: Path, protected: Mapping[Path, str]) -> None:

@@ -99,7 +99,7 @@ def test_a_record_naming_the_users_file_with_another_hash_does_not_make_it_repla
     assert (out / "thesis.tex").read_text() == "\\chapter{Results}"
 
 
-def test_an_empty_folder_is_written_a_file_or_a_loop_of_links_is_refused(tmp_path):
+def test_an_empty_folder_is_written_a_file_a_loop_of_links_or_a_stale_link_is_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     written(tmp_path / "empty")
     assert (tmp_path / "empty" / "model" / "config.pbtxt").is_file()
@@ -109,6 +109,10 @@ def test_an_empty_folder_is_written_a_file_or_a_loop_of_links_is_refused(tmp_pat
     (tmp_path / "loop").symlink_to("loop")
     with pytest.raises(FolderRefused, match="loop"):
         written(tmp_path / "loop")
+    (tmp_path / "stale").symlink_to(tmp_path / "gone" / "deployment")
+    with pytest.raises(FolderRefused, match="a symbolic link to .*deployment, which does not exist"):
+        written(tmp_path / "stale")
+    assert not (tmp_path / "gone").exists()
     assert (tmp_path / "file").read_text() == "mine" and (tmp_path / "loop").is_symlink()
 
 
