@@ -10,10 +10,11 @@ Names, tensors, batching and ensembles are untouched, so clients cannot tell the
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import tomli_w
 from google.protobuf import text_format
@@ -24,6 +25,7 @@ from harness.model import LABELS_FILENAME, ONNX_FILENAME
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
 from harness.task import repository_models, shipped_files
 from harness.task_api.models import CpuReplacement, ShippedModel
+from harness.written import RECORD_FILENAME, replacing
 
 PROFILES = ("gpu", "cpu")
 CONFIG_FILENAME = "config.pbtxt"
@@ -177,7 +179,18 @@ def _overrides(specs) -> dict[str, Path]:
 
 
 def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None) -> Path:
-    """Write a profile of the repository ``source`` into ``out`` (replaced if present).
+    """Write a profile of the repository ``source`` into ``out`` (:func:`profile_written`)."""
+    with profile_written(source, out, profile, spec_path):
+        pass
+    return out
+
+
+@contextlib.contextmanager
+def profile_written(source: Path, out: Path, profile: str = "cpu", spec_path=None,
+                    writer: str = "harness repo build") -> Iterator[Path]:
+    """A profile of the repository ``source``, written in a new folder that the block may add to,
+    then put in place of ``out`` (:func:`harness.written.replacing`: an ``out`` the harness did not
+    write, inside ``source`` or this project's repository, is refused before anything is written).
 
     The gpu profile is a copy; the cpu profile swaps the GPU-only models (see the module
     docstring). Either way each spec goes in resolved (``extends`` followed): a copied
@@ -194,26 +207,31 @@ def build_profile(source: Path, out: Path, profile: str = "cpu", spec_path=None)
         raise RepositoryError(f"{source}: no model reads {', '.join(unknown)} (its specs: {', '.join(names)})")
     specs = {name: load_spec(overrides.get(name, source / name)) for name in names}
     check_models(source, specs[SPEC_FILENAME])
-    if out.exists():
-        shutil.rmtree(out)
+    with replacing(out, writer, {source: "the repository it is built from"}) as written:
+        _write_profile(source, written.folder, profile, specs)
+        yield written.folder
+
+
+def _write_profile(source: Path, folder: Path, profile: str, specs: dict[str, Spec]) -> None:
+    # Never the source's own record: the new folder gets one of what is written in it.
     if profile == "gpu":
         # A real copy: it may be mounted into a container, where a link would dangle.
-        shutil.copytree(source, out, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__", RECORD_FILENAME), dirs_exist_ok=True)
     else:
-        shutil.copytree(source, out, ignore=shutil.ignore_patterns("*.plan", "__pycache__", "*.onnx"))
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("*.plan", "__pycache__", "*.onnx", RECORD_FILENAME),
+                        dirs_exist_ok=True)
         # The ONNX models are large and read-only: link them rather than copy them (every model
         # folder holding one: the classifier, the embedder, each task's network).
         for onnx in sorted(source.glob(f"*/{ONNX_FILENAME}")):
-            (out / onnx.parent.name / ONNX_FILENAME).symlink_to(onnx.resolve())
+            (folder / onnx.parent.name / ONNX_FILENAME).symlink_to(onnx.resolve())
     for name, spec in specs.items():
-        (out / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
-                                + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess, spec.recognition)))
+        (folder / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
+                                   + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess, spec.recognition)))
     if profile == "cpu":
         for name, replacement in cpu_replacements().items():
-            if (out / name).is_dir():  # a user's repository may have no embedder
-                _to_python_backend(out / name, replacement, source_name=f"{source.name}/{name}")
-        _queue_policies(out, CPU_QUEUE_POLICY)
-    return out
+            if (folder / name).is_dir():  # a user's repository may have no embedder
+                _to_python_backend(folder / name, replacement, source_name=f"{source.name}/{name}")
+        _queue_policies(folder, CPU_QUEUE_POLICY)
 
 
 def _queue_policies(repo: Path, policy: QueuePolicy) -> None:
@@ -242,24 +260,22 @@ def models_of(repo: Path, roots) -> list[str]:
     return sorted(found)
 
 
-def copy_models(source: Path, out: Path, models, spec_table: dict, header: str = "") -> Path:
-    """The production configs and code of ``models`` of ``source`` written to ``out`` (replaced if
-    present), without their ONNX, engines or labels (the deployment brings its own), and beside
-    them the one spec every one of them reads, ``spec_table`` (:func:`~harness.spec.to_table`'s
-    shape, with ``[reference]``) under ``header``'s comment lines."""
+def copy_models(source: Path, folder: Path, models, spec_table: dict, header: str = "") -> Path:
+    """The production configs and code of ``models`` of ``source`` written into ``folder`` (new and
+    empty: :func:`harness.written.replacing`'s), without their ONNX, engines or labels (the
+    deployment brings its own), and beside them the one spec every one of them reads,
+    ``spec_table`` (:func:`~harness.spec.to_table`'s shape, with ``[reference]``) under
+    ``header``'s comment lines."""
     read = {name: load_config(source / name / CONFIG_FILENAME) for name in models}
     others = sorted({c.parameters[SPEC_PARAMETER].string_value for c in read.values() if SPEC_PARAMETER in c.parameters})
     if others:
         raise RepositoryError(f"{source}: the models {', '.join(models)} read other specs than {SPEC_FILENAME}: "
                               f"{', '.join(others)}")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
     for name in models:
-        shutil.copytree(source / name, out / name,
+        shutil.copytree(source / name, folder / name,
                         ignore=shutil.ignore_patterns("*.onnx", "*.plan", "*.stamp.json", LABELS_FILENAME, "__pycache__"))
-    (out / SPEC_FILENAME).write_text(header + tomli_w.dumps(spec_table))
-    return out
+    (folder / SPEC_FILENAME).write_text(header + tomli_w.dumps(spec_table))
+    return folder
 
 
 def set_input_size(repo: Path, old: tuple[int, int], new: tuple[int, int]) -> list[str]:

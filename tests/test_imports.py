@@ -23,7 +23,7 @@ from harness.task import BUILT_IN
 
 LAYERS = (
     ("vocabulary", {"harness", "stage", "outcome", "verdict", "tolerance", "errors", "formatting", "paths", "packing",
-                    "names", "files", "validation", "scores", "result"}),
+                    "names", "files", "written", "validation", "scores", "result"}),
     # What a task is (harness/task_api/): the API every task implements and the mechanisms speak.
     ("task API", {"task_api"}),
     # The preprocessing operations, one module each (keys, kernels, alternatives, wording): the spec reads them.

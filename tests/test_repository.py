@@ -385,3 +385,34 @@ def test_a_jobs_server_loads_its_tasks_models_and_what_their_bls_calls(cpu_repos
     assert "classifier" in served["classification"] and "segmenter" in served["segmentation"]
     assert not served["classification"] & {"detector", "recognizer", "segmenter", "embedder"}
     assert not served["ocr"] & {"classifier", "segmenter", "embedder"}
+
+
+def test_repo_build_replaces_only_a_profile_it_wrote(repository, tmp_path):
+    """`harness repo build --out` removed its --out whole, a user's folder too: now it replaces only
+    a folder holding nothing but what it wrote (its record), and never writes inside one."""
+    from tests.commands import harness
+
+    mine = tmp_path / "mine"
+    (mine / "src").mkdir(parents=True)
+    (mine / "src" / "thesis.tex").write_text("\\chapter{Results}")
+    result = harness("repo", "build", "--out", mine)
+    assert result.returncode == 2 and "holds src, which the harness did not write" in result.stderr, result.stderr
+    assert (mine / "src" / "thesis.tex").read_text() == "\\chapter{Results}"
+
+    profile = tmp_path / "profile"
+    for _ in range(2):  # built, then replaced
+        result = harness("repo", "build", "--out", profile)
+        assert result.returncode == 0, result.stderr
+    assert load_config(profile / "classifier" / CONFIG_FILENAME).backend == "python"
+    assert (profile / "classifier" / ONNX_FILENAME).readlink() == (repository / "classifier" / ONNX_FILENAME).resolve()
+    (profile / "NOTES.md").write_text("mine\n")
+    result = harness("repo", "build", "--out", profile)
+    assert result.returncode == 2 and "holds NOTES.md, which the harness did not write" in result.stderr
+    assert (profile / "NOTES.md").read_text() == "mine\n"
+
+    for out, words in ((profile / "classifier" / "cpu", "a folder the harness wrote"),
+                       (repository / "cpu", "this project's own model repository")):
+        result = harness("repo", "build", "--out", out)
+        assert result.returncode == 2 and f"inside {repository if 'own' in words else profile}, {words}" in result.stderr
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "profile"]  # nothing left beside them

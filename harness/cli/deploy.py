@@ -36,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="your training preprocessing: torchvision:WEIGHTS, timm:PATH|MODEL, hf:PATH[:pil|:torchvision], "
                         "FILE.py:NAME")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="the model repository to write (a new or empty folder, or one deploy wrote)")
+                   help="the model repository to write (a new or empty folder, or one harness wrote: then replaced when whole)")
     p.add_argument("--images", type=Path, default=DEFAULT_PHOTOS if DEFAULT_PHOTOS.is_dir() else None, metavar="DIR",
                    help="photos to check the deployment on (default: %(default)s)")
     p.add_argument("--no-check", action="store_true", help="write and validate only: serve and check nothing")

@@ -87,7 +87,8 @@ def register_setup(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--profile", choices=("cpu", "gpu"), default="cpu",
                        help="cpu: the GPU-only models swapped for their CPU stand-ins; gpu: a copy "
                             "(default: %(default)s)")
-    build.add_argument("--out", type=Path, required=True, help="the profile's directory (replaced if present)")
+    build.add_argument("--out", type=Path, required=True,
+                       help="the profile's directory: a new or empty folder, or one harness wrote (then replaced)")
     build_groups = Groups(build, repository=RepositoryArgs())
     build.set_defaults(run=lambda args: run_repo_build(args, build_groups))
 

@@ -23,6 +23,7 @@ from harness.deploy.compose import compose_file
 from harness.errors import EXIT_OK, UsageError
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.spec import SPEC_FILENAME, load_spec, to_table
+from harness.written import replaceable, replacing
 
 TASKS = ("classification",)
 """The tasks deploy writes (the others' repositories have more steps: not yet)."""
@@ -91,50 +92,44 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         raise UsageError(f"{options.model}: no such model file (deploy takes an ONNX classifier)")
     if options.model.suffix.lower() != ".onnx":
         raise UsageError(f"{options.model}: deploy builds a TensorRT engine from an ONNX file: export the model to ONNX")
-    if options.out.resolve() == DEFAULT_REPOSITORY.resolve():
-        raise UsageError(f"--out {options.out}: that is this project's own repository; give another folder")
-    _refuse_overwriting(options.out)
+    replaceable(options.out)  # refused before the rest is read (and again before it is replaced): nothing of the user's is lost
     reading = _reading(options.reference, is_framework_source, read_source, read_transform)
     read = reading.require()  # what no spec operation holds: refused by name, never approximated
     preprocess = read.preprocess
     size = tuple(preprocess.crop.size)
-    try:  # before anything is written
+    try:  # everything read and checked before anything is written
         taken = read_classifier(options.model)
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     if taken.size is not None and tuple(taken.size) != size:
         raise UsageError(f"{options.model} takes {taken.size[0]}x{taken.size[1]} images; {options.reference} makes "
                          f"{size[0]}x{size[1]}: is it the model this preprocessing trained?")
+    names = _class_names(options, taken.classes, read_labels)
     models = tuple(models_of(DEFAULT_REPOSITORY, _roots(get_task(options.task))))
     source_size = tuple(load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
     table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
     header = (f"{WRITTEN_BY} from {options.reference}: {reading.framework}.\n"
               f"# Every model here reads it: the DALI pipeline (GPU decode, {_resize_words(preprocess)}),\n"
               f"# and `harness check --repository` replays it with the {read.recipe} recipe (see harness/spec.py).\n")
-    out = copy_models(DEFAULT_REPOSITORY, options.out, models, table, header)
-    classifier = out / get_task(options.task).repository.model
-    try:
-        model_input = conform_onnx(options.model, classifier / "model.onnx", size)
-    except ModelError as exc:
-        raise UsageError(str(exc)) from None
-    classes = model_input.classes
-    if options.class_names is not None:
-        names = read_labels(options.class_names)
-        if classes is not None and len(names) != classes:
-            raise UsageError(f"--class-names {options.class_names}: {len(names)} names, the model gives {classes} scores")
-    else:
-        if classes is None:
-            raise UsageError(f"{options.model}: its class count is dynamic: give --class-names")
-        names = [str(k) for k in range(classes)]
-    write_labels(classifier / LABELS_FILENAME, names)
-    check_onnx(classifier / "model.onnx", size, labels=names)
-    set_class_count(out, len(names))
-    set_input_size(out, source_size, size)
-    (out / "docker-compose.yml").write_text(_compose(out, models, options.name))
-    written = time.perf_counter()
-    validation = validate(out, models)
-    seconds = {"write": round(written - started, 2), "validate": round(time.perf_counter() - written, 2)}
-    assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
+    # Written beside --out and put in its place only when whole and validated: a failure leaves the old one as it was.
+    with replacing(options.out, "harness deploy") as written:
+        folder = written.folder
+        copy_models(DEFAULT_REPOSITORY, folder, models, table, header)
+        classifier = folder / get_task(options.task).repository.model
+        try:
+            model_input = conform_onnx(options.model, classifier / "model.onnx", size)
+        except ModelError as exc:
+            raise UsageError(str(exc)) from None
+        write_labels(classifier / LABELS_FILENAME, names)
+        check_onnx(classifier / "model.onnx", size, labels=names)
+        set_class_count(folder, len(names))
+        set_input_size(folder, source_size, size)
+        (folder / "docker-compose.yml").write_text(_compose(written.out, models, options.name))
+        validated = time.perf_counter()
+        validation = validate(folder, models)
+        assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
+    out = options.out
+    seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
     result = DeployResult(options, reading, models, validation, len(names), options.class_names is not None, model_input,
                           seconds=seconds)
     if options.images is None:
@@ -148,19 +143,20 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
 
 
 WRITTEN_BY = "# Written by `harness deploy`"
+"""The first words of the spec deploy writes, for its reader: what deploy may replace is decided by the
+folder's record (:mod:`harness.written`), never by these words."""
 
 
-def _refuse_overwriting(out: Path) -> None:
-    """A folder deploy did not write is never replaced: nothing of the user's is lost."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise UsageError(f"--out {out}: a file, not a folder")
-    spec = out / SPEC_FILENAME
-    ours = spec.is_file() and spec.read_text(errors="replace").startswith(WRITTEN_BY)
-    if any(out.iterdir()) and not ours:
-        raise UsageError(f"--out {out}: the folder exists and holds files harness deploy did not write; give a new or "
-                         "empty folder")
+def _class_names(options: DeployOptions, classes: int | None, read_labels) -> list[str]:
+    """The model's class names: ``--class-names`` (as many as the model gives scores), or its class indices."""
+    if options.class_names is not None:
+        names = read_labels(options.class_names)
+        if classes is not None and len(names) != classes:
+            raise UsageError(f"--class-names {options.class_names}: {len(names)} names, the model gives {classes} scores")
+        return names
+    if classes is None:
+        raise UsageError(f"{options.model}: its class count is dynamic: give --class-names")
+    return [str(k) for k in range(classes)]
 
 
 def _reading(source: str, is_framework_source, read_source, read_transform):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, import_onnx, read_labels
-from harness.repository import build_cpu_profile, build_profile, set_class_count, with_called_models
+from harness.repository import build_cpu_profile, profile_written, set_class_count, with_called_models
 from harness.spec import SPEC_FILENAME, load_spec
 
 """Outputs of the classifier and of the ensembles whose one dimension is the class count."""
@@ -23,10 +23,10 @@ def install_classifier(source: Path, model_dir: Path, out: Path, spec_path: Path
     """Copy the repository ``source`` (gpu profile, spec resolved) to ``out`` with the
     ``model.onnx`` and ``labels.txt`` of ``model_dir`` as its classifier, imported as
     ``harness model import`` does, and every class-count dimension set to the label count."""
-    build_profile(source, out, "gpu", spec_path)
-    crop = load_spec(out / SPEC_FILENAME).preprocess.crop.size
-    import_onnx(model_dir / ONNX_FILENAME, model_dir / LABELS_FILENAME, out / "classifier", tuple(crop))
-    set_class_count(out, len(read_labels(out / "classifier" / LABELS_FILENAME)))
+    with profile_written(source, out, "gpu", spec_path, writer="harness train") as folder:  # replaces out only when whole
+        crop = load_spec(folder / SPEC_FILENAME).preprocess.crop.size
+        import_onnx(model_dir / ONNX_FILENAME, model_dir / LABELS_FILENAME, folder / "classifier", tuple(crop))
+        set_class_count(folder, len(read_labels(folder / "classifier" / LABELS_FILENAME)))
     return out
 
 

@@ -4,6 +4,8 @@ DALI 2.1.1, the engine build command, the compose file with the real Compose bin
 model conformed to the classifier contract, and nothing written where it cannot be deployed."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +118,86 @@ def test_a_folder_it_did_not_write_is_never_replaced(tmp_path):
                      "--no-check")
     assert result.returncode == 2 and "did not write" in result.stderr
     assert (tmp_path / "mine.txt").read_text() == "keep"
+
+
+def tree(folder: Path) -> dict[str, bytes | str]:
+    """Every file's bytes and every link's target under ``folder`` (links not followed)."""
+    return {str(p.relative_to(folder)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else "folder"
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture
+def earlier(vit, tmp_path):
+    """A deployment deploy wrote earlier (the module's, copied: its record with it)."""
+    out = tmp_path / "deployment"
+    shutil.copytree(vit[0], out, symlinks=True)
+    return out
+
+
+def test_a_forged_marker_does_not_make_a_users_folder_replaceable(tmp_path):
+    """The first line deploy writes in its spec, forged, once got a user's folder deleted (exit 0)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "thesis.tex").write_text("\\chapter{Results}")
+    (tmp_path / "preprocessing.toml").write_text("# Written by `harness deploy`\n")
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", tmp_path,
+                     "--no-check")
+    assert result.returncode == 2 and "holds preprocessing.toml, which the harness did not write" in result.stderr
+    assert (tmp_path / "src" / "thesis.tex").read_text() == "\\chapter{Results}"
+
+
+def test_what_the_user_added_to_a_deployment_is_named_and_nothing_is_lost(earlier):
+    (earlier / "NOTES.md").write_text("why this model\n")
+    (earlier / "my_model" / "1").mkdir(parents=True)
+    (earlier / "my_model" / "config.pbtxt").write_text('name: "my_model"\n')
+    before = tree(earlier)
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", earlier,
+                     "--no-check")
+    assert result.returncode == 2 and "holds NOTES.md, which the harness did not write" in result.stderr, result.stderr
+    assert tree(earlier) == before
+    (earlier / "NOTES.md").unlink()
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", earlier,
+                     "--no-check")
+    assert result.returncode == 2 and "holds my_model, which the harness did not write" in result.stderr
+    assert (earlier / "my_model" / "config.pbtxt").is_file()
+
+
+def test_a_refused_redeploy_leaves_the_earlier_deployment_byte_identical(earlier, tmp_path):
+    """Class names are read and checked before anything is written; nothing is left beside it either."""
+    before = tree(earlier)
+    (tmp_path / "three.txt").write_text("a\nb\nc\n")
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", earlier,
+                     "--no-check", "--class-names", tmp_path / "three.txt")
+    assert result.returncode == 2 and "3 names, the model gives 1000 scores" in result.stderr, result.stderr
+    assert tree(earlier) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deployment", "three.txt"]
+
+
+def test_a_deployment_changed_since_it_was_written_is_not_replaced(earlier):
+    config = earlier / "classifier" / "config.pbtxt"
+    config.write_text(config.read_text() + "# my tuning\n")
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", earlier,
+                     "--no-check")
+    assert result.returncode == 2 and "classifier/config.pbtxt changed since harness deploy wrote it" in result.stderr
+    assert config.read_text().endswith("# my tuning\n")
+
+
+def test_a_link_to_an_earlier_deployment_is_redeployed_through(earlier, tmp_path):
+    """--out a symbolic link (it ended in an OSError traceback): its target is replaced, the link kept."""
+    link = tmp_path / "current"
+    link.symlink_to(earlier.name)
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", link,
+                     "--no-check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert link.is_symlink() and os.readlink(link) == earlier.name
+    assert load_spec(earlier / "preprocessing.toml").preprocess.resize.mode == "shorter_side"  # the ViT's was a stretch
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "deployment"]
+
+
+@pytest.mark.parametrize("inside", ["zz_mine", "classifier/1"])
+def test_out_inside_this_projects_repository_is_refused(inside):
+    out = DEFAULT_REPOSITORY / inside
+    existed = out.exists()
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", out,
+                     "--no-check")
+    assert result.returncode == 2 and "this project's own model repository" in result.stderr
+    assert out.exists() == existed and not list(DEFAULT_REPOSITORY.glob(".*.harness-*"))
