@@ -29,6 +29,7 @@ import io
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 
@@ -265,12 +266,73 @@ def read_classifier(onnx_path: Path) -> ModelInput:
     return ModelInput(x.name, layout, size, out.name, out.shape[1] if isinstance(out.shape[1], int) else None)
 
 
-def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int]) -> ModelInput:
+@dataclass(frozen=True)
+class LoadedOnnx:
+    """A user's ONNX as deploy reads it (:func:`load_for_tensorrt`)."""
+
+    model: Any
+    """The ``onnx.ModelProto``, at :attr:`ir_version`."""
+    ir_version: int
+    opset: int
+    lowered_from: int | None
+    """The IR version it was written with, when it was lowered to :attr:`ir_version`."""
+
+
+def load_for_tensorrt(onnx_path: Path, manifest=None) -> LoadedOnnx:
+    """``onnx_path`` held to what the production TensorRT's ONNX parser reads (``[tensorrt.onnx]`` of
+    ``manifest``, default deploy/versions.toml) and loaded by the pinned ONNX Runtime (the cpu profile's),
+    or :class:`ModelError` naming the limit and how to export for it. An IR version above the parser's
+    is lowered where the graph is valid at the parser's (its opsets need no newer IR, ``onnx.checker``
+    with full shape inference passes, ONNX Runtime loads it): only the version field changes."""
+    import onnx
+    import onnxruntime as ort
+    from google.protobuf.message import DecodeError
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
+
+    from harness.manifest import load_manifest
+
+    manifest = manifest or load_manifest()
+    limits = manifest.tensorrt_onnx
+    parser = f"TensorRT {manifest.tensorrt.version}'s ONNX parser (ONNX {limits.onnx})"
+    try:
+        model = onnx.load(str(onnx_path))
+    except (DecodeError, ValueError, OSError) as exc:
+        raise ModelError(f"{onnx_path}: not an ONNX model ({exc})") from None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    export = f"export it with torch.onnx.export(..., opset_version={limits.max_opset})"
+    if opset is None or not limits.min_opset <= opset <= limits.max_opset:
+        raise ModelError(f"{onnx_path}: opset {opset}: {parser} reads opsets {limits.min_opset} to {limits.max_opset}; "
+                         f"{export} (or convert it: onnx.version_converter.convert_version(model, {limits.max_opset}))")
+    written = model.ir_version
+    if written > limits.max_ir_version:
+        needs = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        model.ir_version = limits.max_ir_version
+        try:
+            if needs > limits.max_ir_version:
+                raise onnx.checker.ValidationError(f"its opsets need IR version {needs}")
+            onnx.checker.check_model(model, full_check=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+            reason = str(exc).strip().splitlines()[0]
+            raise ModelError(f"{onnx_path}: IR version {written}: {parser} reads IR version {limits.max_ir_version} at "
+                             f"most, and the graph is not valid at {limits.max_ir_version} ({reason}); {export} and save "
+                             f"it with onnx {limits.onnx}") from None
+    try:
+        onnx_session(model.SerializeToString(), threads=1)
+    except (ort_errors.Fail, ort_errors.InvalidGraph, ort_errors.InvalidArgument, ort_errors.InvalidProtobuf,
+            ort_errors.NotImplemented, ort_errors.RuntimeException) as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise ModelError(f"{onnx_path}: ONNX Runtime {ort.__version__} cannot load it: {reason}") from None
+    return LoadedOnnx(model, model.ir_version, opset, written if written != model.ir_version else None)
+
+
+def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int], model=None) -> ModelInput:
     """Write the classifier of ``onnx_path`` to ``out`` meeting the contract above, its own graph
     untouched: a new input ``input`` [batch, 3, H, W] feeding the model's own input (through an
     ``Identity``, or a ``Transpose`` for an NHWC model), its scores as ``logits`` (an ``Identity``)
     and ``probabilities`` (their ``Softmax``) appended where missing. ``input_size`` is the
-    preprocessing's (H, W): a model fixing another is refused. TensorRT folds the added nodes."""
+    preprocessing's (H, W): a model fixing another is refused. TensorRT folds the added nodes.
+    ``model``: the ``onnx.ModelProto`` of ``onnx_path`` already loaded (:func:`load_for_tensorrt`'s, lowered),
+    changed in place; default: read from ``onnx_path``."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -278,7 +340,7 @@ def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int]) -> Mod
     if found.size is not None and tuple(found.size) != tuple(input_size):
         raise ModelError(f"{onnx_path}: the model takes {found.size[0]}x{found.size[1]} images ({found.layout}), the "
                          f"preprocessing makes {input_size[0]}x{input_size[1]}")
-    model = onnx.load(str(onnx_path))
+    model = model if model is not None else onnx.load(str(onnx_path))
     graph = model.graph
     names = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.input} | {
         o.name for o in graph.output}
