@@ -3,6 +3,7 @@ input `pixel_values` and one output `scores`, as another exporter writes it. It 
 EfficientNet-Lite0 (fully convolutional up to its global pooling, so it takes 256x256 as it takes 224x224)
 with a new head: 37 rows of its own ImageNet classification layer, so its predictions are real ones."""
 
+import warnings
 from pathlib import Path
 
 import onnx
@@ -18,9 +19,11 @@ CLASSES = tuple(range(0, 37 * 27, 27))
 SIZE = 256
 
 
-def thirty_seven_classes(folder: Path, ir_version: int | None = None, opset: int | None = None) -> tuple[Path, Path]:
+def thirty_seven_classes(folder: Path, ir_version: int | None = None, opset: int | None = None,
+                         fp16: bool = False) -> tuple[Path, Path]:
     """(the ONNX, its class names) written into ``folder``; ``ir_version``/``opset`` stamped as a newer
-    exporter writes them (the graph itself is unchanged)."""
+    exporter writes them (the graph itself is unchanged); ``fp16``: float16 throughout, its input and
+    scores too (onnxconverter-common's conversion)."""
     model = onnx.load(str(ONNX))
     graph = model.graph
     head = next(node for node in graph.node if node.op_type == "Gemm")
@@ -36,6 +39,12 @@ def thirty_seven_classes(folder: Path, ir_version: int | None = None, opset: int
     del graph.output[:]
     graph.node.append(helper.make_node("Identity", [head.output[0]], ["scores"]))
     graph.output.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", len(CLASSES)]))
+    if fp16:
+        from onnxconverter_common.float16 import convert_float_to_float16
+
+        with warnings.catch_warnings():  # it warns for each weight below float16's range that it rounds
+            warnings.simplefilter("ignore", UserWarning)
+            model = convert_float_to_float16(model, keep_io_types=False)
     if opset is not None:
         model.opset_import[0].version = opset
     if ir_version is not None:

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 from PIL import Image
 
 from harness.engine_input import read_engine_input
-from harness.model import conform_onnx, onnx_session, read_classifier
+from harness.model import check_onnx, conform_onnx, load_for_tensorrt, onnx_session, read_classifier
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import load_config, load_repository
 from harness.spec import load_spec
@@ -162,3 +162,21 @@ def test_an_onnx_the_production_parser_cannot_read_is_refused_with_its_limit(tmp
     result = harness("deploy", tmp_path / "broken.onnx", "--reference", CROP256, "--out", tmp_path / "out", "--no-check")
     assert result.returncode == 2 and "not an ONNX model" in result.stderr, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_float16_model_is_fed_and_read_in_float32(tmp_path, photos_dir):
+    """fp16 inside and at its input and scores (a half-precision export): the served input stays float32 (what
+    the DALI pipeline makes), cast to float16 after the layout's Transpose; its scores are cast to float32."""
+    model, _ = thirty_seven_classes(tmp_path / "user", fp16=True)
+    found = read_classifier(model)
+    assert (found.layout, found.dtype, found.output_dtype, found.classes) == ("NHWC", "float16", "float16", 37)
+    conform_onnx(model, tmp_path / "model.onnx", (SIZE, SIZE), load_for_tensorrt(model).model)
+    check_onnx(tmp_path / "model.onnx", (SIZE, SIZE))  # float32 `input`, `logits`, `probabilities`
+    image = Image.open(photos_dir / "grace_hopper.jpg").convert("RGB").resize((SIZE, SIZE))
+    pixels = (np.asarray(image, np.float32) / 255 - 0.5) / 0.5
+    twin, _ = thirty_seven_classes(tmp_path / "fp32")
+    (expected,) = onnx_session(twin).run(["scores"], {"pixel_values": pixels[None]})
+    logits, probabilities = onnx_session(tmp_path / "model.onnx").run(["logits", "probabilities"],
+                                                                     {"input": pixels.transpose(2, 0, 1)[None]})
+    assert logits.dtype == probabilities.dtype == np.float32 and logits.argmax() == expected.argmax()
+    assert np.abs(logits - expected).max() < 0.05 and abs(probabilities.sum() - 1) < 1e-5
