@@ -423,9 +423,10 @@ def _rename(graph, old: str, new: str) -> None:
 
 def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size: tuple[int, int]) -> Path:
     """Install the user's ONNX classifier and labels, meeting the contract (:func:`conform_onnx`:
-    its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended)."""
+    its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended) and what the
+    production TensorRT parses (:func:`load_for_tensorrt`)."""
     out = model_dir / ONNX_FILENAME
-    conform_onnx(onnx_path, out, input_size)
+    conform_onnx(onnx_path, out, input_size, load_for_tensorrt(onnx_path).model)
     shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
     check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
     return out
