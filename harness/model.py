@@ -337,10 +337,10 @@ def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int], model=
     untouched: a new float32 input ``input`` [batch, 3, H, W] feeding the model's own input (through
     an ``Identity``, or a ``Transpose`` for an NHWC model, then a ``Cast`` for a float16 one), its scores as
     float32 ``logits`` (an ``Identity``, or a ``Cast`` of float16 scores) and ``probabilities`` (their
-    ``Softmax``) appended where missing. ``input_size`` is the
-    preprocessing's (H, W): a model fixing another is refused. TensorRT folds the added nodes.
-    ``model``: the ``onnx.ModelProto`` of ``onnx_path`` already loaded (:func:`load_for_tensorrt`'s, lowered),
-    changed in place; default: read from ``onnx_path``."""
+    ``Softmax``) appended where missing. ``input_size`` is the preprocessing's (H, W): a model fixing
+    another is refused. TensorRT folds the added nodes. ``model``: the ``onnx.ModelProto`` of
+    ``onnx_path`` already loaded (:func:`load_for_tensorrt`'s, lowered), changed in place; default:
+    read from ``onnx_path``."""
     import onnx
     from onnx import TensorProto, helper
 
