@@ -48,8 +48,8 @@ class EngineInput:
 
 
 def config_digest(config: Path) -> str:
-    """The SHA-256 of a config file's bytes."""
-    return hashlib.sha256(config.read_bytes()).hexdigest()
+    """The SHA-256 of a config file's bytes, line ends as LF (a Windows checkout's CRLF is the same config)."""
+    return hashlib.sha256(config.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
 
 def read_engine_input(model_dir: Path) -> EngineInput:

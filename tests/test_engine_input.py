@@ -61,3 +61,9 @@ def test_a_config_edited_after_its_input_file_is_refused(classifier_only, tmp_pa
     (classifier_only / "classifier" / "engine_input.json").unlink()
     run = build_engine("--repository", classifier_only, "--out", tmp_path / "engine")
     assert run.returncode == 2 and "engine_input.json not found" in run.stderr, run.stderr
+
+
+def test_a_windows_checkouts_line_ends_are_the_same_config(classifier_only, tmp_path):
+    config = classifier_only / "classifier" / "config.pbtxt"
+    config.write_bytes(config.read_bytes().replace(b"\n", b"\r\n"))  # git's autocrlf
+    assert build_engine("--repository", classifier_only, "--out", tmp_path / "engine").returncode == 0
