@@ -6,7 +6,9 @@ Runs in the TensorRT image of the release in ``deploy/versions.toml`` (an engine
 loads in the TensorRT version that built it, on the GPU model it was built on); it
 refuses to build when the image's TensorRT is not the manifest's. The engine gets one
 optimization profile, batch 1 to the model's ``max_batch_size``; the input name and dims
-come from ``<model>/config.pbtxt`` so the engine always matches what Triton will feed it.
+come from ``<model>/engine_input.json``, which the harness writes from ``<model>/config.pbtxt``
+with Triton's protobuf (this image has neither: harness/engine_input.py), so the engine always
+matches what Triton will feed it; a config edited after it was written is refused.
 
 A config dimension of -1 (the detector's ``[3, -1, -1]``: each image has its own input size)
 takes its range from the spec the config names (its ``spec`` parameter, ``detection.toml``),
@@ -48,7 +50,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,7 @@ from pathlib import Path
 # The project's root: in the TensorRT image docker-compose.yml mounts docker/, harness/ and
 # deploy/ under /opt/project as in this checkout. harness.manifest is standard library only.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.engine_input import EngineInputError, read_engine_input  # noqa: E402
 from harness.manifest import MANIFEST_PATH, load_manifest, same_version, tensorrt_library_version  # noqa: E402
 
 ENGINE = "model.plan"
@@ -65,28 +67,6 @@ FP16_ONNX = "model_fp16.onnx"
 TRTEXEC_IN_IMAGE = "/usr/src/tensorrt/bin/trtexec"
 """Where the TensorRT image keeps trtexec when it is not on PATH."""
 NO_TF32 = "--noTF32"
-
-
-def classifier_input(config_text: str) -> tuple[int, str, list[int]]:
-    """(max_batch_size, input name, input dims) from a model's config.pbtxt (the classifier's, the detector's).
-
-    A small reader for the one shape this config has (``input [ { name: ... dims: [...] } ]``);
-    the project's tests check it against Triton's own protobuf parser."""
-    max_batch = re.search(r"^\s*max_batch_size:\s*(\d+)", config_text, re.M)
-    inputs = re.search(r"^\s*input\s*\[(.*?)\n\s*\]", config_text, re.M | re.S)
-    if not max_batch or not inputs:
-        raise ValueError("config.pbtxt has no max_batch_size or no input block")
-    name = re.search(r'name:\s*"([^"]+)"', inputs.group(1))
-    dims = re.search(r"dims:\s*\[([^\]]*)\]", inputs.group(1))
-    if not name or not dims:
-        raise ValueError("config.pbtxt input has no name or no dims")
-    return int(max_batch.group(1)), name.group(1), [int(d) for d in dims.group(1).split(",")]
-
-
-def spec_parameter(config_text: str) -> str | None:
-    """The spec file a config names with its ``spec`` parameter (``detection.toml``), if any."""
-    found = re.search(r'key:\s*"spec"\s*value:\s*\{\s*string_value:\s*"([^"]+)"', config_text)
-    return found.group(1) if found else None
 
 
 PROFILE_PHOTO = (480, 640)
@@ -225,11 +205,15 @@ def main(argv: list[str] | None = None) -> int:
             how += f" writes the classifier's only: build the {args.model} with FP16=0"
         print(f"error: {onnx} not found: export it first ({how})", file=sys.stderr)
         return 2
-    config_text = (model_dir / "config.pbtxt").read_text()
-    max_batch, input_name, dims = classifier_input(config_text)
+    try:
+        model_input = read_engine_input(model_dir)
+    except EngineInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    max_batch, input_name, dims = model_input.max_batch_size, model_input.name, list(model_input.dims)
     sides = None
     if -1 in dims:
-        spec_path = args.repository / (spec_parameter(config_text) or "preprocessing.toml")
+        spec_path = args.repository / (model_input.spec or "preprocessing.toml")
         try:
             sides = limit_side_profile(spec_path) if dims.count(-1) == 2 else recognition_profile(spec_path)
         except ValueError as exc:

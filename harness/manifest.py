@@ -57,6 +57,19 @@ class PythonPath:
 
 
 @dataclass(frozen=True)
+class OnnxLimits:
+    """What the production TensorRT's ONNX parser reads (``[tensorrt.onnx]``)."""
+
+    onnx: str
+    """The ONNX release the parser is built against."""
+    max_ir_version: int
+    min_opset: int
+    max_opset: int
+    """Of the default (``ai.onnx``) domain."""
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Manifest:
     release: str
     """The Triton release, e.g. ``26.06``: the tag of every NVIDIA image."""
@@ -78,6 +91,8 @@ class Manifest:
     """numpy of the server's Python, both profiles (< 2: the embedded server needs it)."""
     pythonpath: PythonPath
     """The order the Triton image's Python finds packages in."""
+    tensorrt_onnx: OnnxLimits
+    """What the production TensorRT's ONNX parser reads: the ONNX a deployment's engine is built from."""
 
     @property
     def dali_requirement(self) -> str:
@@ -133,7 +148,17 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
         embedded_python=str(table["embedded"].get("python", "")),
         numpy=_component(table, "numpy"),
         pythonpath=_pythonpath(table),
+        tensorrt_onnx=_onnx_limits(table),
     )
+
+
+def _onnx_limits(table: dict) -> OnnxLimits:
+    try:
+        section = table["tensorrt"]["onnx"]
+        return OnnxLimits(str(section["onnx"]), int(section["max_ir_version"]), int(section["min_opset"]),
+                          int(section["max_opset"]), section.get("source", ""))
+    except KeyError as exc:
+        raise ManifestError(f"the manifest has no tensorrt.onnx.{exc.args[0]}") from None
 
 
 def _pythonpath(table: dict) -> PythonPath:

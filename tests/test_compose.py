@@ -239,18 +239,6 @@ def build_engine(*args, env=None):
                           timeout=60, env={**os.environ, **(env or {})})
 
 
-def test_engine_builder_reads_the_classifier_config_as_triton_does():
-    sys.path.insert(0, str(BUILD_ENGINE.parent))
-    try:
-        from build_engine import classifier_input
-    finally:
-        sys.path.remove(str(BUILD_ENGINE.parent))
-    config_path = ROOT / "model_repository" / "classifier" / "config.pbtxt"
-    triton = load_config(config_path)
-    assert classifier_input(config_path.read_text()) == (triton.max_batch_size, triton.input[0].name,
-                                                         list(triton.input[0].dims))
-
-
 TRTEXEC_11_FLAGS = {"--onnx", "--saveEngine", "--minShapes", "--optShapes", "--maxShapes", "--skipInference", "--noTF32"}
 """The flags the builder may emit for TensorRT 11's trtexec: present in its
 samples/common/sampleOptions.cpp (tag v11.0, commit 771d8ef), which dropped --fp16, --int8

@@ -28,9 +28,10 @@ LAYERS = (
     ("task API", {"task_api"}),
     # The preprocessing operations, one module each (keys, kernels, alternatives, wording): the spec reads them.
     ("operations", {"operations"}),
-    # What a run is given: the spec, the model, the manifest, the photos (listed by one policy, or one shard of
-    # them), the server, the user's own code.
-    ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "corpus", "listing", "shard",
+    # What a run is given: the spec, the model, the manifest, the engine builder's input, the photos (listed by one
+    # policy, or one shard of them), the server, the user's own code.
+    ("inputs", {"spec", "geometry", "postprocessing", "model", "precision", "manifest", "engine_input", "corpus",
+                "listing", "shard",
                 "server", "user_code", "ocr.recognition", "ocr.tensors"}),
     # The mechanisms, in the order they build on each other: how each side computes (and talks to the server) ...
     ("computing", {"preprocessing", "reference", "deployed", "client", "run_identity"}),

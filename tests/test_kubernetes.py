@@ -222,9 +222,10 @@ def test_the_detectors_engine_is_built_before_the_classifiers_and_triton_waits_f
     defaults = {k: re.fullmatch(r"\$\{\w+:-(.*)\}", v).group(1)
                 for k, v in compose_triton()["detector-engine-builder"]["environment"].items()}
     assert {e["name"]: e["value"] for e in detector["env"]} == defaults
-    # the build reads detection.toml with harness/spec.py (and harness/files.py), copied beside the script
+    # the build reads detection.toml with harness/spec.py (and harness/files.py), each model's input with
+    # harness/engine_input.py, copied beside the script
     copy = container(job, "copy-repository")["command"][-1]
-    assert "/opt/project/harness/spec.py" in copy and "/opt/project/harness/files.py" in copy
+    assert all(f"/opt/project/harness/{name}" in copy for name in ("spec.py", "files.py", "engine_input.py"))
     wait = container(triton, "wait-for-engine")["command"][-1]
     assert "/models/detector/1/model.plan.stamp.json" in wait and "/models/classifier/1/model.plan.stamp.json" in wait
 

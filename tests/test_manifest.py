@@ -164,6 +164,7 @@ def test_every_manifest_version_names_its_source(manifest):
                       manifest.ubuntu, manifest.nvimgcodec, manifest.nvjpeg, manifest.embedded, manifest.numpy):
         assert component.version and component.source
     assert manifest.pythonpath.source and manifest.pythonpath.ordered[0] == manifest.pythonpath.site_packages
+    assert manifest.tensorrt_onnx.source and manifest.tensorrt_onnx.onnx
 
 
 def test_the_virtualenv_runs_the_manifests_numpy(manifest):

@@ -70,6 +70,8 @@ class DeployResult:
     """The self-check's :class:`harness.check.job.CheckResult` (None: not checked)."""
     proof: str | None = None
     seconds: dict = field(default_factory=dict)
+    onnx: object = None
+    """The :class:`harness.model.LoadedOnnx` read (its IR version, opset, what it was lowered from)."""
 
     def exit_status(self) -> int:
         return self.check.exit_status() if self.check is not None else EXIT_OK
@@ -78,7 +80,16 @@ class DeployResult:
 def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, progress=None) -> DeployResult:
     """Write the deployment of ``options.model`` for ``options.reference`` into ``options.out``,
     validate its production profile, and check its cpu profile on ``options.images``."""
-    from harness.model import LABELS_FILENAME, ModelError, check_onnx, conform_onnx, read_classifier, read_labels, write_labels
+    from harness.model import (
+        LABELS_FILENAME,
+        ModelError,
+        check_onnx,
+        conform_onnx,
+        load_for_tensorrt,
+        read_classifier,
+        read_labels,
+        write_labels,
+    )
     from harness.reference.reading import is_framework_source, read_source, read_transform
     from harness.repository import copy_models, load_config, models_of, set_class_count, set_input_size
     from harness.task import get_task  # here: loads numpy only when called
@@ -97,7 +108,10 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     read = reading.require()  # what no spec operation holds: refused by name, never approximated
     preprocess = read.preprocess
     size = tuple(preprocess.crop.size)
-    try:  # everything read and checked before anything is written
+    # Everything read and checked before anything is written; the ONNX loaded by ONNX Runtime and held to
+    # the production TensorRT's parser.
+    try:
+        loaded = load_for_tensorrt(options.model)
         taken = read_classifier(options.model)
     except ModelError as exc:
         raise UsageError(str(exc)) from None
@@ -117,7 +131,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         copy_models(DEFAULT_REPOSITORY, folder, models, table, header)
         classifier = folder / get_task(options.task).repository.model
         try:
-            model_input = conform_onnx(options.model, classifier / "model.onnx", size)
+            model_input = conform_onnx(options.model, classifier / "model.onnx", size, loaded.model)
         except ModelError as exc:
             raise UsageError(str(exc)) from None
         write_labels(classifier / LABELS_FILENAME, names)
@@ -131,7 +145,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     out = options.out
     seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
     result = DeployResult(options, reading, models, validation, len(names), options.class_names is not None, model_input,
-                          seconds=seconds)
+                          seconds=seconds, onnx=loaded)
     if options.images is None:
         return result
     checked = time.perf_counter()
@@ -139,7 +153,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     seconds["check"] = round(time.perf_counter() - checked, 2)
     seconds["total"] = round(time.perf_counter() - started, 2)
     return DeployResult(options, reading, models, validation, len(names), options.class_names is not None, model_input,
-                        check, check.report.reference.reading, seconds)
+                        check, check.report.reference.reading, seconds, loaded)
 
 
 WRITTEN_BY = "# Written by `harness deploy`"

@@ -24,6 +24,15 @@ def operation(stage: Stage, p) -> str:
     }.get(stage, str(stage))
 
 
+def onnx_line(loaded) -> list[str]:
+    """The ONNX as the production TensorRT's parser reads it (lowered where it was written newer)."""
+    if loaded is None:
+        return []
+    lowered = (f", lowered from IR version {loaded.lowered_from} (only the version field changed: the graph is "
+               f"valid at {loaded.ir_version})") if loaded.lowered_from is not None else ""
+    return [f"  the ONNX: IR version {loaded.ir_version}, opset {loaded.opset}{lowered}; loaded by ONNX Runtime"]
+
+
 def summary_lines(result) -> list[str]:
     o, v = result.options, result.validation
     lines = [f"deployed {o.model} for {o.reference} into {o.out} ({len(result.models)} models: "
@@ -35,6 +44,7 @@ def summary_lines(result) -> list[str]:
               f"  {v.configs} configs parsed by Triton's protobuf schema",
               f"  the DALI pipelines ({', '.join(v.pipelines)}): GPU decode, every operator argument in DALI {v.dali}'s "
               "schema",
+              *onnx_line(result.onnx),
               f"  the engine: {v.engine_command}",
               f"  serve it: docker compose -f {o.out / 'docker-compose.yml'} up -d (TRITON_ADMIN_KEY set: docs/gpu.md)",
               f"  cpu profile: harness serve --repository {o.out}"]

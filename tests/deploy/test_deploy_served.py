@@ -2,7 +2,8 @@
 Compose, a ViTImageProcessor config, a timm model card's config, a torchvision weights preset), each
 deployed for an ImageNet classifier (the project's EfficientNet-Lite0 ONNX playing the user's model),
 served here (the cpu profile: the same DALI graph on DALI's CPU kernels), and checked: with the same
---reference it passes (exit 0), with a different training definition it fails (exit 1)."""
+--reference it passes (exit 0), with a different training definition it fails (exit 1); and a classifier of
+another shape (37 classes, a 256-pixel crop) deployed through to its served check."""
 
 import contextlib
 import json
@@ -14,6 +15,7 @@ from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
 from tests.commands import harness
 from tests.conftest import copy_photos
+from tests.deploy.classifiers import thirty_seven_classes
 
 pytestmark = pytest.mark.server  # each deployment is served by a server of its own
 
@@ -22,6 +24,7 @@ LABELS = DEFAULT_REPOSITORY / "classifier" / "labels.txt"
 DEFINITIONS = PROJECT_ROOT / "tests" / "reference" / "definitions"
 CLIP, VIT = f"{DEFINITIONS / 'training.py'}:clip", f"hf:{DEFINITIONS / 'vit'}"
 TIMM, PRESET = f"timm:{DEFINITIONS / 'convnext'}", "torchvision:ResNet50_Weights.IMAGENET1K_V2"
+CROP256 = f"{DEFINITIONS / 'training.py'}:crop256"
 # sharp-edged drawings, where DALI's own cubic resize is 13-14 levels off PIL's, and photos of three aspects
 PHOTOS = ["HappyFish.jpg", "LinuxLogo.jpg", "grace_hopper.jpg", "baboon.jpg"]
 
@@ -74,3 +77,19 @@ def test_a_deployment_passes_its_own_definition_and_fails_another(photos, tmp_pa
     assert same.returncode == 0, same.stdout + same.stderr
     assert "replays" in same.stdout and "exactly on 4 of 4 photos" in " ".join(same.stdout.split())
     assert different.returncode == 1, different.stdout + different.stderr
+
+
+def test_a_37_class_model_with_a_256_pixel_crop_deploys_serves_and_checks(photos_dir, tmp_path):
+    """Not the project's shape (issue 55): 37 classes with their names, a 256-pixel crop, an NHWC input of its
+    own name. Written (the configs set through Triton's protobuf), planned by the engine builder, served here
+    and checked on 3 photos against its training Compose."""
+    model, names = thirty_seven_classes(tmp_path / "user")
+    photos = copy_photos(photos_dir, ["grace_hopper.jpg", "baboon.jpg", "HappyFish.jpg"], tmp_path / "photos")
+    result = harness("deploy", model, "--reference", CROP256, "--out", tmp_path / "out", "--images", photos,
+                     "--class-names", names, "--report", tmp_path / "report")
+    printed = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "37 classes)" in printed and "--minShapes=input:1x3x256x256" in printed
+    assert "checked on 3 of 3 photos" in printed and "top-1 changed on 0 of 3 photos" in printed
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert {"decode", "resize", "crop", "input", "output"} <= {s["name"] for s in report["stages"]}

@@ -15,12 +15,15 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from PIL import Image
 
-from harness.model import conform_onnx, onnx_session, read_classifier
+from harness.engine_input import read_engine_input
+from harness.model import check_onnx, conform_onnx, load_for_tensorrt, onnx_session, read_classifier
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import load_config, load_repository
 from harness.spec import load_spec
 from tests.commands import harness
+from tests.deploy.classifiers import SIZE, thirty_seven_classes
 
 ONNX = DEFAULT_REPOSITORY / "classifier" / "model.onnx"
 LABELS = DEFAULT_REPOSITORY / "classifier" / "labels.txt"
@@ -201,3 +204,64 @@ def test_out_inside_this_projects_repository_is_refused(inside):
                      "--no-check")
     assert result.returncode == 2 and "this project's own model repository" in result.stderr
     assert out.exists() == existed and not list(DEFAULT_REPOSITORY.glob(".*.harness-*"))
+
+
+CROP256 = f"{DEFINITIONS / 'training.py'}:crop256"
+
+
+def test_an_ir_14_model_of_37_classes_and_a_256_crop_is_lowered_and_planned_by_the_engine_builder(tmp_path, photos_dir):
+    """As onnx 1.23 saves it (IR version 14): TensorRT 11.0's parser and the pinned ONNX Runtime read 13 at
+    most ("Unsupported model IR version: 14"), and nothing in the graph needs 14, so deploy lowers it; the
+    engine builder plans the 256-pixel input and the configs hold 37 classes."""
+    model, names = thirty_seven_classes(tmp_path / "user", ir_version=14)
+    out = tmp_path / "deployment"
+    result = harness("deploy", model, "--reference", CROP256, "--out", out, "--no-check", "--class-names", names)
+    printed = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "IR version 13, opset 13, lowered from IR version 14" in printed
+    assert {"--minShapes=input:1x3x256x256", "--optShapes=input:8x3x256x256", "--maxShapes=input:64x3x256x256"} <= set(
+        printed.split())  # the engine builder's dry run
+    assert read_engine_input(out / "classifier").dims == (3, 256, 256)
+    configs = load_repository(out)
+    assert [list(o.dims) for o in configs["classifier"].output] == [[37], [37]]
+    assert [list(o.dims) for o in configs["classify_dali"].output if o.name in ("LOGITS", "PROBABILITIES")] == [[37], [37]]
+    assert (out / "classifier" / "labels.txt").read_text() == names.read_text()
+    deployed = onnx.load(str(out / "classifier" / "model.onnx"), load_external_data=False)
+    assert deployed.ir_version == 13
+    # the lowered model answers as the model does: its IR-7 twin (the same graph), on a photo, in ONNX Runtime
+    image = Image.open(photos_dir / "grace_hopper.jpg").convert("RGB").resize((SIZE, SIZE))
+    pixels = (np.asarray(image, np.float32) / 255 - 0.5) / 0.5
+    twin, _ = thirty_seven_classes(tmp_path / "twin")
+    (expected,) = onnx_session(twin).run(["scores"], {"pixel_values": pixels[None]})
+    (logits,) = onnx_session(out / "classifier" / "model.onnx").run(["logits"], {"input": pixels.transpose(2, 0, 1)[None]})
+    assert logits.shape == (1, 37) and np.array_equal(logits, expected)
+
+
+def test_an_onnx_the_production_parser_cannot_read_is_refused_with_its_limit(tmp_path):
+    model, names = thirty_seven_classes(tmp_path / "user", ir_version=14, opset=25)
+    result = harness("deploy", model, "--reference", CROP256, "--out", tmp_path / "out", "--no-check")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "opset 25: TensorRT 11.0.0's ONNX parser (ONNX 1.20.0) reads opsets 9 to 24" in " ".join(result.stderr.split())
+    assert "opset_version=24" in result.stderr and not (tmp_path / "out").exists()
+    (tmp_path / "broken.onnx").write_bytes(model.read_bytes()[: 1000])
+    result = harness("deploy", tmp_path / "broken.onnx", "--reference", CROP256, "--out", tmp_path / "out", "--no-check")
+    assert result.returncode == 2 and "not an ONNX model" in result.stderr, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_float16_model_is_fed_and_read_in_float32(tmp_path, photos_dir):
+    """fp16 inside and at its input and scores (a half-precision export): the served input stays float32 (what
+    the DALI pipeline makes), cast to float16 after the layout's Transpose; its scores are cast to float32."""
+    model, _ = thirty_seven_classes(tmp_path / "user", fp16=True)
+    found = read_classifier(model)
+    assert (found.layout, found.dtype, found.output_dtype, found.classes) == ("NHWC", "float16", "float16", 37)
+    conform_onnx(model, tmp_path / "model.onnx", (SIZE, SIZE), load_for_tensorrt(model).model)
+    check_onnx(tmp_path / "model.onnx", (SIZE, SIZE))  # float32 `input`, `logits`, `probabilities`
+    image = Image.open(photos_dir / "grace_hopper.jpg").convert("RGB").resize((SIZE, SIZE))
+    pixels = (np.asarray(image, np.float32) / 255 - 0.5) / 0.5
+    twin, _ = thirty_seven_classes(tmp_path / "fp32")
+    (expected,) = onnx_session(twin).run(["scores"], {"pixel_values": pixels[None]})
+    logits, probabilities = onnx_session(tmp_path / "model.onnx").run(["logits", "probabilities"],
+                                                                     {"input": pixels.transpose(2, 0, 1)[None]})
+    assert logits.dtype == probabilities.dtype == np.float32 and logits.argmax() == expected.argmax()
+    assert np.abs(logits - expected).max() < 0.05 and abs(probabilities.sum() - 1) < 1e-5

@@ -1,6 +1,7 @@
 """Training definitions as users write them (the tests' own): a CLIP-style torchvision Compose
 (bicubic shorter side 224, center crop, CLIP's mean and std: DALI #3994), a v2 Compose on uint8
-tensors, a classic torchserve-style one (DALI #4257), and what no spec operation holds."""
+tensors, a classic torchserve-style one (DALI #4257), one with a 256-pixel crop, and what no spec operation
+holds."""
 
 import torch
 from PIL import Image
@@ -20,6 +21,7 @@ augmented = T.Compose([T.RandomResizedCrop(224), T.ToTensor()])
 with_lambda = T.Compose([T.Resize(256), T.CenterCrop(224), T.Lambda(lambda x: x), T.ToTensor()])
 normalized_pil = T.Compose([T.Resize(256), T.CenterCrop(224), T.Normalize((0.5,) * 3, (0.5,) * 3)])
 bounded = T.Compose([T.Resize(224, max_size=300), T.CenterCrop(224), T.ToTensor()])
+crop256 = T.Compose([T.Resize(292), T.CenterCrop(256), T.ToTensor(), T.Normalize((0.5,) * 3, (0.5,) * 3)])
 
 preset = ResNet50_Weights.IMAGENET1K_V2.transforms()
 
