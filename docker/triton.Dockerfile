@@ -46,13 +46,16 @@ RUN pip install --no-cache-dir --break-system-packages \
 # The models (preprocess_dali*/1/dali.py, preprocess_opencv/1/model.py) import the
 # harness package. --no-deps: its other dependencies (torch, DALI wheel, ...) are for the
 # harness's own tools, not the server; DALI comes with the image's DALI backend (on
-# PYTHONPATH, used for autoserialization). --ignore-requires-python: the project pins
-# Python 3.11 for the embedded server's backend stub; this image's Python is 3.12, which
-# the serving code (tomllib, dataclasses) supports.
-COPY pyproject.toml README.md /src/harness-project/
+# PYTHONPATH, used for autoserialization). This image's Python is 3.12, in the package's range
+# (>=3.11,<3.13). setup.py ships the repository's templates, the engine builder and the manifest
+# inside the package (harness/_data), as every wheel of the harness does.
+COPY pyproject.toml setup.py README.md LICENSE /src/harness-project/
 COPY harness /src/harness-project/harness
 COPY loadtest /src/harness-project/loadtest
-RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
+COPY model_repository /src/harness-project/model_repository
+COPY docker/build_engine.py /src/harness-project/docker/build_engine.py
+COPY deploy/versions.toml /src/harness-project/deploy/versions.toml
+RUN pip install --no-cache-dir --break-system-packages --no-deps /src/harness-project \
     && rm -rf /src/harness-project \
     && python3 -c "import numpy, nvidia.dali, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics, harness.detection.postprocess, harness.detection.compare; \
 assert numpy.__version__ == '${NUMPY_VERSION}' and numpy.__file__.startswith('${SITE_PACKAGES}/'), (numpy.__version__, numpy.__file__); \

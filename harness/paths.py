@@ -1,19 +1,65 @@
-"""Where the project's files are: one definition for the commands, loadtest, benchmarks and tests."""
+"""Where the project's files are: one definition for the commands, loadtest, benchmarks and tests.
+
+Two layouts. In a source checkout (``make setup``) the files a job reads sit at its top level
+(``model_repository/``, ``docker/build_engine.py``, ``deploy/versions.toml``) and the defaults
+are the checkout's, as they always were. In an installed wheel the same files ship read-only
+inside the package (``harness/_data``, copied there by ``setup.py`` from :data:`SHIPPED`), and
+every default the commands write to is under the folder a command runs in, never site-packages.
+"""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
+SHIPPED = ("model_repository", "docker/build_engine.py", "deploy/versions.toml")
+"""What a job reads at run time, relative to the checkout: what the wheel ships under ``harness/_data``
+(of the repository only its text files: :func:`shipped_files`)."""
+SHIPPED_SUFFIXES = (".pbtxt", ".toml", ".py", ".gitkeep")
+"""The model repository's templates: configs, specs, Python-backend models and DALI graph
+definitions, empty version folders; never what ``harness model export`` writes into it."""
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
-"""The production (gpu) model repository, checked in."""
-DEFAULT_PHOTOS = PROJECT_ROOT / "data" / "photos"
-"""The photo corpus (`harness corpus`)."""
-BUILD_DIR = PROJECT_ROOT / "build"
-"""The project's generated files: its embedded servers' scratch repositories, benchmark sets."""
+"""The checkout (in an installed wheel: the folder holding the package, read by nothing that writes)."""
+_PACKAGE_DATA = Path(str(files("harness") / "_data"))  # a package on the file system: its folder
+INSTALLED = _PACKAGE_DATA.is_dir()
+"""Running from an installed wheel (its data shipped), not from a checkout."""
+
+
+def shipped(relative: str) -> Path:
+    """The file (or folder) ``relative`` to the checkout, as this installation has it (read-only)."""
+    return (_PACKAGE_DATA if INSTALLED else PROJECT_ROOT) / relative
+
+
+def shipped_files(root: Path) -> list[str]:
+    """The files of :data:`SHIPPED` under ``root`` (a checkout or ``harness/_data``), relative, sorted:
+    the one list the wheel's build copies and the tests compare."""
+    found = []
+    for entry in SHIPPED:
+        path = root / entry
+        if path.is_file():
+            found.append(entry)
+        elif path.is_dir():
+            found += [f.relative_to(root).as_posix() for f in path.rglob("*")
+                      if f.is_file() and "__pycache__" not in f.parts and f.name.endswith(SHIPPED_SUFFIXES)]
+    return sorted(found)
+
+
 REPORTS_DIR = Path("reports")
 """Default parent of the commands' report directories: relative, so under the folder a command
 runs in, as every default a command writes to (never into the tool's own checkout)."""
 WORK_DIR = Path("build")
 """Default parent of what the commands write that is not a report (a server's log, a watch's
 known answers, a trained model, downloaded wheels): relative, under the folder a command runs in."""
+TEMPLATE_REPOSITORY = shipped("model_repository")
+"""The production (gpu) repository as shipped: configs and DALI graph definitions, no model files
+(``harness deploy`` copies its models from here)."""
+WORKING_ROOT = Path(".") if INSTALLED else PROJECT_ROOT
+"""The folder the defaults are under: the checkout, or (installed) the folder a command runs in."""
+DEFAULT_REPOSITORY = WORKING_ROOT / "model_repository"
+"""The production (gpu) model repository: the checkout's, or (installed) the working folder's,
+written from the templates with the project's models by ``harness model export``."""
+DEFAULT_PHOTOS = WORKING_ROOT / "data" / "photos"
+"""The photo corpus (`harness corpus`)."""
+BUILD_DIR = WORKING_ROOT / "build"
+"""The project's generated files: its embedded servers' scratch repositories, benchmark sets."""

@@ -72,6 +72,9 @@ def load_config(path: Path) -> ModelConfig:
 
 def load_repository(repo: Path) -> dict[str, ModelConfig]:
     """Every model's config in a repository, by model name (the directory name)."""
+    if not repo.is_dir():
+        raise RepositoryError(f"{repo}: no such model repository (`harness model export` writes the project's own "
+                              "there; yours: --repository DIR)")
     configs = {}
     for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
         config = load_config(config_path)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from harness.deploy.compose import compose_file
 from harness.errors import EXIT_OK, UsageError
-from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.paths import DEFAULT_REPOSITORY, TEMPLATE_REPOSITORY, shipped
 from harness.spec import SPEC_FILENAME, load_spec, to_table
 
 TASKS = ("classification",)
@@ -105,13 +105,13 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     if taken.size is not None and tuple(taken.size) != size:
         raise UsageError(f"{options.model} takes {taken.size[0]}x{taken.size[1]} images; {options.reference} makes "
                          f"{size[0]}x{size[1]}: is it the model this preprocessing trained?")
-    models = tuple(models_of(DEFAULT_REPOSITORY, _roots(get_task(options.task))))
-    source_size = tuple(load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
+    models = tuple(models_of(TEMPLATE_REPOSITORY, _roots(get_task(options.task))))
+    source_size = tuple(load_spec(TEMPLATE_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
     table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
     header = (f"{WRITTEN_BY} from {options.reference}: {reading.framework}.\n"
               f"# Every model here reads it: the DALI pipeline (GPU decode, {_resize_words(preprocess)}),\n"
               f"# and `harness check --repository` replays it with the {read.recipe} recipe (see harness/spec.py).\n")
-    out = copy_models(DEFAULT_REPOSITORY, options.out, models, table, header)
+    out = copy_models(TEMPLATE_REPOSITORY, options.out, models, table, header)
     classifier = out / get_task(options.task).repository.model
     try:
         model_input = conform_onnx(options.model, classifier / "model.onnx", size)
@@ -217,7 +217,7 @@ def validate(out: Path, models) -> Validation:
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
-    builder = PROJECT_ROOT / "docker" / "build_engine.py"
+    builder = shipped("docker/build_engine.py")
     command = "(docker/build_engine.py not in this installation: build the engine with it from the harness project)"
     if builder.is_file():
         run = subprocess.run([sys.executable, str(builder), "--repository", str(out), "--out", "/engine", "--dry-run"],
