@@ -105,12 +105,19 @@ def user_env(wheel, tmp_path_factory) -> Path:
 def test_the_installed_wheel_exports_serves_and_checks_from_the_users_folder(user_env, photos_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HARNESS_TRITON_HOME", "VIRTUAL_ENV")}
     env["PATH"] = f"{user_env / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    where = run([user_env / "bin" / "python", "-c", "import harness, harness.paths as p; "
-                 "print(harness.__file__, p.INSTALLED, p.DEFAULT_REPOSITORY, p.BUILD_DIR, p.shipped('deploy/versions.toml'))"],
+    # where it is, where its defaults are, and the compose file of a deployment, which mounts the engine
+    # builder and what it imports from the installed wheel
+    where = run([user_env / "bin" / "python", "-c", "import harness, harness.paths as p; from pathlib import Path; "
+                 "from harness.deploy.compose import compose_file; print(harness.__file__, p.INSTALLED, p.DEFAULT_REPOSITORY, "
+                 "p.BUILD_DIR, p.shipped('deploy/versions.toml')); print(compose_file(Path('my-deployment'), [], 'mine'))"],
                 cwd=tmp_path, env=env)
-    package, installed, repository, build, manifest = where.stdout.split()
+    package, installed, repository, build, manifest = where.stdout.splitlines()[0].split()
     assert Path(package).is_relative_to(user_env) and installed == "True"
     assert (repository, build) == ("model_repository", "build") and Path(manifest).is_relative_to(user_env)
+    mounts = {part: source for source, part in re.findall(r"source: (\S+), target: /opt/project/(\w+)", where.stdout)}
+    assert sorted(mounts) == ["deploy", "docker", "harness"], where.stdout + where.stderr
+    assert all((tmp_path / "my-deployment" / source).resolve().is_relative_to(user_env) for source in mounts.values())
+    assert ((tmp_path / "my-deployment" / mounts["docker"]).resolve() / "build_engine.py").is_file()
 
     # the segmenter's wheel, as `harness model export` would download it (no download in the suite)
     (tmp_path / WHEEL_DIR).mkdir(parents=True)
@@ -123,7 +130,7 @@ def test_the_installed_wheel_exports_serves_and_checks_from_the_users_folder(use
     exported = run([harness_command, "model", "export"], cwd=tmp_path, env=env)
     assert exported.returncode == 0, exported.stderr
     assert (tmp_path / "model_repository" / "classifier" / "model.onnx").is_file()
-    checked = run([harness_command, "check", "my-photos"], cwd=tmp_path, env=env)
+    checked = run([harness_command, "check", "my-photos", "--format", "md"], cwd=tmp_path, env=env)  # no report.html: 4 s
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "Top-1 agreement: **100.0%** (3 of 3 images)" in checked.stdout
     assert (tmp_path / "reports" / "check" / "report.md").is_file()
