@@ -24,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, install_hint
 
 TRITON_HOME_ENV = "HARNESS_TRITON_HOME"
 DEFAULT_TRITON_HOME = Path(sys.prefix) / "pytriton"
@@ -67,8 +67,6 @@ class TritonInstall:
 
     def check(self) -> None:
         if not self.binary.exists():
-            from harness.errors import install_hint
-
             raise ServerError(f"tritonserver not found at {self.binary}: the embedded server needs nvidia-pytriton, in a "
                               f"Python 3.11 environment of its own: {install_hint('server')} (docs/deploy.md; in the "
                               f"project: make setup; or point {TRITON_HOME_ENV} at a `pip install --target` of it)")

@@ -16,7 +16,7 @@ the spec's replay by the built-in recipe of the framework's library, and the rep
   not record which one training used.
 
 A config file needs no framework installed; timm and transformers come with the
-``frameworks`` extra (``pip install 'harness[frameworks]'``).
+``frameworks`` extra (``pip install 'triton-preprocessing-harness[frameworks]'``).
 """
 
 from __future__ import annotations
