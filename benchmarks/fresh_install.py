@@ -10,6 +10,12 @@ libraries), so it is not part of the suite (tests/test_installable.py installs t
 alone, borrowing the project environment's packages).
 
     .venv/bin/python benchmarks/fresh_install.py [--python python3.11] [--extras server] [--photos 3] [--out FILE]
+
+The client side alone, in a training-like environment (no ``server`` extra, e.g. Python 3.12 and
+whatever numpy the resolver picks), checking a deployment that a server elsewhere serves:
+
+    .venv/bin/python benchmarks/fresh_install.py --python python3.12 --extras "" --url 127.0.0.1:8001 \\
+        --deployment my-deployment --reference hf:/abs/path/my-vit
 """
 
 from __future__ import annotations
@@ -49,6 +55,10 @@ def main() -> int:
     parser.add_argument("--photos", type=int, default=3, help="photos of data/photos to check (default: %(default)s)")
     parser.add_argument("--keep", type=Path, default=None, help="build in this new folder and keep it (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=None, help="also write the figures here as JSON")
+    parser.add_argument("--url", default=None, help="check the deployment this server serves instead of exporting and "
+                                                    "serving the project's models (with --deployment)")
+    parser.add_argument("--deployment", type=Path, default=None, help="with --url: the served repository (copied)")
+    parser.add_argument("--reference", default=None, help="with --url: the training definition to check against")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="fresh-install-"))
     work.mkdir(parents=True, exist_ok=args.keep is None)
@@ -60,6 +70,7 @@ def main() -> int:
             raise SystemExit(f"the wheel did not build: {built.stderr.strip()}")
         (wheel,) = (work / "dist").glob("*.whl")
         figures["wheel"], figures["wheel_bytes"] = wheel.name, wheel.stat().st_size
+        figures["url"] = args.url
         env_dir, user = work / "env", work / "user"
         subprocess.run([args.python, "-m", "venv", str(env_dir)], check=True)
         pip = [env_dir / "bin" / "python", "-m", "pip"]
@@ -83,7 +94,14 @@ def main() -> int:
         harness = env_dir / "bin" / "harness"
         starts = [timed([harness, "--help"], user)[0] for _ in range(5)]
         figures["help_median_s"] = statistics.median(starts)
-        for name, command in (("model_export", [harness, "model", "export"]), ("check", [harness, "check", "photos"])):
+        steps = (("model_export", [harness, "model", "export"]), ("check", [harness, "check", "photos"]))
+        if args.url:
+            shutil.copytree(args.deployment, user / "deployment")
+            steps = (("check", [harness, "check", "photos", "--url", args.url, "--repository", "deployment",
+                                *(["--reference", args.reference] if args.reference else [])]),)
+            figures["numpy"] = subprocess.run([env_dir / "bin" / "python", "-c", "import numpy; print(numpy.__version__)"],
+                                              capture_output=True, text=True).stdout.strip()
+        for name, command in steps:
             seconds, status, last = timed(command, user)
             figures[f"{name}_s"], figures[f"{name}_status"] = seconds, status
             figures[f"{name}_last_line"] = last
