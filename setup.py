@@ -11,6 +11,7 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -32,7 +33,18 @@ class BuildWithShippedFiles(build_py):
             shutil.copyfile(ROOT / relative, target / relative)
 
 
+class SdistWithShippedFiles(sdist):
+    """The source distribution carries the same files, so that a wheel built from it ships them too."""
+
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        super().make_release_tree(base_dir, files)
+        for relative in shipped_files(ROOT):
+            (Path(base_dir) / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / relative, Path(base_dir) / relative)
+
+
 # A fresh build folder each time, outside the checkout (whose build/ is the project's scratch): a
 # module deleted since the last build cannot linger in build/lib and ship.
 _BUILD_BASE = tempfile.TemporaryDirectory(prefix="harness-wheel-build-")
-setup(cmdclass={"build_py": BuildWithShippedFiles}, options={"build": {"build_base": _BUILD_BASE.name}})
+setup(cmdclass={"build_py": BuildWithShippedFiles, "sdist": SdistWithShippedFiles},
+      options={"build": {"build_base": _BUILD_BASE.name}})

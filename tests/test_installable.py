@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -75,6 +76,17 @@ def test_the_wheel_ships_what_a_job_reads_as_the_checkout_has_it(wheel):
     assert all(data[name] == (PROJECT_ROOT / name).read_bytes() for name in data)
     assert not any(n.endswith((".onnx", ".plan")) for n in names)  # models are exported on demand, never shipped
     assert all(entry.split("/")[0] in {"model_repository", "docker", "deploy"} for entry in SHIPPED)
+
+
+def test_the_sdist_carries_them_too(tmp_path):
+    """A wheel built from the source distribution (``python -m build``'s way) ships the same files."""
+    built = run([sys.executable, "-c", f"from setuptools import build_meta; print(build_meta.build_sdist({str(tmp_path)!r}))"],
+                cwd=PROJECT_ROOT)
+    assert built.returncode == 0, built.stderr
+    with tarfile.open(tmp_path / built.stdout.strip().splitlines()[-1]) as archive:
+        top = f"{DISTRIBUTION.replace('-', '_')}-{harness.__version__}/"
+        members = {m.name.removeprefix(top) for m in archive.getmembers() if m.isfile()}
+    assert set(shipped_files(PROJECT_ROOT)) <= members
 
 
 def test_a_missing_extra_is_named_in_one_line():
