@@ -1,5 +1,5 @@
 """The wheel's one build step beyond pyproject.toml: what a job reads at run time
-(:data:`harness.paths.SHIPPED`: the model repository's templates, the engine builder, the
+(:data:`harness.paths.PACKAGE_DATA`: the model repository's templates, the engine builder, the
 versions manifest) is copied from the checkout into the package, ``harness/_data``, where an
 installed harness reads it (:func:`harness.paths.shipped`). The checkout keeps its files where
 they are; an editable install reads them there."""
@@ -15,7 +15,7 @@ from setuptools.command.sdist import sdist
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from harness.paths import SHIPPED, shipped_files  # noqa: E402  (standard library only)
+from harness.paths import PACKAGE_DATA, package_data_files  # noqa: E402  (standard library only)
 
 
 class BuildWithShippedFiles(build_py):
@@ -23,12 +23,12 @@ class BuildWithShippedFiles(build_py):
         super().run()
         if self.editable_mode:  # the checkout reads its own files
             return
-        missing = [entry for entry in SHIPPED if not (ROOT / entry).exists()]
+        missing = [entry for entry in PACKAGE_DATA if not (ROOT / entry).exists()]
         if missing:
             raise SystemExit(f"{', '.join(missing)} not found in {ROOT}: build the wheel from the project's checkout")
         target = Path(self.build_lib) / "harness" / "_data"
         shutil.rmtree(target, ignore_errors=True)  # a previous build's copy, never a file of the checkout
-        for relative in shipped_files(ROOT):
+        for relative in package_data_files(ROOT):
             (target / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / relative, target / relative)
 
@@ -38,7 +38,7 @@ class SdistWithShippedFiles(sdist):
 
     def make_release_tree(self, base_dir: str, files: list[str]) -> None:
         super().make_release_tree(base_dir, files)
-        for relative in shipped_files(ROOT):
+        for relative in package_data_files(ROOT):
             (Path(base_dir) / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / relative, Path(base_dir) / relative)
 

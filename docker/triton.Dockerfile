@@ -2,8 +2,10 @@
 # backends) plus what the repository's Python code imports.
 #
 # Build context: the project root (docker-compose.yml sets it); triton.Dockerfile.dockerignore
-# keeps the context to pyproject.toml, README.md, harness/ and loadtest/ (preflight reads
-# Triton metrics with loadtest.metrics).
+# keeps the context to what the package is built from: pyproject.toml, setup.py, README.md,
+# LICENSE, harness/ and loadtest/ (preflight reads Triton metrics with loadtest.metrics), and
+# the files setup.py ships inside it (the model repository's text files, the engine builder,
+# the manifest).
 FROM nvcr.io/nvidia/tritonserver:26.06-py3
 
 # The release is deploy/versions.toml's (tests/test_manifest.py checks it): its DALI, the
@@ -29,7 +31,7 @@ ENV PYTHONPATH=${SITE_PACKAGES}:${IMAGE_PYTHONPATH}
 # check images in validate_image; pyclipper and shapely grow and measure the text detector's
 # boxes in detect_postprocess (and detection.toml's [postprocess] is checked with them wherever
 # the spec is read: the DALI autoserialization of detect_preprocess_dali* too); the versions
-# are pyproject.toml's (tests/test_compose.py checks). tritonclient is for `harness preflight`
+# are requirements.lock's, the project environment's (tests/test_compose.py checks). tritonclient is for `harness preflight`
 # inside this image.
 # The image already sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04
 # marks its Python as externally managed, and this image's Python *is* the backends' environment).

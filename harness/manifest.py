@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.paths import shipped
+from harness.paths import packaged
 
-MANIFEST_PATH = shipped("deploy/versions.toml")
+MANIFEST_PATH = packaged("deploy/versions.toml")
 """The manifest of a source checkout (the Triton image mounts it at the same place), or the one an
 installed wheel ships."""
 

@@ -21,6 +21,7 @@ from tritonclient.grpc import model_config_pb2
 
 from harness.errors import HarnessError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME
+from harness.paths import no_repository
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
 from harness.task import repository_models, shipped_files
 from harness.task_api.models import CpuReplacement, ShippedModel
@@ -73,8 +74,7 @@ def load_config(path: Path) -> ModelConfig:
 def load_repository(repo: Path) -> dict[str, ModelConfig]:
     """Every model's config in a repository, by model name (the directory name)."""
     if not repo.is_dir():
-        raise RepositoryError(f"{repo}: no such model repository (`harness model export` writes the project's own "
-                              "there; yours: --repository DIR)")
+        raise RepositoryError(no_repository(repo))
     configs = {}
     for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
         config = load_config(config_path)

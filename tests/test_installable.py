@@ -28,9 +28,10 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.errors import DISTRIBUTION, ERROR_STATUS, exit_status_of, install_hint, message_of
-from harness.paths import PROJECT_ROOT, SHIPPED, shipped_files
+from harness.errors import DISTRIBUTION, ERROR_STATUS, UsageError, exit_status_of, install_hint, message_of
+from harness.paths import PACKAGE_DATA, PROJECT_ROOT, no_repository, package_data_files
 from harness.segmentation.model import WHEEL_DIR, WHEEL_FILE
+from harness.session import Session
 
 PHOTOS = ("squirrel_cls.jpg", "baboon.jpg", "fruits.jpg")
 
@@ -70,12 +71,12 @@ def test_the_wheel_ships_what_a_job_reads_as_the_checkout_has_it(wheel):
     with zipfile.ZipFile(wheel) as archive:
         data = {n.removeprefix("harness/_data/"): archive.read(n) for n in archive.namelist() if n.startswith("harness/_data/")}
         names = archive.namelist()
-    assert sorted(data) == shipped_files(PROJECT_ROOT)
+    assert sorted(data) == package_data_files(PROJECT_ROOT)
     assert {"deploy/versions.toml", "docker/build_engine.py", "model_repository/preprocessing.toml",
             "model_repository/preprocess_dali/1/dali.py", "model_repository/classifier/config.pbtxt"} <= set(data)
     assert all(data[name] == (PROJECT_ROOT / name).read_bytes() for name in data)
     assert not any(n.endswith((".onnx", ".plan")) for n in names)  # models are exported on demand, never shipped
-    assert all(entry.split("/")[0] in {"model_repository", "docker", "deploy"} for entry in SHIPPED)
+    assert all(entry.split("/")[0] in {"model_repository", "docker", "deploy"} for entry in PACKAGE_DATA)
 
 
 def test_the_sdist_carries_them_too(tmp_path):
@@ -86,7 +87,12 @@ def test_the_sdist_carries_them_too(tmp_path):
     with tarfile.open(tmp_path / built.stdout.strip().splitlines()[-1]) as archive:
         top = f"{DISTRIBUTION.replace('-', '_')}-{harness.__version__}/"
         members = {m.name.removeprefix(top) for m in archive.getmembers() if m.isfile()}
-    assert set(shipped_files(PROJECT_ROOT)) <= members
+    assert set(package_data_files(PROJECT_ROOT)) <= members
+
+
+def test_a_missing_repository_says_how_to_get_one(tmp_path):
+    with pytest.raises(UsageError, match="no such model repository .`harness model export` writes"):
+        Session(tmp_path / "model_repository").spec
 
 
 def test_a_missing_extra_is_named_in_one_line():
@@ -121,7 +127,7 @@ def test_the_installed_wheel_exports_serves_and_checks_from_the_users_folder(use
     # builder and what it imports from the installed wheel
     where = run([user_env / "bin" / "python", "-c", "import harness, harness.paths as p; from pathlib import Path; "
                  "from harness.deploy.compose import compose_file; print(harness.__file__, p.INSTALLED, p.DEFAULT_REPOSITORY, "
-                 "p.BUILD_DIR, p.shipped('deploy/versions.toml')); print(compose_file(Path('my-deployment'), [], 'mine'))"],
+                 "p.BUILD_DIR, p.packaged('deploy/versions.toml')); print(compose_file(Path('my-deployment'), [], 'mine'))"],
                 cwd=tmp_path, env=env)
     package, installed, repository, build, manifest = where.stdout.splitlines()[0].split()
     assert Path(package).is_relative_to(user_env) and installed == "True"
@@ -139,6 +145,8 @@ def test_the_installed_wheel_exports_serves_and_checks_from_the_users_folder(use
     for name in PHOTOS:
         (photos / name).write_bytes((photos_dir / name).read_bytes())
     harness_command = user_env / "bin" / "harness"
+    before = run([harness_command, "check", "my-photos"], cwd=tmp_path, env=env)  # the first thing a user may try
+    assert before.returncode == ERROR_STATUS and f"error: {no_repository(Path('model_repository'))}" in before.stderr
     exported = run([harness_command, "model", "export"], cwd=tmp_path, env=env)
     assert exported.returncode == 0, exported.stderr
     assert (tmp_path / "model_repository" / "classifier" / "model.onnx").is_file()

@@ -21,7 +21,7 @@ from typing import Callable
 
 from harness.deploy.compose import compose_file
 from harness.errors import EXIT_OK, UsageError
-from harness.paths import DEFAULT_REPOSITORY, TEMPLATE_REPOSITORY, shipped
+from harness.paths import DEFAULT_REPOSITORY, TEMPLATE_REPOSITORY, packaged
 from harness.spec import SPEC_FILENAME, load_spec, to_table
 
 TASKS = ("classification",)
@@ -217,7 +217,7 @@ def validate(out: Path, models) -> Validation:
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
-    builder = shipped("docker/build_engine.py")
+    builder = packaged("docker/build_engine.py")
     command = "(docker/build_engine.py not in this installation: build the engine with it from the harness project)"
     if builder.is_file():
         run = subprocess.run([sys.executable, str(builder), "--repository", str(out), "--out", "/engine", "--dry-run"],
