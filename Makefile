@@ -58,6 +58,8 @@ $(VENV)/.system:
 # flavour, which installs into the same nvidia/dali folder: remove it first.
 $(VENV)/.installed: $(VENV)/.system requirements.lock pyproject.toml
 	$(BIN)/pip uninstall -q -y nvidia-dali-cuda120 nvidia-nvimgcodec-cu12 2>/dev/null || true
+	# the distribution was named `harness` before issue 56: its editable install would stay beside the new one
+	$(BIN)/pip uninstall -q -y harness 2>/dev/null || true
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@

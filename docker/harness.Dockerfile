@@ -10,7 +10,7 @@
 FROM python:3.11.14-slim-bookworm
 
 WORKDIR /opt/project
-COPY requirements.lock pyproject.toml README.md ./
+COPY requirements.lock pyproject.toml README.md LICENSE ./
 RUN pip install --no-cache-dir -r requirements.lock
 COPY harness harness
 COPY loadtest loadtest

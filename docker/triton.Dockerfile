@@ -2,8 +2,10 @@
 # backends) plus what the repository's Python code imports.
 #
 # Build context: the project root (docker-compose.yml sets it); triton.Dockerfile.dockerignore
-# keeps the context to pyproject.toml, README.md, harness/ and loadtest/ (preflight reads
-# Triton metrics with loadtest.metrics).
+# keeps the context to what the package is built from: pyproject.toml, setup.py, README.md,
+# LICENSE, harness/ and loadtest/ (preflight reads Triton metrics with loadtest.metrics), and
+# the files setup.py ships inside it (the model repository's text files, the engine builder,
+# the manifest).
 FROM nvcr.io/nvidia/tritonserver:26.06-py3
 
 # The release is deploy/versions.toml's (tests/test_manifest.py checks it): its DALI, the
@@ -29,7 +31,7 @@ ENV PYTHONPATH=${SITE_PACKAGES}:${IMAGE_PYTHONPATH}
 # check images in validate_image; pyclipper and shapely grow and measure the text detector's
 # boxes in detect_postprocess (and detection.toml's [postprocess] is checked with them wherever
 # the spec is read: the DALI autoserialization of detect_preprocess_dali* too); the versions
-# are pyproject.toml's (tests/test_compose.py checks). tritonclient is for `harness preflight`
+# are requirements.lock's, the project environment's (tests/test_compose.py checks). tritonclient is for `harness preflight`
 # inside this image.
 # The image already sets PIP_BREAK_SYSTEM_PACKAGES; the flag says it here too (Ubuntu 24.04
 # marks its Python as externally managed, and this image's Python *is* the backends' environment).
@@ -46,13 +48,16 @@ RUN pip install --no-cache-dir --break-system-packages \
 # The models (preprocess_dali*/1/dali.py, preprocess_opencv/1/model.py) import the
 # harness package. --no-deps: its other dependencies (torch, DALI wheel, ...) are for the
 # harness's own tools, not the server; DALI comes with the image's DALI backend (on
-# PYTHONPATH, used for autoserialization). --ignore-requires-python: the project pins
-# Python 3.11 for the embedded server's backend stub; this image's Python is 3.12, which
-# the serving code (tomllib, dataclasses) supports.
-COPY pyproject.toml README.md /src/harness-project/
+# PYTHONPATH, used for autoserialization). This image's Python is 3.12, in the package's range
+# (>=3.11,<3.13). setup.py ships the repository's templates, the engine builder and the manifest
+# inside the package (harness/_data), as every wheel of the harness does.
+COPY pyproject.toml setup.py README.md LICENSE /src/harness-project/
 COPY harness /src/harness-project/harness
 COPY loadtest /src/harness-project/loadtest
-RUN pip install --no-cache-dir --break-system-packages --no-deps --ignore-requires-python /src/harness-project \
+COPY model_repository /src/harness-project/model_repository
+COPY docker/build_engine.py /src/harness-project/docker/build_engine.py
+COPY deploy/versions.toml /src/harness-project/deploy/versions.toml
+RUN pip install --no-cache-dir --break-system-packages --no-deps /src/harness-project \
     && rm -rf /src/harness-project \
     && python3 -c "import numpy, nvidia.dali, harness.preprocessing.opencv, harness.preprocessing.dali_graph, harness.preflight, loadtest.metrics, harness.detection.postprocess, harness.detection.compare; \
 assert numpy.__version__ == '${NUMPY_VERSION}' and numpy.__file__.startswith('${SITE_PACKAGES}/'), (numpy.__version__, numpy.__file__); \

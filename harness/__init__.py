@@ -3,7 +3,7 @@ embedded server, and the check / diagnose / accuracy jobs. See README.md."""
 
 import os
 
-__version__ = "0.1.0"
+__version__ = "0.9.0"
 
 MAX_IMAGE_PIXELS = 178_956_970
 """The most pixels an image may declare on any path (:mod:`harness.preprocessing.image_check`):

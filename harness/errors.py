@@ -16,9 +16,13 @@ Commands raise; :func:`exit_status_of` is the one place an exception becomes a s
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 EXIT_OK, EXIT_FOUND, ERROR_STATUS = 0, 1, 2
+
+DISTRIBUTION = "triton-preprocessing-harness"
+"""What pip installs the harness as (the import package and the command are ``harness``)."""
 
 
 class HarnessError(Exception):
@@ -199,11 +203,70 @@ def terminate_as_interrupt() -> None:
         signal.signal(signal.SIGINT, interrupt)  # the same, counted: a real Ctrl-C, not user code's own
 
 
+def install_hint(extra: str) -> str:
+    """The one line that installs ``extra`` of the harness."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def extra_providing(module: str) -> str | None:
+    """The extra (never ``test``) that installs the distribution named as ``module``'s top-level
+    package (``locust``, ``timm``, ``polygraphy``, ...), read from the harness's own declaration: the
+    installed metadata, or the checkout's pyproject.toml where the environment holds none under this name
+    (installed before the rename). None: no extra provides it, or the harness depends on it anyway (numpy,
+    which the server extra pins)."""
+    import importlib.metadata
+    from pathlib import Path
+
+    try:
+        declared = importlib.metadata.requires(DISTRIBUTION) or []
+        pairs = [(line, found.group(1) if (found := re.search(r'extra == "([^"]+)"', line)) else None) for line in declared]
+    except importlib.metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"  # harness.paths.PROJECT_ROOT's (no import here)
+        if not pyproject.is_file():
+            return None
+        project = tomllib.loads(pyproject.read_text())["project"]
+        pairs = [(requirement, None) for requirement in project["dependencies"]]
+        pairs += [(requirement, extra) for extra, requirements in project["optional-dependencies"].items()
+                  for requirement in requirements]
+    wanted = _normalized(module.partition(".")[0])
+    extras = {extra for requirement, extra in pairs if _normalized(re.match(r"[A-Za-z0-9._-]+", requirement).group()) == wanted}
+    return None if None in extras else min(extras - {"test"}, default=None)
+
+
+class MissingExtra(UsageError):
+    """A job needs a package only an extra of the harness installs; says which, in one line."""
+
+    def __init__(self, module: str, extra: str):
+        super().__init__(f"{module.partition('.')[0]} is not installed (the harness's {extra} extra): {install_hint(extra)}")
+
+
+def require(module: str) -> None:
+    """Raise :class:`MissingExtra` when ``module`` (an extra's) cannot be imported here."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        extra = extra_providing(module)
+        raise MissingExtra(module, extra) if extra else UsageError(f"{module} is not installed")
+
+
+def _missing_extra(exc: BaseException) -> MissingExtra | None:
+    """A :class:`ModuleNotFoundError` of a package an extra installs, as the line that says which."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name and (extra := extra_providing(exc.name)):
+        return MissingExtra(exc.name, extra)
+    return None
+
+
 def exit_status_of(exc: BaseException) -> int | None:
     """:data:`ERROR_STATUS` for a :class:`HarnessError` (a command's or a library's refusal:
     spec, model, repository, server, dataset, image), a missing file or an interrupt; None
     for anything else (a bug: let it raise with its traceback)."""
-    if isinstance(exc, (HarnessError, FileNotFoundError, KeyboardInterrupt)):
+    if isinstance(exc, (HarnessError, FileNotFoundError, KeyboardInterrupt)) or _missing_extra(exc):
         return ERROR_STATUS
     if not isinstance(exc, Exception):  # SystemExit & co. out of user code that no image boundary held
         return ERROR_STATUS
@@ -215,6 +278,8 @@ def message_of(exc: BaseException) -> str:
         return "interrupted"
     if not isinstance(exc, (Exception, KeyboardInterrupt)):
         return f"{UserCodeExit(exc)}: the command stopped without a verdict"
+    if missing := _missing_extra(exc):
+        return str(missing)
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
 
 

@@ -3,7 +3,7 @@ its containers hold (server, DALI, TensorRT, CUDA, Python), the decode stack bes
 (nvImageCodec, nvJPEG) as the virtualenv pins it, the server Python's numpy and the order its
 packages are found in, plus the embedded server of the cpu profile.
 
-Standard library only (with :mod:`harness.errors`, itself standard library only): ``harness
+Standard library only (with :mod:`harness.errors` and :mod:`harness.paths`, themselves standard library only): ``harness
 preflight`` reads it inside the Triton image, and ``docker/build_engine.py`` inside the
 TensorRT image (which has no project packages).
 """
@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.paths import packaged
 
-MANIFEST_PATH = Path(__file__).resolve().parents[1] / "deploy" / "versions.toml"
-"""The manifest of a source checkout (the Triton image mounts it at the same place)."""
+MANIFEST_PATH = packaged("deploy/versions.toml")
+"""The manifest of a source checkout (the Triton image mounts it at the same place), or the one an
+installed wheel ships."""
 
 
 class ManifestError(HarnessError, ValueError):

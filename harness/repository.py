@@ -24,6 +24,7 @@ from harness.engine_input import FILENAME as ENGINE_INPUT_FILENAME
 from harness.engine_input import EngineInput, config_digest
 from harness.errors import HarnessError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME
+from harness.paths import no_repository
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
 from harness.task import repository_models, shipped_files
 from harness.task_api.models import CpuReplacement, ShippedModel
@@ -77,6 +78,8 @@ def load_config(path: Path) -> ModelConfig:
 
 def load_repository(repo: Path) -> dict[str, ModelConfig]:
     """Every model's config in a repository, by model name (the directory name)."""
+    if not repo.is_dir():
+        raise RepositoryError(no_repository(repo))
     configs = {}
     for config_path in sorted(repo.glob(f"*/{CONFIG_FILENAME}")):
         config = load_config(config_path)

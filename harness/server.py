@@ -24,12 +24,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, install_hint
 
 TRITON_HOME_ENV = "HARNESS_TRITON_HOME"
 DEFAULT_TRITON_HOME = Path(sys.prefix) / "pytriton"
 """Where ``make setup`` installs the wheel (``pip install --no-deps --target``), kept out of
-site-packages because pytriton's own dependencies are not wanted."""
+site-packages because pytriton's own dependencies are not wanted in the project's locked environment.
+Elsewhere the ``server`` extra installs it as a package (docs/deploy.md)."""
 
 PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -66,8 +67,9 @@ class TritonInstall:
 
     def check(self) -> None:
         if not self.binary.exists():
-            raise ServerError(f"tritonserver not found at {self.binary}: run `make setup` "
-                              f"(or point {TRITON_HOME_ENV} at a `pip install --target` of nvidia-pytriton)")
+            raise ServerError(f"tritonserver not found at {self.binary}: the embedded server needs nvidia-pytriton, in a "
+                              f"Python 3.11 environment of its own: {install_hint('server')} (docs/deploy.md; in the "
+                              f"project: make setup; or point {TRITON_HOME_ENV} at a `pip install --target` of it)")
         if not self.stub.exists():
             # The stub must sit in the backend's own folder: copied anywhere else its RPATH
             # no longer finds the wheel's libraries.
@@ -78,7 +80,16 @@ class TritonInstall:
 
 
 def find_install() -> TritonInstall:
-    install = TritonInstall(Path(os.environ.get(TRITON_HOME_ENV, DEFAULT_TRITON_HOME)))
+    """The wheel at ``$HARNESS_TRITON_HOME``, else where ``make setup`` puts it, else installed as a
+    package (the ``server`` extra): the folder holding ``pytriton/`` and ``nvidia_pytriton.libs/``."""
+    home = os.environ.get(TRITON_HOME_ENV)
+    if home is None and not TritonInstall(DEFAULT_TRITON_HOME).binary.exists():
+        import importlib.util
+
+        spec = importlib.util.find_spec("pytriton")
+        if spec is not None and spec.origin is not None:
+            home = str(Path(spec.origin).parents[1])
+    install = TritonInstall(Path(home) if home is not None else DEFAULT_TRITON_HOME)
     install.check()
     return install
 

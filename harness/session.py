@@ -24,7 +24,7 @@ from harness.compare.tolerance import tolerances_for
 from harness.deployment import TapsDeployment, discover
 from harness.errors import UsageError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, read_labels
-from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY
+from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY, no_repository
 from harness.results import ServerInfo
 from harness.scores import score_kind
 from harness.server import TritonServer, free_port
@@ -164,6 +164,8 @@ class Session:
 
     @functools.cached_property
     def spec(self) -> "Spec":
+        if self.spec_file is None and not Path(self.repository).is_dir():
+            raise UsageError(no_repository(self.repository))
         return load_spec(self.spec_path)
 
     @property

@@ -25,7 +25,7 @@ from typing import Iterator, Mapping
 from harness.errors import HarnessError
 from harness.files import open_regular, read_limited, write_atomic
 from harness.names import path_text
-from harness.paths import DEFAULT_REPOSITORY
+from harness.paths import DEFAULT_REPOSITORY, TEMPLATE_REPOSITORY
 
 RECORD_FILENAME = ".harness-written.json"
 """The record of what the harness wrote in a folder (hidden: Triton reads only model folders)."""
@@ -153,7 +153,8 @@ def _resolved(out: Path) -> Path:
 def _refuse_place(out: Path, target: Path, protected: Mapping[Path, str]) -> None:
     """``target`` is neither inside nor around this project's repository or a ``protected`` folder, nor inside
     a folder the harness wrote (whose record would not list it: that folder could not be replaced again)."""
-    for place, what in ((DEFAULT_REPOSITORY, "this project's own model repository"), *protected.items()):
+    own = {DEFAULT_REPOSITORY: "this project's own model repository", TEMPLATE_REPOSITORY: "the harness's own templates"}
+    for place, what in (*own.items(), *protected.items()):
         place = Path(place).resolve()
         if target == place:
             raise FolderRefused(f"{path_text(out)}: that is {what}: give another folder")

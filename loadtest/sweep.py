@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
 from harness.errors import UsageError, run_command
+from harness.paths import DEFAULT_PHOTOS
 from loadtest.locust_control import LocalLocust, LocustControl
 from loadtest.metrics import breakdown, scrape
 from loadtest.payloads import list_photos
@@ -39,8 +40,7 @@ from loadtest.result import Point, PointResult, SweepResult
 from loadtest.stats import summarize
 from loadtest.triton import Endpoints, ServerNotReady, check_inputs, check_ready, ensemble_models
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_IMAGES = PROJECT_ROOT / "data" / "photos"
+DEFAULT_IMAGES = DEFAULT_PHOTOS
 DEFAULT_OUT = Path("build") / "loadtest"  # under the folder it runs in
 ENSEMBLES = ("classify_dali", "classify_opencv")
 PROTOCOLS = ("grpc", "http")

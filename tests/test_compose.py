@@ -464,18 +464,15 @@ def test_engine_builder_refuses_an_fp16_detector_in_one_line(tmp_path):
 
 def test_the_triton_image_pins_what_the_detector_postprocessing_needs_at_the_projects_versions():
     """detect_postprocess (and reading detection.toml, whose [postprocess] is checked by building
-    it) imports pyclipper and shapely: the image installs pyproject.toml's versions of them, as
-    of everything else both pin, and its build's import check reaches them."""
-    import tomllib
-
+    it) imports pyclipper and shapely: the image installs the project environment's versions of them
+    (requirements.lock: pyproject.toml declares ranges), as of everything else it pins, and its
+    build's import check reaches them."""
     dockerfile = (ROOT / "docker" / "triton.Dockerfile").read_text()
     pinned = dict(re.findall(r'^\s+"?([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^\s"\\]+)"?\s*\\?$', dockerfile, re.M))
-    project = dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(\S+)", dep).groups()
-                   for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-                   if "==" in dep)
+    locked = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (ROOT / "requirements.lock").read_text(), re.M))
     assert {"pyclipper", "shapely"} <= set(pinned)
     for name, version in pinned.items():
-        if name in project and not version.startswith("$"):
-            assert project[name] == version, name
+        if not version.startswith("$"):
+            assert locked[name] == version, name
     [check] = [m for m in re.findall(r'python3 -c "import ([^;]+);', dockerfile) if "nvidia.dali" in m]
     assert {"harness.detection.postprocess", "harness.detection.compare"} <= {m.strip() for m in check.split(",")}

@@ -62,6 +62,7 @@ def disagreements(root: Path) -> list[str]:
         expect("pyproject.toml", rf'"({pattern}[^"]+)"', requirement)
         expect("requirements.lock", rf"^({pattern}\S+)", requirement)
     expect("Makefile", r"^TRITON_WHEEL\s*:=\s*(\S+)", manifest.embedded.wheel)
+    expect("pyproject.toml", r'"(nvidia-pytriton==[^"]+)"', manifest.embedded.wheel)  # the server extra
     for image in (manifest.server.image, manifest.tensorrt.image):
         if not image.endswith(f":{manifest.release}-py3"):
             found.append(f"deploy/versions.toml: {image} is not release {manifest.release}")
@@ -87,6 +88,8 @@ def test_everything_follows_the_manifest():
     ("pyproject.toml", "tensorrt==11.0.0.*", "tensorrt==10.7.0"),  # the gpu extra's old pin
     ("requirements.lock", "nvidia-nvjpeg==13.3.2.43", "nvidia-nvjpeg==13.2.3.58"),
     ("pyproject.toml", "nvidia-nvimgcodec-cu13==0.7.0.11", "nvidia-nvimgcodec-cu13==0.9.0.20"),
+    ("pyproject.toml", '"nvidia-pytriton==0.7.0"', '"nvidia-pytriton==0.8.0"'),  # the server extra
+    ("pyproject.toml", '"numpy==1.26.4"', '"numpy==2.2.6"'),
     ("docker/triton.Dockerfile", "ARG NUMPY_VERSION=1.26.4", "ARG NUMPY_VERSION=2.2.6"),
     ("docker/triton.Dockerfile", "numpy==${NUMPY_VERSION}", "numpy==2.2.6"),
     ("requirements.lock", "numpy==1.26.4", "numpy==2.2.6"),

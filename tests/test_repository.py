@@ -198,7 +198,7 @@ def test_the_package_the_triton_image_installs_has_every_module_the_models_impor
 
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp_path), str(repository.parent)], check=True, capture_output=True)
-    (wheel,) = tmp_path.glob("harness-*.whl")
+    (wheel,) = tmp_path.glob("*.whl")  # triton_preprocessing_harness-VERSION-py3-none-any.whl
     files = set(zipfile.ZipFile(wheel).namelist())
     imported = set()
     for entry in list(repository.glob("*/1/dali.py")) + list(repository.glob("*/1/model.py")):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from harness.arguments import Groups, RepositoryArgs
+from harness.errors import require
 from harness.session import embedded_server
 from loadtest import sweep
 
@@ -26,6 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_loadtest(args: argparse.Namespace, groups: Groups, repository: Groups) -> int:
+    require("locust")  # Locust runs in a process of its own: say which extra it needs before starting it
     paths = repository.parse(args).repository
     console = sweep.make_console()
     result = sweep.run(sweep.options_from_args(args, groups), console=console,

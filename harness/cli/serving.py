@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import threading
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from harness.layers.job import export_fp16_model
 from harness.listing import list_inputs
 from harness.model import import_onnx, read_labels
 from harness.names import plain_text
-from harness.paths import DEFAULT_PHOTOS, WORK_DIR
+from harness.paths import DEFAULT_PHOTOS, TEMPLATE_REPOSITORY, WORK_DIR
 from harness.server import TritonServer
 from harness.session import Session
 from harness.target import Target, served_models
@@ -132,6 +133,9 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
 
 def run_model_export(args, groups: Groups) -> int:
     paths = groups.parse(args).repository
+    if not paths.repository.exists():  # a new folder (an installed harness's default): the shipped configs first
+        shutil.copytree(TEMPLATE_REPOSITORY, paths.repository, ignore=shutil.ignore_patterns("__pycache__"))
+        console.print(f"wrote the model repository's configs to {paths.repository}")
     session, repository = make_session(paths), paths.repository
     if (args.onnx or args.out or args.calibration) and not args.fp16:
         raise UsageError("--onnx, --calibration and --out go with --fp16")

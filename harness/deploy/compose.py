@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from harness.manifest import load_manifest
-from harness.paths import PROJECT_ROOT
+from harness.paths import PROJECT_ROOT, packaged
 
 ENGINE_VOLUME = "classifier-engine"
 
@@ -30,8 +30,10 @@ def compose_file(out: Path, models: list[str], name: str) -> str:
     restricted = "model-repository,logging,trace,shared-memory:admin-key=${TRITON_ADMIN_KEY:?set TRITON_ADMIN_KEY to a " \
                  "secret, e.g. openssl rand -hex 32}"
     loads = "".join(f"      - --load-model={m}\n" for m in models)
-    mounts = "".join(f"      - {{type: bind, source: {project}/{part}, target: /opt/project/{part}, read_only: true}}\n"
-                     for part in ("docker", "harness", "deploy"))
+    # the engine builder and what it imports, as this installation has them (a checkout's, or an installed wheel's)
+    sources = {"docker": packaged("docker"), "harness": Path(__file__).resolve().parents[1], "deploy": packaged("deploy")}
+    mounts = "".join(f"      - {{type: bind, source: {_relative(source, out)}, target: /opt/project/{part}, read_only: true}}\n"
+                     for part, source in sources.items())
     gpu = ("    deploy:\n      resources:\n        reservations:\n          devices:\n"
            "            - {driver: nvidia, count: 1, capabilities: [gpu]}\n")
     return f"""# The production profile of the deployment `harness deploy` wrote in this folder:

@@ -21,7 +21,7 @@ from typing import Callable
 
 from harness.deploy.compose import compose_file
 from harness.errors import EXIT_OK, UsageError
-from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.paths import TEMPLATE_REPOSITORY, packaged
 from harness.spec import SPEC_FILENAME, load_spec, to_table
 from harness.written import replaceable, replacing
 
@@ -119,8 +119,8 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         raise UsageError(f"{options.model} takes {taken.size[0]}x{taken.size[1]} images; {options.reference} makes "
                          f"{size[0]}x{size[1]}: is it the model this preprocessing trained?")
     names = _class_names(options, taken.classes, read_labels)
-    models = tuple(models_of(DEFAULT_REPOSITORY, _roots(get_task(options.task))))
-    source_size = tuple(load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
+    models = tuple(models_of(TEMPLATE_REPOSITORY, _roots(get_task(options.task))))
+    source_size = tuple(load_spec(TEMPLATE_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
     table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
     header = (f"{WRITTEN_BY} from {options.reference}: {reading.framework}.\n"
               f"# Every model here reads it: the DALI pipeline (GPU decode, {_resize_words(preprocess)}),\n"
@@ -128,7 +128,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     # Written beside --out and put in its place only when whole and validated: a failure leaves the old one as it was.
     with replacing(options.out, "harness deploy") as written:
         folder = written.folder
-        copy_models(DEFAULT_REPOSITORY, folder, models, table, header)
+        copy_models(TEMPLATE_REPOSITORY, folder, models, table, header)
         classifier = folder / get_task(options.task).repository.model
         try:
             model_input = conform_onnx(options.model, classifier / "model.onnx", size, loaded.model)
@@ -227,7 +227,7 @@ def validate(out: Path, models) -> Validation:
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
-    builder = PROJECT_ROOT / "docker" / "build_engine.py"
+    builder = packaged("docker/build_engine.py")
     command = "(docker/build_engine.py not in this installation: build the engine with it from the harness project)"
     if builder.is_file():
         run = subprocess.run([sys.executable, str(builder), "--repository", str(out), "--out", "/engine", "--dry-run"],

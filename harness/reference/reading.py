@@ -16,7 +16,7 @@ the spec's replay by the built-in recipe of the framework's library, and the rep
   not record which one training used.
 
 A config file needs no framework installed; timm and transformers come with the
-``frameworks`` extra (``pip install 'harness[frameworks]'``).
+``frameworks`` extra (``pip install 'triton-preprocessing-harness[frameworks]'``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from harness.errors import install_hint
 from harness.reference.frameworks import NotReadable, Read, processor_class
 from harness.spec import SpecError
 
@@ -35,7 +36,7 @@ PREFIXES = ("torchvision:", "timm:", "hf:")
 HF_CONFIG = "preprocessor_config.json"
 TIMM_CONFIG = "config.json"
 BACKEND_NAMES = {"torchvision": "torchvision", "fast": "torchvision", "pil": "pil", "slow": "pil"}
-INSTALL = "pip install 'harness[frameworks]'"
+INSTALL = install_hint("frameworks")
 INPUT_EXACT = 1e-5
 """The largest model-input difference still "exact": float32 normalizations computed in another
 order (``(x / 255 - m) / s`` against ``(x - 255 m) / (255 s)``) differ by a few units in the last place."""

@@ -45,14 +45,14 @@ def reference_matte(root: Path | None = None) -> Callable[[bytes], np.ndarray]:
     """The reference's matte of a photo (its bytes -> [H, W], 0 to 1): the repository's
     segmentation spec's reference recipe, U²-Net-p in ONNX Runtime, the spec's ``[postprocess]``."""
     from harness.model import ONNX_FILENAME, onnx_session
-    from harness.paths import PROJECT_ROOT
+    from harness.paths import WORKING_ROOT
     from harness.reference.recipes import TorchvisionRecipe
     from harness.segmentation.model import INPUT_NAME, OUTPUT_NAME, SEGMENTER, SPEC_FILE
     from harness.segmentation.postprocess import SegmentationPostprocess
     from harness.spec import load_spec
     from harness.stage import Stage
 
-    repository = (root or PROJECT_ROOT) / "model_repository"
+    repository = (root or WORKING_ROOT) / "model_repository"
     spec = load_spec(repository / SPEC_FILE)
     recipe = TorchvisionRecipe(spec.reference.preprocess)
     session = onnx_session(repository / SEGMENTER / ONNX_FILENAME, threads=1)

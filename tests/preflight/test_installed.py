@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from harness.client import TritonClient
+from harness.paths import PACKAGE_DATA
 from harness.preflight.known_answers import META, load, read_photos, record
 from harness.preprocessing.dali_graph import production_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
-COPIED = ("pyproject.toml", "README.md", "harness", "loadtest")
-"""What docker/triton.Dockerfile copies into the image and installs."""
+COPIED = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "harness", "loadtest", *PACKAGE_DATA)
+"""What docker/triton.Dockerfile copies into the image and installs (the model repository's text files
+only, there: its model files are not read here)."""
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,7 @@ def installed(tmp_path_factory) -> Path:
     source = base / "src"
     source.mkdir()
     for name in COPIED:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
