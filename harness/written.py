@@ -153,7 +153,7 @@ def _resolved(out: Path) -> Path:
 def _refuse_place(out: Path, target: Path, protected: Mapping[Path, str]) -> None:
     """``target`` is neither inside nor around this project's repository or a ``protected`` folder, nor inside
     a folder the harness wrote (whose record would not list it: that folder could not be replaced again)."""
-    own = {DEFAULT_REPOSITORY: "this project's own model repository", TEMPLATE_REPOSITORY: "the harness's own templates"}
+    own = {TEMPLATE_REPOSITORY: "the harness's own templates", DEFAULT_REPOSITORY: "this project's own model repository"}
     for place, what in (*own.items(), *protected.items()):
         place = Path(place).resolve()
         if target == place:
