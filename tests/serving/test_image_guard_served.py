@@ -16,8 +16,8 @@ import pytest
 
 from harness.client import InferenceError
 from harness.packing import pack_images
-from tests.attack_files import BOMBS, SIDE
-from tests.preprocessing.test_image_guard import WHY
+from tests.attack_files import BOMBS, SIDE, third_round
+from tests.preprocessing.test_image_guard import WHY, WHY_THIRD
 
 ENSEMBLES = {"classify_dali": "PROBABILITIES", "classify_opencv": "PROBABILITIES", "detect_dali": "BOXES",
              "detect_opencv": "BOXES", "segment_dali": "MASK", "segment_opencv": "MASK", "ocr_dali": "TEXTS",
@@ -50,6 +50,22 @@ def test_every_ensemble_refuses_a_bomb_of_every_format_at_once(client, photo):
             assert re.search(WHY[name], message), (model, name, message)
     assert time.perf_counter() - start < 60  # 152 refusals from headers; decoded, each took 0.2-8 s
     for model, output in ENSEMBLES.items():  # every instance alive: a photo is still answered
+        client.infer(model, {"IMAGE": pack_images([photo("baboon.jpg")])}, [output])
+
+
+def test_every_ensemble_refuses_the_third_rounds_files_by_name(client, photo):
+    """Issue 58: 20,000 repeated AC scans (58-148 s of server CPU before), a 1-bit PNG and a JPEG 2000
+    of over 1,024 pixels a byte, a 16-bit RGBA PNG of 538 MB decoded (+1 GB and more a request), and
+    what DALI's decoder cannot read (a 1-bit TIFF, a packed P1 PBM: answered by the OpenCV ensembles,
+    an opaque nvImageCodec error from the DALI ones): the same refusal by name from both pipelines
+    of every task, within a second each, and a photo answered after."""
+    for name, data in third_round(photo("retina.jpg")).items():
+        for model, output in ENSEMBLES.items():
+            start = time.perf_counter()
+            message = refusal(client, model, output, data)
+            assert re.search(WHY_THIRD[name], message) and "Critical error" not in message, (model, name, message)
+            assert time.perf_counter() - start < 1, (model, name)
+    for model, output in ENSEMBLES.items():
         client.infer(model, {"IMAGE": pack_images([photo("baboon.jpg")])}, [output])
 
 
