@@ -322,3 +322,45 @@ def third_round(photo: bytes) -> dict[str, bytes]:
         "PBM, P1 without separators": pbm_packed(64),
         "JPEG 2000, flat": jpeg2000_flat(1024),
     }
+
+
+def _huffman_code(data: bytes, table: int, symbol: int) -> str:
+    """The bits of ``symbol`` in a JPEG's Huffman ``table`` (class << 4 | id), from its DHT segments."""
+    at = 0
+    while (at := data.find(b"\xff\xc4", at + 1)) > 0:
+        end, i = at + 2 + int.from_bytes(data[at + 2:at + 4], "big"), at + 4
+        while i < end:
+            counts, i = data[i + 1:i + 17], i + 17
+            code, symbols = 0, iter(data[i:i + sum(counts)])
+            for length, count in enumerate(counts, 1):
+                for _ in range(count):
+                    if data[i - 17] == table and next(symbols) == symbol:
+                        return format(code, f"0{length}b")
+                    if data[i - 17] != table:
+                        next(symbols)
+                    code += 1
+                code <<= 1
+            i += sum(counts)
+    raise ValueError(f"no symbol {symbol} in table {table:#x}")
+
+
+def jpeg_grey_sampled(width: int, height: int, luma: int = 0x31) -> bytes:
+    """A flat mid-grey JPEG whose luma is sampled ``luma`` (h x v as SOF writes it: 0x31 is 3x1,
+    legal JPEG that TurboJPEG cannot name a subsampling for), chroma 1x1: Pillow's (libjpeg's)
+    baseline file, its SOF's sampling set and its scan written anew with the file's own Huffman
+    codes, each block a DC difference of 0 and an end of block (mid-grey is 0 after the level shift)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (128, 128, 128)).save(buf, "JPEG", subsampling=0, quality=90)
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 11] = luma
+    h, v = luma >> 4, luma & 15
+    block = {t: _huffman_code(data, t, 0) + _huffman_code(data, 0x10 | t, 0) for t in (0, 1)}  # luma: tables 0; chroma: 1
+    bits = (block[0] * (h * v) + block[1] * 2) * (-(-width // (8 * h)) * -(-height // (8 * v)))
+    bits += "1" * (-len(bits) % 8)
+    coded = int(bits, 2).to_bytes(len(bits) // 8, "big").replace(b"\xff", b"\xff\x00")
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+    return bytes(data[:start]) + coded + b"\xff\xd9"

@@ -188,9 +188,9 @@ def validate(data: np.ndarray | bytes, level: str = "decode", resize: ResizeSpec
         check_resize(header.height, header.width, resize)
     if level == "decode" and not header.decoded:
         if header.kind == "JPEG":
-            try:
-                height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-                simplejpeg.decode_jpeg(data, min_height=max(1, height // 8), min_width=max(1, width // 8), strict=False)
+            try:  # the guard's header, not simplejpeg's: its header raised KeyError on a subsampling it cannot name (1x4 luma)
+                simplejpeg.decode_jpeg(data, min_height=max(1, header.height // 8), min_width=max(1, header.width // 8),
+                                       strict=False)
             except ValueError as exc:  # what simplejpeg raises for broken data
                 raise ImageError(f"corrupt JPEG: {exc}") from None
         else:

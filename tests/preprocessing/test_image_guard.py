@@ -257,3 +257,14 @@ def test_what_dalis_decoder_cannot_decode_is_refused_by_name_for_every_pipeline(
     for data in passed:
         inspect(data)
         assert decode_without_guard(data).shape[2] == 3 and opencv.decode(data, spec.preprocess.decode).shape[2] == 3
+
+
+def test_a_jpeg_of_any_sampling_is_validated_without_a_crash():
+    # simplejpeg's header named no subsampling for a 1x4 luma (TurboJPEG's 4:4:1) and raised KeyError
+    # out of validate(): in a served model, not a one-line refusal. TurboJPEG's decode names 3x1 none:
+    # refused by name (the deployment's one-sided rejection in tests/test_rejections.py).
+    from tests.attack_files import jpeg_grey_sampled
+
+    assert validate(jpeg_grey_sampled(64, 48, 0x14)) == "JPEG"
+    with pytest.raises(ImageError, match="corrupt JPEG: .*Could not determine subsampling"):
+        validate(jpeg_grey_sampled(64, 48, 0x31))
