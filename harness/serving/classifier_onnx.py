@@ -29,12 +29,14 @@ def profile_ceiling(config: dict, repository: Path) -> tuple[tuple[int, int, str
     if not free:
         return ()
     spec = load_spec(repository.parent / spec_name_of(config))
-    if len(free) == 2:
+    if len(free) == 2 and spec.preprocess.resize.mode == "limit_side":
         side = spec.preprocess.resize.max_side
         return tuple((axis, side, "the spec's [resize] max_side") for axis in free)
-    from harness.ocr.recognition import parameters
+    if len(free) == 1 and spec.recognition is not None:
+        from harness.ocr.recognition import parameters
 
-    return ((free[0], parameters(spec.recognition).max_width, "the spec's [recognition] max_width"),)
+        return ((free[0], parameters(spec.recognition).max_width, "the spec's [recognition] max_width"),)
+    return ()  # an input no engine profile of this project bounds (a user's model): Triton's own checks only
 
 
 class TritonPythonModel:
