@@ -115,7 +115,11 @@ def inspect(data: np.ndarray | bytes) -> ImageHeader:
     :data:`MIN_VP8_BITS_PER_MACROBLOCK`); a coding without one (lossless WebP, JPEG 2000) may
     declare at most :data:`MAX_PIXELS_WITHOUT_FLOOR` and is decoded by Pillow here; a coding
     no path can bound or decode alike (arithmetic JPEG, run-length BMP, TIFF's other
-    compressions, animated WebP) is refused by name. About 0.1 ms for a photo.
+    compressions, animated WebP) is refused by name. Then, whatever the coding: at most
+    :data:`MAX_PIXELS_PER_BYTE` pixels a byte of file and :data:`MAX_DECODED_BYTES` decoded; a
+    JPEG of at most :data:`MAX_JPEG_SCANS` scans; and no file DALI's decoder cannot read (a
+    single-channel TIFF, a plain PNM ending in a value), so both pipelines refuse it alike. About
+    0.1 ms for a photo.
     """
     raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
     stripped = raw.rstrip(b"\x00")
@@ -134,7 +138,7 @@ def inspect(data: np.ndarray | bytes) -> ImageHeader:
                          f"pixels ({header.width * header.height / 1e6:.0f} megapixels); its data can be any length for "
                          f"any size, so it may declare at most {MAX_PIXELS_WITHOUT_FLOOR / 1e6:.1f} megapixels")
     _check_pixels_per_byte(header, len(stripped))
-    _check_decoded_volume(kind, pil)
+    _check_decoded_volume(pil)
     if floor is not None:
         return header
     _decode_with_pil(raw, kind)
@@ -427,7 +431,7 @@ def _coding(kind: str, header: _Header, raw: bytes, stripped: bytes):
                              f"uncompressed or compressed with LZW, Deflate or PackBits, whose data bounds their size)")
         if Image.getmodebands(header.mode) == 1 and header.mode != "P":
             raise ImageError(f"a bilevel or grayscale TIFF (PIL mode {header.mode}): refused (DALI's decoder reads no "
-                             "single-channel TIFF but a palette one: 'nvImageCodec failure #3', where OpenCV decodes it); "
+                             "single-channel TIFF but a palette one, where OpenCV decodes it); "
                              "save it as PNG or as an RGB TIFF")
         if coding == "raw":
             return "raw", lambda h: _check_raw(h, len(raw), kind)
@@ -435,7 +439,7 @@ def _coding(kind: str, header: _Header, raw: bytes, stripped: bytes):
     if codecs == {"ppm_plain"}:  # PNM's plain (ASCII) variants: at least a character a pixel
         if not stripped[-1:].isspace():
             raise ImageError("a plain PNM whose last pixel value ends the file (no whitespace after it): refused (DALI's "
-                             "decoder fails on such files, 'nvImageCodec failure #17', where OpenCV decodes them); end "
+                             "decoder fails on such files, where OpenCV decodes them); end "
                              "it with a newline, or save it as raw PNM or PNG")
         return "plain", lambda h: _check_plain(h, len(stripped))
     return "raw", lambda h: _check_raw(h, len(raw), kind)
@@ -475,7 +479,7 @@ def _check_pixels_per_byte(header: ImageHeader, size: int) -> None:
                          f"than {MAX_PIXELS_PER_BYTE} pixels a byte of its file (a JPEG's floor), whatever its coding")
 
 
-def _check_decoded_volume(kind: str, header: _Header) -> None:
+def _check_decoded_volume(header: _Header) -> None:
     volume = header.width * header.height * max(3, Image.getmodebands(header.mode)) * header.sample_bytes
     if volume > MAX_DECODED_BYTES:
         raise ImageError(f"image too large decoded: its {header.width}x{header.height} {header.mode} pixels of "
