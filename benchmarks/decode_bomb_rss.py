@@ -5,7 +5,10 @@ deflate, LZW, PackBits and CCITT, GIF, JPEG 2000, PNM), sent to both ensembles o
 (``classify_``, ``detect_``, ``segment_``, ``ocr_`` ``dali`` and ``opencv``) of the embedded
 server (cpu profile), HTTP and gRPC alternating, naming no outputs (a client that names none
 gets every output). With ``--internal``, also to every model of the repository that takes an
-encoded IMAGE alone (called directly, as whoever reaches the port can).
+encoded IMAGE alone (called directly, as whoever reaches the port can). With ``--third``, the
+third round's files instead (issue 58, ``tests/attack_files.third_round``: 20,000 repeated AC
+scans, 1-bit PNGs plain and interlaced, a 16-bit RGBA PNG, a 1-bit LZW TIFF, a packed P1 PBM, a
+flat JPEG 2000) and a PNG just over segmentation's ``max_output_pixels``.
 
 Printed per format and model: requests refused / answered, the slowest request, the largest
 answer (bytes of its output tensors), the server's resident memory (tritonserver and its model
@@ -13,7 +16,7 @@ processes) after that model's requests; at the end the growth over the whole run
 request refused, growth < 100 MB, a photo still classified; exit 1 otherwise.
 
     .venv/bin/python benchmarks/decode_bomb_rss.py [--side 13376] [--requests 2] [--internal]
-        [--models classify_opencv,...] [--formats "WebP (lossless);GIF"] [--timeout 120]
+        [--models classify_opencv,...] [--formats "WebP (lossless);GIF"] [--timeout 120] [--third]
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.paths import DEFAULT_REPOSITORY  # noqa: E402
 from harness.server import group_members  # noqa: E402
 from harness.session import embedded_server  # noqa: E402
-from tests.attack_files import BOMBS, SIDE  # noqa: E402
+from tests.attack_files import BOMBS, SIDE, flat_png, third_round  # noqa: E402
 
 LIMIT_MB = 100
+OVER_CEILING = "PNG, 5793x5793, over max_output"
+"""A flat PNG just over segmentation's max_output_pixels: sent to the segmentation ensembles only
+(the other tasks answer it, as they should)."""
 ENSEMBLES = ("classify_dali", "classify_opencv", "detect_dali", "detect_opencv", "segment_dali", "segment_opencv",
              "ocr_dali", "ocr_opencv")
 
@@ -94,9 +100,14 @@ def main() -> int:
     parser.add_argument("--formats", default=";".join(BOMBS),
                         help="bombs to send (names of tests/attack_files.BOMBS, separated by ;)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take (default 120)")
+    parser.add_argument("--third", action="store_true", help="the third round's files (issue 58) instead of the bombs")
     args = parser.parse_args()
-    bombs = {name: BOMBS[name](args.side) for name in args.formats.split(";")}
-    good = (DEFAULT_REPOSITORY.parent / "data" / "photos" / "baboon.jpg").read_bytes()
+    photos = DEFAULT_REPOSITORY.parent / "data" / "photos"
+    good = (photos / "baboon.jpg").read_bytes()
+    if args.third:
+        bombs = {**third_round((photos / "retina.jpg").read_bytes()), OVER_CEILING: flat_png(5793)}
+    else:
+        bombs = {name: BOMBS[name](args.side) for name in args.formats.split(";")}
     failures = 0
     with embedded_server(DEFAULT_REPOSITORY) as server:
         models = args.models.split(",")
@@ -108,12 +119,13 @@ def main() -> int:
                 answered, _, why = send(module, client, model, good, args.timeout)
                 assert answered, f"{model} refused a photo: {why}"
         before = server_rss_mb(server.process.pid)
-        print(f"{len(bombs)} bombs declaring {args.side}x{args.side}, {args.requests} requests each to {len(models)} "
+        declaring = "" if args.third else f" declaring {args.side}x{args.side}"
+        print(f"{len(bombs)} files{declaring}, {args.requests} requests each to {len(models)} "
               f"models (HTTP and gRPC alternating, no outputs named); server RSS {before:.0f} MB")
-        print(f"{'format':32} {'bytes':>6} {'model':22} {'refused':>7} {'answered':>8} {'slowest':>8} "
+        print(f"{'format':32} {'bytes':>7} {'model':22} {'refused':>7} {'answered':>8} {'slowest':>8} "
               f"{'largest answer':>14} {'RSS after':>9}  refusal")
         for name, bomb in bombs.items():
-            for model in models:
+            for model in (m for m in models if name != OVER_CEILING or m.startswith("segment_")):
                 refused = answered = 0
                 slowest, largest, why = 0.0, 0, ""
                 for i in range(args.requests):
@@ -126,7 +138,7 @@ def main() -> int:
                     largest = max(largest, size)
                     why = why or message
                 failures += answered
-                print(f"{name:32} {len(bomb):6d} {model:22} {refused:7d} {answered:8d} {slowest:7.2f}s "
+                print(f"{name[:32]:32} {len(bomb):7d} {model:22} {refused:7d} {answered:8d} {slowest:7.2f}s "
                       f"{largest / 1e6:11.1f} MB {server_rss_mb(server.process.pid):7.0f} MB  {why[:110]}", flush=True)
         after = server_rss_mb(server.process.pid)
         answered, _, why = send(*ways[1], "classify_dali", good, args.timeout)

@@ -216,6 +216,15 @@ def parameters(table: Mapping[str, Any]):
     return record(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
 
 
+def output_ceiling(table: Mapping[str, Any] | None) -> int | None:
+    """The most source pixels a deployed ``[postprocess]`` table answers at (a segmentation's
+    ``max_output_pixels``), or None where it sets no such ceiling (a detector's, a user's
+    ``FILE.py:NAME``, none): what a pipeline's first step checks from the image's header."""
+    if not table or table.get("name") not in PARAMETERS:
+        return None
+    return getattr(parameters(table), "max_output_pixels", None)
+
+
 def culprit_hypotheses(reference: Mapping[str, Any] | None, deployed: Mapping[str, Any] | None,
                        postprocessings: tuple[str, ...]) -> list:
     """Every value tried of the reference's ``[postprocess]`` table, one key at a time (its

@@ -192,6 +192,103 @@ BOMBS = {
 """Name -> the bomb of that format and coding, as a function of the declared side."""
 
 
+# -- the third round (issue 58): costs a byte of file, by real encoders -----------------------------
+
+SCANS = 20_000
+"""The issue's repeated AC scans."""
+
+
+def jpeg_repeated_scans(photo: bytes, scans: int = SCANS) -> bytes:
+    """A real photo as Pillow's (libjpeg's) progressive JPEG, followed by ``scans`` repeats of a first
+    AC scan of its luma (Ss=1, Se=63, Ah=Al=0) coding every block as one end-of-band run: a full pass
+    over the blocks in a dozen bytes, and a legal progression (every coefficient is already at full
+    precision, so libjpeg warns of nothing). Its own AC Huffman table (slot 1) holds the one symbol."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(photo)).convert("RGB").save(buf, "JPEG", quality=90, progressive=True)
+    data = buf.getvalue()
+    sof = data.index(b"\xff\xc2")
+    height, width = struct.unpack(">HH", data[sof + 5:sof + 9])
+    luma, blocks = data[sof + 10], -(-width // 8) * -(-height // 8)
+    assert blocks < 1 << 15, "one end-of-band run covers at most 32,767 blocks"
+    run = blocks.bit_length() - 1  # the run: 2**run + `run` extra bits, after its 1-bit code ("0")
+    table = b"\xff\xc4" + struct.pack(">H", 20) + bytes([0x11, 1] + [0] * 15 + [run << 4])
+    bits = "0" + (format(blocks - (1 << run), f"0{run}b") if run else "")
+    bits += "1" * (-len(bits) % 8)
+    coded = int(bits, 2).to_bytes(len(bits) // 8, "big").replace(b"\xff", b"\xff\x00")
+    scan = b"\xff\xda" + struct.pack(">HB", 8, 1) + bytes([luma, 0x01, 1, 63, 0]) + coded
+    return data[:-2] + table + scan * scans + b"\xff\xd9"
+
+
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def flat_png(side: int, bit_depth: int = 8, colour_type: int = 2, interlaced: bool = False) -> bytes:
+    """A black PNG of ``side`` x ``side``, any bit depth and colour type, Adam7-interlaced or not.
+    zlib deflates about 1 MB of rows, flushed in full (its history reset), so each such block's
+    deflate bytes are the same and are repeated: a real zlib stream in a fraction of a second
+    whatever the side, and neither the writer nor the file ever holds the decoded image."""
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour_type]
+    z, adler, deflated = zlib.compressobj(9, zlib.DEFLATED, -15), 1, []
+    for x0, y0, dx, dy in _ADAM7 if interlaced else ((0, 0, 1, 1),):
+        width, height = -(-(side - x0) // dx), -(-(side - y0) // dy)
+        if width > 0 and height > 0:
+            row = bytes(1 + -(-width * channels * bit_depth // 8))
+            rows = min(height, max(1, 2 ** 20 // len(row)))  # deflated together: deflate's best ratio
+            for count, repeats in ((rows, height // rows), (height % rows, 1)):
+                deflated.append((z.compress(row * count) + z.flush(zlib.Z_FULL_FLUSH)) * repeats)
+                for _ in range(repeats):
+                    adler = zlib.adler32(row * count, adler)
+    stream = b"\x78\xda" + b"".join(deflated) + z.flush() + adler.to_bytes(4, "big")
+    header = struct.pack(">IIBBBBB", side, side, bit_depth, colour_type, 0, 0, int(interlaced))
+    palette = _chunk(b"PLTE", bytes(3 << bit_depth)) if colour_type == 3 else b""
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + palette + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+
+def png_bilevel(side: int) -> bytes:
+    """20 KB at 13000 x 13000: 8,000 pixels a byte."""
+    return flat_png(side, 1, 0)
+
+
+def png_bilevel_interlaced(side: int) -> bytes:
+    return flat_png(side, 1, 0, interlaced=True)
+
+
+def png_rgba16(side: int) -> bytes:
+    """8 bytes a pixel decoded: 538 MB at 8200 x 8200 (0.5 MB of file)."""
+    return flat_png(side, 16, 6)
+
+
+def tiff_bilevel_lzw(side: int) -> bytes:
+    """Pillow's 1-bit TIFF, LZW (libtiff): 140 KB at 13000 x 13000; DALI's decoder reads no such TIFF."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("1", (side, side)).save(buf, "TIFF", compression="tiff_lzw")
+    return buf.getvalue()
+
+
+def pbm_packed(side: int) -> bytes:
+    """A plain PBM (P1) whose pixels have no whitespace between them (the format allows it) nor after
+    the last: OpenCV decodes it, DALI's decoder fails ('nvImageCodec failure #17'; so it does on a plain
+    PGM or PPM ending in a value, but not on one ending in whitespace)."""
+    return b"P1\n%d %d\n" % (side, side) + b"01" * (side * side // 2) + b"0" * (side * side % 2)
+
+
+def jpeg2000_flat(side: int) -> bytes:
+    """Pillow's (OpenJPEG's) lossless JPEG 2000 of a black image: 391 bytes at 4096 x 4096."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (side, side)).save(buf, "JPEG2000")
+    return buf.getvalue()
+
+
 def text_page(side: int, columns: int, rows: int, font_px: int, seed: int = 0) -> bytes:
     """A JPEG page of ``columns x rows`` short words (``w123``) in a grid on white: what makes an
     OCR model read as many words as its detector finds (1,000 on a 2048 x 2048 page)."""
@@ -211,3 +308,59 @@ def text_page(side: int, columns: int, rows: int, font_px: int, seed: int = 0) -
     buf = io.BytesIO()
     page.save(buf, "JPEG", quality=90)
     return buf.getvalue()
+
+
+def third_round(photo: bytes) -> dict[str, bytes]:
+    """Issue 58's files, each answered before (the 16-bit PNG at the size where its decode passes
+    537 MB; the TIFF and the JPEG 2000 smaller than the issue's, the same refusal): name -> bytes."""
+    return {
+        "JPEG, 20,000 repeated AC scans": jpeg_repeated_scans(photo),
+        "PNG, 1-bit": png_bilevel(13000),
+        "PNG, 1-bit, interlaced": png_bilevel_interlaced(13000),
+        "PNG, 16-bit RGBA": png_rgba16(8200),
+        "TIFF, 1-bit LZW": tiff_bilevel_lzw(1000),
+        "PBM, P1 without separators": pbm_packed(64),
+        "JPEG 2000, flat": jpeg2000_flat(1024),
+    }
+
+
+def _huffman_code(data: bytes, table: int, symbol: int) -> str:
+    """The bits of ``symbol`` in a JPEG's Huffman ``table`` (class << 4 | id), from its DHT segments."""
+    at = 0
+    while (at := data.find(b"\xff\xc4", at + 1)) > 0:
+        end, i = at + 2 + int.from_bytes(data[at + 2:at + 4], "big"), at + 4
+        while i < end:
+            counts, i = data[i + 1:i + 17], i + 17
+            code, symbols = 0, iter(data[i:i + sum(counts)])
+            for length, count in enumerate(counts, 1):
+                for _ in range(count):
+                    if data[i - 17] == table and next(symbols) == symbol:
+                        return format(code, f"0{length}b")
+                    if data[i - 17] != table:
+                        next(symbols)
+                    code += 1
+                code <<= 1
+            i += sum(counts)
+    raise ValueError(f"no symbol {symbol} in table {table:#x}")
+
+
+def jpeg_grey_sampled(width: int, height: int, luma: int = 0x31) -> bytes:
+    """A flat mid-grey JPEG whose luma is sampled ``luma`` (h x v as SOF writes it: 0x31 is 3x1,
+    legal JPEG that TurboJPEG cannot name a subsampling for), chroma 1x1: Pillow's (libjpeg's)
+    baseline file, its SOF's sampling set and its scan written anew with the file's own Huffman
+    codes, each block a DC difference of 0 and an end of block (mid-grey is 0 after the level shift)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (128, 128, 128)).save(buf, "JPEG", subsampling=0, quality=90)
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 11] = luma
+    h, v = luma >> 4, luma & 15
+    block = {t: _huffman_code(data, t, 0) + _huffman_code(data, 0x10 | t, 0) for t in (0, 1)}  # luma: tables 0; chroma: 1
+    bits = (block[0] * (h * v) + block[1] * 2) * (-(-width // (8 * h)) * -(-height // (8 * v)))
+    bits += "1" * (-len(bits) % 8)
+    coded = int(bits, 2).to_bytes(len(bits) // 8, "big").replace(b"\xff", b"\xff\x00")
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+    return bytes(data[:start]) + coded + b"\xff\xd9"

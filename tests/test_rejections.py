@@ -1,8 +1,10 @@
 """One-sided rejection (issue 10): an image the training recipe decodes but the deployed
 server rejects is a divergence of its own, counted apart, failing the run by default.
 
-The real case: a 1-bit (bilevel) TIFF. OpenCV, the training recipe's decoder, reads it;
-the deployed DALI decoder (cpu profile) fails on it (nvImageCodec failure)."""
+The real case: a JPEG whose luma is sampled 3x1 (legal JPEG). OpenCV, the training recipe's
+decoder, reads it (so does DALI's); the deployment's validation step (libjpeg-turbo's TurboJPEG,
+which cannot name that subsampling) refuses it. (It was a 1-bit TIFF, which DALI's decoder cannot
+read, until issue 58 had the image guard refuse such files by name on every path.)"""
 
 import json
 
@@ -11,15 +13,15 @@ import pytest
 from tests.commands import harness
 from tests.conftest import copy_photos
 
-BILEVEL = "bilevel.tif"
+ONE_SIDED = "sampled_3x1.jpg"
 
 
 @pytest.fixture(scope="module")
 def images(photos_dir, tmp_path_factory):
-    from PIL import Image
+    from tests.attack_files import jpeg_grey_sampled
 
     directory = copy_photos(photos_dir, ("squirrel_cls.jpg", "baboon.jpg"), tmp_path_factory.mktemp("images"))
-    Image.open(photos_dir / "fruits.jpg").convert("1").save(directory / BILEVEL)
+    (directory / ONE_SIDED).write_bytes(jpeg_grey_sampled(320, 240, 0x31))
     return directory
 
 
@@ -28,12 +30,12 @@ def test_an_image_only_the_server_rejects_fails_check(server, images, tmp_path):
     assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     [rejected] = report["rejected"]["deployment"]
-    assert rejected["image"] == BILEVEL and rejected["reason"].startswith("deployed: ")
+    assert rejected["image"] == ONE_SIDED and rejected["reason"].startswith("deployed: ")
     assert report["rejected"]["training"] == [] and report["failed"] == [] and report["compared"] == 2
     assert report["first_divergent_stage"] is None  # the compared images agree: the rejection alone fails it
     assert "**1 image rejected by deployment**" in result.stdout and "## Rejected by deployment only" in result.stdout
     with (tmp_path / "per_image.csv").open() as f:
-        assert any(line.startswith(f"{BILEVEL},rejected by deployment,") for line in f)
+        assert any(line.startswith(f"{ONE_SIDED},rejected by deployment,") for line in f)
     allowed = harness("check", images, "--url", server.grpc_url, "--report", tmp_path / "allowed", "--no-isolate",
                       "--allow-rejected")
     assert allowed.returncode == 0, allowed.stderr

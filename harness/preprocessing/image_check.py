@@ -115,7 +115,11 @@ def inspect(data: np.ndarray | bytes) -> ImageHeader:
     :data:`MIN_VP8_BITS_PER_MACROBLOCK`); a coding without one (lossless WebP, JPEG 2000) may
     declare at most :data:`MAX_PIXELS_WITHOUT_FLOOR` and is decoded by Pillow here; a coding
     no path can bound or decode alike (arithmetic JPEG, run-length BMP, TIFF's other
-    compressions, animated WebP) is refused by name. About 0.1 ms for a photo.
+    compressions, animated WebP) is refused by name. Then, whatever the coding: at most
+    :data:`MAX_PIXELS_PER_BYTE` pixels a byte of file and :data:`MAX_DECODED_BYTES` decoded; a
+    JPEG of at most :data:`MAX_JPEG_SCANS` scans; and no file DALI's decoder cannot read (a
+    single-channel TIFF, a plain PNM ending in a value), so both pipelines refuse it alike. About
+    0.1 ms for a photo.
     """
     raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
     stripped = raw.rstrip(b"\x00")
@@ -129,12 +133,14 @@ def inspect(data: np.ndarray | bytes) -> ImageHeader:
     header = ImageHeader(kind, pil.width, pil.height, pil.mode, coding, tuple(pil.tiles))
     if floor is not None:
         floor(header)
-        return header
-    pixels = header.width * header.height
-    if pixels > MAX_PIXELS_WITHOUT_FLOOR:
+    elif header.width * header.height > MAX_PIXELS_WITHOUT_FLOOR:
         raise ImageError(f"image too large for its coding: a {coding} {kind} declaring {header.width}x{header.height} "
-                         f"pixels ({pixels / 1e6:.0f} megapixels); its data can be any length for any size, so it may "
-                         f"declare at most {MAX_PIXELS_WITHOUT_FLOOR / 1e6:.1f} megapixels")
+                         f"pixels ({header.width * header.height / 1e6:.0f} megapixels); its data can be any length for "
+                         f"any size, so it may declare at most {MAX_PIXELS_WITHOUT_FLOOR / 1e6:.1f} megapixels")
+    _check_pixels_per_byte(header, len(stripped))
+    _check_decoded_volume(pil)
+    if floor is not None:
+        return header
     _decode_with_pil(raw, kind)
     return replace(header, decoded=True)
 
@@ -186,9 +192,9 @@ def validate(data: np.ndarray | bytes, level: str = "decode", resize: ResizeSpec
         check_resize(header.height, header.width, resize)
     if level == "decode" and not header.decoded:
         if header.kind == "JPEG":
-            try:
-                height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-                simplejpeg.decode_jpeg(data, min_height=max(1, height // 8), min_width=max(1, width // 8), strict=False)
+            try:  # the guard's header, not simplejpeg's: its header raised KeyError on a subsampling it cannot name (1x4 luma)
+                simplejpeg.decode_jpeg(data, min_height=max(1, header.height // 8), min_width=max(1, header.width // 8),
+                                       strict=False)
             except ValueError as exc:  # what simplejpeg raises for broken data
                 raise ImageError(f"corrupt JPEG: {exc}") from None
         else:
@@ -252,6 +258,15 @@ class _Header:
     """PIL's ``info["compression"]`` (a TIFF's and a BMP's)."""
     stored: int | None = None
     """A TIFF's strip or tile byte counts, summed (what its compressed data holds)."""
+    rawmode: str = ""
+    """How the file stores a pixel, in PIL's words (``RGBA;16B``: 16-bit samples, where ``mode`` says RGBA)."""
+
+    @property
+    def sample_bytes(self) -> int:
+        """Bytes a decoder holds per sample: 2 for 16-bit samples, 4 for 32-bit ones, else 1 (1-bit samples too)."""
+        if ";16" in self.rawmode or self.mode.startswith("I;16"):
+            return 2
+        return 4 if self.mode in ("I", "F") else 1
 
     @property
     def decoded_bytes(self) -> int:
@@ -285,7 +300,9 @@ def _pil_header(im, size: int) -> _Header:
     if getattr(im, "tag_v2", None) is not None:  # a TIFF: its strips' (or tiles') byte counts, within the file
         counts = im.tag_v2.get(279) or im.tag_v2.get(325) or ()
         stored = min(sum(int(c) for c in counts), size)
-    return _Header(*im.size, im.mode, list(im.tile), im.info.get("compression"), stored)
+    args = im.tile[0].args if im.tile else None
+    rawmode = args if isinstance(args, str) else args[0] if isinstance(args, tuple) and args and isinstance(args[0], str) else ""
+    return _Header(*im.size, im.mode, list(im.tile), im.info.get("compression"), stored, rawmode)
 
 
 def _declared_header(data: bytes) -> _Header:
@@ -340,6 +357,32 @@ a key frame codes each macroblock's luma and chroma prediction modes with fixed 
 image at quality 0, 50 and 100, black, white, grey and coloured, measured 3.4 to 3.8 bits.
 About a third of the floor."""
 
+MAX_PIXELS_PER_BYTE = 1024
+"""No image may declare more pixels than this per byte of its file, whatever its coding: a JPEG's
+own floor (half a bit an 8x8 block). The floors above count the bytes of what a coding codes, so
+a coding that packs pixels into bits got more pixels a byte than a JPEG: a 1-bit PNG, TIFF or PBM
+(8 pixels a byte of rows, and deflate's 1032:1 on top: a 20 KB PNG declared 13000 x 13000, +1 GB
+a request in the server), and so did the codings with no floor (a 391-byte JPEG 2000 declaring
+4096 x 4096, +835 MB). Photos hold 0.3 to 30 pixels a byte; flat 8-bit images at their coding's
+best compression measured at most 759 (a grey PNG; RGB PNG 343, lossy WebP 602): they pass. A
+flat 1-bit image (a blank page, about 8,000 pixels a byte) is refused."""
+
+MAX_DECODED_BYTES = 3 * MAX_PIXELS
+"""An image whose pixels take more bytes than this at its own samples' size and count (16-bit
+samples two bytes, alpha a fourth; at least the three of the RGB every pipeline makes) is
+refused: the largest 8-bit RGB image :data:`MAX_PIXELS` admits (537 MB). A 16-bit RGBA PNG is
+8 bytes a pixel in a decoder (+1.26 GB a request at 179 megapixels): it may declare 67
+megapixels. nvImageCodec bounds the same volume (``NVIMGCODEC_MAX_IMAGE_SIZE``)."""
+
+MAX_JPEG_SCANS = 256
+"""A JPEG of more scans (start-of-scan markers) than this is refused: each progressive scan is a
+pass over every block of its component, and a scan that codes every block as one end-of-band
+run is a few bytes, so 20,000 repeated AC scans (Ss=1, Se=63, a legal progression: no libjpeg
+warning) in 455 KB took 2.3 s to decode a 1411 x 1411 photo, and 58-148 s of server CPU at a
+larger size. nvImageCodec, DALI's decoder, refuses more than 256 itself
+(``NVIMGCODEC_MAX_JPEG_SCANS``' default), with an opaque error; real encoders write at most
+about a dozen (libjpeg's progressive script: 10)."""
+
 _TIFF_CODINGS = {"raw": "raw", "tiff_adobe_deflate": "deflate", "tiff_deflate": "deflate", "tiff_lzw": "LZW",
                  "packbits": "PackBits"}
 """PIL's name of a TIFF's compression -> the coding the guard bounds (the TIFF compressions
@@ -349,7 +392,11 @@ DALI's decoder and OpenCV's both read, each with a floor)."""
 def _coding(kind: str, header: _Header, raw: bytes, stripped: bytes):
     """(the coding's name, the check of its evidence, or None where the coding has no floor)."""
     if kind == "JPEG":
-        scan, arithmetic = _jpeg_scan_bytes(stripped)
+        scan, scans, arithmetic = _jpeg_scans(stripped)
+        if scans > MAX_JPEG_SCANS:
+            raise ImageError(f"JPEG of {scans} scans: refused (more than {MAX_JPEG_SCANS}; each scan is a pass over every "
+                             "block, and DALI's decoder refuses more than 256 itself); re-encode it "
+                             "(`jpegtran -optimize`, or baseline)")
         if arithmetic:
             raise ImageError("arithmetic-coded JPEG: refused (nvJPEG, the GPU decoder, reads Huffman-coded JPEGs only, "
                              "and nothing in such a file bounds the size it declares); re-encode it with Huffman "
@@ -382,10 +429,18 @@ def _coding(kind: str, header: _Header, raw: bytes, stripped: bytes):
         if coding is None:
             raise ImageError(f"TIFF compressed with {header.compression}: refused (the deployment takes TIFFs "
                              f"uncompressed or compressed with LZW, Deflate or PackBits, whose data bounds their size)")
+        if Image.getmodebands(header.mode) == 1 and header.mode != "P":
+            raise ImageError(f"a bilevel or grayscale TIFF (PIL mode {header.mode}): refused (DALI's decoder reads no "
+                             "single-channel TIFF but a palette one, where OpenCV decodes it); "
+                             "save it as PNG or as an RGB TIFF")
         if coding == "raw":
             return "raw", lambda h: _check_raw(h, len(raw), kind)
         return coding, lambda h: _check_expansion(h, kind, coding, header.stored or 0, header.decoded_bytes)
     if codecs == {"ppm_plain"}:  # PNM's plain (ASCII) variants: at least a character a pixel
+        if not stripped[-1:].isspace():
+            raise ImageError("a plain PNM whose last pixel value ends the file (no whitespace after it): refused (DALI's "
+                             "decoder fails on such files, where OpenCV decodes them); end "
+                             "it with a newline, or save it as raw PNM or PNG")
         return "plain", lambda h: _check_plain(h, len(stripped))
     return "raw", lambda h: _check_raw(h, len(raw), kind)
 
@@ -414,6 +469,22 @@ def _check_vp8_bits(header: ImageHeader, length: int) -> None:
     if length * 8 < MIN_VP8_BITS_PER_MACROBLOCK * macroblocks:
         raise _too_short("WebP", header, f"{macroblocks} macroblocks of 16x16; its VP8 data holds {length} bytes",
                          "a lossy WebP codes every macroblock in about 3 bits at least")
+
+
+def _check_pixels_per_byte(header: ImageHeader, size: int) -> None:
+    pixels = header.width * header.height
+    if pixels > MAX_PIXELS_PER_BYTE * size:
+        raise ImageError(f"image too large for its file: a {size}-byte {header.coding} {header.kind} declaring "
+                         f"{header.width}x{header.height} pixels, {pixels // size} a byte; no image may declare more "
+                         f"than {MAX_PIXELS_PER_BYTE} pixels a byte of its file (a JPEG's floor), whatever its coding")
+
+
+def _check_decoded_volume(header: _Header) -> None:
+    volume = header.width * header.height * max(3, Image.getmodebands(header.mode)) * header.sample_bytes
+    if volume > MAX_DECODED_BYTES:
+        raise ImageError(f"image too large decoded: its {header.width}x{header.height} {header.mode} pixels of "
+                         f"{8 * header.sample_bytes}-bit samples take {volume / 1e6:.0f} MB; the limit is "
+                         f"{MAX_DECODED_BYTES / 1e6:.0f} MB (the largest 8-bit RGB image the pixel limit admits)")
 
 
 def _check_plain(header: ImageHeader, size: int) -> None:
@@ -453,13 +524,14 @@ def _webp_chunk(data: bytes) -> tuple[str, int]:
 _ARITHMETIC_SOF = frozenset((0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
 
 
-def _jpeg_scan_bytes(data: bytes) -> tuple[int, bool]:
-    """(bytes of entropy-coded data in every scan, whether it is arithmetic-coded). Marker
-    segments (APP, COM, tables) do not count: padding a file with metadata is no evidence of
-    pixels. Where the structure cannot be followed (bytes between segments that decoders skip
-    with a warning), everything after the first scan's start counts: never less than the scans."""
+def _jpeg_scans(data: bytes) -> tuple[int, int, bool]:
+    """(bytes of entropy-coded data in every scan, how many scans, whether it is arithmetic-coded).
+    Marker segments (APP, COM, tables) do not count: padding a file with metadata is no evidence
+    of pixels. Where the structure cannot be followed (bytes between segments that decoders skip
+    with a warning), everything after the first scan's start counts, and every start-of-scan
+    marker (entropy-coded data stuffs its FF bytes, so none is one): never less than the scans."""
     arithmetic = False
-    total, i, n = 0, 2, len(data)
+    total, scans, i, n = 0, 0, 2, len(data)
     try:
         while i + 1 < n:
             if data[i] != 0xFF:
@@ -479,6 +551,7 @@ def _jpeg_scan_bytes(data: bytes) -> tuple[int, bool]:
             arithmetic = arithmetic or marker in _ARITHMETIC_SOF
             i += 2 + length
             if marker == 0xDA:  # the entropy-coded data, up to the next marker that is not a restart
+                scans += 1
                 start = i
                 while True:
                     i = data.index(b"\xff", i)
@@ -489,8 +562,8 @@ def _jpeg_scan_bytes(data: bytes) -> tuple[int, bool]:
                     break
                 total += i - start
     except (ValueError, IndexError):
-        return len(data) - data.find(b"\xff\xda"), arithmetic
-    return total, arithmetic
+        return len(data) - data.find(b"\xff\xda"), max(scans, data.count(b"\xff\xda")), arithmetic
+    return total, scans, arithmetic
 
 
 def _png_data_sizes(data: bytes, width: int, height: int) -> tuple[int, int]:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 
+from harness.postprocessing import output_ceiling
 from harness.preprocessing.image_check import VALIDATIONS, ImageError, validate
-from harness.serving.preprocess import error_response
+from harness.serving.preprocess import check_output_ceiling, error_response
 from harness.spec import load_spec, spec_name_of
 
 
@@ -27,7 +28,10 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(f"parameter 'validation' must be one of {VALIDATIONS}, got {self.level!r}")
         self.output = config["output"][0]["name"]
         # The spec's resize: an image it would blow up beyond the pixel limit is refused too.
-        self.resize = load_spec(Path(args["model_repository"]).parent / spec_name_of(config)).preprocess.resize
+        spec = load_spec(Path(args["model_repository"]).parent / spec_name_of(config))
+        self.resize = spec.preprocess.resize
+        # A segmentation's answer ceiling: a larger source is refused here, before the decode and the model.
+        self.output_ceiling = output_ceiling(spec.postprocess)
 
     def execute(self, requests):
         return [self._check(pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()) for request in requests]
@@ -35,6 +39,7 @@ class TritonPythonModel:
     def _check(self, images):
         for i, data in enumerate(images):
             try:
+                check_output_ceiling(data, self.output_ceiling)
                 validate(data, self.level, self.resize)
             except ImageError as exc:
                 return error_response(exc, i, len(images))

@@ -22,7 +22,7 @@ from tests.conftest import copy_photos
 
 ROOT = Path(__file__).resolve().parents[2]
 PHOTOS = ("squirrel_cls.jpg", "baboon.jpg")
-BILEVEL = "bilevel.tif"
+ONE_SIDED = "sampled_3x1.jpg"  # the deployment alone refuses it (tests/test_rejections.py)
 
 
 def suite(path: Path) -> junitparser.TestSuite:
@@ -54,10 +54,10 @@ def properties(path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def images(photos_dir, tmp_path_factory):
-    from PIL import Image
+    from tests.attack_files import jpeg_grey_sampled
 
     directory = copy_photos(photos_dir, PHOTOS, tmp_path_factory.mktemp("images"))
-    Image.open(photos_dir / "fruits.jpg").convert("1").save(directory / BILEVEL)
+    (directory / ONE_SIDED).write_bytes(jpeg_grey_sampled(320, 240, 0x31))
     return directory
 
 
@@ -81,7 +81,7 @@ def test_check_gate_writes_junit_and_html_and_fails_with_the_reason(misaligned_r
     assert found[("check.classify_dali", "decode")] == ("passed", None)
     kind, message = found[("check.classify_dali", "resize")]
     assert kind == "failed" and message.startswith("diverged (") and "max abs err" in message and "\n" not in message
-    kind, message = found[("check.classify_dali.rejected by deployment", BILEVEL)]
+    kind, message = found[("check.classify_dali.rejected by deployment", ONE_SIDED)]
     assert kind == "failed" and message.startswith("rejected by deployment: deployed: ")
     assert properties(report / "report.junit.xml") == {"job": "check", "verdict": "diverged", "passed": "false"}
     # what --format chose, and the run's records; not report.md, whose text is still printed
@@ -132,7 +132,7 @@ def test_diagnose_cases_are_its_hypotheses(server, images, repository, tmp_path)
     chosen = next(c for c in round1 if c.classname == "diagnose.round1" and c.name == "channel order RGB")
     assert kind == "passed" and chosen.system_out.startswith("explains `input`, kept")
     assert sum(group == "diagnose.round1" for group, _ in found) > 5  # every hypothesis of the round
-    assert list(failing(found)) == [("diagnose", "check's verdict"), ("diagnose.rejected by deployment", BILEVEL)]
+    assert list(failing(found)) == [("diagnose", "check's verdict"), ("diagnose.rejected by deployment", ONE_SIDED)]
     assert properties(report / "diagnosis.junit.xml")["verdict"] == "rejected"
     assert sorted(p.name for p in report.iterdir()) == ["diagnosis.junit.xml"]
 
@@ -143,8 +143,8 @@ def test_accuracy_cases_are_the_deployed_paths(server, images, tmp_path):
                  "--report", str(report), "--format", "junit,html"]) == 1
     found = cases(report / "accuracy.junit.xml")
     assert found[("accuracy.top-1", "classify_dali")][0] == "passed"
-    assert list(failing(found)) == [("accuracy.rejected by deployment", BILEVEL)]
-    assert found[("accuracy.rejected by deployment", BILEVEL)][1].startswith("rejected by deployment: dali: ")
+    assert list(failing(found)) == [("accuracy.rejected by deployment", ONE_SIDED)]
+    assert found[("accuracy.rejected by deployment", ONE_SIDED)][1].startswith("rejected by deployment: dali: ")
     # accuracy.json is the run's record (merge reads a shard's); the page is the registry's
     assert sorted(p.name for p in report.iterdir()) == ["accuracy.html", "accuracy.json", "accuracy.junit.xml"]
 

@@ -184,3 +184,15 @@ def test_a_matte_alone_is_the_result_its_mask_the_specs_threshold_at_the_source_
     assert from_matte(np.zeros((50, 50)), (200, 300), (320, 320), p).shape == (2, 50, 50)
     levels = task.read_answer({"alpha": np.ones((4, 4), np.uint8)}, ResultOutputs("alpha", None))[Stage.POSTPROCESS]
     assert levels.shape == (1, 4, 4) and levels.max() == pytest.approx(1 / 255)
+
+
+def test_the_output_ceiling_a_pipelines_first_step_checks_is_the_postprocessings_own():
+    # Issue 58: the served pipelines refuse a source over max_output_pixels from its header, before
+    # any work (harness.serving.preprocess.check_output_ceiling); the ceiling they read is this one.
+    from harness.postprocessing import MAX_OUTPUT_PIXELS, output_ceiling
+    from harness.spec import load_spec
+
+    assert output_ceiling(load_spec("model_repository/segmentation.toml").postprocess) == MAX_OUTPUT_PIXELS
+    assert output_ceiling({**SALIENCY, "max_output_pixels": 100}) == 100
+    assert output_ceiling(load_spec("model_repository/detection.toml").postprocess) is None  # a detector's: none
+    assert output_ceiling(None) is None and output_ceiling({"name": "mine.py:post"}) is None
