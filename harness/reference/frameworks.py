@@ -44,6 +44,8 @@ class Read:
     table: Mapping[str, Any]
     recipe: str
     """``torchvision`` (PIL) or ``torch`` (torchvision on tensors)."""
+    notes: tuple[str, ...] = ()
+    """Steps read as something the spec already does, each said in words (an RGB conversion as the decode's)."""
 
     @property
     def preprocess(self):
@@ -84,6 +86,58 @@ def _interpolation(mode: Any, where: str) -> str:
     return INTERPOLATIONS[name]
 
 
+PROBE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV", "I", "I;16", "F")
+"""PIL's modes an RGB-conversion step is tried on: every mode ``convert("RGB")`` takes (``La`` it does not)."""
+
+
+def _probe_images() -> dict:
+    """One small image of each of :data:`PROBE_MODES`, made here (the run's photos may all be RGB):
+    colours, greys and an alpha channel that runs from transparent to opaque over coloured pixels."""
+    from PIL import Image  # the frameworks' own library, imported where a step is tried
+
+    width, height = 9, 7
+    rgba = Image.frombytes("RGBA", (width, height), bytes((i * 37 + (i // 4) * 11) % 256 for i in range(width * height * 4)))
+    images = {mode: rgba.convert(mode) for mode in PROBE_MODES if mode != "I;16"}
+    # 16-bit greys across their whole range, not the 8-bit ones widened
+    images["I;16"] = Image.frombytes("I;16", (width, height), bytes((i * 97) % 256 for i in range(width * height * 2)))
+    return images
+
+
+def _rgb_conversion(step: Any, name: str) -> str | None:
+    """None where ``step`` (a function in a Compose: OpenAI CLIP's ``_convert_image_to_rgb``,
+    open_clip's ``_convert_to_rgb``) gives PIL's ``convert("RGB")`` of an image of every mode, which is
+    the decode's output (the spec decodes to RGB); else what differs, naming the modes."""
+    differs: dict[str, list[str]] = {}  # how it differs -> the modes it differs on so
+    for mode, image in _probe_images().items():
+        try:
+            out = step(image.copy())
+        except Exception as exc:  # noqa: BLE001 - the user's step may raise anything; it is then not a conversion
+            how = f"raises {type(exc).__name__}"
+        else:
+            if not (hasattr(out, "mode") and hasattr(out, "tobytes")):
+                how = f"gives a {type(out).__name__}, not a PIL image"
+            elif out.mode != "RGB":
+                how = "not converted to RGB"
+            elif out.size != image.size:
+                how = "another size"
+            elif out.tobytes() != image.convert("RGB").tobytes():
+                how = "other pixels"
+            else:
+                continue
+        differs.setdefault(how, []).append(mode)
+    if not differs:
+        return None
+    return (f"{name}: no spec operation holds it: it is not PIL's convert(\"RGB\") (the decode's RGB output) on images "
+            f"of mode " + "; ".join(f"{', '.join(modes)} ({how})" for how, modes in differs.items()))
+
+
+def _is_function(transform: Any) -> bool:
+    """A plain function or a torchvision ``Lambda``: a step known by what it does, not by its class."""
+    import inspect
+
+    return inspect.isfunction(transform) or inspect.isbuiltin(transform) or bool(_kind(transform, ("Lambda",)))
+
+
 def _side(size: Any) -> list[int]:
     return [int(size)] if isinstance(size, int) else [int(s) for s in size]
 
@@ -100,8 +154,19 @@ def read_transforms(obj: Any) -> Read:
     where = "pil"  # the image's form: a PIL image, a uint8 tensor, a float tensor
     scale = 255.0  # what 255 in the file is in the current values
     resize, crop, normalize, recipe = None, None, None, "torchvision"
+    notes = []
     for t in transforms:
         name = type(t).__name__
+        if _is_function(t):
+            step = getattr(t, "lambd", t)
+            name = f"Lambda({getattr(step, '__name__', '?')})" if step is not t else getattr(t, "__name__", name)
+            if where != "pil":
+                raise NotReadable(f"{name} on a tensor: a function is read only as an RGB conversion of the PIL image")
+            if refused := _rgb_conversion(step, name):
+                raise NotReadable(refused)
+            notes.append(f"{name} read as the decode's RGB output (it is PIL's convert(\"RGB\") on images of every mode: "
+                         f"{', '.join(PROBE_MODES)})")
+            continue
         if name.startswith("Random"):
             raise NotReadable(f"{name} is random (a training augmentation): give the evaluation transforms")
         if _kind(t, IGNORED):
@@ -149,7 +214,7 @@ def read_transforms(obj: Any) -> Read:
             normalize = {"mean": [float(m) for m in t.mean], "std": [float(s) for s in t.std]}
         else:
             raise NotReadable(f"{name}: no spec operation holds it (read: Resize, CenterCrop, ToTensor, PILToTensor, "
-                              "ToImage, ConvertImageDtype, ToDtype, Normalize)")
+                              "ToImage, ConvertImageDtype, ToDtype, Normalize, and a function that is PIL's convert(\"RGB\"))")
     if resize is None:
         raise NotReadable("no Resize: the spec resizes the decoded image before anything else")
     if crop is None:
@@ -158,7 +223,7 @@ def read_transforms(obj: Any) -> Read:
         crop = {"size": resize["size"]}
     return Read({**decode.AS_PIL_OPENS, "resize": resize, "crop": crop,
                  "normalize": {"pixel_range": scale, **(normalize or {"mean": [0.0] * 3, "std": [1.0] * 3})},
-                 **input_order("RGB")}, recipe)
+                 **input_order("RGB")}, recipe, tuple(notes))
 
 
 def _read_preset(preset: Any) -> Read:

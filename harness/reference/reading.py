@@ -91,7 +91,8 @@ def read_transform(obj: Any, source: str) -> Reading:
         read, refused = read_transforms(obj), None
     except NotReadable as exc:
         read, refused = None, str(exc)
-    return Reading(source, f"torchvision {type(obj).__name__}", f"your {type(obj).__name__}", read, refused, obj)
+    notes = "".join(f"; {note}" for note in (read.notes if read else ()))  # what a step was read as, said where it is named
+    return Reading(source, f"torchvision {type(obj).__name__}{notes}", f"your {type(obj).__name__}", read, refused, obj)
 
 
 def _torchvision(source: str, name: str) -> Reading:
