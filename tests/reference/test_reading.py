@@ -107,7 +107,7 @@ def test_timm_settings_without_an_operation_are_refused(config, refused):
 
 @pytest.mark.parametrize("config, refused", [
     ({"image_processor_type": "DetrImageProcessor"}, "DetrImageProcessor: its steps are its own code"),
-    ({"do_pad": True}, "do_pad"),
+    ({"do_pad": True, "pad_size": {"height": 256, "width": 256}}, "do_pad with pad_size"),
     ({"resample": 4}, "resample 4 \\(BOX\\)"),
     ({"size": {"longest_edge": 512}}, "longest_edge"),
     ({"image_processor_type": "CLIPImageProcessor", "do_center_crop": False}, "without do_center_crop"),
