@@ -76,8 +76,8 @@ BATCHED_WORDS = RenderSettings(words=(5, 8), height=(0.04, 0.08), vocabulary=WOR
 ratio, each padded to the widest of its batch (a line widens the words batched with it)."""
 BATCHED_SEED, BATCHED = 5, "0004_n02480855_gorilla.jpg"
 """Of 12 photos so rendered, one where that padding changes a word: rapidocr answers "journey'meadow",
-the reference reading each word alone 'journey meadow' (seeds 5 to 7: 3 of 232 words so changed, and
-none under batch 6)."""
+the reference reading each word alone 'journey meadow' (seeds 1 to 8: 3 of 576 words so changed, seeds
+5, 6 and 7 one each; none of those 3 photos' 29 words under batch 6)."""
 
 
 @pytest.fixture(scope="module")
