@@ -364,6 +364,8 @@ def _convnext_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict
     if edge is None:
         raise NotReadable(f"{where}: ConvNext's size needs shortest_edge, got {size}")
     if edge < 384:
+        if c.get("crop_pct") is None:
+            raise NotReadable(f"{where}: ConvNext's shortest_edge {edge} (below 384) needs a crop_pct, got none")
         return {"mode": "shorter_side", "size": int(edge / float(c["crop_pct"])), "size_rounding": "floor"}, [edge, edge]
     return resize_mode.stretch([edge, edge]), None
 

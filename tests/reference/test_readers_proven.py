@@ -139,6 +139,8 @@ def test_the_class_defaults_read_are_the_classes_own():
     ({"do_resize": False}, "do_resize = false"),
     ({"resample": 5}, "resample 5 \\(HAMMING\\)"),
     ({"image_processor_type": "DetrImageProcessor"}, "DetrImageProcessor: its steps are its own code"),
+    ({"image_processor_type": "ConvNextImageProcessor", "size": {"shortest_edge": 224}, "crop_pct": None},
+     "needs a crop_pct"),
 ])
 def test_what_a_processor_does_without_a_spec_operation_is_refused_by_name(tmp_path, config, refused):
     folder = written(tmp_path, "preprocessor_config.json", {"image_processor_type": "ViTImageProcessor", **config})
