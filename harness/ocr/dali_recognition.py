@@ -101,12 +101,13 @@ def served_pipeline(dali_file: str):
 def word_samples(image: np.ndarray, quads: np.ndarray, p: Recognition) -> dict[str, list]:
     """The graph's inputs for each box of one decoded image (HWC uint8 RGB): its region and the
     warp from the region's pixels (the whole image's warp, moved by the region's corner)."""
-    from harness.ocr.recognition import input_width
+    from harness.ocr.recognition import input_widths
 
     out = {name: [] for name in INPUTS}
     height_px, width_px = image.shape[:2]
-    for quad in quads:
-        matrix, (height, width) = word_crop.crop_geometry(quad, p, (height_px, width_px))
+    geometries = [word_crop.crop_geometry(quad, p, (height_px, width_px)) for quad in quads]
+    widths = input_widths([size for _, size in geometries], p)  # each padded to the widest of its batch
+    for quad, (matrix, (height, width)), word_widths in zip(quads, geometries, widths):
         points = np.asarray(quad, np.float64).reshape(4, 2)
         x0, y0 = (max(0, min(int(math.floor(v)) - REGION_MARGIN, limit - 1))
                   for v, limit in zip(points.min(axis=0), (width_px, height_px)))
@@ -116,7 +117,7 @@ def word_samples(image: np.ndarray, quads: np.ndarray, p: Recognition) -> dict[s
         out["IMAGE"].append(np.ascontiguousarray(image[y0:y1, x0:x1]))
         out["MATRIX"].append(moved.astype(np.float32))
         out["SIZE"].append(np.array([height, width], np.float32))
-        out["WIDTHS"].append(np.array(input_width(height, width, p), np.float32))
+        out["WIDTHS"].append(np.array(word_widths, np.float32))
     return out
 
 

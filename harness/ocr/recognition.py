@@ -8,9 +8,10 @@ pixels) becomes a word in four steps, each a stage the harness compares:
   kernels, rotation rule and alternatives);
 - ``input``: resized to ``height`` keeping the aspect ratio (``cv2.resize`` bilinear), the
   width capped at ``max_width``, ``x / 255``, ``(x - mean) / std`` in ``channel_order``,
-  padded on the right with ``pad_value`` up to ``width`` (rapidocr's ``rec_img_shape``);
-  each crop is recognised alone (no batch padding: a word's input does not depend on its
-  neighbours);
+  padded on the right with ``pad_value`` up to ``width`` (rapidocr's ``rec_img_shape``), and
+  up to the widest word of its batch where ``batch`` is above 1 (rapidocr's and PaddleOCR's
+  ``rec_batch_num``: an image's crops sorted by aspect ratio, ``batch`` at a time, so a word's
+  input depends on its neighbours; 1: each crop alone, :func:`input_widths`);
 - ``output``: the recognizer's per-step class probabilities [T, classes];
 - ``text``: CTC greedy decoding with the model's own dictionary (the ONNX metadata
   ``character``; the blank at ``blank_index``, a space appended): argmax per step,
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -67,6 +68,10 @@ class Recognition:
     text_score: float = 0.5
     """A word whose score (:meth:`CtcDecoder.__call__`) is below this is dropped, its box with it
     (rapidocr's ``Global.text_score``, 0.5 by default); 0: every word is kept."""
+    batch: int = 1
+    """The words padded together: an image's crops sorted by aspect ratio, ``batch`` at a time, each
+    padded to the widest of its batch (rapidocr's and PaddleOCR's ``rec_batch_num``, 6); 1: each crop
+    alone, padded to ``width`` only (:func:`input_widths`)."""
     max_words: int = 256
     """The most boxes of one image whose words are read (:func:`words_read`): each costs a
     crop and a recognizer run (about 30 ms on a CPU core), so a page of 1,000 boxes is bounded;
@@ -87,6 +92,8 @@ class Recognition:
             raise ValueError("[recognition] rotate_ratio and blank_index are >= 0")
         if self.max_words < 1:
             raise ValueError(f"[recognition] max_words is at least 1, got {self.max_words}")
+        if self.batch < 1:
+            raise ValueError(f"[recognition] batch is at least 1 (1: each word alone), got {self.batch}")
         if not 0.0 <= self.text_score <= 1.0:
             raise ValueError(f"[recognition] text_score is a score from 0 to 1, got {self.text_score!r}")
 
@@ -110,7 +117,7 @@ def parameters(table: Mapping[str, Any] | None) -> Recognition:
             table[key] = tuple(float(v) for v in table[key])
     if "text_score" in table and (isinstance(table["text_score"], bool) or not isinstance(table["text_score"], (int, float))):
         raise ValueError(f"[recognition] text_score must be a number, got {table['text_score']!r}")
-    for key in ("height", "width", "max_width", "blank_index", "max_words"):
+    for key in ("height", "width", "max_width", "blank_index", "max_words", "batch"):
         if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
             raise ValueError(f"[recognition] {key} must be an integer, got {table[key]!r}")
     return Recognition(**table)
@@ -132,20 +139,40 @@ def words_read(scores: np.ndarray, p: Recognition) -> np.ndarray:
 # -- the model input ------------------------------------------------------------------------------
 
 
-def input_width(crop_height: int, crop_width: int, p: Recognition) -> tuple[int, int]:
+def input_width(crop_height: int, crop_width: int, p: Recognition, widest: float | None = None) -> tuple[int, int]:
     """(the resized crop's width, the input's width) for a crop of this size: rapidocr's
-    ``resize_norm_img`` with one crop a batch (width ``int(height * max(ratio, width / height))``,
-    the crop ``ceil(height * ratio)`` within it), capped at ``max_width``."""
+    ``resize_norm_img`` (width ``int(height * max(width / height, widest))``, the crop
+    ``ceil(height * ratio)`` within it), capped at ``max_width``; ``widest``: the largest aspect ratio
+    of the crop's batch (:func:`input_widths`), by default its own."""
     ratio = crop_width / float(crop_height)
-    padded = min(int(p.height * max(p.width / p.height, ratio)), p.max_width)
+    padded = min(int(p.height * max(p.width / p.height, ratio if widest is None else widest)), p.max_width)
     resized = min(int(math.ceil(p.height * ratio)), padded)
     return max(resized, 1), padded
 
 
-def to_input(crop: np.ndarray, p: Recognition, order: str = "RGB") -> np.ndarray:
-    """A crop (HWC uint8 in channel ``order``) -> the recognizer's input [3, height, W] float32."""
+def batch_ratios(sizes: Sequence[tuple[int, int]], p: Recognition) -> list[float]:
+    """The largest aspect ratio of each crop's batch (``sizes``: one image's crops' (height, width)):
+    rapidocr's ``TextRecognizer.__call__``, the crops sorted by aspect ratio (numpy's ``argsort``,
+    as it sorts them) and taken ``batch`` at a time; with ``batch`` 1, each crop's own."""
+    ratios = np.array([width / float(height) for height, width in sizes], np.float64)
+    order = np.argsort(ratios)
+    widest = ratios.copy()
+    for start in range(0, len(order), p.batch):
+        members = order[start:start + p.batch]
+        widest[members] = ratios[members].max()
+    return [float(r) for r in widest]
+
+
+def input_widths(sizes: Sequence[tuple[int, int]], p: Recognition) -> list[tuple[int, int]]:
+    """:func:`input_width` of each of one image's crops, each padded to the widest of its batch."""
+    return [input_width(height, width, p, widest) for (height, width), widest in zip(sizes, batch_ratios(sizes, p))]
+
+
+def to_input(crop: np.ndarray, p: Recognition, order: str = "RGB", widest: float | None = None) -> np.ndarray:
+    """A crop (HWC uint8 in channel ``order``) -> the recognizer's input [3, height, W] float32;
+    ``widest``: the largest aspect ratio of its batch (:func:`batch_ratios`), by default its own."""
     crop = channels.reorder_hwc(crop, order, p)
-    resized_w, padded_w = input_width(crop.shape[0], crop.shape[1], p)
+    resized_w, padded_w = input_width(crop.shape[0], crop.shape[1], p, widest)
     resized = resize_filter.OPERATION.kernels["opencv"](np.ascontiguousarray(crop), (p.height, resized_w),
                                                         resize_filter.CV2_DEFAULT).astype(np.float32)
     chw = resized.transpose(2, 0, 1) / (255.0 / p.pixel_range)
@@ -153,6 +180,12 @@ def to_input(crop: np.ndarray, p: Recognition, order: str = "RGB") -> np.ndarray
     out = np.full((3, p.height, padded_w), p.pad_value, np.float32)
     out[:, :, :resized_w] = chw
     return out
+
+
+def to_inputs(crops: Sequence[np.ndarray], p: Recognition, order: str = "RGB") -> list[np.ndarray]:
+    """:func:`to_input` of each of one image's crops, each padded to the widest of its batch."""
+    widest = batch_ratios([crop.shape[:2] for crop in crops], p)
+    return [to_input(crop, p, order, w) for crop, w in zip(crops, widest)]
 
 
 # -- decoding -------------------------------------------------------------------------------------

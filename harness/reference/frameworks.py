@@ -44,6 +44,8 @@ class Read:
     table: Mapping[str, Any]
     recipe: str
     """``torchvision`` (PIL) or ``torch`` (torchvision on tensors)."""
+    notes: tuple[str, ...] = ()
+    """Steps read as something the spec already does, each said in words (an RGB conversion as the decode's)."""
 
     @property
     def preprocess(self):
@@ -84,6 +86,58 @@ def _interpolation(mode: Any, where: str) -> str:
     return INTERPOLATIONS[name]
 
 
+PROBE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "LAB", "HSV", "I", "I;16", "F")
+"""PIL's modes an RGB-conversion step is tried on: every mode ``convert("RGB")`` takes (``La`` it does not)."""
+
+
+def _probe_images() -> dict:
+    """One small image of each of :data:`PROBE_MODES`, made here (the run's photos may all be RGB):
+    colours, greys and an alpha channel that runs from transparent to opaque over coloured pixels."""
+    from PIL import Image  # the frameworks' own library, imported where a step is tried
+
+    width, height = 9, 7
+    rgba = Image.frombytes("RGBA", (width, height), bytes((i * 37 + (i // 4) * 11) % 256 for i in range(width * height * 4)))
+    images = {mode: rgba.convert(mode) for mode in PROBE_MODES if mode != "I;16"}
+    # 16-bit greys across their whole range, not the 8-bit ones widened
+    images["I;16"] = Image.frombytes("I;16", (width, height), bytes((i * 97) % 256 for i in range(width * height * 2)))
+    return images
+
+
+def _rgb_conversion(step: Any, name: str) -> str | None:
+    """None where ``step`` (a function in a Compose: OpenAI CLIP's ``_convert_image_to_rgb``,
+    open_clip's ``_convert_to_rgb``) gives PIL's ``convert("RGB")`` of an image of every mode, which is
+    the decode's output (the spec decodes to RGB); else what differs, naming the modes."""
+    differs: dict[str, list[str]] = {}  # how it differs -> the modes it differs on so
+    for mode, image in _probe_images().items():
+        try:
+            out = step(image.copy())
+        except Exception as exc:  # noqa: BLE001 - the user's step may raise anything; it is then not a conversion
+            how = f"raises {type(exc).__name__}"
+        else:
+            if not (hasattr(out, "mode") and hasattr(out, "tobytes")):
+                how = f"gives a {type(out).__name__}, not a PIL image"
+            elif out.mode != "RGB":
+                how = "not converted to RGB"
+            elif out.size != image.size:
+                how = "another size"
+            elif out.tobytes() != image.convert("RGB").tobytes():
+                how = "other pixels"
+            else:
+                continue
+        differs.setdefault(how, []).append(mode)
+    if not differs:
+        return None
+    return (f"{name}: no spec operation holds it: it is not PIL's convert(\"RGB\") (the decode's RGB output) on images "
+            f"of mode " + "; ".join(f"{', '.join(modes)} ({how})" for how, modes in differs.items()))
+
+
+def _is_function(transform: Any) -> bool:
+    """A plain function or a torchvision ``Lambda``: a step known by what it does, not by its class."""
+    import inspect
+
+    return inspect.isfunction(transform) or inspect.isbuiltin(transform) or bool(_kind(transform, ("Lambda",)))
+
+
 def _side(size: Any) -> list[int]:
     return [int(size)] if isinstance(size, int) else [int(s) for s in size]
 
@@ -100,8 +154,19 @@ def read_transforms(obj: Any) -> Read:
     where = "pil"  # the image's form: a PIL image, a uint8 tensor, a float tensor
     scale = 255.0  # what 255 in the file is in the current values
     resize, crop, normalize, recipe = None, None, None, "torchvision"
+    notes = []
     for t in transforms:
         name = type(t).__name__
+        if _is_function(t):
+            step = getattr(t, "lambd", t)
+            name = f"Lambda({getattr(step, '__name__', '?')})" if step is not t else getattr(t, "__name__", name)
+            if where != "pil":
+                raise NotReadable(f"{name} on a tensor: a function is read only as an RGB conversion of the PIL image")
+            if refused := _rgb_conversion(step, name):
+                raise NotReadable(refused)
+            notes.append(f"{name} read as the decode's RGB output (it is PIL's convert(\"RGB\") on images of every mode: "
+                         f"{', '.join(PROBE_MODES)})")
+            continue
         if name.startswith("Random"):
             raise NotReadable(f"{name} is random (a training augmentation): give the evaluation transforms")
         if _kind(t, IGNORED):
@@ -149,7 +214,7 @@ def read_transforms(obj: Any) -> Read:
             normalize = {"mean": [float(m) for m in t.mean], "std": [float(s) for s in t.std]}
         else:
             raise NotReadable(f"{name}: no spec operation holds it (read: Resize, CenterCrop, ToTensor, PILToTensor, "
-                              "ToImage, ConvertImageDtype, ToDtype, Normalize)")
+                              "ToImage, ConvertImageDtype, ToDtype, Normalize, and a function that is PIL's convert(\"RGB\"))")
     if resize is None:
         raise NotReadable("no Resize: the spec resizes the decoded image before anything else")
     if crop is None:
@@ -158,7 +223,7 @@ def read_transforms(obj: Any) -> Read:
         crop = {"size": resize["size"]}
     return Read({**decode.AS_PIL_OPENS, "resize": resize, "crop": crop,
                  "normalize": {"pixel_range": scale, **(normalize or {"mean": [0.0] * 3, "std": [1.0] * 3})},
-                 **input_order("RGB")}, recipe)
+                 **input_order("RGB")}, recipe, tuple(notes))
 
 
 def _read_preset(preset: Any) -> Read:
@@ -222,30 +287,42 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
 # -- Hugging Face's preprocessor_config.json ----------------------------------------------------
 
 HF_BASE = {"do_resize": True, "resample": 2, "do_center_crop": False, "do_rescale": True,
-           "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True, "do_pad": False}
+           "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True, "do_pad": False,
+           "rescale_offset": False, "include_top": False}
 _SQUARE = {"default_to_square": True}
 _SHORTEST = {"default_to_square": False}
 _HALF = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}
 _IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
 _CLIP = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
+_CROP_224 = {"crop_size": {"height": 224, "width": 224}}
 HF_PROCESSORS = {
-    # The class defaults of transformers 5.23's processors that run the backends' own steps (resize,
-    # center crop, rescale, normalize; ConvNext's crop_pct resize), read from their classes.
+    # The class defaults of transformers 5.23's processors whose steps are the backends' resize, center
+    # crop, rescale and normalize, or a resize of their own the spec holds (HF_RESIZES), read from their
+    # classes (tests/reference/test_readers_proven.py holds this table to them). A key a class does not
+    # use (size_divisor in a ViT config, do_reduce_labels) changes nothing of an image it processes.
     "ViTImageProcessor": {**_SQUARE, **_HALF, "size": {"height": 224, "width": 224}, "resample": 2},
-    "DeiTImageProcessor": {**_SQUARE, **_HALF, "size": {"height": 256, "width": 256}, "resample": 3,
-                           "do_center_crop": True, "crop_size": {"height": 224, "width": 224}},
-    "CLIPImageProcessor": {**_SHORTEST, **_CLIP, "size": {"shortest_edge": 224}, "resample": 3, "do_center_crop": True,
-                           "crop_size": {"height": 224, "width": 224}},
-    "BitImageProcessor": {**_SHORTEST, **_CLIP, "size": {"shortest_edge": 224}, "resample": 3, "do_center_crop": True,
-                          "crop_size": {"height": 224, "width": 224}},
+    "DeiTImageProcessor": {**_SQUARE, **_HALF, **_CROP_224, "size": {"height": 256, "width": 256}, "resample": 3,
+                           "do_center_crop": True},
+    "BeitImageProcessor": {**_SQUARE, **_HALF, **_CROP_224, "size": {"height": 224, "width": 224}, "resample": 3},
+    "CLIPImageProcessor": {**_SHORTEST, **_CLIP, **_CROP_224, "size": {"shortest_edge": 224}, "resample": 3,
+                           "do_center_crop": True},
+    "BitImageProcessor": {**_SHORTEST, **_CLIP, **_CROP_224, "size": {"shortest_edge": 224}, "resample": 3,
+                          "do_center_crop": True},
     "SiglipImageProcessor": {**_SHORTEST, **_HALF, "size": {"height": 224, "width": 224}, "resample": 3},
-    "MobileNetV1ImageProcessor": {**_SHORTEST, **_HALF, "size": {"shortest_edge": 256}, "resample": 2,
-                                  "do_center_crop": True, "crop_size": {"height": 224, "width": 224}},
+    "EfficientNetImageProcessor": {**_SQUARE, **_HALF, "size": {"height": 346, "width": 346}, "resample": 3,
+                                   "crop_size": {"height": 289, "width": 289}, "include_top": True},
+    "MobileNetV1ImageProcessor": {**_SHORTEST, **_HALF, **_CROP_224, "size": {"shortest_edge": 256}, "resample": 2,
+                                  "do_center_crop": True},
+    "MobileNetV2ImageProcessor": {**_SHORTEST, **_HALF, **_CROP_224, "size": {"shortest_edge": 256}, "resample": 2,
+                                  "do_center_crop": True},
     "ConvNextImageProcessor": {**_SHORTEST, **_HALF, "size": {"shortest_edge": 384}, "resample": 3,
                                "crop_pct": 224 / 256},
+    "LevitImageProcessor": {**_SHORTEST, **_IMAGENET, **_CROP_224, "size": {"shortest_edge": 224}, "resample": 3,
+                            "do_center_crop": True},
+    "PoolFormerImageProcessor": {**_SHORTEST, **_IMAGENET, **_CROP_224, "size": {"shortest_edge": 224}, "resample": 3,
+                                 "do_center_crop": True, "crop_pct": 0.9},
 }
 HF_RESAMPLE = {resize_filter.PIL_CODES[resize_filter.PIL[i]]: i for i in resize_filter.TORCHVISION}
-"""PIL's filter codes (Hugging Face's ``resample``) of the interpolations torchvision has."""
 """PIL's resampling codes in ``resample`` -> the spec's interpolation (4 box and 5 hamming have none)."""
 
 
@@ -270,6 +347,66 @@ def _hf_size(size: Any, square: bool, key: str) -> dict:
     raise NotReadable(f"{key} {size!r}: not a size")
 
 
+def _plain_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
+    """The backends' own resize: the shortest edge to ``shortest_edge``, or a warp to ``height`` x ``width``."""
+    if set(size) == {"shortest_edge"}:
+        return {"mode": "shorter_side", "size": int(size["shortest_edge"]), "size_rounding": "floor"}, None
+    if set(size) == {"height", "width"}:
+        return resize_mode.stretch([int(size["height"]), int(size["width"])]), None
+    raise NotReadable(f"{where}: size {size}: {', '.join(sorted(set(size) - {'height', 'width', 'shortest_edge'}))} "
+                      "bounds a side the spec's resize does not (it has shortest_edge, or height and width)")
+
+
+def _convnext_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
+    """ConvNext's (and ResNet's): below 384 the shortest edge to ``int(edge / crop_pct)`` and a center
+    crop of ``edge``; from 384 a square warp."""
+    edge = size.get("shortest_edge")
+    if edge is None:
+        raise NotReadable(f"{where}: ConvNext's size needs shortest_edge, got {size}")
+    if edge < 384:
+        if c.get("crop_pct") is None:
+            raise NotReadable(f"{where}: ConvNext's shortest_edge {edge} (below 384) needs a crop_pct, got none")
+        return {"mode": "shorter_side", "size": int(edge / float(c["crop_pct"])), "size_rounding": "floor"}, [edge, edge]
+    return resize_mode.stretch([edge, edge]), None
+
+
+def _levit_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
+    """LeViT's: the shortest edge to ``int((256 / 224) * shortest_edge)``; height and width as they are."""
+    if set(size) == {"shortest_edge"}:
+        return {"mode": "shorter_side", "size": int((256 / 224) * size["shortest_edge"]), "size_rounding": "floor"}, None
+    return _plain_resize(size, c, where)
+
+
+def _poolformer_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
+    """PoolFormer's: with a ``crop_pct``, the shortest edge (or a square's side) to ``int(side / crop_pct)``,
+    a non-square size's sides each so (a warp)."""
+    crop_pct = c.get("crop_pct")
+    if crop_pct is None:
+        return _plain_resize(size, c, where)
+    if set(size) == {"height", "width"} and size["height"] != size["width"]:
+        return resize_mode.stretch([int(size["height"] / crop_pct), int(size["width"] / crop_pct)]), None
+    edge = size.get("shortest_edge") or size.get("height")
+    if edge is None or set(size) - {"shortest_edge", "height", "width"}:
+        return _plain_resize(size, c, where)  # refused there, naming the key
+    return {"mode": "shorter_side", "size": int(edge / crop_pct), "size_rounding": "floor"}, None
+
+
+HF_RESIZES = {"ConvNextImageProcessor": _convnext_resize, "LevitImageProcessor": _levit_resize,
+              "PoolFormerImageProcessor": _poolformer_resize}
+"""The classes whose resize is their own code (size -> the spec's resize, and the crop it makes itself)."""
+
+
+def _hf_normalize(c: Mapping[str, Any]) -> dict:
+    """``rescale`` (``x * rescale_factor``, less 1 with EfficientNet's ``rescale_offset``), ``normalize``
+    (``(x - mean) / std``) and EfficientNet's ``include_top`` (divided by ``std`` once more) as the spec's
+    ``(x / 255 * pixel_range - mean) / std``."""
+    offset = 1.0 if c["do_rescale"] and c["rescale_offset"] else 0.0
+    mean = [offset + (float(m) if c["do_normalize"] else 0.0) for m in c["image_mean"]]
+    std = [(float(s) if c["do_normalize"] else 1.0) * (float(s) if c["include_top"] else 1.0) for s in c["image_std"]]
+    pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
+    return {"pixel_range": pixel_range, "mean": mean, "std": std}
+
+
 def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
     """A ``preprocessor_config.json`` on the ``backend`` (``torchvision``: uint8 tensors, torchvision v2's
     resize, the default of transformers 5; ``pil``: PIL's), with its processor class's defaults.
@@ -278,37 +415,23 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
     name = processor_class(config)
     if name not in HF_PROCESSORS:
         raise NotReadable(f"{where}: image_processor_type {name or '(none)'}: its steps are its own code, not read "
-                          f"(read: {', '.join(HF_PROCESSORS)}, whose steps are the backends' resize, center crop, "
-                          "rescale and normalize)")
+                          f"(read: {', '.join(HF_PROCESSORS)})")
     c = {**HF_BASE, **HF_PROCESSORS[name], **{k: v for k, v in config.items() if v is not None}}
-    if c.get("do_pad"):
-        raise NotReadable(f"{where}: do_pad = true: padding to a batch's size holds no spec operation")
+    if "crop_pct" in config and config["crop_pct"] is None:
+        c["crop_pct"] = None  # PoolFormer's resize without it: as the backends'
     if not c["do_resize"]:
         raise NotReadable(f"{where}: do_resize = false: the model input's size would follow the image")
     resample = int(c["resample"])
     if resample not in HF_RESAMPLE:
         raise NotReadable(f"{where}: resample {resample} ({ {4: 'BOX', 5: 'HAMMING'}.get(resample, '?') }): no spec "
                           f"interpolation holds it")
-    interpolation = HF_RESAMPLE[resample]
+    if resample == resize_filter.PIL_CODES["NEAREST"] and backend == "torchvision":
+        raise NotReadable(f"{where}: resample 0 (NEAREST) on the torchvision backend: transformers resizes with "
+                          "torchvision's NEAREST_EXACT there, which no spec interpolation holds (the pil backend's "
+                          "NEAREST is read: hf:PATH:pil)")
     size = _hf_size(c["size"], c.get("default_to_square", True), "size")
-    resize = resize_filter.table(interpolation)
-    crop = None
-    if name == "ConvNextImageProcessor":  # its own resize: crop_pct below 384, a square warp from 384
-        edge = size.get("shortest_edge")
-        if edge is None:
-            raise NotReadable(f"{where}: ConvNext's size needs shortest_edge, got {size}")
-        if edge < 384:
-            resize.update(mode="shorter_side", size=int(edge / float(c["crop_pct"])), size_rounding="floor")
-            crop = [edge, edge]
-        else:
-            resize.update(resize_mode.stretch([edge, edge]))
-    elif set(size) == {"shortest_edge"}:
-        resize.update(mode="shorter_side", size=int(size["shortest_edge"]), size_rounding="floor")
-    elif set(size) == {"height", "width"}:
-        resize.update(resize_mode.stretch([int(size["height"]), int(size["width"])]))
-    else:
-        raise NotReadable(f"{where}: size {size}: {', '.join(sorted(set(size) - {'height', 'width', 'shortest_edge'}))} "
-                          "bounds a side the spec's resize does not (it has shortest_edge, or height and width)")
+    resize, crop = HF_RESIZES.get(name, _plain_resize)(size, c, where)
+    resize.update(resize_filter.table(HF_RESAMPLE[resample]))
     if crop is None and c.get("do_center_crop"):
         crop_size = _hf_size(c.get("crop_size") or size, True, "crop_size")
         crop = [int(crop_size["height"]), int(crop_size["width"])]
@@ -317,10 +440,13 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
             raise NotReadable(f"{where}: a shortest_edge resize without do_center_crop: the model input's size would "
                               "follow the image")
         crop = list(resize["size"])
-    normalize = {"mean": [float(m) for m in c["image_mean"]], "std": [float(s) for s in c["image_std"]]} \
-        if c["do_normalize"] else {"mean": [0.0] * 3, "std": [1.0] * 3}
-    pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
+    if c.get("do_pad") and c.get("pad_size") is not None:
+        pad = _hf_size(c["pad_size"], True, "pad_size")
+        if [pad.get("height"), pad.get("width")] != crop:
+            raise NotReadable(f"{where}: do_pad with pad_size {pad}: padding the {crop[0]}x{crop[1]} input at its bottom "
+                              "and right holds no spec operation")
+    # do_pad without a pad_size pads each image to the batch's largest: every image is already the input's size
     return Read({**decode.AS_PIL_OPENS, "resize": resize,
                  "crop": center_crop.table(crop, "floor"),
-                 "normalize": {"pixel_range": pixel_range, **normalize}, **input_order("RGB")},
+                 "normalize": _hf_normalize(c), **input_order("RGB")},
                 "torch" if backend == "torchvision" else "torchvision")

@@ -92,7 +92,8 @@ def read_transform(obj: Any, source: str) -> Reading:
         read, refused = read_transforms(obj), None
     except NotReadable as exc:
         read, refused = None, str(exc)
-    return Reading(source, f"torchvision {type(obj).__name__}", f"your {type(obj).__name__}", read, refused, obj)
+    notes = "".join(f"; {note}" for note in (read.notes if read else ()))  # what a step was read as, said where it is named
+    return Reading(source, f"torchvision {type(obj).__name__}{notes}", f"your {type(obj).__name__}", read, refused, obj)
 
 
 def _torchvision(source: str, name: str) -> Reading:
@@ -187,8 +188,24 @@ def _hf(source: str, rest: str) -> Reading:
     except ImportError:
         missing = f"transformers is not installed ({INSTALL})"
     else:
+        _require_known_class(config, name, source)
         own = _hf_processor(file, backend, source)
     return Reading(source, f"Hugging Face {name}, {how}", "the processor", read, refused, own, missing)
+
+
+def _require_known_class(config: dict, name: str, source: str) -> None:
+    """A processor class neither transformers nor the reader knows, said in one line (transformers' own
+    message lists its 200 model types and names the folder it was given, a temporary one for a file).
+    A class from ``auto_map`` (the model's own code) is left to the processor's making."""
+    from transformers import __version__
+    from transformers.models.auto.image_processing_auto import get_image_processor_class_from_name
+
+    from harness.reference.frameworks import HF_PROCESSORS
+
+    if not name or "auto_map" in config or get_image_processor_class_from_name(name) is not None:
+        return
+    raise SpecError(f"--reference {source}: image_processor_type {name}: transformers {__version__} has no such processor "
+                    f"class (read as a spec: {', '.join(HF_PROCESSORS)})")
 
 
 def _hf_processor(file: Path, backend: str, source: str):

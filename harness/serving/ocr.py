@@ -37,7 +37,7 @@ import triton_python_backend_utils as pb_utils
 
 from harness.geometry import Geometry
 from harness.ocr.dali_recognition import INPUTS, word_samples
-from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, load_dictionary, parameters, to_input, words_read
+from harness.ocr.recognition import DICTIONARY_FILENAME, CtcDecoder, load_dictionary, parameters, to_inputs, words_read
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, WORDS_UNREAD, pack_ragged
 from harness.operations import word_crop
 from harness.preprocessing import opencv
@@ -160,9 +160,8 @@ class TritonPythonModel:
                 yield answer["CROP"][0], answer["INPUT"][0]
             return
         rgb = opencv.decode(data, self.spec.decode)  # behind the image guard, as every decoder
-        for quad in boxes:
-            crop = word_crop.crop_box(rgb, quad, self.recognition)
-            yield crop, to_input(crop, self.recognition, "RGB")
+        crops = [word_crop.crop_box(rgb, quad, self.recognition) for quad in boxes]
+        yield from zip(crops, to_inputs(crops, self.recognition, "RGB"))  # each padded to the widest of its batch
 
 
 def read_boxes(found: dict, p) -> tuple[np.ndarray, np.ndarray, int]:

@@ -39,7 +39,7 @@ from harness.ocr.compare import (
     needed_leads,
     step_verdict,
 )
-from harness.ocr.recognition import CtcDecoder, parameters, to_input, words_read
+from harness.ocr.recognition import CtcDecoder, batch_ratios, parameters, to_input, to_inputs, words_read
 from harness.ocr.tensors import TEXT_SCORES, TEXTS, WORD_TAPS, WORDS_KEPT, decode_texts, pack_ragged, unpack_ragged
 from harness.operations import channels, word_crop
 from harness.result import StageResult
@@ -242,9 +242,8 @@ class Ocr(Detection):
         decoder = self.decoder(p)
         words = {"crop": [], "input": [], "output": []}
         texts, scores = [], []
-        for quad in quads:
-            crop = word_crop.crop_box(image, quad, p)
-            x = to_input(crop, p, "RGB")
+        crops = [word_crop.crop_box(image, quad, p) for quad in quads]
+        for crop, x in zip(crops, to_inputs(crops, p, "RGB")):  # each padded to the widest of its batch
             probabilities = self.recognizer(x)
             text, score = decoder(probabilities)
             texts.append(text)
@@ -299,8 +298,10 @@ class Ocr(Detection):
             raise ValueError(f"the deployment answers {len(quads)} boxes but {len(crops)} crops, {len(inputs)} inputs, "
                              f"{len(outputs)} outputs and {len(texts)} texts")
         steps = np.zeros((len(quads), len(WORD_STAGES), 2), np.float64)
+        widest = batch_ratios([crop.shape[:2] for crop in crops], p)  # the deployment's crops make its batches
         for i, quad in enumerate(quads):
-            expected = {"crop": lambda: word_crop.crop_box(image, quad, p), "input": lambda: to_input(crops[i], p, "RGB"),
+            expected = {"crop": lambda: word_crop.crop_box(image, quad, p),
+                        "input": lambda: to_input(crops[i], p, "RGB", widest[i]),
                         "output": lambda: self.recognizer(inputs[i]), "text": lambda: decoder(outputs[i])[0],
                         "kept": lambda: p.keeps(float(scores[i]))}
             got = {"crop": crops[i], "input": inputs[i], "output": outputs[i], "text": texts[i],
@@ -438,8 +439,14 @@ class Ocr(Detection):
             return None
         p = self._recognition().reference
         decoder = self.decoder(p)
-        crops, inputs, outputs = (unpack_ragged(deployed[a], deployed[b])[d] for a, b in WORD_TAPS.values())
+        every_crop, every_input, every_output = (unpack_ragged(deployed[a], deployed[b]) for a, b in WORD_TAPS.values())
+        crops, inputs, outputs = every_crop[d], every_input[d], every_output[d]
+        batch_widest = batch_ratios([crop.shape[:2] for crop in every_crop], p)[d]
         wanted = (dep_text, dep_kept)
+
+        def padded(crop) -> np.ndarray:
+            """A crop put in this word's place: padded to its batch's widest, or to its own width if wider."""
+            return to_input(crop, p, "RGB", max(batch_widest, crop.shape[1] / float(crop.shape[0])))
 
         def answer(probabilities) -> tuple[str, bool]:
             text, score = decoder(probabilities)
@@ -448,9 +455,9 @@ class Ocr(Detection):
         ref_quad, dep_quad = (Detections.from_array(side[Stage.POSTPROCESS]).quads[i]
                               for side, i in ((reference, r), (deployed, d)))
         image = reference.get(Stage.DECODE)
-        tries = {"box": (lambda: answer(self.recognizer(to_input(word_crop.crop_box(np.asarray(image), dep_quad, p), p, "RGB"))))
+        tries = {"box": (lambda: answer(self.recognizer(padded(word_crop.crop_box(np.asarray(image), dep_quad, p)))))
                  if image is not None and not np.array_equal(ref_quad, dep_quad) else None,
-                 "crop": lambda: answer(self.recognizer(to_input(crops, p, "RGB"))),
+                 "crop": lambda: answer(self.recognizer(padded(crops))),
                  "input": lambda: answer(self.recognizer(inputs)),
                  "output": lambda: answer(outputs)}
         for cause, attempt in tries.items():
@@ -703,6 +710,8 @@ RECOGNITION_CANDIDATES = {
                                           {"width": 320, "max_width": 1280}, {"width": 320, "max_width": 2048},
                                           {"pad_value": -1.0}, {"pad_value": 0.0}),
     "recognition normalization": ({"mean": IMAGENET[0], "std": IMAGENET[1]}, {"mean": PADDLE[0], "std": PADDLE[1]}),
+    # rapidocr's and PaddleOCR's rec_batch_num (6): each word padded to the widest of its batch; 1: alone
+    "recognition batch padding": ({"batch": 6}, {"batch": 1}),
     "recognition channel order": tuple(channels.table(order) for order in channels.ORDERS),
     **word_crop.CANDIDATES,
     "dictionary blank offset": ({"blank_index": 0}, {"blank_index": 18709}),

@@ -105,7 +105,7 @@ def test_a_model_of_another_layout_and_names_is_conformed_and_answers_the_same(t
 
 
 @pytest.mark.parametrize("reference, message", [
-    (f"{DEFINITIONS / 'training.py'}:with_lambda", "Lambda: no spec operation holds it"),
+    (f"{DEFINITIONS / 'training.py'}:with_lambda", "Lambda(<lambda>): no spec operation holds it"),
     (f"{DEFINITIONS / 'training.py'}:augmented", "RandomResizedCrop is random"),
     ("torchvision:ViT_L_16_Weights.IMAGENET1K_SWAG_E2E_V1", "takes 224x224 images; torchvision:ViT_L_16"),
 ])
@@ -113,6 +113,17 @@ def test_what_cannot_be_deployed_is_refused_by_name_and_nothing_is_written(tmp_p
     result = harness("deploy", ONNX, "--reference", reference, "--out", tmp_path / "out", "--no-check")
     assert result.returncode == 2 and message in " ".join(result.stderr.split()), result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_openai_clips_transform_is_deployed_its_rgb_conversion_read_as_the_decode(tmp_path):
+    """CLIP's Compose holds a plain function (``_convert_image_to_rgb``) between CenterCrop and ToTensor."""
+    out = tmp_path / "out"
+    result = harness("deploy", ONNX, "--reference", f"{DEFINITIONS / 'training.py'}:openai_clip", "--out", out, "--no-check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    header = (out / "preprocessing.toml").read_text().splitlines()[0]
+    assert "_convert_image_to_rgb read as the decode's RGB output (it is PIL's convert(\"RGB\") on images of every mode" \
+        in header
+    assert load_spec(out / "preprocessing.toml").preprocess.normalize.mean[0] == 0.48145466
 
 
 def test_a_folder_it_did_not_write_is_never_replaced(tmp_path):

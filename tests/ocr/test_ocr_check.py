@@ -23,6 +23,7 @@ from tests.commands import harness
 from tests.conftest import pipeline_models
 from tests.loadtest.planted import add_wrong_every_other
 from tests.loadtest.test_sweep import against, sweep
+from tests.ocr.conftest import CLEAN, LONG_LINE, SAMPLE
 
 pytestmark = pytest.mark.server
 
@@ -132,6 +133,45 @@ def test_diagnose_names_a_planted_recognition_cause(ocr_server, words, tmp_path,
                         "--spec", SPECS / "ocr" / "planted" / f"{plant}.toml", "--report", tmp_path, timeout=900)
     found = json.loads((tmp_path / "diagnosis.json").read_text())
     assert [c["culprit"] for c in found["causes"]] == [culprit], diagnosis.stdout + diagnosis.stderr
+
+
+@pytest.fixture(scope="module")
+def lined_words(tmp_path_factory) -> Path:
+    """A photo holding three words and a line of text (the guacamole, which has no text of its own): one
+    batch of rapidocr's 6, the line its widest."""
+    import random
+
+    import cv2
+
+    from harness.detection.data import RenderSettings, render_words
+
+    settings = RenderSettings(words=(4, 5), height=(0.05, 0.08), max_angle=0,
+                              vocabulary=("harbour", "Sundays", "market", "7", "opens", LONG_LINE))
+    rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / CLEAN)), cv2.COLOR_BGR2RGB)
+    drawn, placed = render_words(rgb, random.Random(4), settings)
+    assert [w.text for w in placed] == ["market", "opens", LONG_LINE, "harbour"]
+    out = tmp_path_factory.mktemp("lined")
+    cv2.imwrite(str(out / "lined.jpg"), cv2.cvtColor(drawn, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])
+    return out
+
+
+def test_diagnose_names_the_batch_padding_and_the_spec_it_writes_passes(ocr_server, lined_words, tmp_path):
+    """Training padded each word to the widest of its batch ([reference.recognition] batch = 6, rapidocr's
+    rec_batch_num), the deployment pads each alone: the words batched with the line diverge at their
+    input; diagnose names the batch padding and writes batch = 1, under which check passes."""
+    spec = tmp_path / "batched.toml"
+    spec.write_text(f'extends = "{SMALL}"\n[reference.recognition]\nbatch = 6\n')
+    result, report = check(ocr_server, lined_words, tmp_path / "check", "--spec", spec)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert set(report["task_figures"]["word_culprits"]) == {"input"}, report["task_figures"]
+    written = tmp_path / "written.toml"
+    diagnosis = harness("diagnose", lined_words, "--task", "ocr", "--url", ocr_server.grpc_url, "--spec", spec,
+                        "--report", tmp_path / "diagnose", "--write-spec", written, timeout=900)
+    found = json.loads((tmp_path / "diagnose" / "diagnosis.json").read_text())
+    assert [c["culprit"] for c in found["causes"]] == ["recognition batch padding"], diagnosis.stdout + diagnosis.stderr
+    assert "[reference.recognition]\nbatch = 1" in written.read_text()
+    result, _ = check(ocr_server, lined_words, tmp_path / "written", "--spec", written)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_accuracy_scores_words_per_path(ocr_server, words, tmp_path):

@@ -4,6 +4,7 @@ real photos, CTC decoding, the spec's [recognition] table, the word tensors' pac
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import cv2
 import numpy as np
@@ -12,7 +13,16 @@ import pytest
 from harness.detection.boxes import order_clockwise
 from harness.detection.data import render_words
 from harness.ocr.compare import WordRules, character_error_rate, edit_distance, step_verdict
-from harness.ocr.recognition import CtcDecoder, Recognition, parameters, to_input
+from harness.ocr.recognition import (
+    CtcDecoder,
+    Recognition,
+    batch_ratios,
+    input_width,
+    input_widths,
+    parameters,
+    to_input,
+    to_inputs,
+)
 from harness.ocr.recognizer import TextRecognizer
 from harness.ocr.tensors import decode_texts, pack_ragged, unpack_ragged
 from harness.operations.word_crop import crop_box
@@ -298,3 +308,52 @@ def test_the_dali_graph_bounds_a_crop_and_widths_no_caller_of_the_ocr_model_send
         with pytest.raises(ValueError, match=why):
             check_sample(*({**{k: v[0] for k, v in sample.items()}, name: value}[k] for k in
                            ("IMAGE", "MATRIX", "SIZE", "WIDTHS")), p)
+
+
+def test_batch_padding_is_rapidocrs_own_batches_on_real_photos():
+    """rapidocr's TextRecognizer itself, its recognizer's inputs captured: with ``batch`` 6 (its
+    rec_batch_num) each word's input equals the reference's bit for bit, padded to the widest of its
+    batch (words sorted by aspect ratio, 6 at a time); with 1 (each word alone), the wider batches'
+    words differ."""
+    from rapidocr import RapidOCR
+    from rapidocr.ch_ppocr_rec.typings import TextRecInput
+
+    rng = random.Random(3)
+    rgb = cv2.cvtColor(cv2.imread(str(SAMPLE / PHOTOS[0])), cv2.COLOR_BGR2RGB)
+    words = []
+    for _ in range(3):  # 3 renderings: more words than a batch, of many widths
+        drawn, rendered = render_words(rgb, rng)
+        words += [(drawn, w) for w in rendered]
+    p = parameters(load_spec(PROJECT_ROOT / "model_repository" / "ocr.toml").recognition)
+    crops = [crop_box(drawn, w.quad, p) for drawn, w in words]
+    # and strips of the photo wider than 320 / 48, as a line of text is: they widen their batches
+    crops += [np.ascontiguousarray(rgb[10 * k:10 * k + 24, :24 * ratio]) for k, ratio in enumerate((8, 11, 15))]
+    assert len(crops) > 6  # more than one batch (ties in aspect ratio sort alike: the same numpy argsort)
+
+    recognizer = RapidOCR(params={"Global.log_level": "error"})._load_rec_model()
+    theirs = {}
+    session = recognizer.session
+
+    def recording(batch):
+        for x in batch:  # each row, by the crop its resized part begins with
+            theirs[x[:, :, :4].tobytes()] = x
+        return session(batch)
+
+    recognizer.session = recording
+    recognizer(TextRecInput(img=[np.ascontiguousarray(c[..., ::-1]) for c in crops]))  # BGR, as rapidocr crops
+    batched = to_inputs(crops, replace(p, batch=6), "RGB")
+    for x in batched:
+        np.testing.assert_array_equal(x, theirs[x[:, :, :4].tobytes()])
+    alone = to_inputs(crops, p, "RGB")
+    assert p.batch == 1 and sum(a.shape != b.shape for a, b in zip(alone, batched)) >= 2
+
+
+def test_batch_padding_pads_each_word_to_the_widest_of_its_batch_sorted_by_aspect_ratio():
+    p = Recognition(batch=2)
+    sizes = [(10, 100), (10, 20), (10, 300), (10, 30), (10, 50)]  # ratios 10, 2, 30, 3, 5
+    # sorted: 2, 3 | 5, 10 | 30: each padded to its batch's widest (at least width / height = 320 / 48)
+    assert batch_ratios(sizes, p) == [10.0, 3.0, 30.0, 3.0, 10.0]
+    assert [w for _, w in input_widths(sizes, p)] == [480, 320, 1280, 320, 480]
+    assert input_widths(sizes, Recognition()) == [input_width(h, w, Recognition()) for h, w in sizes]
+    with pytest.raises(ValueError, match="batch is at least 1"):
+        parameters({"batch": 0})

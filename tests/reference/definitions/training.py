@@ -34,3 +34,25 @@ def annotated(image: Image.Image):
 def on_bytes(data):
     """A function given the file's bytes that passes them on to a preset (which takes a PIL image)."""
     return preset(data)
+
+
+def _convert_image_to_rgb(image):
+    """OpenAI CLIP's (clip/clip.py) and open_clip's ``_convert_to_rgb``, as written there."""
+    return image.convert("RGB")
+
+
+def _rgb_on_white(image):
+    """An RGB conversion that composites transparent pixels on white (not what a decoder does)."""
+    if image.mode in ("RGBA", "LA", "PA"):
+        background = Image.new("RGBA", image.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, image.convert("RGBA")).convert("RGB")
+    return image.convert("RGB")
+
+
+# OpenAI CLIP's _transform(224): BICUBIC is PIL's Image.BICUBIC there, which torchvision reads as the same mode
+openai_clip = T.Compose([T.Resize(224, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), _convert_image_to_rgb,
+                         T.ToTensor(), T.Normalize(CLIP_MEAN, CLIP_STD)])
+clip_lambda = T.Compose([T.Resize(224, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224),
+                         T.Lambda(lambda image: image.convert("RGB")), T.ToTensor(), T.Normalize(CLIP_MEAN, CLIP_STD)])
+clip_on_white = T.Compose([T.Resize(224, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), _rgb_on_white,
+                           T.ToTensor(), T.Normalize(CLIP_MEAN, CLIP_STD)])
