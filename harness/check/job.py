@@ -31,7 +31,7 @@ from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, 
 from harness.session import DEFAULT_TIMEOUT
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
-from harness.target import Target, open_deployment, require_reference_model
+from harness.target import Target, open_deployment, require_own_model, require_reference_model
 from harness.task import get_task
 from harness.validation import require_int, require_number
 from harness.verdict import FAIL_ON
@@ -193,6 +193,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                 run_dir.write_manifest(manifest)
                 task = deployment.configure_task(spec, options.target.postprocess)
                 reference_model = reference_model or load_reference_model(task.name)
+                require_own_model(session, client, target, options.reference_model, reference_model, recipe,
+                                  [f.path for f in listed.inputs], task.name)
                 tolerances = session.tolerances(deployment.scores_kind, task)
                 # In the units compared: probabilities when the deployment answers them (the reference's
                 # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.

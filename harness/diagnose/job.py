@@ -96,7 +96,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
     from harness.results.summary import ImageIssue
     from harness.spec import SpecError
-    from harness.target import open_deployment, require_reference_model
+    from harness.target import open_deployment, require_own_model, require_reference_model
 
     require_formats(options.formats)
     started = time.perf_counter()
@@ -143,6 +143,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         deployment = open_deployment(session, client, target, images, log, checked, model)
         task = deployment.configure_task(spec, target.postprocess)
         model = model or load_model(task.name)
+        require_own_model(session, client, target, options.reference_model, model, checked, images, task.name)
         # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
         tolerances = session.tolerances(deployment.scores_kind, task)
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
