@@ -200,6 +200,34 @@ def test_when_no_hypothesis_explains_it_says_so(repository, deployed, model):
     assert "**no known culprit** explains it" in result.conclusion or "No known culprit fully explains" in result.conclusion
 
 
+def test_hypotheses_are_screened_on_the_images_that_diverged_first(spec, server, photos_dir, model, tmp_path):
+    """Issue 59 item 7: 8 photos upright, then 2 stored sideways with an EXIF orientation tag,
+    against a reference that ignores the tag (PIL's open): only the last 2 diverge. Screened on
+    the first 8 images, "EXIF orientation applied" improved nothing there and was rejected;
+    screened on the diverged ones first, it explains the decode."""
+    from PIL import Image
+
+    from harness.corpus import _exif_rotated
+
+    sideways = []
+    for name in ("fruits.jpg", "orange.jpg"):
+        sideways.append(tmp_path / f"sideways_{name}")
+        sideways[-1].write_bytes(_exif_rotated(Image.open(photos_dir / name).convert("RGB")))
+    paths = [photos_dir / n for n in PHOTOS if n not in ("fruits.jpg", "orange.jpg")] + sideways
+    deployed = dataclasses.replace(fetch_deployed(dali_checker(server.grpc_url, model), paths), check=None)
+    ignoring = dataclasses.replace(spec, reference=dataclasses.replace(
+        spec.reference, preprocess=with_overrides(spec.reference.preprocess, decode={"exif_orientation": False})))
+    diagnoser = diagnoser_for(ignoring, deployed, model)
+    try:
+        assert diagnoser.screening(diagnoser.baseline(), "decode")[:2] == [8, 9]  # the sideways ones lead
+        result = diagnose(diagnoser, DEPLOYED_SPEC, "DALI")
+    finally:
+        diagnoser.close()
+    assert result.first_divergent == "decode" and result.baseline.diverged("decode") == 2
+    assert [c.hypothesis.culprit for c in result.explained_by] == ["EXIF orientation"], result.conclusion
+    assert result.remaining is None
+
+
 def test_a_reference_crop_the_classifier_cannot_take_is_a_clear_error(tmp_path, repository, model):
     from harness.reference.model import load_reference_model
     from harness.spec import SpecError

@@ -80,7 +80,8 @@ def render_round(r: "Round", screen: int) -> list[str]:
              + (f"**{chosen}** ({'explains' if r.explains else 'explains part of'} `{stage}`)"
                 if chosen else "nothing (no hypothesis improves it)") + ".", "",
              f"Hypotheses, ranked by images still diverged up to `{stage}`, then its error (mean RMSE per image; "
-             f"inf = a different shape), then the output's; on every image, or on the first {screen} for those not "
+             f"inf = a different shape), then the output's; on every image, or on {screen} screening images (those that "
+             "diverged first) for those not "
              "evaluated on all (the output only where the model ran):", "",
              f"| # | hypothesis | culprit | diverged up to `{stage}` | error at `{stage}` | output error "
              f"| {r.base.task.agreement_words} | status |",

@@ -32,7 +32,8 @@ def hand_diagnosis() -> Diagnosis:
                         changes=(("resize.antialias", True, False),))
     rejected = Evaluation("interpolation cubic", "resize interpolation", {0: outcome(Stage.RESIZE, 4.0)},
                           Hypothesis("interpolation cubic", "resize interpolation"), (),
-                          "rejected: no better on the first 8 images", baseline=baseline.subset([0]))
+                          "rejected: no better on the 8 screening images (those that diverged first)",
+                          baseline=baseline.subset([0]))
     rounds = (Round(1, baseline, Stage.RESIZE, (chosen, rejected), chosen, True),)
     cause = Cause(ANTIALIAS, 1, (("resize.antialias", True, False),), 1, 0.25, baseline,
                   "Set resize.antialias = true in the deployed spec.")
