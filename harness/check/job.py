@@ -220,7 +220,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                 deployed=DeployedInfo.of(deployment, server, options.target.note()),
                 classes=_class_names(session, options.target, task),
                 run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
-                             options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
+                             options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name,
+                             checker.answers_alike.alike))
             missing = listing.entries - report.summary.images
             if stopped is None and missing:  # every entry in is a row reported: a bug if not
                 raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")
