@@ -67,11 +67,28 @@ def model(repository):
 
 
 @pytest.fixture(scope="module")
-def deployed(server, photos_dir, model):
+def fetched(server, photos_dir, model):
+    """The deployed stages of :data:`PHOTOS`, with check's verdict against the aligned spec."""
+    return fetch_deployed(dali_checker(server.grpc_url, model), [photos_dir / n for n in PHOTOS])
+
+
+@pytest.fixture(scope="module")
+def deployed(fetched):
     """The deployed stages, for every spec of this module: check's verdict (the aligned spec's) left
     out, so that the search is tested on its own."""
-    return dataclasses.replace(fetch_deployed(dali_checker(server.grpc_url, model), [photos_dir / n for n in PHOTOS]),
-                               check=None)
+    return dataclasses.replace(fetched, check=None)
+
+
+def test_the_first_divergent_stage_is_checks_where_the_replay_disagrees(repository, fetched, model):
+    """Issue 59 item 8: diagnose starts from check's verdict, not its own replay (issue 46). Check
+    judged these photos against the aligned spec (nothing diverged); the replay of the antialias
+    spec diverges at `resize`. The diagnosis's first stage is check's (none), and it searches
+    nothing; taking the replay's, it would name `resize` and search it."""
+    assert fetched.check is not None and fetched.check.first_divergent_stage is None
+    result = run(planted_spec(repository, "antialias"), fetched, model)
+    assert result.baseline.first_divergent() == "resize"  # the replay disagrees with check
+    assert result.first_divergent is None and not result.rounds and not result.causes
+    assert result.conclusion.startswith("No stage diverged")
 
 
 def planted_spec(repository, name):
