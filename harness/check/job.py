@@ -86,6 +86,9 @@ class CheckOptions:
     formats: tuple[str, ...] | None = None
     """``--format``: the report formats written (None: today's files; the run's records always,
     :data:`harness.report.CHECK_REPORTS`)."""
+    log_reading: bool = True
+    """Log how a training definition was read before the run (False where the caller says it
+    itself: ``harness deploy``'s summary)."""
 
     def validate(self) -> None:
         """:class:`UsageError` naming the first value out of its type or range."""
@@ -155,7 +158,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
     hint = resume_command(session, options)
     recipe, reading = proven_reference(recipe, [f.path for f in listing.inputs])  # a training definition: proven on these
-    if reading:
+    if reading and options.log_reading:
         log(f"reference {reading}")
 
     with RunDirectory(options.report) as run_dir:
