@@ -122,7 +122,8 @@ def require_own_model(session: "Session", client: "TritonClient", target: Target
 
 def _not_own(session: "Session", client: "TritonClient", name: str, model, reference, images, task: str) -> str:
     """Why the served ``name`` is not this repository's (:func:`require_own_model`); "" when it is."""
-    from google.protobuf.json_format import ParseDict  # here: protobuf and the configs only when called
+    # here: protobuf, Triton's config schema and the repository's configs only when a --model is proven
+    from google.protobuf.json_format import ParseDict
     from tritonclient.grpc.model_config_pb2 import ModelConfig
 
     from harness.repository import cpu_replacements, load_repository, models_of
@@ -154,9 +155,9 @@ def _not_own(session: "Session", client: "TritonClient", name: str, model, refer
 
 def _known_answer(client: "TritonClient", network, model, reference, images) -> str:
     """Why the served ``network`` does not answer a photo's model input as ``model``; "" when it does."""
-    import numpy as np
+    import numpy as np  # here: this module loads no numpy until a --model is proven
 
-    from harness.client import InferenceError
+    from harness.client import InferenceError  # here: loads Pillow, simplejpeg only when called
     from harness.stage import Stage
 
     for path in images[:PROBE_IMAGES]:
@@ -183,7 +184,7 @@ def _known_answer(client: "TritonClient", network, model, reference, images) -> 
 
 def _tensors(tensors) -> str:
     """Tensors as a config declares them: ``input FP32 [3, 224, 224]``, comma-separated."""
-    from tritonclient.grpc.model_config_pb2 import DataType
+    from tritonclient.grpc.model_config_pb2 import DataType  # here: Triton's config schema only when called
 
     return ", ".join(f"{t.name} {DataType.Name(t.data_type).removeprefix('TYPE_')} {list(t.dims)}" for t in tensors)
 
