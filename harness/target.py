@@ -90,6 +90,105 @@ def require_reference_model(targets: Sequence[Target], reference_model: str) -> 
                          "what training predicts")
 
 
+OWN_ANSWER_ERROR = 0.05
+"""A served network is this repository's when its output on a photo's model input differs from
+the repository's model's by at most this, relative (the root mean square of the difference over
+that of the repository's output): the cpu profile's ONNX Runtime answers it exactly (0), an fp16
+engine within about 1%; another network bearing the name answers otherwise (figures in
+docs/own-deployments.md)."""
+
+
+def require_own_model(session: "Session", client: "TritonClient", target: Target, reference_model: str, model,
+                      reference: Callable[[bytes], dict] | None, images: Sequence[Path], task: str) -> None:
+    """A ``--model`` bearing one of this repository's names and compared against this
+    repository's model (``reference_model`` a built-in choice) must be this repository's as the
+    server serves it, or the check judges the user's model against ours: every model it runs
+    (itself, each step of an ensemble) has the configuration of ``session.repository`` as the
+    server reports it (platform or backend, or the cpu profile's where that replaces it; inputs
+    and outputs with data types and dims; batch size; an ensemble's steps), and ``task``'s
+    network, where it runs, answers the model input of the first of ``images`` ``reference``
+    reads as ``model`` does (:data:`OWN_ANSWER_ERROR`). Else a one-line
+    :class:`UsageError` naming what differs, ``--reference-model`` and ``--repository``."""
+    from harness.reference.model import CHOICES  # here: loads Pillow, OpenCV, simplejpeg only when called
+
+    if target.model is None or target.foreign or reference_model not in CHOICES:
+        return
+    reason = _not_own(session, client, target.model, model, reference, images, task)
+    if reason:
+        raise UsageError(f"--model {target.model} is not provably this repository's model ({reason}): give the model "
+                         "it was trained as with --reference-model PATH, or the repository it was deployed from with "
+                         "--repository DIR")
+
+
+def _not_own(session: "Session", client: "TritonClient", name: str, model, reference, images, task: str) -> str:
+    """Why the served ``name`` is not this repository's (:func:`require_own_model`); "" when it is."""
+    # here: protobuf, Triton's config schema and the repository's configs only when a --model is proven
+    from google.protobuf.json_format import ParseDict
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+    from harness.repository import cpu_replacements, load_repository, models_of
+
+    own, replaced = load_repository(session.repository), cpu_replacements()
+    runs = models_of(session.repository, [name])
+    for step in runs:
+        found = client.model_config(step)
+        if not found:
+            return f"the server reports no configuration of {step}"
+        served, mine = ParseDict(found, ModelConfig(), ignore_unknown_fields=True), own[step]
+        kinds = {mine.platform or mine.backend, *(("python",) if step in replaced else ())}
+        if (served.platform or served.backend) not in kinds:
+            return f"{step} runs on {served.platform or served.backend}, this repository's on {' or '.join(sorted(kinds))}"
+        for what, theirs, ours in (("inputs", served.input, mine.input), ("outputs", served.output, mine.output)):
+            if _tensors(theirs) != _tensors(ours):
+                return f"{step}'s {what} are {_tensors(theirs)}, this repository's {_tensors(ours)}"
+        if served.max_batch_size != mine.max_batch_size:
+            return f"{step} batches {served.max_batch_size}, this repository's {mine.max_batch_size}"
+        steps = [s.model_name for s in served.ensemble_scheduling.step]
+        if steps != [s.model_name for s in mine.ensemble_scheduling.step]:
+            return f"{step} runs {', '.join(steps) or 'no steps'}, this repository's runs " \
+                   f"{', '.join(s.model_name for s in mine.ensemble_scheduling.step) or 'none'}"
+    network = get_task(task).repository
+    if network is None or network.model not in runs:
+        return ""  # no network of this repository runs in it: the configurations are the whole model
+    return _known_answer(client, network, model, reference, images)
+
+
+def _known_answer(client: "TritonClient", network, model, reference, images) -> str:
+    """Why the served ``network`` does not answer a photo's model input as ``model``; "" when it does."""
+    import numpy as np  # here: this module loads no numpy until a --model is proven
+
+    from harness.client import InferenceError  # here: loads Pillow, simplejpeg only when called
+    from harness.stage import Stage
+
+    for path in images[:PROBE_IMAGES]:
+        try:
+            model_input = np.asarray(reference(path.read_bytes())[Stage.INPUT], np.float32)[None]
+        except Exception:  # noqa: BLE001 - an image the reference cannot read is no evidence: the next one is tried
+            continue
+        expected = np.asarray(model.logits(model_input), np.float64).ravel()
+        try:
+            answer = client.infer(network.model, {network.model_input: model_input}, [network.model_output])
+        except InferenceError as exc:
+            return f"{network.model} refuses {path.name}'s model input: {str(exc).splitlines()[0]}"
+        served = np.asarray(answer[network.model_output], np.float64).ravel()
+        if served.shape != expected.shape:
+            return f"{network.model} answers {served.size} values, this repository's model {expected.size}"
+        error = float(np.sqrt(np.mean((served - expected) ** 2)) / max(np.sqrt(np.mean(expected ** 2)), 1e-12))
+        if not error <= OWN_ANSWER_ERROR:
+            return (f"{network.model} answers {path.name} unlike this repository's model: its {network.model_output} "
+                    f"differ from ours by {error:.0%} (root mean square, relative), at most {OWN_ANSWER_ERROR:.0%} "
+                    "for the same network")
+        return ""
+    return f"none of the first {PROBE_IMAGES} images gave a model input to compare {network.model}'s answer on"
+
+
+def _tensors(tensors) -> str:
+    """Tensors as a config declares them: ``input FP32 [3, 224, 224]``, comma-separated."""
+    from tritonclient.grpc.model_config_pb2 import DataType  # here: Triton's config schema only when called
+
+    return ", ".join(f"{t.name} {DataType.Name(t.data_type).removeprefix('TYPE_')} {list(t.dims)}" for t in tensors)
+
+
 def open_deployment(session: "Session", client: "TritonClient", target: Target, images: Sequence[Path],
                     log: Callable[[str], None] = lambda line: None,
                     reference: Callable[[bytes], dict] | None = None, model=None) -> "Deployment":

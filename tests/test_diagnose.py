@@ -67,11 +67,28 @@ def model(repository):
 
 
 @pytest.fixture(scope="module")
-def deployed(server, photos_dir, model):
+def fetched(server, photos_dir, model):
+    """The deployed stages of :data:`PHOTOS`, with check's verdict against the aligned spec."""
+    return fetch_deployed(dali_checker(server.grpc_url, model), [photos_dir / n for n in PHOTOS])
+
+
+@pytest.fixture(scope="module")
+def deployed(fetched):
     """The deployed stages, for every spec of this module: check's verdict (the aligned spec's) left
     out, so that the search is tested on its own."""
-    return dataclasses.replace(fetch_deployed(dali_checker(server.grpc_url, model), [photos_dir / n for n in PHOTOS]),
-                               check=None)
+    return dataclasses.replace(fetched, check=None)
+
+
+def test_the_first_divergent_stage_is_checks_where_the_replay_disagrees(repository, fetched, model):
+    """Issue 59 item 8: diagnose starts from check's verdict, not its own replay (issue 46). Check
+    judged these photos against the aligned spec (nothing diverged); the replay of the antialias
+    spec diverges at `resize`. The diagnosis's first stage is check's (none), and it searches
+    nothing; taking the replay's, it would name `resize` and search it."""
+    assert fetched.check is not None and fetched.check.first_divergent_stage is None
+    result = run(planted_spec(repository, "antialias"), fetched, model)
+    assert result.baseline.first_divergent() == "resize"  # the replay disagrees with check
+    assert result.first_divergent is None and not result.rounds and not result.causes
+    assert result.conclusion.startswith("No stage diverged")
 
 
 def planted_spec(repository, name):
@@ -198,6 +215,34 @@ def test_when_no_hypothesis_explains_it_says_so(repository, deployed, model):
     assert not result.causes and result.remaining == "input"
     # Noise is no cause: at most a candidate, below the thresholds, named so.
     assert "**no known culprit** explains it" in result.conclusion or "No known culprit fully explains" in result.conclusion
+
+
+def test_hypotheses_are_screened_on_the_images_that_diverged_first(spec, server, photos_dir, model, tmp_path):
+    """Issue 59 item 7: 8 photos upright, then 2 stored sideways with an EXIF orientation tag,
+    against a reference that ignores the tag (PIL's open): only the last 2 diverge. Screened on
+    the first 8 images, "EXIF orientation applied" improved nothing there and was rejected;
+    screened on the diverged ones first, it explains the decode."""
+    from PIL import Image
+
+    from harness.corpus import _exif_rotated
+
+    sideways = []
+    for name in ("fruits.jpg", "orange.jpg"):
+        sideways.append(tmp_path / f"sideways_{name}")
+        sideways[-1].write_bytes(_exif_rotated(Image.open(photos_dir / name).convert("RGB")))
+    paths = [photos_dir / n for n in PHOTOS if n not in ("fruits.jpg", "orange.jpg")] + sideways
+    deployed = dataclasses.replace(fetch_deployed(dali_checker(server.grpc_url, model), paths), check=None)
+    ignoring = dataclasses.replace(spec, reference=dataclasses.replace(
+        spec.reference, preprocess=with_overrides(spec.reference.preprocess, decode={"exif_orientation": False})))
+    diagnoser = diagnoser_for(ignoring, deployed, model)
+    try:
+        assert diagnoser.screening(diagnoser.baseline(), "decode")[:2] == [8, 9]  # the sideways ones lead
+        result = diagnose(diagnoser, DEPLOYED_SPEC, "DALI")
+    finally:
+        diagnoser.close()
+    assert result.first_divergent == "decode" and result.baseline.diverged("decode") == 2
+    assert [c.hypothesis.culprit for c in result.explained_by] == ["EXIF orientation"], result.conclusion
+    assert result.remaining is None
 
 
 def test_a_reference_crop_the_classifier_cannot_take_is_a_clear_error(tmp_path, repository, model):

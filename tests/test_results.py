@@ -34,7 +34,7 @@ def test_check_report_json_keeps_its_fields():
                               "margin": pytest.approx(0.2)}]
     assert data["run"] == {"seconds": 1.5, "incomplete": False, "stopped_reason": None, "fail_on": "diverged",
                            "isolated": True, "tie_margin": 0.5, "scores_kind": "logits", "top_k": 3,
-                           "allow_rejected": False}
+                           "allow_rejected": False, "reference_answers_alike": False}
     assert data["deployed"] == {"ensemble": "classify_dali", "taps_model": "preprocess_dali_taps", "pipeline": "dali",
                                 "url": "127.0.0.1:8001", "protocol": "grpc"}
     assert data["spec"]["tolerances"]["resize"] == {"atol": 4.0, "rtol": 0.0, "max_fraction": 0.001, "mean_atol": 1.0,

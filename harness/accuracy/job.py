@@ -29,7 +29,7 @@ from harness.result import one_line
 from harness.results import AccuracyReport, AccuracyRun, ReferenceInfo
 from harness.shard import Shard
 from harness.stage import Stage
-from harness.target import Target, open_deployment, require_reference_model, served_models
+from harness.target import Target, open_deployment, require_own_model, require_reference_model, served_models
 from harness.task import get_task
 from harness.task_api import Observed
 
@@ -144,6 +144,8 @@ def run(session, options: AccuracyOptions, log: Callable[[str], None] = lambda l
                              f"({task.name}) and {', '.join(mixed)}; give --task or score them apart")
         if full is None:
             full, reference_model = load(task.name)
+        for target in options.models:
+            require_own_model(session, client, target, options.reference_model, reference_model, recipe, probes, task.name)
         if options.shard is not None and task.unshardable:
             raise UsageError(f"--shard: {task.name}'s effect cannot be scored a shard at a time ({task.unshardable}); "
                              "score the whole set in one run")

@@ -3,12 +3,14 @@ each compared, and each deployed stage also run alone on the reference's previou
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from harness.client import InferenceError
+from harness.compare.comparators import ARRAYS
 from harness.compare.stages import compare_stages
 from harness.deployment import DeployedSide
 from harness.deployment.base import NotComparable
@@ -22,6 +24,7 @@ from harness.spec import SpecError
 from harness.stage import DEFAULT_TOP_K, Stage
 from harness.task_api import PostprocessError
 from harness.tolerance import Tolerance
+from harness.verdict import Verdict
 
 
 @dataclass
@@ -38,6 +41,36 @@ class ImageTensors:
     both): what :meth:`ImageChecker.replay` compares another reference with."""
     data: bytes = b""
     """The file's bytes, as read."""
+
+
+class AnswersAlike:
+    """Whether the reference model answers every image alike: each image's output within the
+    output ``tolerance`` of the first image's (the stage rule, :data:`ARRAYS`). A model whose
+    answers do not depend on the image (a randomly initialised network: logits about 1e-8, one
+    class for every photo) agrees with any deployment as well as with itself, so what a change
+    costs in its predictions means nothing. Safe to call from several threads."""
+
+    def __init__(self, tolerance: Tolerance):
+        self.tolerance = tolerance
+        self._first: np.ndarray | None = None
+        self._images, self._differ = 0, False
+        self._lock = threading.Lock()
+
+    def add(self, output: np.ndarray) -> None:
+        with self._lock:
+            if self._differ:
+                return
+            self._images += 1
+            if self._first is None:
+                self._first = np.array(output)
+            elif ARRAYS.judge(self._first, output, self.tolerance).verdict is Verdict.DIVERGED:
+                self._differ, self._first = True, None
+
+    @property
+    def alike(self) -> bool:
+        """Two images or more, and every one answered as the first."""
+        with self._lock:
+            return not self._differ and self._images >= 2
 
 
 class ImageChecker:
@@ -65,6 +98,8 @@ class ImageChecker:
         self.task, self.scores = task or side.deployment.task, side.deployment.scores_kind
         """The task compared after the model input, and what the deployed output holds (the
         reference's output is made comparable to it: probabilities as the logits' softmax)."""
+        self.answers_alike = AnswersAlike(tolerances[Stage.OUTPUT])
+        """Whether the reference model answered every image checked alike (:class:`AnswersAlike`)."""
 
     # -- one image -----------------------------------------------------------------------
     def check(self, file: InputFile | Path) -> tuple[ImageResult, ImageTensors | None]:
@@ -117,6 +152,7 @@ class ImageChecker:
                 return ImageResult(name, error=problem), None
             output = self.reference_model.logits(tensors.reference[Stage.INPUT][None])[0]
             tensors.reference[Stage.OUTPUT] = self.task.reference_output(output, self.scores)
+            self.answers_alike.add(tensors.reference[Stage.OUTPUT])
             try:
                 tensors.reference.update(self.task.derive_reference(tensors.reference))
             except PostprocessError as exc:  # the user's --postprocess, not the reference, failed

@@ -31,7 +31,7 @@ from harness.results import CheckReport, CheckRun, DeployedInfo, ReferenceInfo, 
 from harness.session import DEFAULT_TIMEOUT
 from harness.shard import Shard, ShardRecord
 from harness.stage import DEFAULT_TOP_K, Stage
-from harness.target import Target, open_deployment, require_reference_model
+from harness.target import Target, open_deployment, require_own_model, require_reference_model
 from harness.task import get_task
 from harness.validation import require_int, require_number
 from harness.verdict import FAIL_ON
@@ -86,6 +86,9 @@ class CheckOptions:
     formats: tuple[str, ...] | None = None
     """``--format``: the report formats written (None: today's files; the run's records always,
     :data:`harness.report.CHECK_REPORTS`)."""
+    log_reading: bool = True
+    """Log how a training definition was read before the run (False where the caller says it
+    itself: ``harness deploy``'s summary)."""
 
     def validate(self) -> None:
         """:class:`UsageError` naming the first value out of its type or range."""
@@ -155,7 +158,7 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
     session.tie_margin(options.tie_margin)  # a negative --tie-margin fails before a server starts
     hint = resume_command(session, options)
     recipe, reading = proven_reference(recipe, [f.path for f in listing.inputs])  # a training definition: proven on these
-    if reading:
+    if reading and options.log_reading:
         log(f"reference {reading}")
 
     with RunDirectory(options.report) as run_dir:
@@ -193,6 +196,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                 run_dir.write_manifest(manifest)
                 task = deployment.configure_task(spec, options.target.postprocess)
                 reference_model = reference_model or load_reference_model(task.name)
+                require_own_model(session, client, target, options.reference_model, reference_model, recipe,
+                                  [f.path for f in listed.inputs], task.name)
                 tolerances = session.tolerances(deployment.scores_kind, task)
                 # In the units compared: probabilities when the deployment answers them (the reference's
                 # softmax), where the logits' 0.5 would call almost any changed top-1 a tie.
@@ -218,7 +223,8 @@ def run(session, options: CheckOptions, log: Callable[[str], None] = lambda line
                 deployed=DeployedInfo.of(deployment, server, options.target.note()),
                 classes=_class_names(session, options.target, task),
                 run=CheckRun(round(outcome.seconds, 2), tie_margin, options.fail_on, options.isolate, options.top_k,
-                             options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name))
+                             options.allow_rejected, stopped.what if stopped else None, deployment.scores_kind.name,
+                             checker.answers_alike.alike))
             missing = listing.entries - report.summary.images
             if stopped is None and missing:  # every entry in is a row reported: a bug if not
                 raise RuntimeError(f"{missing} entries neither compared, failed, rejected nor skipped")

@@ -249,5 +249,5 @@ def self_check(out: Path, options: DeployOptions, log, progress):
     session = Session(repository=out, labels=options.class_names)
     check_options = CheckOptions(options.images, options.report, Target(pipeline="dali", task=options.task),
                                  reference=options.reference, reference_model=str(out / "classifier" / "model.onnx"),
-                                 formats=("json", "md", "csv"))
+                                 formats=("json", "md", "csv"), log_reading=False)  # the summary says it
     return check(session, check_options, log=log, progress=progress or no_progress)

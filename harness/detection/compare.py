@@ -59,6 +59,11 @@ class DetectionTolerance:
     outside_px: float = 1.0
     """How far beyond the image a corner may lie before it is a problem."""
 
+    def moved(self, iou: float, corner_px: float) -> bool:
+        """The close rule, the one place it is written: a match moved beyond it when it overlaps
+        less than :attr:`close_iou` *and* its corners moved more than :attr:`corner_px`."""
+        return iou < self.close_iou and corner_px > self.corner_px
+
 
 @dataclass(frozen=True)
 class BoxMatch:
@@ -76,7 +81,7 @@ class BoxMatch:
     def beyond(self, t: "DetectionTolerance", scored: bool = True) -> bool:
         """Whether this match diverges by the rules (see the module): moved beyond the close rule
         and not near a threshold, or (``scored``) its score changed by more than ``score_atol``."""
-        moved = self.iou < t.close_iou and self.corner_px > t.corner_px and not self.near_threshold
+        moved = t.moved(self.iou, self.corner_px) and not self.near_threshold
         return moved or (scored and not abs(self.score_delta) <= t.score_atol)
 
 
@@ -218,10 +223,6 @@ def problems_of(side: str, d: Detections, image_size: tuple[int, int] | None, to
     return out
 
 
-def _finite(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
-
-
 class Boxes(Comparator):
     """A detector's result as a comparator (the protocol: :class:`harness.task_api.Comparator`):
     one image's boxes under a :class:`DetectionTolerance` (:func:`compare_detections`), given
@@ -288,8 +289,7 @@ def judge_match(reference: Detections, deployed: Detections, r: int, d: int, iou
     asks this (the boxes' comparison, and OCR's for the word a box changed)."""
     t = tolerance
     corner = corner_distance(reference.quads[r], deployed.quads[d])
-    moved = iou < t.close_iou and corner > t.corner_px
-    near = bool(moved and explained is not None and explained(np.stack([reference.quads[r], deployed.quads[d]])))
+    near = bool(t.moved(iou, corner) and explained is not None and explained(np.stack([reference.quads[r], deployed.quads[d]])))
     return BoxMatch(r, d, iou, corner, float(deployed.scores[d] - reference.scores[r]), near)
 
 

@@ -32,14 +32,17 @@ from harness.reference.model import ReferenceModel
 from harness.results import ImageIssue
 from harness.scores import LOGITS, ScoreKind
 from harness.spec import Preprocess, SpecError, with_overrides
-from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, Stage
+from harness.stage import IMAGE_STAGES, PREPROCESS_STAGES, STAGES, Stage
 from harness.task import get_task
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 SCREEN_IMAGES = 8
-"""Hypotheses are first tried on this many images; one that does not improve on them is
-dropped without running the rest (most culprits are wrong, and obviously so)."""
+"""Hypotheses are first tried on this many images, those that diverged first
+(:meth:`Diagnoser.screening`); one that does not improve on them is dropped without running
+the rest (most culprits are wrong, and obviously so)."""
+SCREENED = f"the {SCREEN_IMAGES} screening images (those that diverged first)"
+"""The screening images, in a status's words."""
 DEFAULT_WORKERS = os.cpu_count() or 1
 """Images preprocessed at once: one per core."""
 
@@ -137,16 +140,25 @@ class Diagnoser:
         setting = Setting(f"custom:{name}", self.reference)
         return Evaluation(name, "-", self._outcomes_of(setting, recipe, self.model, self.indices))
 
+    def screening(self, base: Evaluation, stage: Stage) -> list[int]:
+        """The images hypotheses are screened on: at most :data:`SCREEN_IMAGES`, those diverged
+        up to ``stage`` under ``base`` first (in order), then the others. The first images alone
+        may hold none of those that diverged (2 of 40), and no change can improve an image that
+        did not diverge: every hypothesis would be rejected there."""
+        last = STAGES.index(stage)
+        diverged = [i for i in self.indices if base.outcomes[i].first_divergent_index <= last]
+        return (diverged + [i for i in self.indices if i not in set(diverged)])[:SCREEN_IMAGES]
+
     def screen(self, applied: Sequence[Hypothesis], h: Hypothesis, base: Evaluation, stage: str,
                model: bool) -> Evaluation:
-        """``h`` on top of ``applied`` on the first :data:`SCREEN_IMAGES` images, against ``base``
+        """``h`` on top of ``applied`` on the :meth:`screening` images, against ``base``
         there: status ``rejected`` when it does no better up to ``stage`` (then its error,
         then the output's), else ``screened``. Without ``model`` the preprocessing runs first:
         with ``stage`` before the model, it rejects what is worse up to ``stage`` and leaves the
         rest (better, or equal up to it) for the model to decide; with ``stage`` after the
         model, it rejects what makes a stage before the model diverge on an image where none
         did (that cannot explain a later stage), and runs the model on the rest."""
-        screen = self.indices[:SCREEN_IMAGES]
+        screen = self.screening(base, stage)
         before = base.subset(screen)
         made, setting, recipe = self._start(applied, h, before)
         if setting is None:
@@ -161,8 +173,7 @@ class Diagnoser:
                 return tried.with_status(self._rejected("before the model"))
             return tried.with_status("screened")
         if tried.diverged(Stage.INPUT) > before.diverged(Stage.INPUT):
-            return tried.with_status(f"rejected: a stage before the model diverges on the first {SCREEN_IMAGES} images, "
-                                     "where none did")
+            return tried.with_status(f"rejected: a stage before the model diverges on {SCREENED}, where none did")
         tried = made.with_outcomes(self._finish(setting, self._model(setting.fp16), prepared))
         return tried.with_status(self._rejected() if tried.score(stage) >= before.score(stage) else "screened")
 
@@ -185,7 +196,7 @@ class Diagnoser:
 
     @staticmethod
     def _rejected(when: str = "") -> str:
-        return f"rejected: no better on the first {SCREEN_IMAGES} images{' (' + when + ')' if when else ''}"
+        return f"rejected: no better on {SCREENED}{' (' + when + ')' if when else ''}"
 
     def _model(self, fp16: bool) -> ReferenceModel:
         if not fp16:

@@ -96,7 +96,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     from harness.results import CombinedChange, DeployedInfo, DiagnosisReport, ReferenceInfo
     from harness.results.summary import ImageIssue
     from harness.spec import SpecError
-    from harness.target import open_deployment, require_reference_model
+    from harness.target import open_deployment, require_own_model, require_reference_model
 
     require_formats(options.formats)
     started = time.perf_counter()
@@ -143,6 +143,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         deployment = open_deployment(session, client, target, images, log, checked, model)
         task = deployment.configure_task(spec, target.postprocess)
         model = model or load_model(task.name)
+        require_own_model(session, client, target, options.reference_model, model, checked, images, task.name)
         # A deployment answering probabilities is judged in probability units (:mod:`harness.scores`).
         tolerances = session.tolerances(deployment.scores_kind, task)
         tie_margin = session.tie_margin(options.tie_margin, deployment.scores_kind, task)
@@ -199,8 +200,11 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
         + (["The deployment's image stages are in BGR order (the decoder's, kept): a spec holds only the model "
             "input's order, so its image stages stay different."] if bgr_images else []))
     final_postprocess = dict(final_postprocess)
+    table = reference_table(spec, final_recipe, final_preprocess, final_postprocess)
+    change = CombinedChange(table, reference_toml(spec, final_recipe, final_preprocess, final_postprocess), note or None,
+                            unchanged=table == {"recipe": spec.reference.recipe})
     written, not_written = _write_spec(options.write_spec, spec, session.spec_path, result,
-                                       (final_recipe, final_preprocess, final_postprocess), note)
+                                       (final_recipe, final_preprocess, final_postprocess), change)
     training_written, training_not_written = _write_training_spec(options.write_training_spec, spec, session.spec_path,
                                                                   fingerprinted)
     timing = {"reading the deployed side": read_seconds, **dict(diagnoser.timing),
@@ -209,8 +213,7 @@ def run(session, options: DiagnoseOptions, log: Callable[[str], None] = lambda l
     report = DiagnosisReport(
         result, len(images), (*deployed.failed, *diagnoser.rejected_by_training), SCREEN_IMAGES,
         ReferenceInfo(fingerprinted.name if fingerprinted else recipe, model.name, reading=reading), deployment.model, server,
-        CombinedChange(reference_table(spec, final_recipe, final_preprocess, final_postprocess),
-                       reference_toml(spec, final_recipe, final_preprocess, final_postprocess), note or None),
+        change,
         spec.source, str(written) if written else None, diagnoser.tie_margin,
         {k: round(v, 3) for k, v in timing.items()}, dict(diagnoser.counts), versions(),
         fingerprint(final_recipe, final_preprocess) if result.causes else None,
@@ -250,11 +253,12 @@ def check_corrected(diagnoser, causes, checker, spec, postprocess: str | None):
     return CheckVerdict.of(summary.result(), task.result_stage)
 
 
-def _write_spec(out: Path | None, spec, spec_path: Path, result, final: tuple, note: str):
+def _write_spec(out: Path | None, spec, spec_path: Path, result, final: tuple, change):
     """(the deployment spec written, or None; why nothing was written, or None). ``--write-spec``
     writes the training reference as the deployment behaves (every cause applied: the reference
-    ``harness check --spec`` then passes with) when causes were found; nothing else: a spec
-    holding no cause would be a guess."""
+    ``harness check --spec`` then passes with) when causes were found that a spec can say
+    (``change``, the :class:`~harness.results.CombinedChange`); nothing else: a spec holding no
+    cause would be a guess, and one holding only the recipe it extends says nothing."""
     from harness.diagnose import corrected_spec
 
     if out is None:
@@ -262,9 +266,12 @@ def _write_spec(out: Path | None, spec, spec_path: Path, result, final: tuple, n
     if not result.causes:
         why = ("nothing diverged" if result.first_divergent is None else "no known culprit explains the divergence")
         return None, f"--write-spec: nothing written to {out}: {why}, so there is no correction to write"
+    if change.unchanged:
+        return None, (f"--write-spec: nothing written to {out}: no cause found can be said in a spec "
+                      f"({change.note or 'they change nothing the spec holds'})")
     recipe, preprocess, postprocess = final
-    return corrected_spec(spec, spec_path, recipe, preprocess, [c.hypothesis for c in result.causes], out, note,
-                          postprocess=postprocess), None
+    return corrected_spec(spec, spec_path, recipe, preprocess, [c.hypothesis for c in result.causes], out,
+                          change.note or "", postprocess=postprocess), None
 
 
 def _write_training_spec(out: Path | None, spec, spec_path: Path, fingerprinted):

@@ -25,7 +25,7 @@ from typing import Callable
 from harness.diagnose.advice import recommend
 from harness.diagnose.catalogue import Hypothesis, candidate_hypotheses, partnered
 from harness.diagnose.conclusion import combined_recommendation, conclude
-from harness.diagnose.evaluation import SCREEN_IMAGES, Diagnoser
+from harness.diagnose.evaluation import SCREENED, Diagnoser
 from harness.diagnose.findings import Cause, CheckVerdict, Diagnosis, Round
 from harness.diagnose.outcomes import Evaluation
 from harness.spec import Preprocess
@@ -78,28 +78,28 @@ def _try(diagnoser: Diagnoser, number: int, applied: tuple[Hypothesis, ...], bas
          label: str = "") -> tuple[list[Evaluation], list[Evaluation]]:
     """``hypotheses`` tried on top of ``applied``: (every one as it ended, those that explain ``focus``).
 
-    Three steps, cheapest first: every hypothesis on the first images (preprocessing only,
+    Three steps, cheapest first: every hypothesis on the screening images (the diverged first) (preprocessing only,
     when the first divergent stage comes before the model); those that explain the stage
     there, on every image; only when none explains it on every image, the best partial
-    explanation: the others with the model on the first images, then the best of them on
+    explanation: the others with the model on the screening images, then the best of them on
     every image (the next best if it does not improve there)."""
     screened = []
     for k, h in enumerate(hypotheses, 1):
         progress(f"round {number} (first divergent: {focus}): {label}{h.name} ({k}/{len(hypotheses)})")
         screened.append(diagnoser.screen(replacing(applied, h), h, base, focus, model=False))
     live = [e for e in screened if e.status == "screened"]
-    before = base.subset(diagnoser.indices[:SCREEN_IMAGES])
+    before = base.subset(diagnoser.screening(base, focus))
     done = {id(e): diagnoser.evaluate(replacing(applied, e.hypothesis), e.hypothesis, base) for e in live
             if e.diverged(focus) == 0 and e.score(focus)[:2] < before.score(focus)[:2]}
     explaining = [f for f in done.values() if f.diverged(focus) == 0 and f.improves(base, focus)]
     waiting = f"not pursued: another hypothesis explains `{focus}`"
     if not explaining:
-        waiting = f"not pursued: a better one on the first {SCREEN_IMAGES} images improves `{focus}` on every image"
+        waiting = f"not pursued: a better one on {SCREENED} improves `{focus}` on every image"
         for e in live:
             if id(e) not in done:
                 progress(f"round {number}: {label}{e.name}, with the model")
                 done[id(e)] = diagnoser.screen(replacing(applied, e.hypothesis), e.hypothesis, base, focus, model=True)
-        # Only what improves beyond noise on the first images is worth every image.
+        # Only what improves beyond noise on the screening images is worth every image.
         worth = [e for e in live if done[id(e)].status == "screened" and done[id(e)].improves(before, focus)]
         for e in sorted(worth, key=lambda e: done[id(e)].score(focus)):
             done[id(e)] = diagnoser.evaluate(replacing(applied, e.hypothesis), e.hypothesis, base)

@@ -61,9 +61,13 @@ def render_causes(report: DiagnosisReport) -> list[str]:
                      f"| {'-' if c.flips is None else c.flips} "
                      f"| {'-' if c.output_error is None else '+' + fmt(c.output_error)} |")
     change = report.combined_change
-    lines += ["", "The combined change, in spec terms: the spec's `[reference]` as the deployment behaves "
-              "(`--write-spec` writes it as a spec that extends this one"
-              + (f"; {change.note}" if change.note else "") + "):", "", "```toml", change.toml.rstrip(), "```"]
+    if change.unchanged:
+        lines += ["", "The combined change holds nothing a spec can say: the spec's `[reference]` stays as it is "
+                  "(`--write-spec` writes nothing)" + (f"; {change.note}" if change.note else ".")]
+    else:
+        lines += ["", "The combined change, in spec terms: the spec's `[reference]` as the deployment behaves "
+                  "(`--write-spec` writes it as a spec that extends this one"
+                  + (f"; {change.note}" if change.note else "") + "):", "", "```toml", change.toml.rstrip(), "```"]
     final, stage = d.final, d.final.first_divergent()
     lines += ["", f"With every change applied: first divergent stage {f'`{stage}`' if stage else 'none'}, "
               f"{task.agreement_words} {_pct(final.top1_agreement())} on {final.images} images "
@@ -80,7 +84,8 @@ def render_round(r: "Round", screen: int) -> list[str]:
              + (f"**{chosen}** ({'explains' if r.explains else 'explains part of'} `{stage}`)"
                 if chosen else "nothing (no hypothesis improves it)") + ".", "",
              f"Hypotheses, ranked by images still diverged up to `{stage}`, then its error (mean RMSE per image; "
-             f"inf = a different shape), then the output's; on every image, or on the first {screen} for those not "
+             f"inf = a different shape), then the output's; on every image, or on {screen} screening images (those that "
+             "diverged first) for those not "
              "evaluated on all (the output only where the model ran):", "",
              f"| # | hypothesis | culprit | diverged up to `{stage}` | error at `{stage}` | output error "
              f"| {r.base.task.agreement_words} | status |",

@@ -131,6 +131,8 @@ def render_markdown(report: StageReport) -> str:
     top = topk_line(report)
     if top:
         lines += ["", top]
+    if report.caveat():
+        lines += ["", f"**{markdown_text(report.caveat())}**"]
     if report.found():
         lines += ["", "Deployment found on the server:", "", "```", *report.found(), "```"]
     why = [(s.stage, s.why) for s in summary.stages if s.why]

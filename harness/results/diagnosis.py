@@ -30,6 +30,9 @@ class CombinedChange:
     toml: str
     note: str | None = None
     """What a spec cannot say (the model in fp16)."""
+    unchanged: bool = False
+    """The table holds nothing but the spec's own recipe: every cause is one a spec cannot say
+    (:attr:`note`), so there is no change in spec terms to show or write."""
 
 
 @dataclass(frozen=True)

@@ -27,4 +27,4 @@ def deployed_info(d: dict) -> DeployedInfo:
 
 def check_run(d: dict) -> CheckRun:
     return CheckRun(d["seconds"], d["tie_margin"], d["fail_on"], d["isolated"], d["top_k"], d["allow_rejected"],
-                    d.get("stopped_reason"), d.get("scores_kind", "logits"))
+                    d.get("stopped_reason"), d.get("scores_kind", "logits"), d.get("reference_answers_alike", False))

@@ -43,6 +43,10 @@ class StageReport:
         first line), when the reference is one (:attr:`ReferenceInfo.reading`)."""
         return None
 
+    def caveat(self) -> str | None:
+        """What makes the cost figures mean nothing, where something does (under them)."""
+        return None
+
     @property
     def tie_margin(self) -> float:
         raise NotImplementedError
@@ -189,12 +193,15 @@ class CheckRun:
     stopped_reason: str | None = None
     scores_kind: str = "logits"
     """What the output compared holds; the tie margin is in its units."""
+    reference_answers_alike: bool = False
+    """The reference model answered every image this run checked alike (two or more, each output
+    within the output tolerance of the first's): its answers do not depend on the image."""
 
     def to_dict(self) -> dict:
         return {"seconds": self.seconds, "incomplete": self.stopped_reason is not None,
                 "stopped_reason": self.stopped_reason, "fail_on": self.fail_on, "isolated": self.isolated,
                 "tie_margin": self.tie_margin, "scores_kind": self.scores_kind, "top_k": self.top_k,
-                "allow_rejected": self.allow_rejected}
+                "allow_rejected": self.allow_rejected, "reference_answers_alike": self.reference_answers_alike}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +227,14 @@ class CheckReport(StageReport):
 
     def reading(self) -> str | None:
         return self.reference.reading
+
+    def caveat(self) -> str | None:
+        if not self.run.reference_answers_alike:
+            return None
+        return (f"The reference model ({self.reference.model}) answered every image alike (each output within the "
+                "output tolerance of the first image's): its answers do not depend on the image (an untrained or "
+                "broken model), so what a difference costs in its predictions (the agreement above, the changes "
+                "counted) means nothing for it.")
 
     def found(self) -> tuple[str, ...]:
         """What discovery found on the server (empty for this repository's own pipelines)."""

@@ -178,8 +178,9 @@ class Classification(Task):
             return []
         names = getattr(report, "classes", ())
 
-        def named(index: int) -> str:  # the class's name beside its index, where the names are known
-            return f"{index} {names[index]}" if 0 <= index < len(names) else str(index)
+        def named(index: int) -> str:  # the class's name beside its index, where it has one (deploy names them by index)
+            name = names[index] if 0 <= index < len(names) else ""
+            return f"{index} {name}" if name and name != str(index) else str(index)
 
         rows = tuple((f.image, f.verdict.value, named(f.reference_top1), named(f.deployed_top1), fmt(f.margin))
                      for f in flips)

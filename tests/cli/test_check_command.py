@@ -21,7 +21,9 @@ def test_aligned_check_writes_every_report_and_exits_0(server, images, tmp_path)
     result = harness("check", images, "--url", server.grpc_url, "--report", tmp_path, "--save-tensors", html=True)
     assert result.returncode == 0, result.stderr
     assert "No stage diverged" in result.stdout and str(tmp_path / "report.md") in result.stderr
+    assert "do not depend on the image" not in result.stdout  # EfficientNet-Lite0 tells the photos apart
     report = json.loads((tmp_path / "report.json").read_text())
+    assert report["run"]["reference_answers_alike"] is False
     assert {"images", "failed", "stages", "first_divergent_stage", "spec", "versions"} <= set(report)
     assert [s["name"] for s in report["stages"]] == ["decode", "resize", "crop", "input", "output", "topk"]
     assert all({"name", "metrics", "isolated", "verdict"} <= set(s) for s in report["stages"])
@@ -35,6 +37,38 @@ def test_aligned_check_writes_every_report_and_exits_0(server, images, tmp_path)
     again = harness("compare", tmp_path, tmp_path, "--report", tmp_path / "self")
     assert again.returncode == 0, again.stderr
     assert all(s["verdict"] == "equal" for s in json.loads((tmp_path / "self" / "report.json").read_text())["stages"])
+
+
+def untrained_classifier(path):
+    """An ImageNet-shaped classifier whose answers do not depend on the image, as a randomly
+    initialised network's (issue 59 item 4): the pooled input through weights of about 1e-8, plus
+    a bias of the same size (logits about 1e-8, one class for every photo)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(59)
+    graph = helper.make_graph(
+        [helper.make_node("GlobalAveragePool", ["input"], ["pooled"]),
+         helper.make_node("Flatten", ["pooled"], ["flat"]),
+         helper.make_node("Gemm", ["flat", "weight", "bias"], ["logits"], transB=1)],
+        "untrained", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])],
+        [numpy_helper.from_array((rng.standard_normal((1000, 3)) * 1e-8).astype(np.float32), "weight"),
+         numpy_helper.from_array((rng.standard_normal(1000) * 1e-8).astype(np.float32), "bias")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+def test_a_reference_model_answering_every_image_alike_is_said_to_make_the_costs_meaningless(server, images, tmp_path):
+    untrained = untrained_classifier(tmp_path / "untrained.onnx")
+    result = harness("check", images, "--url", server.grpc_url, "--reference-model", untrained, "--report",
+                     tmp_path / "report", "--no-isolate")
+    assert result.returncode == 1, result.stdout + result.stderr  # the deployed EfficientNet answers otherwise
+    printed = " ".join(result.stdout.split())
+    assert "The reference model (onnxruntime (untrained.onnx)) answered every image alike" in printed
+    assert "its answers do not depend on the image" in printed and "means nothing for it" in printed
+    assert json.loads((tmp_path / "report" / "report.json").read_text())["run"]["reference_answers_alike"] is True
 
 
 def test_fail_on_close_makes_the_aligned_check_fail(server, images, tmp_path):

@@ -56,6 +56,7 @@ def test_deploy_writes_serves_and_checks_a_clip_compose(photos, tmp_path):
     printed = " ".join(result.stdout.split())
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"reference read from {CLIP} (torchvision Compose): replays your Compose exactly on 4 of 4 photos" in printed
+    assert (result.stdout + result.stderr).count("replays your Compose exactly") == 1  # said once, not by check too
     assert "checked on 4 of 4 photos: the cpu profile (the same DALI graph on DALI's CPU decoder and kernels" in printed
     stages = {s["name"]: s for s in json.loads((tmp_path / "report" / "report.json").read_text())["stages"]}
     assert {"decode", "resize", "crop", "input", "output"} <= set(stages)  # the replay, proven exact, gives each stage

@@ -46,13 +46,35 @@ def test_the_repository_is_this_projects_classification_models_reading_the_defin
     out, printed = vit
     assert sorted(load_repository(out)) == MODELS
     spec = load_spec(out / "preprocessing.toml")
-    assert spec.preprocess.resize.mode == "stretch" and spec.preprocess.resize.resampling == "pil"
+    resize, normalize = spec.preprocess.resize, spec.preprocess.normalize
+    assert (resize.mode, resize.size, resize.interpolation, resize.antialias, resize.resampling) == \
+        ("stretch", (224, 224), "linear", True, "pil")  # size {height, width}, resample 2: PIL's bilinear
+    assert spec.preprocess.crop.size == (224, 224) and spec.preprocess.input.channel_order == "RGB"
+    assert (normalize.pixel_range, normalize.mean, normalize.std) == (1.0, (0.5,) * 3, (0.5,) * 3)  # rescale 1/255
     assert spec.reference.recipe == "torch"  # transformers 5's default backend: torchvision on uint8 tensors
     assert load_config(out / "classifier" / "config.pbtxt").platform == "tensorrt_plan"
     assert load_config(out / "classify_dali" / "config.pbtxt").dynamic_batching is not None
     assert (out / "classifier" / "labels.txt").read_text() == LABELS.read_text()
     assert "every operator argument in DALI 2.1.1's schema" in printed
     assert "--minShapes=input:1x3x224x224" in printed and "--noTF32" in printed  # the engine builder's dry run
+
+
+def test_a_weights_presets_resize_and_normalization_are_written_as_it_defines_them(tmp_path):
+    """Issue 59 item 8: the written spec itself, not only the served check, holds the definition:
+    ResNet50_Weights.IMAGENET1K_V2.transforms() resizes the shorter side to 232 (bilinear, antialias),
+    crops 224 (torchvision's half-to-even offsets) and normalizes by ImageNet's mean and std, in RGB
+    order (a swapped mean passed every test but the served check)."""
+    out = tmp_path / "preset"
+    written = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out", out,
+                      "--no-check")
+    assert written.returncode == 0, written.stdout + written.stderr
+    spec = load_spec(out / "preprocessing.toml")
+    resize, normalize = spec.preprocess.resize, spec.preprocess.normalize
+    assert (resize.mode, resize.size, resize.interpolation, resize.antialias) == ("shorter_side", (232,), "linear", True)
+    assert spec.preprocess.crop.size == (224, 224) and spec.preprocess.crop.offset_rounding == "half_even"
+    assert normalize.pixel_range == 1.0 and spec.preprocess.input.channel_order == "RGB"
+    assert normalize.mean == (0.485, 0.456, 0.406) and normalize.std == (0.229, 0.224, 0.225)
+    assert spec.reference.recipe == "torchvision"
 
 
 def test_its_compose_file_is_valid_for_compose_and_the_spec_schema(vit):

@@ -55,6 +55,29 @@ def test_small_moves_are_close_and_large_ones_diverge(board):
     assert any("corners moved up to 6.0 px" in e for e in far.events())
 
 
+def test_the_close_rule_needs_both_the_overlap_and_the_corners_beyond_it(board):
+    """One close rule (DetectionTolerance.moved), asked by the verdict and by the near-threshold
+    evidence alike (issue 59 item 8: written twice, a mutant of either copy went unnoticed). The
+    board's largest word (51 px wide) moved 6 px: beyond both (IoU 0.79), diverged, or a tie where
+    the raw outputs explain it. The same word in a photo 4 times closer, moved the same: its corners
+    beyond 4 px but its IoU above 0.9, close, also where the evidence would explain a move."""
+    found, _ = board
+    largest = found.quads[int(np.argmax([cv2.contourArea(q.astype(np.float32)) for q in found.quads]))]
+    closer = (largest - largest.mean(axis=0)) * 4 + largest.mean(axis=0)
+    t = DetectionTolerance()
+    for quad, moved in ((closer, False), (largest, True)):
+        one = Detections(quad[None], np.array([0.9]))
+        shifted = Detections(one.quads + [6.0, 0.0], one.scores)
+        iou = compare_detections(one, shifted, THRESHOLD).matches[0].iou
+        assert t.moved(iou, 6.0) is moved and (iou >= t.close_iou) is not moved, iou
+        plain = compare_detections(one, shifted, THRESHOLD)
+        assert plain.verdict is (Verdict.DIVERGED if moved else Verdict.CLOSE)
+        explained = compare_detections(one, shifted, THRESHOLD, explained=lambda quads: True)
+        assert explained.verdict is (Verdict.TIE if moved else Verdict.CLOSE)
+        assert explained.matches[0].near_threshold is moved
+    assert not t.moved(0.5, t.corner_px) and t.moved(t.close_iou - 1e-6, t.corner_px + 1e-6)
+
+
 def test_a_box_lost_near_the_threshold_is_listed_not_failed(board):
     found, size = board
     weakest = int(np.argmin(found.scores))

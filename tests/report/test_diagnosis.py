@@ -32,7 +32,8 @@ def hand_diagnosis() -> Diagnosis:
                         changes=(("resize.antialias", True, False),))
     rejected = Evaluation("interpolation cubic", "resize interpolation", {0: outcome(Stage.RESIZE, 4.0)},
                           Hypothesis("interpolation cubic", "resize interpolation"), (),
-                          "rejected: no better on the first 8 images", baseline=baseline.subset([0]))
+                          "rejected: no better on the 8 screening images (those that diverged first)",
+                          baseline=baseline.subset([0]))
     rounds = (Round(1, baseline, Stage.RESIZE, (chosen, rejected), chosen, True),)
     cause = Cause(ANTIALIAS, 1, (("resize.antialias", True, False),), 1, 0.25, baseline,
                   "Set resize.antialias = true in the deployed spec.")
@@ -102,3 +103,25 @@ def test_fingerprint_says_the_preprocessing_in_words():
                             "input": {"channel_order": "BGR"}}).preprocess
     assert fingerprint("torchvision", stretched).startswith("BGR; stretched to 224x224 (linear, antialias, torchvision")
     assert "center crop 224x224" in fingerprint("opencv", parse_spec({}).preprocess)
+
+
+def test_a_combined_change_a_spec_cannot_say_is_said_so_and_not_written(tmp_path):
+    """Issue 59, a small one: with every cause one a spec cannot say (the model in fp16), the
+    "combined change in spec terms" held only ``recipe = "torch"`` and --write-spec wrote a spec
+    saying nothing: now it says so, and nothing is written."""
+    import dataclasses
+
+    from harness.diagnose.job import _write_spec
+
+    note = "The model-precision cause (fp16) cannot be written in a spec: the output stays different."
+    change = CombinedChange({"recipe": "torch"}, '[reference]\nrecipe = "torch"\n', note, unchanged=True)
+    report = dataclasses.replace(hand_report(), combined_change=change)
+    text = render_markdown(report)
+    assert "The combined change holds nothing a spec can say: the spec's `[reference]` stays as it is " \
+           f"(`--write-spec` writes nothing); {note}" in text
+    assert 'recipe = "torch"' not in text and "in spec terms:" not in text
+    written, why = _write_spec(tmp_path / "deployed.toml", None, tmp_path / "spec.toml", report.diagnosis, (), change)
+    assert written is None and not (tmp_path / "deployed.toml").exists()
+    assert why == f"--write-spec: nothing written to {tmp_path / 'deployed.toml'}: no cause found can be said in a " \
+                  f"spec ({note})"
+    assert "in spec terms:" in render_markdown(hand_report())  # a change a spec says is still shown

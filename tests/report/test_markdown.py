@@ -101,3 +101,7 @@ def test_a_changed_top1_is_named_by_its_class_and_the_reading_comes_first():
     assert f"| {flip.reference_top1} class{flip.reference_top1} | {flip.deployed_top1} class{flip.deployed_top1} |" in text
     assert text.split("\n")[2] == f"> Reference {line}"
     assert f"| {flip.reference_top1} | {flip.deployed_top1} |" in render_markdown(report)  # unnamed: the index alone
+    # classes named by their indices (harness deploy without --class-names): the index once, not "3 3"
+    by_index = render_markdown(dataclasses.replace(report, classes=tuple(str(k) for k in range(10))))
+    [row] = [line for line in by_index.splitlines() if "`swap.jpg`" in line]
+    assert f"| {flip.reference_top1} | {flip.deployed_top1} |" in row, row
