@@ -174,6 +174,9 @@ def _hf(source: str, rest: str) -> Reading:
     path = Path(path_text)
     file = path / HF_CONFIG if path.is_dir() else path
     config = _json(file, "preprocessor config", source)
+    if "auto_map" in config:  # refused before transformers is imported: nothing could offer to run it
+        raise SpecError(f"--reference {source}: {file} has auto_map: its processor is the folder's own Python code, "
+                        "which the harness never runs; name a transformers processor in image_processor_type")
     name = processor_class(config) or "image processor"
     how = f"{backend} backend" + ("" if said else f" (transformers 5's default; {source}:pil for the PIL one)")
     try:
@@ -186,23 +189,24 @@ def _hf(source: str, rest: str) -> Reading:
     except ImportError:
         missing = f"transformers is not installed ({INSTALL})"
     else:
-        own = _hf_processor(file, backend, source)
+        own = _hf_processor(config, backend, source)
     return Reading(source, f"Hugging Face {name}, {how}", "the processor", read, refused, own, missing)
 
 
-def _hf_processor(file: Path, backend: str, source: str):
-    """The processor itself, from the local file only (nothing is downloaded), on ``backend``."""
+def _hf_processor(config: dict, backend: str, source: str):
+    """The processor itself from ``config`` (the table read and checked above), on ``backend``.
+    transformers is given a folder holding only that table, and neither the user's folder (its
+    ``config.json``, its ``.py`` files) nor remote code: nothing is downloaded, nothing of the
+    folder's runs."""
     import tempfile
 
     from transformers import AutoImageProcessor
 
-    folder = file.parent
-    with tempfile.TemporaryDirectory(prefix="harness-hf-") as tmp:
-        if file.name != HF_CONFIG:  # transformers reads a folder's preprocessor_config.json
-            folder = Path(tmp)
-            (folder / HF_CONFIG).write_bytes(file.read_bytes())
+    with tempfile.TemporaryDirectory(prefix="harness-hf-") as folder:
+        (Path(folder) / HF_CONFIG).write_text(json.dumps(config))
         try:
-            processor = AutoImageProcessor.from_pretrained(str(folder), backend=backend, local_files_only=True)
+            processor = AutoImageProcessor.from_pretrained(folder, backend=backend, local_files_only=True,
+                                                           trust_remote_code=False)
         except Exception as exc:  # noqa: BLE001 - transformers raises many kinds for a config it cannot use
             raise SpecError(f"--reference {source}: transformers cannot make the processor: "
                             f"{str(exc).strip().splitlines()[0]}") from None
