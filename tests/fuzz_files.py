@@ -219,6 +219,11 @@ OPTION_VALUES = {
     "--url": ("http://127.0.0.1:1", "127.0.0.1", "127.0.0.1:0", "[::1]:1", "a b:1", "127.0.0.1:70000"),
 }
 FLAGS = ("--no-isolate", "--save-tensors", "--allow-rejected", "--follow-links", "--resume")
+HOSTILE_NUMBERS = ("nan", "NaN", "inf", "-inf", "1e308", "1e999", "-1", "-0.5", "x", "", " ", "0x10", "1" + "0" * 30,
+                   "9" * 5000)
+"""What no option taking a number accepts (issue 54: ``--interval nan`` ran rounds back to back,
+``1e308`` overflowed a sleep)."""
+HOSTILE_SHARDS = ("nan/1", "1/0", "-1/2", "0/nan", "2/2", "1e308/1", "x", "", "/")
 
 
 def random_options(rng: random.Random) -> list[str]:
