@@ -213,9 +213,7 @@ def export_module(net, model_dir: Path, labels: list[str], input_size: tuple[int
 
 def model_tag(onnx_path: Path) -> str | None:
     """Where an ONNX came from, if ``harness model export`` made it."""
-    import onnx
-
-    props = {p.key: p.value for p in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
+    props = {p.key: p.value for p in read_onnx(onnx_path, external_data=False).metadata_props}
     return props.get(TAG_KEY)
 
 
@@ -278,7 +276,7 @@ def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int]) -> Mod
     if found.size is not None and tuple(found.size) != tuple(input_size):
         raise ModelError(f"{onnx_path}: the model takes {found.size[0]}x{found.size[1]} images ({found.layout}), the "
                          f"preprocessing makes {input_size[0]}x{input_size[1]}")
-    model = onnx.load(str(onnx_path))
+    model = read_onnx(onnx_path)
     graph = model.graph
     names = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.input} | {
         o.name for o in graph.output}
@@ -348,11 +346,50 @@ def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size:
     return out
 
 
+def read_onnx(onnx_path: Path, external_data: bool = True):
+    """The ONNX model of a file (its external data too, unless ``external_data`` is False), or
+    :class:`ModelError` in one line: a file protobuf cannot parse as a model, or a tensor whose
+    external data is missing or lies outside the model's folder (``../../etc/passwd``): checked
+    before anything is read, where onnx would raise a ValidationError when it reads it."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load(str(onnx_path), load_external_data=False)
+    except DecodeError:
+        raise ModelError(f"{onnx_path}: not an ONNX model (protobuf cannot parse it)") from None
+    except OSError as exc:
+        raise ModelError(f"{onnx_path}: cannot be read ({exc.strerror or exc})") from None
+    folder = Path(onnx_path).parent.resolve()
+    for tensor in _external_tensors(model):
+        location = onnx.external_data_helper.ExternalDataInfo(tensor).location
+        file = (folder / location).resolve()
+        if not file.is_relative_to(folder):
+            raise ModelError(f"{onnx_path}: tensor {tensor.name!r} keeps its data in {location!r}, outside the model's "
+                             "folder: refused")
+        if not file.is_file():
+            raise ModelError(f"{onnx_path}: tensor {tensor.name!r} keeps its data in {location!r}, which is missing")
+    if external_data:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(folder))
+        except (onnx.checker.ValidationError, OSError, ValueError) as exc:
+            raise ModelError(f"{onnx_path}: its external data cannot be read ({str(exc).splitlines()[0]})") from None
+    return model
+
+
+def _external_tensors(model):
+    """The model's tensors whose data is in another file (onnx's own walk: initializers and
+    attributes, subgraphs included)."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    return [t for t in _get_all_tensors(model) if uses_external_data(t)]
+
+
 def onnx_signature(onnx_path: Path) -> tuple[list[TensorSignature], list[TensorSignature]]:
     """(inputs, outputs) of an ONNX model; symbolic dimensions are given by name."""
     import onnx
 
-    model = onnx.load(str(onnx_path), load_external_data=False)
+    model = read_onnx(onnx_path, external_data=False)
     initializers = {i.name for i in model.graph.initializer}
 
     def sig(value):

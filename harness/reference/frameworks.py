@@ -27,10 +27,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from harness.errors import UsageError
 from harness.operations import crop as center_crop
 from harness.operations import decode, resize_filter, resize_mode
 from harness.operations.channels import section as input_order
 from harness.spec import SpecError, parse_spec
+from harness.validation import LARGEST, require_int, require_number
 
 
 class NotReadable(SpecError):
@@ -48,6 +50,35 @@ class Read:
     @property
     def preprocess(self):
         return parse_spec(dict(self.table), source="the training definition").preprocess
+
+
+def _whole(where: str, key: str, value: Any, minimum: int = 1) -> int:
+    """A config's whole number (a size, a filter code), or :class:`SpecError` naming the file and the key:
+    ``NaN``, ``1e999``, ``"224"`` or ``[224]`` where transformers and timm read an int."""
+    try:
+        return require_int(key, value, minimum, 2 ** 31 - 1)
+    except UsageError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _number(where: str, key: str, value: Any, minimum: float | None = None, maximum: float = LARGEST,
+            above: float | None = None) -> float:
+    """A config's finite number within bounds, or :class:`SpecError` naming the file and the key."""
+    try:
+        return require_number(key, value, minimum, maximum, above)
+    except UsageError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _numbers(where: str, key: str, values: Any) -> list[float]:
+    """A config's list of finite numbers (a mean, a std); their count is the spec's to check."""
+    if not isinstance(values, (list, tuple)):
+        raise SpecError(f"{where}: {key} must be a list of numbers, got {values!r}")
+    return [_number(where, f"{key}[{k}]", v) for k, v in enumerate(values)]
+
+
+MIN_CROP_PCT = 0.01
+"""The smallest ``crop_pct`` read: a resize to ``size / crop_pct`` stays a size (``1e-320`` made it infinite)."""
 
 
 # -- torchvision transforms --------------------------------------------------------------------
@@ -192,14 +223,17 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
     cfg = {**TIMM_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
     if "input_size" not in cfg:
         raise NotReadable(f"{where}: no input_size in the pretrained_cfg")
-    channels, height, width = (int(v) for v in cfg["input_size"])
+    size = cfg["input_size"]
+    if not isinstance(size, (list, tuple)) or len(size) != 3:
+        raise SpecError(f"{where}: input_size must be [channels, height, width], got {size!r}")
+    channels, height, width = (_whole(where, f"input_size[{k}]", v) for k, v in enumerate(size))
     if channels != 3:
         raise NotReadable(f"{where}: input_size {list(cfg['input_size'])}: only 3-channel inputs are read")
     interpolation = str(cfg["interpolation"])
     if interpolation not in TIMM_INTERPOLATIONS:
         raise NotReadable(f"{where}: interpolation {interpolation!r}: no spec interpolation holds it (timm's "
                           f"{', '.join(TIMM_INTERPOLATIONS)} are read)")
-    crop_pct, mode = float(cfg["crop_pct"]), str(cfg["crop_mode"])
+    crop_pct, mode = _number(where, "crop_pct", cfg["crop_pct"], MIN_CROP_PCT, 1.0), str(cfg["crop_mode"])
     scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
     resize = resize_filter.table(TIMM_INTERPOLATIONS[interpolation])
     if mode == "squash":
@@ -214,8 +248,8 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
         raise NotReadable(f"{where}: crop_mode {mode!r}: timm's {what} holds no spec operation (center and squash are read)")
     return Read({**decode.AS_PIL_OPENS, "resize": resize,
                  "crop": center_crop.table([height, width], "half_even"),
-                 "normalize": {"pixel_range": 1.0, "mean": [float(m) for m in cfg["mean"]],
-                               "std": [float(s) for s in cfg["std"]]},
+                 "normalize": {"pixel_range": 1.0, "mean": _numbers(where, "mean", cfg["mean"]),
+                               "std": _numbers(where, "std", cfg["std"])},
                  **input_order("RGB")}, "torchvision")
 
 
@@ -252,22 +286,23 @@ HF_RESAMPLE = {resize_filter.PIL_CODES[resize_filter.PIL[i]]: i for i in resize_
 def processor_class(config: Mapping[str, Any]) -> str:
     """The processor class a config names (``image_processor_type``; an old ``feature_extractor_type``
     as its processor), without a backend suffix (``...Fast``, ``...Pil``)."""
-    name = config.get("image_processor_type") or str(config.get("feature_extractor_type") or "").replace(
-        "FeatureExtractor", "ImageProcessor")
+    name = str(config.get("image_processor_type") or str(config.get("feature_extractor_type") or "").replace(
+        "FeatureExtractor", "ImageProcessor"))
     for suffix in ("Fast", "Pil"):
         name = name.removesuffix(suffix)
     return name
 
 
-def _hf_size(size: Any, square: bool, key: str) -> dict:
-    """A ``size`` as transformers reads it (``get_size_dict``): an int is a square or the shortest edge."""
-    if isinstance(size, int):
-        return {"height": size, "width": size} if square else {"shortest_edge": size}
-    if isinstance(size, (list, tuple)) and len(size) == 2:
-        return {"height": int(size[0]), "width": int(size[1])}
-    if isinstance(size, Mapping):
-        return dict(size)
-    raise NotReadable(f"{key} {size!r}: not a size")
+def _hf_size(size: Any, square: bool, key: str, where: str) -> dict:
+    """A ``size`` as transformers reads it (``get_size_dict``): an int is a square or the shortest edge;
+    each side a whole number (:class:`SpecError` otherwise)."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = {"height": size, "width": size} if square else {"shortest_edge": size}
+    elif isinstance(size, (list, tuple)) and len(size) == 2:
+        size = {"height": size[0], "width": size[1]}
+    elif not isinstance(size, Mapping):
+        raise NotReadable(f"{key} {size!r}: not a size")
+    return {side: _whole(where, f"{key}.{side}", value) for side, value in size.items()}
 
 
 def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
@@ -285,12 +320,12 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
         raise NotReadable(f"{where}: do_pad = true: padding to a batch's size holds no spec operation")
     if not c["do_resize"]:
         raise NotReadable(f"{where}: do_resize = false: the model input's size would follow the image")
-    resample = int(c["resample"])
+    resample = _whole(where, "resample", c["resample"], minimum=0)
     if resample not in HF_RESAMPLE:
         raise NotReadable(f"{where}: resample {resample} ({ {4: 'BOX', 5: 'HAMMING'}.get(resample, '?') }): no spec "
                           f"interpolation holds it")
     interpolation = HF_RESAMPLE[resample]
-    size = _hf_size(c["size"], c.get("default_to_square", True), "size")
+    size = _hf_size(c["size"], c.get("default_to_square", True), "size", where)
     resize = resize_filter.table(interpolation)
     crop = None
     if name == "ConvNextImageProcessor":  # its own resize: crop_pct below 384, a square warp from 384
@@ -298,28 +333,32 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
         if edge is None:
             raise NotReadable(f"{where}: ConvNext's size needs shortest_edge, got {size}")
         if edge < 384:
-            resize.update(mode="shorter_side", size=int(edge / float(c["crop_pct"])), size_rounding="floor")
+            crop_pct = _number(where, "crop_pct", c["crop_pct"], MIN_CROP_PCT, 1.0)
+            resize.update(mode="shorter_side", size=int(edge / crop_pct), size_rounding="floor")
             crop = [edge, edge]
         else:
             resize.update(resize_mode.stretch([edge, edge]))
     elif set(size) == {"shortest_edge"}:
-        resize.update(mode="shorter_side", size=int(size["shortest_edge"]), size_rounding="floor")
+        resize.update(mode="shorter_side", size=size["shortest_edge"], size_rounding="floor")
     elif set(size) == {"height", "width"}:
-        resize.update(resize_mode.stretch([int(size["height"]), int(size["width"])]))
+        resize.update(resize_mode.stretch([size["height"], size["width"]]))
     else:
         raise NotReadable(f"{where}: size {size}: {', '.join(sorted(set(size) - {'height', 'width', 'shortest_edge'}))} "
                           "bounds a side the spec's resize does not (it has shortest_edge, or height and width)")
     if crop is None and c.get("do_center_crop"):
-        crop_size = _hf_size(c.get("crop_size") or size, True, "crop_size")
-        crop = [int(crop_size["height"]), int(crop_size["width"])]
+        crop_size = _hf_size(c.get("crop_size") or size, True, "crop_size", where)
+        if set(crop_size) != {"height", "width"}:
+            raise NotReadable(f"{where}: crop_size {crop_size}: a center crop takes height and width")
+        crop = [crop_size["height"], crop_size["width"]]
     if crop is None:
         if resize["mode"] == "shorter_side":
             raise NotReadable(f"{where}: a shortest_edge resize without do_center_crop: the model input's size would "
                               "follow the image")
         crop = list(resize["size"])
-    normalize = {"mean": [float(m) for m in c["image_mean"]], "std": [float(s) for s in c["image_std"]]} \
+    normalize = {"mean": _numbers(where, "image_mean", c["image_mean"]), "std": _numbers(where, "image_std", c["image_std"])} \
         if c["do_normalize"] else {"mean": [0.0] * 3, "std": [1.0] * 3}
-    pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
+    rescale = _number(where, "rescale_factor", c["rescale_factor"], above=0.0) if c["do_rescale"] else None
+    pixel_range = round(255.0 * rescale, 12) if rescale is not None else 255.0  # 1/255: 1, not 1 + 2e-16
     return Read({**decode.AS_PIL_OPENS, "resize": resize,
                  "crop": center_crop.table(crop, "floor"),
                  "normalize": {"pixel_range": pixel_range, **normalize}, **input_order("RGB")},

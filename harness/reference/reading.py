@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.reference.frameworks import NotReadable, Read, processor_class
+from harness.result import one_line
 from harness.spec import SpecError
 
 PREFIXES = ("torchvision:", "timm:", "hf:")
@@ -101,7 +102,7 @@ def _torchvision(source: str, name: str) -> Reading:
 
     try:
         weights = get_weight(name)
-    except (ValueError, AttributeError, KeyError) as exc:
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:  # TypeError: resnet50.DEFAULT (a function's)
         raise SpecError(f"--reference {source}: torchvision has no weights {name!r} ({exc}); e.g. "
                         "torchvision:ResNet50_Weights.IMAGENET1K_V2") from None
     preset = weights.transforms()
@@ -160,6 +161,8 @@ def _timm(source: str, rest: str) -> Reading:
         own = create_transform(**resolve_data_config(pretrained_cfg=dict(cfg)))
     except ImportError:
         missing = f"timm is not installed ({INSTALL})"
+    except Exception as exc:  # noqa: BLE001 - timm raises many kinds for a config it cannot use
+        raise SpecError(f"--reference {source}: timm cannot make its transforms: {one_line(exc)}") from None
     return Reading(source, f"timm pretrained_cfg of {name}", "timm's transforms", read, refused, own, missing)
 
 
@@ -208,8 +211,7 @@ def _hf_processor(config: dict, backend: str, source: str):
             processor = AutoImageProcessor.from_pretrained(folder, backend=backend, local_files_only=True,
                                                            trust_remote_code=False)
         except Exception as exc:  # noqa: BLE001 - transformers raises many kinds for a config it cannot use
-            raise SpecError(f"--reference {source}: transformers cannot make the processor: "
-                            f"{str(exc).strip().splitlines()[0]}") from None
+            raise SpecError(f"--reference {source}: transformers cannot make the processor: {one_line(exc)}") from None
     if getattr(processor, "backend", backend) != backend:
         raise SpecError(f"--reference {source}: transformers made a {processor.backend} processor, not {backend}")
     return processor
