@@ -42,7 +42,7 @@ from harness.paths import DEFAULT_REPOSITORY
 from harness.report.formats import add_format_arg
 from harness.target import Target
 from harness.task import TASKS, task_name
-from harness.validation import LARGEST, PORT, TIMEOUT, Number, require_timeout
+from harness.validation import LARGEST, PORT, TIMEOUT, Number, require_timeout, user_path
 from harness.verdict import FAIL_ON
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self.register("type", Path, user_path)  # every type=Path option, of every group, checked once
 
     def parse_known_args(self, args=None, namespace=None):
         pending: list[_FromEnvironment] = []

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.files import read_limited
 
 INPUT_NAME = "input"
 LOGITS = "logits"
@@ -340,6 +341,7 @@ def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size:
     """Install the user's ONNX classifier and labels, meeting the contract (:func:`conform_onnx`:
     its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended)."""
     out = model_dir / ONNX_FILENAME
+    read_labels(labels_path)  # first: a folder or a device (copied without end from /dev/zero) is refused
     conform_onnx(onnx_path, out, input_size)
     shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
     check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
@@ -354,6 +356,8 @@ def read_onnx(onnx_path: Path, external_data: bool = True):
     import onnx
     from google.protobuf.message import DecodeError
 
+    if not Path(onnx_path).is_file():  # a device or a FIFO would be read without end
+        raise ModelError(f"{onnx_path}: not an ONNX file (no such regular file)")
     try:
         model = onnx.load(str(onnx_path), load_external_data=False)
     except DecodeError:
@@ -422,11 +426,20 @@ def check_onnx(onnx_path: Path, input_size: tuple[int, int], labels: list[str] |
         raise ModelError(f"{onnx_path}: {classes} classes but the label file has {len(labels)} lines")
 
 
+LABELS_MAX_BYTES = 16 * 2 ** 20
+"""The largest label file read (ImageNet-21k's names take about 1 MB)."""
+
+
 def read_labels(path: Path) -> list[str]:
-    """Class names, one a line; only the first of comma-separated synonyms is kept."""
+    """Class names, one a line; only the first of comma-separated synonyms is kept. A folder, a
+    device or a FIFO is refused (``/dev/zero`` was read without end), as is text not in UTF-8."""
     if not path.exists():
         raise ModelError(f"label file not found: {path}")
-    return [line.split(",")[0].strip() for line in path.read_text().splitlines() if line.strip()]
+    try:
+        text = read_limited(path, LABELS_MAX_BYTES, "label file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{path}: a label file is UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return [line.split(",")[0].strip() for line in text.splitlines() if line.strip()]
 
 
 def write_labels(path: Path, labels: list[str]) -> None:

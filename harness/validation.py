@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.errors import UsageError
 
@@ -106,6 +108,24 @@ FRACTION = Number(0.0, 1.0)
 """A share, 0 to 1."""
 SEED = Whole(0, 2 ** 32 - 1)
 """A random seed, as numpy takes one."""
+
+
+NAME_MAX, PATH_MAX = 255, 4096
+"""The longest file name and path Linux takes, in bytes: longer ones make every ``exists()`` and
+``is_dir()`` raise OSError (ENAMETOOLONG) wherever the path is first looked at."""
+
+
+def user_path(text: str) -> Path:
+    """Every ``type=Path`` option's value (:class:`harness.arguments.ArgumentParser` registers it
+    for ``Path``): refused while parsing when it is empty (it would mean the current folder) or
+    longer than the system takes, in one line naming the option."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (for the current folder, give .)")
+    encoded = os.fsencode(text)
+    if len(encoded) >= PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+        raise argparse.ArgumentTypeError(f"a path longer than the system takes ({NAME_MAX} bytes a name, "
+                                         f"{PATH_MAX - 1} in all): {text[:60]!r}...")
+    return Path(text)
 
 
 MAX_TIMEOUT = 24 * 3600.0

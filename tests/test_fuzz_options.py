@@ -46,14 +46,15 @@ def positionals(parser: argparse.ArgumentParser) -> list[str]:
             not isinstance(a, argparse._SubParsersAction)]
 
 
-def parse(words, args) -> tuple[int, str]:
-    """``harness WORDS POSITIONALS ARGS`` parsed (not run): (exit status, stderr); 0 when accepted."""
+def parse(words, args, fill: bool = True) -> tuple[int, str]:
+    """``harness WORDS POSITIONALS ARGS`` parsed (not run): (exit status, stderr); 0 when accepted.
+    ``fill`` False: ``args`` hold the positionals."""
     parser = build_parser()
     sub = dict(commands(parser))[tuple(words)]
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            parser.parse_args([*words, *positionals(sub), *args])
+            parser.parse_args([*words, *(positionals(sub) if fill else ()), *args])
         except SystemExit as exc:
             return exc.code, err.getvalue()
     return 0, err.getvalue()
