@@ -6,13 +6,17 @@ file where a folder goes) found by the campaign are one line, exit 2. No server:
 are given an address nothing listens on, and each refusal comes before it is asked."""
 
 import argparse
+import contextlib
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.cli import build_parser
 from tests.commands import harness
+from tests.conftest import copy_photos
 from tests.test_fuzz_options import commands, parse, positionals
 
 LONG = "/tmp/" + "a" * 300
@@ -76,3 +80,50 @@ def test_a_path_of_the_wrong_kind_is_one_line(kinds, args, message):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+@contextlib.contextmanager
+def fifo_watch(path: Path):
+    """A FIFO at ``path`` and a flag set when something opens it to read: the watcher opens its
+    writing end as soon as a reader waits, so a reader (the old code) gets end-of-file instead of
+    waiting for ever, and the test fails instead of hanging."""
+    os.mkfifo(path)
+    opened, done = threading.Event(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # ENXIO: no reader
+                time.sleep(0.05)
+                continue
+            opened.set()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield opened
+    finally:
+        done.set()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("option, name", [("--reference-model", "model.onnx"), ("--reference", "training.py:f")])
+def test_a_fifo_named_as_the_reference_is_refused_never_read(photos_dir, tmp_path, option, name):
+    """check hashed --reference-model before loading it (a FIFO waited for ever, /dev/zero was read
+    for ever); a FIFO named FILE.py was imported (read without end)."""
+    copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
+    file, _, attribute = name.partition(":")
+    with fifo_watch(tmp_path / file) as opened:
+        value = f"{tmp_path / file}:{attribute}" if attribute else tmp_path / file
+        result = harness("check", tmp_path / "images", option, value, "--report", tmp_path / "r", *UNREACHABLE)
+    assert not opened.is_set(), f"{option} {name}: the FIFO was opened to read"
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_reference_file_with_a_name_too_long_is_one_line(photos_dir, tmp_path):
+    images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
+    result = harness("check", images, "--report", tmp_path / "r", "--reference", f"{tmp_path / ('a' * 300)}.py:f", *UNREACHABLE)
+    assert result.returncode == 2 and "File name too long" in result.stderr, result.stderr[-2000:]
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
