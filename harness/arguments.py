@@ -42,7 +42,7 @@ from harness.paths import DEFAULT_REPOSITORY
 from harness.report.formats import add_format_arg
 from harness.target import Target
 from harness.task import TASKS, task_name
-from harness.validation import require_timeout
+from harness.validation import LARGEST, PORT, TIMEOUT, Number, require_timeout, user_path
 from harness.verdict import FAIL_ON
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self.register("type", Path, user_path)  # every type=Path option, of every group, checked once
 
     def parse_known_args(self, args=None, namespace=None):
         pending: list[_FromEnvironment] = []
@@ -275,13 +276,13 @@ class ServerArgs(ArgGroup):
         # None where a --url without it still has its old meaning: stated or not must be told apart
         group.add_argument("--protocol", choices=PROTOCOLS, default=None if self.legacy_protocol else "grpc",
                            help=f"the protocol of --url (default: grpc{legacy})")
-        group.add_argument("--timeout", type=float, default=self.timeout, metavar="SECONDS",
+        group.add_argument("--timeout", type=TIMEOUT, default=self.timeout, metavar="SECONDS",
                            help="seconds per request (default: %(default)s)")
         if self.ports:
-            group.add_argument("--http-port", type=int, default=None, metavar="PORT",
+            group.add_argument("--http-port", type=PORT, default=None, metavar="PORT",
                                help="the port of Triton's HTTP endpoint on --url's host, when --url is the gRPC one "
                                     "(default: 8000)")
-            group.add_argument("--grpc-port", type=int, default=None, metavar="PORT",
+            group.add_argument("--grpc-port", type=PORT, default=None, metavar="PORT",
                                help="the port of Triton's gRPC endpoint on --url's host, when --url is the HTTP one "
                                     "(default: 8001)")
             group.add_argument("--grpc-url", dest="grpc_address", default=None, help=argparse.SUPPRESS,
@@ -564,7 +565,7 @@ class VerdictArgs(ArgGroup):
             group.add_argument("--fail-on", choices=FAIL_ON, default="diverged",
                                help=FAIL_ON_HELP + (f"; {self.note}" if self.note else ""))
         if self.ties:
-            group.add_argument("--tie-margin", type=float, default=None, metavar="MARGIN",
+            group.add_argument("--tie-margin", type=Number(0.0, LARGEST), default=None, metavar="MARGIN",
                                help="a top-1 change is a tie, not a divergence, when the reference's top-1 score was "
                                     "ahead of the deployed top-1 by at most this much, in the units of the scores "
                                     "compared: logits, or probability for a deployment answering probabilities "

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.paths import packaged
+from harness.files import InputFileError, read_limited
 
 MANIFEST_PATH = packaged("deploy/versions.toml")
 """The manifest of a source checkout (the Triton image mounts it at the same place), or the one an
@@ -128,11 +129,13 @@ def _component(table: dict, name: str, version_key: str = "version") -> Componen
 
 def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
     """Read the manifest (default: the checkout's ``deploy/versions.toml``)."""
-    try:
-        table = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: the production manifest is missing") from None
-    except tomllib.TOMLDecodeError as exc:
+    if not Path(path).exists():
+        raise ManifestError(f"{path}: the production manifest is missing")
+    try:  # a regular file of at most 1 MiB: /dev/zero ran out of memory, a FIFO waited for ever
+        table = tomllib.loads(read_limited(path, 2 ** 20, "manifest").decode("utf-8"))
+    except InputFileError as exc:
+        raise ManifestError(str(exc)) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: {exc}") from None
     if "release" not in table.get("triton", {}):
         raise ManifestError(f"{path}: the manifest has no triton.release")

@@ -92,6 +92,8 @@ def read_shards(directories: Sequence[Path]) -> list[ShardRun]:
     run, all complete, each index once."""
     shards = []
     for directory in directories:
+        if not directory.is_dir():
+            raise UsageError(f"{directory}: not a folder (give the shards' --report folders)")
         record = ShardRecord.read(directory)  # first: a folder that is not a shard says so
         try:
             report = json.loads((directory / "report.json").read_text())

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.files import read_limited
 
 INPUT_NAME = "input"
 LOGITS = "logits"
@@ -216,9 +217,7 @@ def export_module(net, model_dir: Path, labels: list[str], input_size: tuple[int
 
 def model_tag(onnx_path: Path) -> str | None:
     """Where an ONNX came from, if ``harness model export`` made it."""
-    import onnx
-
-    props = {p.key: p.value for p in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
+    props = {p.key: p.value for p in read_onnx(onnx_path, external_data=False).metadata_props}
     return props.get(TAG_KEY)
 
 
@@ -293,7 +292,6 @@ def load_for_tensorrt(onnx_path: Path, manifest=None) -> LoadedOnnx:
     with full shape inference passes, ONNX Runtime loads it): only the version field changes."""
     import onnx
     import onnxruntime as ort
-    from google.protobuf.message import DecodeError
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
     from harness.manifest import load_manifest
@@ -301,10 +299,7 @@ def load_for_tensorrt(onnx_path: Path, manifest=None) -> LoadedOnnx:
     manifest = manifest or load_manifest()
     limits = manifest.tensorrt_onnx
     parser = f"TensorRT {manifest.tensorrt.version}'s ONNX parser (ONNX {limits.onnx})"
-    try:
-        model = onnx.load(str(onnx_path))
-    except (DecodeError, ValueError, OSError) as exc:
-        raise ModelError(f"{onnx_path}: not an ONNX model ({exc})") from None
+    model = read_onnx(onnx_path)  # the one reader: not a regular file, not parsable, external data outside: refused
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     export = f"export it with torch.onnx.export(..., opset_version={limits.max_opset})"
     if opset is None or not limits.min_opset <= opset <= limits.max_opset:
@@ -348,7 +343,7 @@ def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int], model=
     if found.size is not None and tuple(found.size) != tuple(input_size):
         raise ModelError(f"{onnx_path}: the model takes {found.size[0]}x{found.size[1]} images ({found.layout}), the "
                          f"preprocessing makes {input_size[0]}x{input_size[1]}")
-    model = model if model is not None else onnx.load(str(onnx_path))
+    model = model if model is not None else read_onnx(onnx_path)
     graph = model.graph
     names = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.input} | {
         o.name for o in graph.output}
@@ -426,17 +421,59 @@ def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size:
     its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended) and what the
     production TensorRT parses (:func:`load_for_tensorrt`)."""
     out = model_dir / ONNX_FILENAME
+    read_labels(labels_path)  # first: a folder or a device (copied without end from /dev/zero) is refused
     conform_onnx(onnx_path, out, input_size, load_for_tensorrt(onnx_path).model)
     shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
     check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
     return out
 
 
+def read_onnx(onnx_path: Path, external_data: bool = True):
+    """The ONNX model of a file (its external data too, unless ``external_data`` is False), or
+    :class:`ModelError` in one line: a file protobuf cannot parse as a model, or a tensor whose
+    external data is missing or lies outside the model's folder (``../../etc/passwd``): checked
+    before anything is read, where onnx would raise a ValidationError when it reads it."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if not Path(onnx_path).is_file():  # a device or a FIFO would be read without end
+        raise ModelError(f"{onnx_path}: not an ONNX file (no such regular file)")
+    try:
+        model = onnx.load(str(onnx_path), load_external_data=False)
+    except DecodeError:
+        raise ModelError(f"{onnx_path}: not an ONNX model (protobuf cannot parse it)") from None
+    except OSError as exc:
+        raise ModelError(f"{onnx_path}: cannot be read ({exc.strerror or exc})") from None
+    folder = Path(onnx_path).parent.resolve()
+    for tensor in _external_tensors(model):
+        location = onnx.external_data_helper.ExternalDataInfo(tensor).location
+        file = (folder / location).resolve()
+        if not file.is_relative_to(folder):
+            raise ModelError(f"{onnx_path}: tensor {tensor.name!r} keeps its data in {location!r}, outside the model's "
+                             "folder: refused")
+        if not file.is_file():
+            raise ModelError(f"{onnx_path}: tensor {tensor.name!r} keeps its data in {location!r}, which is missing")
+    if external_data:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(folder))
+        except (onnx.checker.ValidationError, OSError, ValueError) as exc:
+            raise ModelError(f"{onnx_path}: its external data cannot be read ({str(exc).splitlines()[0]})") from None
+    return model
+
+
+def _external_tensors(model):
+    """The model's tensors whose data is in another file (onnx's own walk: initializers and
+    attributes, subgraphs included)."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    return [t for t in _get_all_tensors(model) if uses_external_data(t)]
+
+
 def onnx_signature(onnx_path: Path) -> tuple[list[TensorSignature], list[TensorSignature]]:
     """(inputs, outputs) of an ONNX model; symbolic dimensions are given by name."""
     import onnx
 
-    model = onnx.load(str(onnx_path), load_external_data=False)
+    model = read_onnx(onnx_path, external_data=False)
     initializers = {i.name for i in model.graph.initializer}
 
     def sig(value):
@@ -469,11 +506,20 @@ def check_onnx(onnx_path: Path, input_size: tuple[int, int], labels: list[str] |
         raise ModelError(f"{onnx_path}: {classes} classes but the label file has {len(labels)} lines")
 
 
+LABELS_MAX_BYTES = 16 * 2 ** 20
+"""The largest label file read (ImageNet-21k's names take about 1 MB)."""
+
+
 def read_labels(path: Path) -> list[str]:
-    """Class names, one a line; only the first of comma-separated synonyms is kept."""
+    """Class names, one a line; only the first of comma-separated synonyms is kept. A folder, a
+    device or a FIFO is refused (``/dev/zero`` was read without end), as is text not in UTF-8."""
     if not path.exists():
         raise ModelError(f"label file not found: {path}")
-    return [line.split(",")[0].strip() for line in path.read_text().splitlines() if line.strip()]
+    try:
+        text = read_limited(path, LABELS_MAX_BYTES, "label file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{path}: a label file is UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return [line.split(",")[0].strip() for line in text.splitlines() if line.strip()]
 
 
 def write_labels(path: Path, labels: list[str]) -> None:

@@ -26,8 +26,14 @@ def load_object(ref: str, what: str = "reference", names: str = "NAME (opencv, t
     path = Path(path_text)
     if not path_text or not name or path.suffix != ".py":
         raise UserCodeError(f"{what} {ref!r}: expected {names} or path/to/file.py:name")
-    if not path.exists():
+    try:
+        found, regular = path.exists(), path.is_file()
+    except OSError as exc:  # a name longer than the system takes
+        raise UserCodeError(f"{what} {ref!r}: {path}: {exc.strerror or exc}") from None
+    if not found:
         raise UserCodeError(f"{what} {ref!r}: {path} not found")
+    if not regular:  # a FIFO or a link to /dev/zero would be read without end
+        raise UserCodeError(f"{what} {ref!r}: {path} is not a regular file")
     module_name = f"harness_{what.strip('-').replace('-', '_')}_{path.stem}"
     folder = str(path.resolve().parent)
     if folder not in sys.path:

@@ -72,6 +72,7 @@ try:
 except ImportError:  # loaded by path (`locust -f loadtest/locustfile.py`): make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.validation import FRACTION, TIMEOUT  # noqa: E402
 from loadtest.answers import WRONG_ANSWER, KnownAnswers, photo_key  # noqa: E402
 from loadtest.inference import TritonInferClient, as_request_failure, record_answers  # noqa: E402
 from loadtest.payloads import PayloadSchedule, list_photos  # noqa: E402
@@ -95,9 +96,9 @@ def add_arguments(parser) -> None:
                        help="FILE.py:NAME: your client's preprocessing, run on each photo; its tensors are sent")
     group.add_argument("--images", default=str(DEFAULT_IMAGES), env_var="LOCUST_IMAGES",
                        help="directory of photos sent in turn (default: the project's data/photos)")
-    group.add_argument("--bad-fraction", type=float, default=0.0, env_var="LOCUST_BAD_FRACTION",
+    group.add_argument("--bad-fraction", type=FRACTION, default=0.0, env_var="LOCUST_BAD_FRACTION",
                        help="share of requests sent with a bad payload (truncated JPEG or not an image)")
-    group.add_argument("--request-timeout", type=float, default=60.0, env_var="LOCUST_REQUEST_TIMEOUT",
+    group.add_argument("--request-timeout", type=TIMEOUT, default=60.0, env_var="LOCUST_REQUEST_TIMEOUT",
                        help="seconds before a request fails with a timeout (default: 60)")
     group.add_argument("--no-verify", action="store_true", default=False, env_var="LOCUST_NO_VERIFY",
                        help="do not check each answer against the photo's answer alone (measures the check's cost)")

@@ -33,6 +33,7 @@ from typing import Callable, ContextManager, Iterator
 
 from harness.errors import UsageError, run_command
 from harness.paths import DEFAULT_PHOTOS
+from harness.validation import COUNT, FRACTION, MAX_TIMEOUT, SECONDS, THREADS, Number, Whole
 from loadtest.locust_control import LocalLocust, LocustControl
 from loadtest.metrics import breakdown, scrape
 from loadtest.payloads import list_photos
@@ -44,6 +45,8 @@ DEFAULT_IMAGES = DEFAULT_PHOTOS
 DEFAULT_OUT = Path("build") / "loadtest"  # under the folder it runs in
 ENSEMBLES = ("classify_dali", "classify_opencv")
 PROTOCOLS = ("grpc", "http")
+MAX_CLIENTS = 10_000
+"""The most concurrent users of a point: Locust's users are greenlets, yet more is a typing mistake."""
 
 
 @dataclass(frozen=True)
@@ -150,16 +153,17 @@ def add_arguments(parser: argparse.ArgumentParser):
     from loadtest.report import LOADTEST_REPORTS
 
     sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--clients", nargs="+", type=int, default=[1, 5, 10], metavar="N",
+    sweep.add_argument("--clients", nargs="+", type=Whole(1, MAX_CLIENTS), default=[1, 5, 10], metavar="N",
                        help="concurrent users of each point (default: %(default)s)")
     sweep.add_argument("--protocols", nargs="+", choices=PROTOCOLS, default=list(PROTOCOLS), metavar="PROTOCOL",
                        help=f"the protocols swept, of {', '.join(PROTOCOLS)} (not --protocol: the protocol of --url) "
                             "(default: %(default)s)")
-    sweep.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring (default: %(default)s)")
-    sweep.add_argument("--duration", type=float, default=20.0, help="seconds measured per point (default: %(default)s)")
-    sweep.add_argument("--requests", type=int, default=None,
+    sweep.add_argument("--warmup", type=SECONDS, default=5.0, help="seconds before measuring (default: %(default)s)")
+    sweep.add_argument("--duration", type=Number(None, MAX_TIMEOUT, above=0.0), default=20.0,
+                       help="seconds measured per point (default: %(default)s)")
+    sweep.add_argument("--requests", type=COUNT, default=None,
                        help="end a point after this many requests (still at most --duration seconds)")
-    sweep.add_argument("--bad-fraction", type=float, default=0.0,
+    sweep.add_argument("--bad-fraction", type=FRACTION, default=0.0,
                        help="share of requests with a bad payload, counted as errors by type (default: %(default)s)")
     sweep.add_argument("--images", type=Path, default=DEFAULT_IMAGES, help="photos to send (default: %(default)s)")
     sweep.add_argument("--no-verify", action="store_true",
@@ -169,7 +173,7 @@ def add_arguments(parser: argparse.ArgumentParser):
     load.add_argument("--locust", default=None, metavar="URL",
                       help="drive this running Locust master (e.g. http://locust-master:8089) instead of "
                            "starting Locust here")
-    workers = load.add_argument("--locust-workers", type=int, default=0, metavar="N",
+    workers = load.add_argument("--locust-workers", type=Whole(0, THREADS.maximum), default=0, metavar="N",
                                 help="start Locust in distributed mode here: a master and N worker processes "
                                      "(default: %(default)s, one process)")
     alias(load, "--workers", workers)

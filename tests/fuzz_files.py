@@ -8,6 +8,7 @@ TIFF encodings, truncated and byte-flipped; a zero-length file and a huge one.""
 from __future__ import annotations
 
 import io
+import os
 import random
 import struct
 from pathlib import Path
@@ -219,6 +220,11 @@ OPTION_VALUES = {
     "--url": ("http://127.0.0.1:1", "127.0.0.1", "127.0.0.1:0", "[::1]:1", "a b:1", "127.0.0.1:70000"),
 }
 FLAGS = ("--no-isolate", "--save-tensors", "--allow-rejected", "--follow-links", "--resume")
+HOSTILE_NUMBERS = ("nan", "NaN", "inf", "-inf", "1e308", "1e999", "-1", "-0.5", "x", "", " ", "0x10", "1" + "0" * 30,
+                   "9" * 5000)
+"""What no option taking a number accepts (issue 54: ``--interval nan`` ran rounds back to back,
+``1e308`` overflowed a sleep)."""
+HOSTILE_SHARDS = ("nan/1", "1/0", "-1/2", "0/nan", "2/2", "1e308/1", "x", "", "/")
 
 
 def random_options(rng: random.Random) -> list[str]:
@@ -228,3 +234,70 @@ def random_options(rng: random.Random) -> list[str]:
         args += [option, rng.choice(OPTION_VALUES[option])]
     args += rng.sample(FLAGS, rng.randint(0, 2))
     return args
+
+
+# -- deploy's inputs (issue 54): models, framework configs, references ----------------------------
+
+def hostile_models(model: Path, directory: Path, seed: int) -> dict[str, Path]:
+    """ONNX files deploy must refuse before it writes anything, by kind, from ``model`` (a real
+    classifier): not protobuf, truncated, empty, a folder, and tensors whose external data lies
+    outside the model's folder (relative, absolute, through a link) or is missing."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = random.Random(seed)
+    data = model.read_bytes()
+    files = {"garbage": rng.randbytes(4096), "empty": b"", "text": b"ir_version: 8\ngraph { }\n",
+             "truncated": data[:rng.randrange(1000, len(data) // 2)], "zip": b"PK\x03\x04" + rng.randbytes(200),
+             "jpeg": b"\xff\xd8\xff\xe0" + rng.randbytes(500)}
+    made = {}
+    for kind, content in files.items():
+        made[kind] = directory / f"{kind}.onnx"
+        made[kind].write_bytes(content)
+    made["folder"] = directory / "folder.onnx"
+    made["folder"].mkdir()
+    (directory / "outside").mkdir()
+    (directory / "outside" / "weights.bin").write_bytes(b"\0" * 4)
+    (directory / "models").mkdir()
+    os.symlink(directory / "outside" / "weights.bin", directory / "models" / "link.bin")
+    for kind, location in (("outside", "../../../../../../etc/passwd"), ("absolute", "/etc/passwd"),
+                           ("sibling", "../outside/weights.bin"), ("linked", "link.bin"), ("missing", "weights.bin")):
+        weight = helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0])
+        graph = helper.make_graph([helper.make_node("Mul", ["input", "w"], ["logits"])], "g",
+                                  [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 224, 224])],
+                                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])], [weight])
+        tensor = graph.initializer[0]
+        tensor.ClearField("float_data")
+        tensor.data_location = TensorProto.EXTERNAL
+        entry = tensor.external_data.add()
+        entry.key, entry.value = "location", location
+        made[kind] = directory / "models" / f"{kind}.onnx"
+        onnx.save(helper.make_model(graph), str(made[kind]))
+    return made
+
+
+HF_KEYS = ("size", "crop_size", "resample", "image_mean", "image_std", "rescale_factor", "do_resize", "do_center_crop",
+           "do_normalize", "do_rescale", "do_pad", "crop_pct", "default_to_square", "image_processor_type",
+           "feature_extractor_type")
+TIMM_KEYS = ("input_size", "interpolation", "crop_pct", "crop_mode", "mean", "std")
+SIZES = ({"height": float("nan"), "width": 224}, {"height": 1e308, "width": 224}, {"shortest_edge": -1},
+         {"height": "224", "width": 224}, {"longest_edge": 224}, {"height": 224}, {}, [224, float("inf")], [True, 1],
+         {"shortest_edge": 2 ** 40}, {"height": [224], "width": 224})
+"""Sizes as Hugging Face writes them, made hostile (beside :data:`ODD_VALUES`)."""
+
+
+def hostile_framework_config(rng: random.Random, config: dict, keys: tuple[str, ...]) -> dict:
+    """``config`` with one to three of ``keys`` set to odd values (a size key to an odd size)."""
+    config = dict(config)
+    for key in rng.sample(keys, rng.randint(1, 3)):
+        config[key] = rng.choice(SIZES if "size" in key and rng.random() < 0.6 else ODD_VALUES)
+    return config
+
+
+HOSTILE_REFERENCES = ("torchvision:resnet50.DEFAULT", "torchvision:resnet50", "torchvision:ResNet50_Weights",
+                      "torchvision:ResNet50_Weights.", "torchvision:.", "torchvision:..", "torchvision:os.system",
+                      "torchvision:__builtins__.open", "torchvision:ResNet50_Weights.IMAGENET1K_V2.transforms",
+                      "torchvision:get_weight.DEFAULT", "torchvision:" + "A" * 5000, "torchvision:Weights\x00.X",
+                      "torchvision:", "timm:", "hf:", "hf::pil", "hf:/dev/zero", "hf:/etc", "timm:/dev/null",
+                      "timm:/etc", "nope:x", "x.py", ":", "/nonexistent/training.py:f")
+"""Malformed ``--reference`` values (none names a file of code that exists: nothing is run)."""

@@ -122,6 +122,8 @@ def load_dataset(dataset: Path, classes: Sequence[str] | None, labels_csv: Path 
     Raises :class:`DatasetError` naming every unknown label, or an image without one."""
     if not dataset.exists():
         raise DatasetError(f"dataset not found: {dataset}")
+    if not (dataset.is_dir() or dataset.is_file()):
+        raise DatasetError(f"{dataset}: neither a folder nor a file (give a folder of images or a CSV or JSON of labels)")
     coco = dataset if dataset.suffix.lower() == ".json" else labels_csv if labels_csv and labels_csv.suffix.lower() == ".json" \
         else None
     if coco is not None:

@@ -306,8 +306,12 @@ def _digest(data: bytes) -> str:
 
 
 def _file_digest(path: Path) -> str | None:
+    """The SHA-256 of a regular file; None for anything else (a device or a FIFO named as the
+    reference model was read without end), which the job refuses where it loads it."""
     import hashlib
 
+    if not path.is_file():
+        return None
     try:
         with open(path, "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()

@@ -25,6 +25,7 @@ from harness.client import PIPELINES
 from harness.names import terminal_text
 from harness.paths import REPORTS_DIR
 from harness.stage import DEFAULT_TOP_K
+from harness.validation import COUNT
 
 DEFAULT_REPORT = REPORTS_DIR / "accuracy"
 CLOSE_NOTE = ("accuracy compares predictions, not tensors: close fails on what tie fails on, any top-1 (or "
@@ -62,9 +63,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                                "(file paths relative to the CSV; every image of DATASET needs a row), a COCO "
                                "detection JSON naming them, or a folder of masks (PNGs of the images' stems: "
                                "--task segmentation)")
-    accuracy.add_argument("--batch-size", type=int, default=8,
+    accuracy.add_argument("--batch-size", type=COUNT, default=8,
                           help="images per server request and per reference-model call (default: %(default)s)")
-    accuracy.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
+    accuracy.add_argument("--top-k", type=COUNT, default=DEFAULT_TOP_K,
                           help="top-k accuracy: the label among the k best classes (default: %(default)s)")
     accuracy.add_argument("--shard", type=shard_arg, metavar="K/N",
                           help="classify only shard K (0 to N-1) of N: the images whose name hashes to K; "

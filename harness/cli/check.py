@@ -19,7 +19,7 @@ from harness.arguments import (
     make_session,
 )
 from harness.check.budget import BYTES_PER_DECODED_BYTE, DEFAULT_MEMORY_BUDGET
-from harness.check.job import DEFAULT_WORKERS, CheckOptions, run
+from harness.check.job import DEFAULT_WORKERS, MAX_RETRIES, MAX_WORKERS, CheckOptions, run
 from harness.cli.common import IMAGES_HELP, console, out, print_accuracy, print_stage_report, progress_bar, say
 from harness.compare_runs import compare_runs
 from harness.deployment.side import RETRIES
@@ -29,6 +29,7 @@ from harness.paths import REPORTS_DIR
 from harness.report import CHECK_REPORTS, COMPARE_REPORTS, write_reports
 from harness.shard import Shard
 from harness.stage import DEFAULT_TOP_K
+from harness.validation import COUNT, Whole
 
 DEFAULT_REPORT = REPORTS_DIR / "check"
 STOPPED = ("the run stopped early (the server, SIGINT/SIGTERM, a full disk: the reports so far are written and the "
@@ -45,20 +46,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         epilog=epilog("no stage breaks --fail-on and no image is rejected by one side only", "otherwise",
                       f"usage or setup error, {STOPPED}, or no image could be compared"))
     check.add_argument("images", type=Path, metavar="IMAGES", help=IMAGES_HELP)
-    check.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
+    check.add_argument("--top-k", type=COUNT, default=DEFAULT_TOP_K,
                        help="classes compared for the top-k overlap (default: %(default)s)")
     check.add_argument("--save-tensors", action="store_true", help="also write both sides' stage tensors (npz)")
     check.add_argument("--resume", action="store_true", help="continue a stopped run in --report without redoing images")
     check.add_argument("--no-isolate", dest="isolate", action="store_false", help="skip the per-stage isolated runs")
-    check.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+    check.add_argument("--workers", type=Whole(1, MAX_WORKERS), default=DEFAULT_WORKERS,
                        help="images in flight: while some wait for the server, others compute "
                             "(default: twice the cores, at most 8: %(default)s here)")
-    check.add_argument("--retries", type=int, default=RETRIES,
+    check.add_argument("--retries", type=Whole(0, MAX_RETRIES), default=RETRIES,
                        help="retries of a request the server does not answer (default: %(default)s)")
     check.add_argument("--shard", type=shard_arg, metavar="K/N",
                        help="check only shard K (0 to N-1) of N: the images whose name hashes to K; "
                             "`harness merge` joins the N shards' reports into one run's")
-    check.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET // 2 ** 20, metavar="MiB",
+    check.add_argument("--memory-budget", type=COUNT, default=DEFAULT_MEMORY_BUDGET // 2 ** 20, metavar="MiB",
                        help="memory the images in flight may hold, estimated from each image's decoded size "
                             f"({BYTES_PER_DECODED_BYTE} bytes per byte of RGB pixels, plus the file); one image "
                             "larger than the budget runs alone (default: %(default)s)")

@@ -15,6 +15,7 @@ from harness.layers.job import LayersOptions, RepeatOptions, repeat_reports, run
 from harness.layers.job import LayersOptions as L
 from harness.layers.job import RepeatOptions as R
 from harness.layers.report import LAYERS_REPORTS, pair_line
+from harness.validation import COUNT, LARGEST, THREADS, Number
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -40,12 +41,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="the ONNX scope the module was exported under (default: net for the default model, as "
                         "`harness model export` wraps it; none for --torch-model)")
     p.add_argument("--layers", default=None, help="comma-separated node names to compare (default: every layer)")
-    p.add_argument("--rel-rms", type=float, default=L.rel_rms,
+    p.add_argument("--rel-rms", type=Number(None, LARGEST, above=0.0), default=L.rel_rms,
                    help="a layer diverges beyond this relative RMS error on an image (default: %(default)s)")
-    batch = p.add_argument("--batch-size", type=int, default=L.batch,
+    batch = p.add_argument("--batch-size", type=COUNT, default=L.batch,
                            help="images per forward pass (default: %(default)s)")
     alias(p, "--batch", batch)
-    p.add_argument("--limit", type=int, default=None, help="use at most this many images (default: all)")
+    p.add_argument("--limit", type=COUNT, default=None, help="use at most this many images (default: all)")
     layers = Groups(p, repository=RepositoryArgs(), output=OutputArgs(L.report, LAYERS_REPORTS))
     p.set_defaults(run=lambda args: run_layers_command(args, layers))
 
@@ -56,12 +57,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                             epilog=epilog("every answer repeats within the rule", "one does not",
                                           "bad options, no usable image, or the server not reachable or stopped"))
     r.add_argument("images", type=Path, metavar="IMAGES", help="directory of images")
-    r.add_argument("--repeats", type=int, default=R.repeats, help="rounds per mode (default: %(default)s)")
+    r.add_argument("--repeats", type=COUNT, default=R.repeats, help="rounds per mode (default: %(default)s)")
     r.add_argument("--batch-sizes", default=",".join(map(str, R.batch_sizes)),
                    help="request sizes the image is sent in with companions (default: %(default)s)")
-    r.add_argument("--concurrency", type=int, default=R.concurrency,
+    r.add_argument("--concurrency", type=THREADS, default=R.concurrency,
                    help="threads sending single-image requests at once (default: %(default)s)")
-    r.add_argument("--limit", type=int, default=R.limit, help="use at most this many images (default: %(default)s)")
+    r.add_argument("--limit", type=COUNT, default=R.limit, help="use at most this many images (default: %(default)s)")
     deployment = DeploymentArgs(("pipeline", "model", "client", "task"), notes={
         "model": "its scores, and its classifier step alone on the reference input where discovery finds one (see "
                  "harness check --model)", "client": "which makes what the model is fed (see harness check --client)"})

@@ -33,6 +33,7 @@ from harness.server import TritonServer
 from harness.session import Session
 from harness.target import Target, served_models
 from harness.task import TASKS, claimed_by, get_task
+from harness.validation import COUNT, PORT, Whole
 
 DONE = epilog("done", "(infer) an image had no answer", "usage or setup error")
 
@@ -75,7 +76,7 @@ def register_setup(commands: argparse._SubParsersAction) -> None:
     corpus = commands.add_parser("corpus", help="gather the real-photo corpus (and re-encoded variants)",
                                  epilog=epilog("gathered", None, "usage or setup error"))
     corpus.add_argument("--out", type=Path, default=Path("data/photos"), help="photo directory (default: %(default)s)")
-    corpus.add_argument("--variants", type=int, default=0, metavar="N",
+    corpus.add_argument("--variants", type=Whole(0, COUNT.maximum), default=0, metavar="N",
                         help="also write N re-encoded variants (quality, subsampling, progressive, EXIF, gray, CMYK) "
                              "(default: %(default)s)")
     corpus.add_argument("--variants-out", type=Path, default=None, help="(default: OUT-variants)")
@@ -104,11 +105,11 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
                             "unchanged (your own repository of Python-backend, ONNX Runtime or ensemble models) "
                             "(default: %(default)s)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    serve.add_argument("--http-port", type=int, default=8000,
+    serve.add_argument("--http-port", type=PORT, default=8000,
                        help="the port of Triton's HTTP endpoint (default: %(default)s)")
-    serve.add_argument("--grpc-port", type=int, default=8001,
+    serve.add_argument("--grpc-port", type=PORT, default=8001,
                        help="the port of Triton's gRPC endpoint (default: %(default)s)")
-    serve.add_argument("--metrics-port", type=int, default=8002,
+    serve.add_argument("--metrics-port", type=PORT, default=8002,
                        help="the port of Triton's metrics endpoint (default: %(default)s)")
     serve.add_argument("--log-file", type=Path, default=WORK_DIR / "tritonserver.log",
                        help="the server's log (default: %(default)s)")
@@ -119,7 +120,7 @@ def register_serving(commands: argparse._SubParsersAction) -> None:
                                 epilog=epilog("every image answered", "an image had no answer on some model",
                                               "usage or setup error, or the server not reachable or stopped"))
     infer.add_argument("images", nargs="+", type=Path, metavar="IMAGE", help="images, or directories of images")
-    infer.add_argument("--top-k", type=int, default=5,
+    infer.add_argument("--top-k", type=COUNT, default=5,
                        help="classes per image; for --task embedding, the nearest of the other images given; "
                             "for --task detection, the best boxes shown (default: %(default)s)")
     add_class_names(infer.add_argument_group("class names"), alias_labels=True,

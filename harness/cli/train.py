@@ -17,6 +17,7 @@ from harness.paths import WORK_DIR
 from harness.training.config import TrainConfig
 from harness.training.data import load_training_set
 from harness.training.preprocess import CHOICES
+from harness.validation import COUNT, SEED, THREADS, Number, Whole
 
 DEFAULT_OUT = WORK_DIR / "trained"
 
@@ -37,20 +38,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--preprocessing", default=d.preprocessing, metavar="|".join((*CHOICES, "mix:F")),
                        help="training preprocessing; mix:F sends a share F of the images through OpenCV and the rest "
                             "through the deployed graph (default: %(default)s)")
-    train.add_argument("--fraction", type=float, default=d.fraction,
+    train.add_argument("--fraction", type=Number(None, 1.0, above=0.0), default=d.fraction,
                        help="keep this share of each class of the training set, drawn with --seed (default: %(default)s)")
-    train.add_argument("--seed", type=int, default=d.seed, help="seeds the subset, shuffling, augmentation and head "
-                       "initialization (default: %(default)s)")
-    train.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training set (default: %(default)s)")
-    train.add_argument("--batch-size", type=int, default=d.batch_size,
+    train.add_argument("--seed", type=SEED, default=d.seed,
+                       help="seeds the subset, shuffling, augmentation and head initialization (default: %(default)s)")
+    train.add_argument("--epochs", type=COUNT, default=d.epochs, help="passes over the training set (default: %(default)s)")
+    train.add_argument("--batch-size", type=COUNT, default=d.batch_size,
                        help="images per training step (default: %(default)s)")
-    train.add_argument("--lr", type=float, default=d.lr, help="AdamW learning rate (default: %(default)s)")
+    train.add_argument("--lr", type=Number(None, 1.0, above=0.0), default=d.lr, help="AdamW learning rate (default: %(default)s)")
     train.add_argument("--last-block", action="store_true",
                        help="also train the last MBConv block and the final 1x1 convolution (default: the head only)")
     train.add_argument("--no-augment", dest="augment", action="store_false",
                        help="no random crop/flip/color jitter: the frozen backbone's features are then computed once "
                             "per image and cached (much faster on a CPU)")
-    train.add_argument("--workers", type=int, default=d.workers,
+    train.add_argument("--workers", type=Whole(0, THREADS.maximum), default=d.workers,
                        help="images prepared in parallel: loader worker processes (default: %(default)s)")
     train.add_argument("--device", default=d.device, help="cpu, cuda or cuda:N (default: %(default)s)")
     train.add_argument("--serve-repository", type=Path, default=None, metavar="DIR",

@@ -36,6 +36,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from harness.detection.boxes import order_clockwise, polygons
 from harness.operations import resize_mode
+from harness.validation import COUNT, FRACTION, SEED
 
 WORDS = (
     "EXIT", "OPEN", "Coffee", "harbour", "STOP", "river", "Station", "garden", "NORTH", "ticket", "Bakery", "window",
@@ -228,17 +229,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen = sub.add_parser("generate", help="render words onto photos; write images and COCO labels")
     gen.add_argument("photos", type=Path, help="folder of photos (searched recursively)")
     gen.add_argument("out", type=Path)
-    gen.add_argument("--count", type=int, default=20)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--count", type=COUNT, default=20)
+    gen.add_argument("--seed", type=SEED, default=0)
     gen.add_argument("--exclude", type=Path, help="JSON from find-text: photos already holding text, left out")
     gen.add_argument("--font", type=Path, action="append", default=[], help="another font file (repeatable)")
     text = sub.add_parser("find-text", help="list the photos in which the reference detector finds text")
     text.add_argument("photos", type=Path)
     text.add_argument("out", type=Path)
-    text.add_argument("--limit-side", type=int, default=736, help="the detector's limit side (default: rapidocr's 736)")
+    text.add_argument("--limit-side", type=COUNT, default=736, help="the detector's limit side (default: rapidocr's 736)")
     text.add_argument("--limit-type", choices=resize_mode.LIMIT_TYPES, default=resize_mode.LIMIT_TYPE.default,
                       dest="limit")
-    text.add_argument("--min-score", type=float, default=0.6)
+    text.add_argument("--min-score", type=FRACTION, default=0.6)
     args = parser.parse_args(argv)
     if not args.photos.is_dir():
         parser.error(f"{args.photos} is not a folder")

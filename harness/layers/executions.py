@@ -32,7 +32,7 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 
 from harness.errors import HarnessError, UsageError, call_user
-from harness.model import INPUT_NAME, load_torch_model, onnx_session
+from harness.model import INPUT_NAME, ModelError, load_torch_model, onnx_session, read_onnx
 
 NOT_LAYERS = frozenset({"Constant", "ConstantOfShape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat",
                         "Cast", "Range", "Size"})
@@ -96,14 +96,12 @@ class LayerGraph:
 
 def load_onnx(path: Path):
     """The ONNX model at ``path``; :class:`LayersError` in one line when it is missing or not ONNX."""
-    import onnx
-
     if not Path(path).is_file():
         raise LayersError(f"model not found: {path}")
     try:
-        model = onnx.load(str(path))
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise LayersError(f"{path}: not an ONNX model ({type(exc).__name__})") from None
+        model = read_onnx(Path(path))
+    except ModelError as exc:
+        raise LayersError(str(exc)) from None
     if not model.graph.node:
         raise LayersError(f"{path}: not an ONNX model (no graph nodes)")
     return model

@@ -27,10 +27,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from harness.errors import UsageError
 from harness.operations import crop as center_crop
 from harness.operations import decode, resize_filter, resize_mode
 from harness.operations.channels import section as input_order
 from harness.spec import SpecError, parse_spec
+from harness.validation import LARGEST, require_int, require_number
 
 
 class NotReadable(SpecError):
@@ -50,6 +52,35 @@ class Read:
     @property
     def preprocess(self):
         return parse_spec(dict(self.table), source="the training definition").preprocess
+
+
+def _whole(where: str, key: str, value: Any, minimum: int = 1) -> int:
+    """A config's whole number (a size, a filter code), or :class:`SpecError` naming the file and the key:
+    ``NaN``, ``1e999``, ``"224"`` or ``[224]`` where transformers and timm read an int."""
+    try:
+        return require_int(key, value, minimum, 2 ** 31 - 1)
+    except UsageError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _number(where: str, key: str, value: Any, minimum: float | None = None, maximum: float = LARGEST,
+            above: float | None = None) -> float:
+    """A config's finite number within bounds, or :class:`SpecError` naming the file and the key."""
+    try:
+        return require_number(key, value, minimum, maximum, above)
+    except UsageError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _numbers(where: str, key: str, values: Any) -> list[float]:
+    """A config's list of finite numbers (a mean, a std); their count is the spec's to check."""
+    if not isinstance(values, (list, tuple)):
+        raise SpecError(f"{where}: {key} must be a list of numbers, got {values!r}")
+    return [_number(where, f"{key}[{k}]", v) for k, v in enumerate(values)]
+
+
+MIN_CROP_PCT = 0.01
+"""The smallest ``crop_pct`` read: a resize to ``size / crop_pct`` stays a size (``1e-320`` made it infinite)."""
 
 
 # -- torchvision transforms --------------------------------------------------------------------
@@ -257,14 +288,17 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
     cfg = {**TIMM_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
     if "input_size" not in cfg:
         raise NotReadable(f"{where}: no input_size in the pretrained_cfg")
-    channels, height, width = (int(v) for v in cfg["input_size"])
+    size = cfg["input_size"]
+    if not isinstance(size, (list, tuple)) or len(size) != 3:
+        raise SpecError(f"{where}: input_size must be [channels, height, width], got {size!r}")
+    channels, height, width = (_whole(where, f"input_size[{k}]", v) for k, v in enumerate(size))
     if channels != 3:
         raise NotReadable(f"{where}: input_size {list(cfg['input_size'])}: only 3-channel inputs are read")
     interpolation = str(cfg["interpolation"])
     if interpolation not in TIMM_INTERPOLATIONS:
         raise NotReadable(f"{where}: interpolation {interpolation!r}: no spec interpolation holds it (timm's "
                           f"{', '.join(TIMM_INTERPOLATIONS)} are read)")
-    crop_pct, mode = float(cfg["crop_pct"]), str(cfg["crop_mode"])
+    crop_pct, mode = _number(where, "crop_pct", cfg["crop_pct"], MIN_CROP_PCT, 1.0), str(cfg["crop_mode"])
     scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
     resize = resize_filter.table(TIMM_INTERPOLATIONS[interpolation])
     if mode == "squash":
@@ -279,8 +313,8 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
         raise NotReadable(f"{where}: crop_mode {mode!r}: timm's {what} holds no spec operation (center and squash are read)")
     return Read({**decode.AS_PIL_OPENS, "resize": resize,
                  "crop": center_crop.table([height, width], "half_even"),
-                 "normalize": {"pixel_range": 1.0, "mean": [float(m) for m in cfg["mean"]],
-                               "std": [float(s) for s in cfg["std"]]},
+                 "normalize": {"pixel_range": 1.0, "mean": _numbers(where, "mean", cfg["mean"]),
+                               "std": _numbers(where, "std", cfg["std"])},
                  **input_order("RGB")}, "torchvision")
 
 
@@ -329,22 +363,23 @@ HF_RESAMPLE = {resize_filter.PIL_CODES[resize_filter.PIL[i]]: i for i in resize_
 def processor_class(config: Mapping[str, Any]) -> str:
     """The processor class a config names (``image_processor_type``; an old ``feature_extractor_type``
     as its processor), without a backend suffix (``...Fast``, ``...Pil``)."""
-    name = config.get("image_processor_type") or str(config.get("feature_extractor_type") or "").replace(
-        "FeatureExtractor", "ImageProcessor")
+    name = str(config.get("image_processor_type") or str(config.get("feature_extractor_type") or "").replace(
+        "FeatureExtractor", "ImageProcessor"))
     for suffix in ("Fast", "Pil"):
         name = name.removesuffix(suffix)
     return name
 
 
-def _hf_size(size: Any, square: bool, key: str) -> dict:
-    """A ``size`` as transformers reads it (``get_size_dict``): an int is a square or the shortest edge."""
-    if isinstance(size, int):
-        return {"height": size, "width": size} if square else {"shortest_edge": size}
-    if isinstance(size, (list, tuple)) and len(size) == 2:
-        return {"height": int(size[0]), "width": int(size[1])}
-    if isinstance(size, Mapping):
-        return dict(size)
-    raise NotReadable(f"{key} {size!r}: not a size")
+def _hf_size(size: Any, square: bool, key: str, where: str) -> dict:
+    """A ``size`` as transformers reads it (``get_size_dict``): an int is a square or the shortest edge;
+    each side a whole number (:class:`SpecError` otherwise)."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = {"height": size, "width": size} if square else {"shortest_edge": size}
+    elif isinstance(size, (list, tuple)) and len(size) == 2:
+        size = {"height": size[0], "width": size[1]}
+    elif not isinstance(size, Mapping):
+        raise NotReadable(f"{key} {size!r}: not a size")
+    return {side: _whole(where, f"{key}.{side}", value) for side, value in size.items()}
 
 
 def _plain_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
@@ -366,7 +401,8 @@ def _convnext_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict
     if edge < 384:
         if c.get("crop_pct") is None:
             raise NotReadable(f"{where}: ConvNext's shortest_edge {edge} (below 384) needs a crop_pct, got none")
-        return {"mode": "shorter_side", "size": int(edge / float(c["crop_pct"])), "size_rounding": "floor"}, [edge, edge]
+        crop_pct = _number(where, "crop_pct", c["crop_pct"], MIN_CROP_PCT, 1.0)
+        return {"mode": "shorter_side", "size": int(edge / crop_pct), "size_rounding": "floor"}, [edge, edge]
     return resize_mode.stretch([edge, edge]), None
 
 
@@ -380,9 +416,9 @@ def _levit_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, l
 def _poolformer_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
     """PoolFormer's: with a ``crop_pct``, the shortest edge (or a square's side) to ``int(side / crop_pct)``,
     a non-square size's sides each so (a warp)."""
-    crop_pct = c.get("crop_pct")
-    if crop_pct is None:
+    if c.get("crop_pct") is None:
         return _plain_resize(size, c, where)
+    crop_pct = _number(where, "crop_pct", c["crop_pct"], MIN_CROP_PCT, 1.0)
     if set(size) == {"height", "width"} and size["height"] != size["width"]:
         return resize_mode.stretch([int(size["height"] / crop_pct), int(size["width"] / crop_pct)]), None
     edge = size.get("shortest_edge") or size.get("height")
@@ -396,14 +432,17 @@ HF_RESIZES = {"ConvNextImageProcessor": _convnext_resize, "LevitImageProcessor":
 """The classes whose resize is their own code (size -> the spec's resize, and the crop it makes itself)."""
 
 
-def _hf_normalize(c: Mapping[str, Any]) -> dict:
+def _hf_normalize(c: Mapping[str, Any], where: str) -> dict:
     """``rescale`` (``x * rescale_factor``, less 1 with EfficientNet's ``rescale_offset``), ``normalize``
     (``(x - mean) / std``) and EfficientNet's ``include_top`` (divided by ``std`` once more) as the spec's
-    ``(x / 255 * pixel_range - mean) / std``."""
+    ``(x / 255 * pixel_range - mean) / std``; each number checked, naming its key."""
     offset = 1.0 if c["do_rescale"] and c["rescale_offset"] else 0.0
-    mean = [offset + (float(m) if c["do_normalize"] else 0.0) for m in c["image_mean"]]
-    std = [(float(s) if c["do_normalize"] else 1.0) * (float(s) if c["include_top"] else 1.0) for s in c["image_std"]]
-    pixel_range = round(255.0 * float(c["rescale_factor"]), 12) if c["do_rescale"] else 255.0  # 1/255: 1, not 1 + 2e-16
+    means = _numbers(where, "image_mean", c["image_mean"]) if c["do_normalize"] else [0.0] * 3
+    stds = _numbers(where, "image_std", c["image_std"]) if c["do_normalize"] or c["include_top"] else [1.0] * 3
+    mean = [offset + m for m in means]
+    std = [(s if c["do_normalize"] else 1.0) * (s if c["include_top"] else 1.0) for s in stds]
+    rescale = _number(where, "rescale_factor", c["rescale_factor"], above=0.0) if c["do_rescale"] else None
+    pixel_range = round(255.0 * rescale, 12) if rescale is not None else 255.0  # 1/255: 1, not 1 + 2e-16
     return {"pixel_range": pixel_range, "mean": mean, "std": std}
 
 
@@ -421,7 +460,7 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
         c["crop_pct"] = None  # PoolFormer's resize without it: as the backends'
     if not c["do_resize"]:
         raise NotReadable(f"{where}: do_resize = false: the model input's size would follow the image")
-    resample = int(c["resample"])
+    resample = _whole(where, "resample", c["resample"], minimum=0)
     if resample not in HF_RESAMPLE:
         raise NotReadable(f"{where}: resample {resample} ({ {4: 'BOX', 5: 'HAMMING'}.get(resample, '?') }): no spec "
                           f"interpolation holds it")
@@ -429,24 +468,26 @@ def read_hf(config: Mapping[str, Any], backend: str, where: str) -> Read:
         raise NotReadable(f"{where}: resample 0 (NEAREST) on the torchvision backend: transformers resizes with "
                           "torchvision's NEAREST_EXACT there, which no spec interpolation holds (the pil backend's "
                           "NEAREST is read: hf:PATH:pil)")
-    size = _hf_size(c["size"], c.get("default_to_square", True), "size")
+    size = _hf_size(c["size"], c.get("default_to_square", True), "size", where)
     resize, crop = HF_RESIZES.get(name, _plain_resize)(size, c, where)
     resize.update(resize_filter.table(HF_RESAMPLE[resample]))
     if crop is None and c.get("do_center_crop"):
-        crop_size = _hf_size(c.get("crop_size") or size, True, "crop_size")
-        crop = [int(crop_size["height"]), int(crop_size["width"])]
+        crop_size = _hf_size(c.get("crop_size") or size, True, "crop_size", where)
+        if set(crop_size) != {"height", "width"}:
+            raise NotReadable(f"{where}: crop_size {crop_size}: a center crop takes height and width")
+        crop = [crop_size["height"], crop_size["width"]]
     if crop is None:
         if resize["mode"] == "shorter_side":
             raise NotReadable(f"{where}: a shortest_edge resize without do_center_crop: the model input's size would "
                               "follow the image")
         crop = list(resize["size"])
     if c.get("do_pad") and c.get("pad_size") is not None:
-        pad = _hf_size(c["pad_size"], True, "pad_size")
+        pad = _hf_size(c["pad_size"], True, "pad_size", where)
         if [pad.get("height"), pad.get("width")] != crop:
             raise NotReadable(f"{where}: do_pad with pad_size {pad}: padding the {crop[0]}x{crop[1]} input at its bottom "
                               "and right holds no spec operation")
     # do_pad without a pad_size pads each image to the batch's largest: every image is already the input's size
     return Read({**decode.AS_PIL_OPENS, "resize": resize,
                  "crop": center_crop.table(crop, "floor"),
-                 "normalize": _hf_normalize(c), **input_order("RGB")},
+                 "normalize": _hf_normalize(c, where), **input_order("RGB")},
                 "torch" if backend == "torchvision" else "torchvision")

@@ -30,6 +30,7 @@ import numpy as np
 
 from harness.errors import install_hint
 from harness.reference.frameworks import NotReadable, Read, processor_class
+from harness.result import one_line
 from harness.spec import SpecError
 
 PREFIXES = ("torchvision:", "timm:", "hf:")
@@ -103,7 +104,7 @@ def _torchvision(source: str, name: str) -> Reading:
 
     try:
         weights = get_weight(name)
-    except (ValueError, AttributeError, KeyError) as exc:
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:  # TypeError: resnet50.DEFAULT (a function's)
         raise SpecError(f"--reference {source}: torchvision has no weights {name!r} ({exc}); e.g. "
                         "torchvision:ResNet50_Weights.IMAGENET1K_V2") from None
     preset = weights.transforms()
@@ -162,6 +163,8 @@ def _timm(source: str, rest: str) -> Reading:
         own = create_transform(**resolve_data_config(pretrained_cfg=dict(cfg)))
     except ImportError:
         missing = f"timm is not installed ({INSTALL})"
+    except Exception as exc:  # noqa: BLE001 - timm raises many kinds for a config it cannot use
+        raise SpecError(f"--reference {source}: timm cannot make its transforms: {one_line(exc)}") from None
     return Reading(source, f"timm pretrained_cfg of {name}", "timm's transforms", read, refused, own, missing)
 
 
@@ -176,6 +179,9 @@ def _hf(source: str, rest: str) -> Reading:
     path = Path(path_text)
     file = path / HF_CONFIG if path.is_dir() else path
     config = _json(file, "preprocessor config", source)
+    if "auto_map" in config:  # refused before transformers is imported: nothing could offer to run it
+        raise SpecError(f"--reference {source}: {file} has auto_map: its processor is the folder's own Python code, "
+                        "which the harness never runs; name a transformers processor in image_processor_type")
     name = processor_class(config) or "image processor"
     how = f"{backend} backend" + ("" if said else f" (transformers 5's default; {source}:pil for the PIL one)")
     try:
@@ -189,41 +195,41 @@ def _hf(source: str, rest: str) -> Reading:
         missing = f"transformers is not installed ({INSTALL})"
     else:
         _require_known_class(config, name, source)
-        own = _hf_processor(file, backend, source)
+        own = _hf_processor(config, backend, source)
     return Reading(source, f"Hugging Face {name}, {how}", "the processor", read, refused, own, missing)
 
 
 def _require_known_class(config: dict, name: str, source: str) -> None:
     """A processor class neither transformers nor the reader knows, said in one line (transformers' own
     message lists its 200 model types and names the folder it was given, a temporary one for a file).
-    A class from ``auto_map`` (the model's own code) is left to the processor's making."""
+    (A config with ``auto_map`` never gets here: refused before transformers is imported.)"""
     from transformers import __version__
     from transformers.models.auto.image_processing_auto import get_image_processor_class_from_name
 
     from harness.reference.frameworks import HF_PROCESSORS
 
-    if not name or "auto_map" in config or get_image_processor_class_from_name(name) is not None:
+    if not name or get_image_processor_class_from_name(name) is not None:
         return
     raise SpecError(f"--reference {source}: image_processor_type {name}: transformers {__version__} has no such processor "
                     f"class (read as a spec: {', '.join(HF_PROCESSORS)})")
 
 
-def _hf_processor(file: Path, backend: str, source: str):
-    """The processor itself, from the local file only (nothing is downloaded), on ``backend``."""
+def _hf_processor(config: dict, backend: str, source: str):
+    """The processor itself from ``config`` (the table read and checked above), on ``backend``.
+    transformers is given a folder holding only that table, and neither the user's folder (its
+    ``config.json``, its ``.py`` files) nor remote code: nothing is downloaded, nothing of the
+    folder's runs."""
     import tempfile
 
     from transformers import AutoImageProcessor
 
-    folder = file.parent
-    with tempfile.TemporaryDirectory(prefix="harness-hf-") as tmp:
-        if file.name != HF_CONFIG:  # transformers reads a folder's preprocessor_config.json
-            folder = Path(tmp)
-            (folder / HF_CONFIG).write_bytes(file.read_bytes())
+    with tempfile.TemporaryDirectory(prefix="harness-hf-") as folder:
+        (Path(folder) / HF_CONFIG).write_text(json.dumps(config))
         try:
-            processor = AutoImageProcessor.from_pretrained(str(folder), backend=backend, local_files_only=True)
+            processor = AutoImageProcessor.from_pretrained(folder, backend=backend, local_files_only=True,
+                                                           trust_remote_code=False)
         except Exception as exc:  # noqa: BLE001 - transformers raises many kinds for a config it cannot use
-            raise SpecError(f"--reference {source}: transformers cannot make the processor: "
-                            f"{str(exc).strip().splitlines()[0]}") from None
+            raise SpecError(f"--reference {source}: transformers cannot make the processor: {one_line(exc)}") from None
     if getattr(processor, "backend", backend) != backend:
         raise SpecError(f"--reference {source}: transformers made a {processor.backend} processor, not {backend}")
     return processor

@@ -30,6 +30,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from harness.validation import COUNT, SEED
+
 CORE = 0.95
 """A pixel of the object: the reference's matte at least this (a confident foreground)."""
 MIN_FRACTION, MAX_FRACTION = 0.05, 0.6
@@ -141,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen.add_argument("photos", type=Path, help="folder of photos to cut objects out of (searched recursively)")
     gen.add_argument("backgrounds", type=Path, help="folder of photos to paste them onto (searched recursively)")
     gen.add_argument("out", type=Path)
-    gen.add_argument("--count", type=int, default=40)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--count", type=COUNT, default=40)
+    gen.add_argument("--seed", type=SEED, default=0)
     args = parser.parse_args(argv)
     for folder in (args.photos, args.backgrounds):
         if not folder.is_dir():

@@ -61,7 +61,7 @@ def test_train_writes_a_model_that_import_accepts_and_the_server_serves(dataset,
 
 
 @pytest.mark.parametrize("option, message", [(("--preprocessing", "nvjpeg"), "preprocessing must be one of"),
-                                             (("--fraction", "0"), "fraction must be in"),
+                                             (("--fraction", "0"), "argument --fraction: must be more than 0"),
                                              (("--epochs", "0"), "at least 1")])
 def test_bad_options_exit_2(dataset, tmp_path, option, message):
     result = harness("train", dataset, "--out", tmp_path, *option)

@@ -68,8 +68,9 @@ def options(live: bool = True):
 
 def meaning(action: argparse.Action) -> tuple:
     """What an option means, as far as a parser can tell: where it goes, its type, its choices,
-    whether it takes a value (repeatable or not is the same meaning: ``--model``)."""
-    kind = getattr(action.type, "__qualname__", None) or (repr(action.type) if action.type else None)
+    whether it takes a value (repeatable or not is the same meaning: ``--model``). A type that is
+    an object (``Whole(1, 64)``) means its class: a command's own bounds narrow a number, as choices do."""
+    kind = getattr(action.type, "__qualname__", None) or (type(action.type).__qualname__ if action.type else None)
     return action.dest, kind, tuple(action.choices) if action.choices is not None else None, action.nargs == 0
 
 
@@ -223,7 +224,7 @@ def test_an_option_comes_from_the_environment_and_the_command_line_wins(monkeypa
 
 @pytest.mark.parametrize("name,value,expected", [
     ("HARNESS_FAIL_ON", "never", "HARNESS_FAIL_ON='never': invalid choice: 'never'"),
-    ("HARNESS_TIMEOUT", "soon", "HARNESS_TIMEOUT='soon': invalid float value: 'soon'"),
+    ("HARNESS_TIMEOUT", "soon", "HARNESS_TIMEOUT='soon': must be a number, got 'soon'"),
     ("HARNESS_RESUME", "maybe", "HARNESS_RESUME='maybe': a flag takes 1, true, yes, on or 0, false, no, off"),
 ])
 def test_a_bad_value_in_the_environment_is_a_usage_error_naming_it(monkeypatch, capsys, name, value, expected):
