@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.paths import packaged
 from harness.files import InputFileError, read_limited
+from harness.paths import packaged
 
 MANIFEST_PATH = packaged("deploy/versions.toml")
 """The manifest of a source checkout (the Triton image mounts it at the same place), or the one an
