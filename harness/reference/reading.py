@@ -194,7 +194,7 @@ def _hf(source: str, rest: str) -> Reading:
     except ImportError:
         missing = f"transformers is not installed ({INSTALL})"
     else:
-        _require_known_class(config, name, source)
+        _require_known_class(config, processor_class(config), source)  # no class named: transformers says what it lacks
         own = _hf_processor(config, backend, source)
     return Reading(source, f"Hugging Face {name}, {how}", "the processor", read, refused, own, missing)
 
