@@ -22,9 +22,10 @@ def _relative(path: Path, start: Path) -> str:
         return str(path.resolve())
 
 
-def compose_file(out: Path, models: list[str], name: str) -> str:
-    """The compose file of the deployment in ``out`` serving ``models`` (the project is the build
-    context of the serving image and holds the engine builder)."""
+def compose_file(out: Path, models: list[str], name: str, engines: list[str] = ("classifier",)) -> str:
+    """The compose file of the deployment in ``out`` serving ``models``, ``engines`` of them TensorRT
+    engines it builds first (the project is the build context of the serving image and holds the
+    engine builder)."""
     manifest = load_manifest()
     project = _relative(PROJECT_ROOT, out)
     restricted = "model-repository,logging,trace,shared-memory:admin-key=${TRITON_ADMIN_KEY:?set TRITON_ADMIN_KEY to a " \
@@ -34,8 +35,13 @@ def compose_file(out: Path, models: list[str], name: str) -> str:
                      for part in ("docker", "harness", "deploy"))
     gpu = ("    deploy:\n      resources:\n        reservations:\n          devices:\n"
            "            - {driver: nvidia, count: 1, capabilities: [gpu]}\n")
+    builders = "".join(_builder(engine, manifest.tensorrt.image, mounts, gpu) for engine in engines)
+    engine_mounts = "".join(f"      - {{type: volume, source: {_volume(e)}, target: /models/{e}/1, read_only: true}}\n"
+                            for e in engines)
+    depends = "".join(f"      {_service(e)}:\n        condition: service_completed_successfully\n" for e in engines)
+    volumes = "".join(f"  {_volume(e)}:\n" for e in engines)
     return f"""# The production profile of the deployment `harness deploy` wrote in this folder:
-#   docker compose up -d     # builds the classifier's TensorRT engine, then serves this folder with Triton
+#   docker compose up -d     # builds the TensorRT engines ({', '.join(engines)}), then serves this folder with Triton
 #   harness check IMAGES --url 127.0.0.1:8001 --reference ...   # then check what it serves
 # The engine is built by the TensorRT of Triton {manifest.release} (an engine loads only in the TensorRT that
 # built it), with docker/build_engine.py of the harness project at {project}; the serving image
@@ -43,17 +49,7 @@ def compose_file(out: Path, models: list[str], name: str) -> str:
 name: {name}
 
 services:
-  engine-builder:
-    image: {manifest.tensorrt.image}
-    command: ["python3", "/opt/project/docker/build_engine.py", "--repository", "/models", "--out", "/engine"]
-    environment:
-      FP16: ${{FP16:-0}}
-      OPT_BATCH: ${{OPT_BATCH:-8}}
-    volumes:
-      - {{type: bind, source: ., target: /models, read_only: true}}
-{mounts}      - {{type: volume, source: {ENGINE_VOLUME}, target: /engine}}
-{gpu}
-  triton:
+{builders}  triton:
     build:
       context: {project}
       dockerfile: docker/triton.Dockerfile
@@ -73,8 +69,7 @@ services:
       - "${{TRITON_BIND:-127.0.0.1}}:8002:8002"
     volumes:
       - {{type: bind, source: ., target: /models, read_only: true}}
-      - {{type: volume, source: {ENGINE_VOLUME}, target: /models/classifier/1, read_only: true}}
-    shm_size: 1gb
+{engine_mounts}    shm_size: 1gb
     read_only: true
     tmpfs: [/tmp]
     cap_drop: [ALL]
@@ -89,9 +84,30 @@ services:
       retries: 3
       start_period: 5m
     depends_on:
-      engine-builder:
-        condition: service_completed_successfully
-{gpu}
+{depends}{gpu}
 volumes:
-  {ENGINE_VOLUME}:
+{volumes}"""
+
+
+def _service(engine: str) -> str:
+    """The service building ``engine`` (the project's own classifier's keeps its name, ``engine-builder``)."""
+    return "engine-builder" if engine == "classifier" else f"engine-builder-{engine}"
+
+
+def _volume(engine: str) -> str:
+    return ENGINE_VOLUME if engine == "classifier" else f"{engine}-engine"
+
+
+def _builder(engine: str, image: str, mounts: str, gpu: str) -> str:
+    return f"""  {_service(engine)}:
+    image: {image}
+    command: ["python3", "/opt/project/docker/build_engine.py", "--repository", "/models", "--model", "{engine}", "--out",
+              "/engine"]
+    environment:
+      FP16: ${{FP16:-0}}
+      OPT_BATCH: ${{OPT_BATCH:-8}}
+    volumes:
+      - {{type: bind, source: ., target: /models, read_only: true}}
+{mounts}      - {{type: volume, source: {_volume(engine)}, target: /engine}}
+{gpu}
 """

@@ -6,6 +6,7 @@ served here (the cpu profile: the same DALI graph on DALI's CPU kernels), and ch
 
 import contextlib
 import json
+import shutil
 
 import pytest
 
@@ -62,8 +63,8 @@ def test_deploy_writes_serves_and_checks_a_clip_compose(photos, tmp_path):
     assert different.returncode == 1, different.stdout  # another training definition: the stretch diverges
 
 
-@pytest.mark.parametrize("deployed, other", [(VIT, CLIP), (TIMM, PRESET), (PRESET, TIMM)],
-                         ids=["vit-config", "timm-config", "torchvision-preset"])
+# The torchvision preset deployed and checked: test_two_named_deployments_serve_side_by_side_from_a_folder_moved_away.
+@pytest.mark.parametrize("deployed, other", [(VIT, CLIP), (TIMM, PRESET)], ids=["vit-config", "timm-config"])
 def test_a_deployment_passes_its_own_definition_and_fails_another(photos, tmp_path, deployed, other):
     out = tmp_path / "deployment"
     written = harness("deploy", ONNX, "--reference", deployed, "--out", out, "--no-check")
@@ -74,3 +75,30 @@ def test_a_deployment_passes_its_own_definition_and_fails_another(photos, tmp_pa
     assert same.returncode == 0, same.stdout + same.stderr
     assert "replays" in same.stdout and "exactly on 4 of 4 photos" in " ".join(same.stdout.split())
     assert different.returncode == 1, different.stdout + different.stderr
+
+
+def test_two_named_deployments_serve_side_by_side_from_a_folder_moved_away(photos, tmp_path):
+    """Issue 57's end: two deployments of their users' names in one folder, the folder copied elsewhere and
+    the original removed, the copy served by one server and each deployment checked there by its name (on
+    2 photos): each passes its own training definition, and `other` (a stretch) fails `lite`'s."""
+    written = tmp_path / "written"
+    for name, reference in (("lite", PRESET), ("other", VIT)):
+        result = harness("deploy", ONNX, "--reference", reference, "--out", written, "--no-check", "--name", name,
+                         "--class-names", LABELS)
+        assert result.returncode == 0, result.stdout + result.stderr
+    moved = tmp_path / "elsewhere" / "deployments"
+    shutil.copytree(written, moved, symlinks=True)
+    shutil.rmtree(written)
+    two = tmp_path / "two"
+    two.mkdir()
+    for photo in sorted(photos.iterdir())[:2]:
+        shutil.copy(photo, two / photo.name)
+    with served(moved, tmp_path) as server:
+        runs = {(name, reference): harness("check", two, "--repository", moved, "--deployment", name, "--url",
+                                           server.grpc_url, "--reference", reference, "--report",
+                                           tmp_path / f"{name}-{reference.rpartition('/')[2]}")
+                for name, reference in (("lite", PRESET), ("other", VIT), ("other", PRESET))}
+    for (name, reference), run in runs.items():
+        expected = 1 if (name, reference) == ("other", PRESET) else 0
+        assert run.returncode == expected, (name, reference, run.stdout + run.stderr)
+        assert "exactly on 2 of 2 photos" in " ".join(run.stdout.split())

@@ -201,3 +201,17 @@ def test_out_inside_this_projects_repository_is_refused(inside):
                      "--no-check")
     assert result.returncode == 2 and "this project's own model repository" in result.stderr
     assert out.exists() == existed and not list(DEFAULT_REPOSITORY.glob(".*.harness-*"))
+
+
+def test_another_triton_release_is_refused_in_one_line_and_nothing_is_written(tmp_path):
+    """The manifest knows 26.06's DALI and TensorRT only: a deployment for 25.08 cannot be proven (or built) here."""
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out",
+                     tmp_path / "out", "--no-check", "--triton-release", "25.08")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: --triton-release 25.08: deploy/versions.toml knows Triton 26.06 only "
+                                    "(DALI 2.1.1, TensorRT 11.0.0)") and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+    same = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out",
+                   tmp_path / "out", "--no-check", "--triton-release", "26.06", "--name", "lite")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert json.loads((tmp_path / "out" / "lite.deployment.json").read_text())["release"] == "26.06"

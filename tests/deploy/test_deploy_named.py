@@ -1,0 +1,131 @@
+"""`harness deploy --name`, without a server: the user's names on every model, several deployments in
+one folder (each with its spec and its record, which the harness reads), a name that would write over
+a model refused in one line, and the cpu profile of such a folder."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import compose
+import pytest
+
+from harness.client import TaskModels
+from harness.paths import DEFAULT_REPOSITORY
+from harness.repository import build_cpu_profile, load_config, load_repository
+from harness.session import Session
+from harness.spec import load_spec
+from harness.task import named_deployments, repository_models
+from tests.commands import harness
+
+ONNX = DEFAULT_REPOSITORY / "classifier" / "model.onnx"
+LABELS = DEFAULT_REPOSITORY / "classifier" / "labels.txt"
+PRESET, STRETCH = "torchvision:ResNet50_Weights.IMAGENET1K_V2", "torchvision:ViT_B_16_Weights.IMAGENET1K_V1"
+COMPOSE = Path(compose.__file__).parent / "docker-compose"
+ROLES = ["{}", "{}_model", "{}_preprocess_dali", "{}_preprocess_dali_stages", "{}_preprocess_dali_taps",
+         "{}_validate_image"]
+
+
+def deploy(out: Path, name: str, reference: str = PRESET):
+    return harness("deploy", ONNX, "--reference", reference, "--out", out, "--no-check", f"--name={name}",
+                   "--class-names", LABELS)
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    """Two deployments of their own names in one folder: `lite` (ResNet-50's preset) and `other`."""
+    out = tmp_path_factory.mktemp("named") / "repository"
+    for name in ("lite", "other"):
+        result = deploy(out, name)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_every_model_has_the_users_name_and_reads_the_deployments_spec(two):
+    models = sorted(role.format(name) for name in ("lite", "other") for role in ROLES)
+    configs = load_repository(two)
+    assert sorted(configs) == models
+    for name in ("lite", "other"):
+        steps = [s.model_name for s in configs[name].ensemble_scheduling.step]
+        assert steps == [f"{name}_validate_image", f"{name}_preprocess_dali", f"{name}_model"]
+        reads = {m: c.parameters["spec"].string_value for m, c in configs.items()
+                 if m.startswith(f"{name}_") and c.platform != "ensemble"}
+        assert set(reads.values()) == {f"{name}.toml"}, reads
+        assert load_spec(two / f"{name}.toml").preprocess.resize.size == (232,)
+        assert load_config(two / f"{name}_model" / "config.pbtxt").platform == "tensorrt_plan"
+    assert not (two / "preprocessing.toml").exists() and not (two / "classify_dali").exists()
+
+
+def test_the_records_say_what_each_deployment_is_and_the_harness_reads_them(two):
+    record = json.loads((two / "lite.deployment.json").read_text())
+    assert record == {"deployment": "lite", "task": "classification", "release": "26.06",
+                      "models": sorted(role.format("lite") for role in ROLES)}
+    found = named_deployments(two)
+    assert sorted(found) == ["lite", "other"]
+    models: TaskModels = Session(repository=two, deployment_name="other").task_models()
+    assert (models.ensemble("dali"), models.taps("dali"), models.model, models.spec) == \
+        ("other", "other_preprocess_dali_taps", "other_model", "other.toml")
+    assert models.served(("dali",)) == ("other", "other_preprocess_dali_taps")
+    session = Session(repository=two, deployment_name="lite")
+    assert session.spec_path == two / "lite.toml" and session.model_path() == two / "lite_model" / "model.onnx"
+    assert len(session.classes()) == 1000
+
+
+def test_the_naming_rule_is_the_task_models_own():
+    own = repository_models(None)
+    assert [own.renamed("cats", m) for m in ("classify_dali", "classifier", "preprocess_dali_taps")] == \
+        ["cats", "cats_model", "cats_preprocess_dali_taps"]
+
+
+def test_its_compose_file_serves_both_and_builds_each_engine(two):
+    env = {"TRITON_ADMIN_KEY": "test-key", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([str(COMPOSE), "-f", str(two / "docker-compose.yml"), "config", "--format", "json"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    services = json.loads(run.stdout)["services"]
+    loaded = [a.split("=", 1)[1] for a in services["triton"]["command"] if a.startswith("--load-model=")]
+    assert sorted(loaded) == sorted(load_repository(two))
+    for engine in ("lite_model", "other_model"):
+        builder = services[f"engine-builder-{engine}"]
+        assert builder["command"][builder["command"].index("--model") + 1] == engine
+        assert services["triton"]["depends_on"][f"engine-builder-{engine}"]["condition"] == \
+            "service_completed_successfully"
+        assert f"/models/{engine}/1" in [v["target"] for v in services["triton"]["volumes"]]
+
+
+def test_its_cpu_profile_serves_each_deployment_on_the_cpu(two, tmp_path):
+    cpu = load_repository(build_cpu_profile(two, tmp_path / "cpu"))
+    for name in ("lite", "other"):
+        for model in (f"{name}_model", f"{name}_preprocess_dali", f"{name}_preprocess_dali_stages"):
+            assert cpu[model].backend == "python" and cpu[model].parameters["spec"].string_value == f"{name}.toml"
+
+
+def test_the_same_name_again_is_refused_and_nothing_changes(two):
+    before = tree(two)
+    result = deploy(two, "lite", STRETCH)
+    assert result.returncode == 2 and "holds a deployment of that name already" in result.stderr, result.stderr
+    assert tree(two) == before
+
+
+def test_a_name_whose_models_would_write_over_another_is_refused(two):
+    before = tree(two)
+    result = deploy(two, "lite_model")  # its ensemble would be lite_model, the model of `lite`
+    assert result.returncode == 2 and "holds a model lite_model already" in result.stderr, result.stderr
+    assert tree(two) == before
+
+
+@pytest.mark.parametrize("name", ["My Model", "../up", "-x", ""])
+def test_a_name_no_model_can_have_is_refused_in_one_line(tmp_path, name):
+    result = deploy(tmp_path / "out", name)
+    assert result.returncode == 2 and "a deployment's name is lowercase letters" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_an_unknown_deployment_is_named_with_those_the_folder_holds(two):
+    with pytest.raises(Exception, match="holds no deployment of that name .it holds: lite, other"):
+        Session(repository=two, deployment_name="cats").task_models()
+    assert os.path.isdir(two)
