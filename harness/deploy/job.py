@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Callable
 
 from harness.deploy.compose import compose_file
+from harness.deploy.readme import README, UNNAMED, keep_proof, readme
 from harness.errors import EXIT_OK, UsageError
 from harness.manifest import load_manifest
 from harness.names import path_text
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, load_spec, to_table
-from harness.task import NamedDeployment, named_deployments
+from harness.task import NamedDeployment, get_task, named_deployments
 from harness.written import RECORD_FILENAME, replaceable, replacing
 
 TASKS = ("classification",)
@@ -90,7 +91,6 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     from harness.model import LABELS_FILENAME, ModelError, check_onnx, conform_onnx, read_classifier, read_labels, write_labels
     from harness.reference.reading import is_framework_source, read_source, read_transform
     from harness.repository import copy_models, load_config, models_of, set_class_count, set_input_size
-    from harness.task import get_task  # here: loads numpy only when called
 
     started = time.perf_counter()
     if options.task not in TASKS:
@@ -155,10 +155,11 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
             if proven.entries is not None:
                 _keep_deployments(written.out, written.folder)
             _name_models(folder, written.folder, models, own, options.name)
-            NamedDeployment(options.name, options.task, deployed, manifest.release).write(written.folder)
+            NamedDeployment(options.name, options.task, deployed, manifest.release, options.reference).write(written.folder)
             folder, classifier, engine = written.folder, written.folder / own.renamed(options.name, own.model), \
                 own.renamed(options.name, own.model)
         (folder / "docker-compose.yml").write_text(_compose(written.out, folder, options.name))
+        _write_readme(folder, options, manifest)
         validated = time.perf_counter()
         validation = validate(folder, deployed, engine)
         assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
@@ -170,10 +171,27 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         return result
     checked = time.perf_counter()
     check = self_check(out, options, log, progress)
+    # Its proof into the folder: built beside it again and swapped in whole, as the deployment was.
+    with replacing(options.out, "harness deploy") as written:
+        _keep_deployments(written.out, written.folder)
+        keep_proof(written.folder, options.name, Path(check.paths.get("json", options.report / "report.json")).parent)
+        (written.folder / "docker-compose.yml").write_text((written.out / "docker-compose.yml").read_text())
+        _write_readme(written.folder, options, manifest)
     seconds["check"] = round(time.perf_counter() - checked, 2)
     seconds["total"] = round(time.perf_counter() - started, 2)
     return DeployResult(options, reading, deployed, validation, len(names), options.class_names is not None, model_input,
                         check, check.report.reference.reading, seconds)
+
+
+def _write_readme(folder: Path, options: DeployOptions, manifest) -> None:
+    """The folder's README: each deployment in it, the versions, its proof, the commands that check it again."""
+    own = get_task(options.task).repository
+    if options.name is None:
+        deployments = {UNNAMED: (own.ensemble("dali"), own.model, options.reference)}
+    else:
+        deployments = {name: (d.repository.ensemble("dali"), d.repository.model, d.reference)
+                       for name, d in named_deployments(folder).items()}
+    (folder / README).write_text(readme(folder, deployments, manifest))
 
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -194,9 +212,9 @@ def _refuse_clash(options: DeployOptions, out: Path, deployed) -> None:
 
 def _keep_deployments(out: Path, folder: Path) -> None:
     """Everything of ``out`` (a folder deploy wrote, proven unchanged) into the new ``folder``, but its
-    record and its compose file (written anew, for every deployment the folder holds)."""
+    record, its compose file and its README (written anew, for every deployment the folder holds)."""
     for entry in out.iterdir():
-        if entry.name in (RECORD_FILENAME, "docker-compose.yml"):
+        if entry.name in (RECORD_FILENAME, "docker-compose.yml", README):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.copytree(entry, folder / entry.name, symlinks=True)

@@ -149,6 +149,8 @@ class NamedDeployment:
     """Every model it wrote, by the one naming rule (:meth:`harness.client.TaskModels.renamed`)."""
     release: str
     """The Triton release it was written for (``deploy/versions.toml``'s, or one the manifest knows)."""
+    reference: str = ""
+    """The training definition it was deployed for (``--reference``)."""
 
     @property
     def repository(self):
@@ -157,7 +159,8 @@ class NamedDeployment:
         return own.named(self.name, [m for m in own.added if own.renamed(self.name, m) in self.models])
 
     def write(self, repository: Path) -> None:
-        record = {"deployment": self.name, "task": self.task, "release": self.release, "models": list(self.models)}
+        record = {"deployment": self.name, "task": self.task, "release": self.release, "reference": self.reference,
+                  "models": list(self.models)}
         (repository / f"{self.name}{DEPLOYMENT_RECORD}").write_text(json.dumps(record, indent=1) + "\n")
 
 
@@ -168,7 +171,7 @@ def named_deployments(repository: Path) -> dict[str, NamedDeployment]:
         try:
             record = json.loads(path.read_text())
             found[record["deployment"]] = NamedDeployment(record["deployment"], record["task"], tuple(record["models"]),
-                                                          record["release"])
+                                                          record["release"], record.get("reference", ""))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{path}: not a deployment record harness deploy wrote ({exc})") from None
     return found

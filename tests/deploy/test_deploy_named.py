@@ -62,7 +62,7 @@ def test_every_model_has_the_users_name_and_reads_the_deployments_spec(two):
 
 def test_the_records_say_what_each_deployment_is_and_the_harness_reads_them(two):
     record = json.loads((two / "lite.deployment.json").read_text())
-    assert record == {"deployment": "lite", "task": "classification", "release": "26.06",
+    assert record == {"deployment": "lite", "task": "classification", "release": "26.06", "reference": PRESET,
                       "models": sorted(role.format("lite") for role in ROLES)}
     found = named_deployments(two)
     assert sorted(found) == ["lite", "other"]
@@ -129,3 +129,12 @@ def test_an_unknown_deployment_is_named_with_those_the_folder_holds(two):
     with pytest.raises(Exception, match="holds no deployment of that name .it holds: lite, other"):
         Session(repository=two, deployment_name="cats").task_models()
     assert os.path.isdir(two)
+
+
+def test_its_readme_names_each_deployment_the_versions_and_the_commands_that_check_it_again(two):
+    text = (two / "README.md").read_text()
+    assert "Written for Triton 26.06 (server 2.70.0; its DALI 2.1.1, TensorRT 11.0.0, CUDA 13.3.0)" in text
+    for name in ("lite", "other"):
+        assert f"| {name} | `{name}` | `{name}_model` | not checked (deployed with --no-check) |" in text
+        assert f"harness check PHOTOS --repository . --deployment {name} --url HOST:8001 --reference '{PRESET}'" in text
+    assert "harness preflight --url HOST:8001 --repository ." in text and "docker compose up -d" in text

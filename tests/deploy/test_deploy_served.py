@@ -13,6 +13,7 @@ import pytest
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
+from harness.written import verified
 from tests.commands import harness
 from tests.conftest import copy_photos
 
@@ -59,6 +60,12 @@ def test_deploy_writes_serves_and_checks_a_clip_compose(photos, tmp_path):
     assert {"decode", "resize", "crop", "input", "output"} <= set(stages)  # the replay, proven exact, gives each stage
     assert stages["resize"]["verdict"] == "close" and stages["resize"]["metrics"]["max_abs"]["worst"] <= 2
     assert "what it costs: top-1 changed on 0 of 4 photos" in printed
+    # The folder carries its proof: the check's report, linked from its README with its verdict, recorded as written.
+    assert json.loads((out / "deployment.check.json").read_text())["stages"] == \
+        json.loads((tmp_path / "report" / "report.json").read_text())["stages"]
+    assert "| deployment | `classify_dali` | `classifier` | [No stage diverged.](deployment.check.md) |" in \
+        (out / "README.md").read_text()
+    assert verified(out) is not None  # every file of it the harness's, unchanged: a deploy may replace it again
     different = harness("check", photos, "--repository", out, "--reference", VIT, "--report", tmp_path / "vit")
     assert different.returncode == 1, different.stdout  # another training definition: the stretch diverges
 
