@@ -313,6 +313,7 @@ def build_cpu_profile(source: Path, out: Path, spec_path=None) -> Path:
 def _to_python_backend(model_dir: Path, replacement: CpuReplacement, source_name: str) -> None:
     config = load_config(model_dir / CONFIG_FILENAME)
     config.ClearField("platform")
+    config.ClearField("default_model_filename")  # a serialized DALI pipeline's (model.dali): the Python model is model.py
     config.backend = "python"
     spec = config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
     config.parameters.clear()

@@ -23,10 +23,11 @@ from typing import Callable
 
 from harness.deploy.compose import compose_file
 from harness.deploy.readme import README, UNNAMED, keep_proof, readme
+from harness.deploy.standalone import BUILDER_FILE, MANIFEST_FILE, write_images
 from harness.errors import EXIT_OK, UsageError
 from harness.manifest import load_manifest
 from harness.names import path_text
-from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.paths import DEFAULT_REPOSITORY
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, load_spec, to_table
 from harness.task import NamedDeployment, get_task, named_deployments
 from harness.written import RECORD_FILENAME, replaceable, replacing
@@ -159,9 +160,11 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
             folder, classifier, engine = written.folder, written.folder / own.renamed(options.name, own.model), \
                 own.renamed(options.name, own.model)
         (folder / "docker-compose.yml").write_text(_compose(written.out, folder, options.name))
+        write_images(folder, manifest)
         _write_readme(folder, options, manifest)
         validated = time.perf_counter()
         validation = validate(folder, deployed, engine)
+        ship_serialized(folder, deployed)
         assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
     out = options.out
     seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
@@ -301,7 +304,7 @@ def _compose(out: Path, folder: Path, name: str | None) -> str:
     configs = load_repository(folder)
     engines = [m for m, c in configs.items() if c.platform == "tensorrt_plan"]
     project = name or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") or "deployment"
-    return compose_file(out, sorted(configs), project, sorted(engines))
+    return compose_file(sorted(configs), project, sorted(engines))
 
 
 def validate(out: Path, models, engine: str = "classifier") -> Validation:
@@ -326,16 +329,36 @@ def validate(out: Path, models, engine: str = "classifier") -> Validation:
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
-    builder = PROJECT_ROOT / "docker" / "build_engine.py"
-    command = "(docker/build_engine.py not in this installation: build the engine with it from the harness project)"
-    if builder.is_file():
-        run = subprocess.run([sys.executable, str(builder), "--repository", str(out), "--model", engine, "--out", "/engine",
-                              "--dry-run"],
-                             capture_output=True, text=True, timeout=60)
-        if run.returncode != 0:
-            raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
-        command = run.stdout.strip().replace(str(out), "/models")
+    # The folder's own engine builder and manifest, as its engine.Dockerfile runs them.
+    run = subprocess.run([sys.executable, str(out / BUILDER_FILE), "--manifest", str(out / MANIFEST_FILE), "--repository",
+                          str(out), "--model", engine, "--out", "/engine", "--dry-run"],
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
+    command = run.stdout.strip().replace(str(out), "/models")
     return Validation(len(configs), dali.__version__, tuple(sorted(pipelines)), command)
+
+
+SERIALIZED = "model.dali"
+"""The DALI pipeline as the manifest's DALI serialized it, beside its ``dali.py`` (docs/deploy.md: why)."""
+
+
+def ship_serialized(folder: Path, models) -> list[str]:
+    """Each DALI model of ``models`` in ``folder`` gets its pipeline serialized by this DALI (the manifest's,
+    ``device_id=None``: no GPU needed) as ``1/model.dali``, named by its config's ``default_model_filename``: the
+    DALI backend loads it before it would autoserialize ``dali.py`` (the fallback), so the DALI step needs
+    nothing of the harness at load. Returns the models given one."""
+    from harness.preprocessing.dali_graph import production_pipelines  # here: loads DALI only when called
+
+    shipped = []
+    for name, pipe in production_pipelines(folder).items():
+        if name not in models:
+            continue
+        (folder / name / "1" / SERIALIZED).write_bytes(pipe.serialize())
+        config_path = folder / name / "config.pbtxt"  # its text kept, as every config deploy writes
+        config_path.write_text(config_path.read_text() + f'default_model_filename: "{SERIALIZED}"\n')
+        shipped.append(name)
+    return shipped
 
 
 def self_check(out: Path, options: DeployOptions, log, progress):

@@ -4,14 +4,18 @@ a model refused in one line, and the cpu profile of such a folder."""
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import compose
 import pytest
 
 from harness.client import TaskModels
-from harness.paths import DEFAULT_REPOSITORY
+from harness.deploy.standalone import SERVING_DOCKERFILE, engine_dockerfile, serving_dockerfile
+from harness.manifest import load_manifest
+from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import build_cpu_profile, load_config, load_repository
 from harness.session import Session
 from harness.spec import load_spec
@@ -81,12 +85,16 @@ def test_the_naming_rule_is_the_task_models_own():
         ["cats", "cats_model", "cats_preprocess_dali_taps"]
 
 
-def test_its_compose_file_serves_both_and_builds_each_engine(two):
+def compose_config(folder: Path) -> dict:
     env = {"TRITON_ADMIN_KEY": "test-key", "PATH": "/usr/bin:/bin"}
-    run = subprocess.run([str(COMPOSE), "-f", str(two / "docker-compose.yml"), "config", "--format", "json"],
+    run = subprocess.run([str(COMPOSE), "-f", str(folder / "docker-compose.yml"), "config", "--format", "json"],
                          capture_output=True, text=True, timeout=60, env=env)
     assert run.returncode == 0, run.stderr
-    services = json.loads(run.stdout)["services"]
+    return json.loads(run.stdout)
+
+
+def test_its_compose_file_serves_both_and_builds_each_engine(two):
+    services = compose_config(two)["services"]
     loaded = [a.split("=", 1)[1] for a in services["triton"]["command"] if a.startswith("--load-model=")]
     assert sorted(loaded) == sorted(load_repository(two))
     for engine in ("lite_model", "other_model"):
@@ -102,6 +110,22 @@ def test_its_cpu_profile_serves_each_deployment_on_the_cpu(two, tmp_path):
     for name in ("lite", "other"):
         for model in (f"{name}_model", f"{name}_preprocess_dali", f"{name}_preprocess_dali_stages"):
             assert cpu[model].backend == "python" and cpu[model].parameters["spec"].string_value == f"{name}.toml"
+            assert not cpu[model].default_model_filename  # the Python model is its model.py, not a model.dali
+
+
+def test_its_dali_steps_ship_serialized_by_the_manifests_dali(two):
+    """model.dali, what the DALI backend loads before it would autoserialize dali.py: the very pipelines deploy
+    validated, serialized by DALI 2.1.1 without a GPU."""
+    import nvidia.dali as dali
+
+    from harness.preprocessing.dali_graph import production_pipelines
+
+    assert dali.__version__ == load_manifest().dali.version
+    pipelines = production_pipelines(two)
+    assert sorted(pipelines) == sorted(f"{n}_preprocess_dali{s}" for n in ("lite", "other") for s in ("", "_stages"))
+    for name, pipe in pipelines.items():
+        assert (two / name / "1" / "model.dali").read_bytes() == pipe.serialize()
+        assert load_config(two / name / "config.pbtxt").default_model_filename == "model.dali"
 
 
 def test_the_same_name_again_is_refused_and_nothing_changes(two):
@@ -138,3 +162,31 @@ def test_its_readme_names_each_deployment_the_versions_and_the_commands_that_che
         assert f"| {name} | `{name}` | `{name}_model` | not checked (deployed with --no-check) |" in text
         assert f"harness check PHOTOS --repository . --deployment {name} --url HOST:8001 --reference '{PRESET}'" in text
     assert "harness preflight --url HOST:8001 --repository ." in text and "docker compose up -d" in text
+
+
+def test_moved_elsewhere_its_compose_file_names_nothing_outside_the_folder(two, tmp_path):
+    moved = tmp_path / "shipped"
+    shutil.copytree(two, moved, symlinks=True)
+    services = compose_config(moved)["services"]
+    paths = [Path(v["source"]) for s in services.values() for v in s.get("volumes", []) if v["type"] == "bind"]
+    paths += [Path(s["build"]["context"]) for s in services.values() if "build" in s]
+    assert paths and all(p == moved.resolve() for p in paths), paths
+    assert str(PROJECT_ROOT) not in (moved / "docker-compose.yml").read_text()
+    # its engine builder runs from the folder, against the manifest beside it (the dry run prints the trtexec command)
+    run = subprocess.run([sys.executable, str(moved / "build_engine.py"), "--manifest", str(moved / "versions.toml"),
+                          "--repository", str(moved), "--model", "other_model", "--dry-run"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and f"--onnx={moved}/other_model/model.onnx" in run.stdout, run.stdout + run.stderr
+
+
+def test_its_images_are_built_from_the_folder_with_the_projects_pins():
+    """The serving image is docker/triton.Dockerfile with the harness from the folder's wheel; the builder is the
+    release's TensorRT image with the folder's build_engine.py and manifest."""
+    project, folder = SERVING_DOCKERFILE.read_text(), serving_dockerfile(SERVING_DOCKERFILE.read_text())
+    manifest = load_manifest()
+    assert f"FROM {manifest.server.image}\n" in folder and "COPY *.whl /tmp/wheels/\n" in folder
+    assert "/src/harness-project" not in folder and "COPY harness " not in folder
+    pins = [line for line in project.splitlines() if "==" in line or line.startswith(("ARG ", "ENV ", "USER "))]
+    assert pins and all(line in folder.splitlines() for line in pins)
+    builder = engine_dockerfile(manifest)
+    assert f"FROM {manifest.tensorrt.image}\n" in builder and "COPY build_engine.py versions.toml /opt/engine/" in builder

@@ -63,7 +63,11 @@ def test_its_compose_file_is_valid_for_compose_and_the_spec_schema(vit):
     assert sorted(loaded) == MODELS and services["triton"]["depends_on"]["engine-builder"]["condition"] == \
         "service_completed_successfully"
     builder = {v["target"]: Path(v["source"]) for v in services["engine-builder"]["volumes"] if v["type"] == "bind"}
-    assert builder["/models"] == out.resolve() and (builder["/opt/project/docker"] / "build_engine.py").is_file()
+    assert builder == {"/models": out.resolve()}  # nothing of the checkout: both images are built from the folder
+    for service, dockerfile in (("engine-builder", "engine.Dockerfile"), ("triton", "Dockerfile")):
+        build = services[service]["build"]
+        assert (Path(build["context"]), build["dockerfile"]) == (out.resolve(), dockerfile)
+        assert (out / dockerfile).is_file()
     schema = subprocess.run([str(Path(sys.executable).parent / "check-jsonschema"), "--builtin-schema",
                              "vendor.compose-spec", str(out / "docker-compose.yml")], capture_output=True, text=True,
                             timeout=120)
