@@ -272,8 +272,8 @@ class Session:
         ``models`` (what the job reads, :meth:`harness.target.Target.served_models`; None: every model)."""
         specs = {self.spec_name: self.spec_file} if self.spec_file else None
         if self.deployment_name is not None and models is not None:  # what the target names, of this deployment
-            own = repository_models(self.task)
-            models = [own.renamed(self.deployment_name, m) if m in own.added else m for m in models]
+            own, named = repository_models(self.task), self.task_models()
+            models = [m for m in (own.renamed(self.deployment_name, m) for m in models) if m in named.added]
         with connect(self.url, self.protocol, self.timeout, self.repository, specs, log, models) as client:
             yield client
 

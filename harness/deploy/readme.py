@@ -37,7 +37,9 @@ def readme(folder: Path, deployments: dict[str, tuple[str, str, str]], manifest)
         link = f"[{found}]({proof.name})" if proof.is_file() else found
         lines.append(f"| {name} | `{ensemble}` | `{model}` | {link} |")
     lines += ["", "## Serve it and check it again", "",
-              "On a GPU host, from this folder (set `TRITON_ADMIN_KEY`, see the harness's docs/gpu.md):", "", "```sh",
+              "On a GPU host, from this folder (set `TRITON_ADMIN_KEY`, see the harness's docs/gpu.md). Both images "
+              "are built from this folder alone: put the harness's wheel here first.", "", "```sh",
+              "pip wheel --no-deps HARNESS_PROJECT -w .   # the harness's wheel (*.whl), which both images install",
               "docker compose up -d        # builds each TensorRT engine, then serves every model of this folder"]
     for name, (_, _, reference) in sorted(deployments.items()):
         named = "" if name == UNNAMED else f" --deployment {name}"
