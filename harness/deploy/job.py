@@ -130,6 +130,10 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     deployed = models if options.name is None else tuple(sorted(own.renamed(options.name, m) for m in models))
     if options.name is not None and proven.entries is not None:
         _refuse_clash(options, proven.out, deployed)
+    elif proven.entries is not None and named_deployments(proven.out):
+        raise UsageError(f"{path_text(options.out)} holds the deployments {', '.join(named_deployments(proven.out))} "
+                         "(harness deploy --name), which a deployment without --name would replace with the folder: "
+                         "give --name to add it beside them, or another --out")
     source_size = tuple(load_spec(DEFAULT_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
     table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
     header = (f"{WRITTEN_BY} from {options.reference}: {reading.framework}.\n"

@@ -142,6 +142,14 @@ def test_a_name_whose_models_would_write_over_another_is_refused(two):
     assert tree(two) == before
 
 
+def test_a_deployment_without_a_name_does_not_replace_the_named_ones(two):
+    before = tree(two)
+    result = harness("deploy", ONNX, "--reference", PRESET, "--out", two, "--no-check")
+    assert result.returncode == 2 and "holds the deployments lite, other (harness deploy --name)" in result.stderr, \
+        result.stderr
+    assert tree(two) == before
+
+
 @pytest.mark.parametrize("name", ["My Model", "../up", "-x", ""])
 def test_a_name_no_model_can_have_is_refused_in_one_line(tmp_path, name):
     result = deploy(tmp_path / "out", name)
