@@ -6,10 +6,14 @@ as far as a CPU can, then checked on photos against the same training definition
 What it writes is this repository's classification models (:func:`harness.repository.copy_models`
 of the task's production ensemble and its taps model), with the user's ONNX conformed to their
 contract (:func:`harness.model.conform_onnx`), the training definition read as the spec every one
-of them reads, the class count and the input size set in the configs, and a compose file
-building the engine and serving it (:mod:`harness.deploy.compose`). So every command reads it as
-it reads this repository (``--repository DIR``), and ``harness serve --repository DIR`` serves its
-cpu profile: the same DALI graph on DALI's CPU kernels, the ONNX in ONNX Runtime.
+of them reads, the class count and the input size set in the configs, and a compose file and a
+Kubernetes manifest building the engine and serving it (:mod:`harness.deploy.compose`,
+:mod:`harness.deploy.kubernetes`) from images built from the folder alone
+(:mod:`harness.deploy.standalone`), with its proof (:mod:`harness.deploy.readme`). So every command
+reads it as it reads this repository (``--repository DIR``), and ``harness serve --repository DIR``
+serves its cpu profile: the same DALI graph on DALI's CPU kernels, the ONNX in ONNX Runtime.
+``--name`` names its models after the user (:meth:`harness.client.TaskModels.renamed`), and several
+such deployments share one folder.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.deploy.compose import compose_file
+from harness.deploy.kubernetes import KUBERNETES_FILE, kubernetes_manifest
 from harness.deploy.readme import README, UNNAMED, keep_proof, readme
 from harness.deploy.standalone import BUILDER_FILE, MANIFEST_FILE, write_images
 from harness.errors import EXIT_OK, UsageError
@@ -163,7 +168,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
             NamedDeployment(options.name, options.task, deployed, manifest.release, options.reference).write(written.folder)
             folder, classifier, engine = written.folder, written.folder / own.renamed(options.name, own.model), \
                 own.renamed(options.name, own.model)
-        (folder / "docker-compose.yml").write_text(_compose(written.out, folder, options.name))
+        _write_manifests(written.out, folder, options.name, manifest)
         write_images(folder, manifest)
         _write_readme(folder, options, manifest)
         validated = time.perf_counter()
@@ -182,7 +187,8 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     with replacing(options.out, "harness deploy") as written:
         _keep_deployments(written.out, written.folder)
         keep_proof(written.folder, options.name, Path(check.paths.get("json", options.report / "report.json")).parent)
-        (written.folder / "docker-compose.yml").write_text((written.out / "docker-compose.yml").read_text())
+        for kept in ("docker-compose.yml", KUBERNETES_FILE):
+            (written.folder / kept).write_text((written.out / kept).read_text())
         _write_readme(written.folder, options, manifest)
     seconds["check"] = round(time.perf_counter() - checked, 2)
     seconds["total"] = round(time.perf_counter() - started, 2)
@@ -221,7 +227,7 @@ def _keep_deployments(out: Path, folder: Path) -> None:
     """Everything of ``out`` (a folder deploy wrote, proven unchanged) into the new ``folder``, but its
     record, its compose file and its README (written anew, for every deployment the folder holds)."""
     for entry in out.iterdir():
-        if entry.name in (RECORD_FILENAME, "docker-compose.yml", README):
+        if entry.name in (RECORD_FILENAME, "docker-compose.yml", KUBERNETES_FILE, README):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.copytree(entry, folder / entry.name, symlinks=True)
@@ -300,15 +306,19 @@ def _resize_words(p) -> str:
     return f"{r.mode} {list(r.size)} {r.interpolation} ({how}), crop {list(p.crop.size)}"
 
 
-def _compose(out: Path, folder: Path, name: str | None) -> str:
-    """The compose file serving every model of ``folder`` (one deployment, or several named ones), building
-    the engine of each TensorRT model there."""
+def _write_manifests(out: Path, folder: Path, name: str | None, manifest) -> None:
+    """The compose file and the Kubernetes manifest serving every model of ``folder`` (one deployment, or
+    several named ones), building the engine of each TensorRT model there."""
     from harness.repository import load_repository
 
     configs = load_repository(folder)
-    engines = [m for m, c in configs.items() if c.platform == "tensorrt_plan"]
-    project = name or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") or "deployment"
-    return compose_file(sorted(configs), project, sorted(engines))
+    engines = sorted(m for m, c in configs.items() if c.platform == "tensorrt_plan")
+    # The project (compose's, the Kubernetes objects' prefix): the deployment's name, the folder's once it holds several.
+    several = len(named_deployments(folder)) > 1
+    project = (name if not several else None) or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") \
+        or "deployment"
+    (folder / "docker-compose.yml").write_text(compose_file(sorted(configs), project, engines))
+    (folder / KUBERNETES_FILE).write_text(kubernetes_manifest(project, sorted(configs), engines, manifest.release))
 
 
 def validate(out: Path, models, engine: str = "classifier") -> Validation:

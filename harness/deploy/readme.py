@@ -40,7 +40,10 @@ def readme(folder: Path, deployments: dict[str, tuple[str, str, str]], manifest)
               "On a GPU host, from this folder (set `TRITON_ADMIN_KEY`, see the harness's docs/gpu.md). Both images "
               "are built from this folder alone: put the harness's wheel here first.", "", "```sh",
               "pip wheel --no-deps HARNESS_PROJECT -w .   # the harness's wheel (*.whl), which both images install",
-              "docker compose up -d        # builds each TensorRT engine, then serves every model of this folder"]
+              "docker compose up -d        # builds each TensorRT engine, then serves every model of this folder",
+              "# or on Kubernetes, the two images pushed to your registry (harness-triton, harness-engine-builder):",
+              "#   kubectl create secret generic triton-admin-key --from-literal=key=$(openssl rand -hex 32)",
+              "#   kubectl apply -f kubernetes.json   # the volume, the engine-build Job, Triton, its Service and policy"]
     for name, (_, _, reference) in sorted(deployments.items()):
         named = "" if name == UNNAMED else f" --deployment {name}"
         lines.append(f"harness check PHOTOS --repository .{named} --url HOST:8001 --reference '{reference}'")

@@ -7,7 +7,8 @@ builder's image are built from the folder itself, so its compose file names no p
 - ``engine.Dockerfile``: the release's TensorRT image with the engine builder (``build_engine.py``)
   and the manifest it holds the image to (``versions.toml``), both copied into the folder, and the
   harness's manifest reader from the same wheel.
-- ``.dockerignore``: the build context is the folder; only the wheel and those two files go in.
+- ``.dockerignore``: the build context is the folder (the serving image holds it at :data:`IN_IMAGE`,
+  which the Kubernetes engine-build Job copies into its volume: :mod:`harness.deploy.kubernetes`).
 
 The wheel is ``*.whl`` at the folder's root (``pip wheel --no-deps PROJECT -w FOLDER``; the
 installable tool's distribution puts it there once it has one): a ``wheels/`` folder would be
@@ -29,6 +30,8 @@ DOCKERFILE, ENGINE_DOCKERFILE, DOCKERIGNORE = "Dockerfile", "engine.Dockerfile",
 BUILDER_FILE, MANIFEST_FILE = "build_engine.py", "versions.toml"
 ENGINE_DIR = "/opt/engine"
 """Where the engine builder's image keeps ``build_engine.py`` and ``versions.toml``."""
+IN_IMAGE = "/opt/deployment"
+"""Where the serving image holds the folder (its Dockerfile's last step), which the Kubernetes Job copies into its volume."""
 WHEELS = "*.whl"
 
 # The serving Dockerfile installs the project from its source between these lines; the folder's, from its wheel.
@@ -53,7 +56,9 @@ def serving_dockerfile(source: str) -> str:
     start, end = start - (len(source) - len(body)), end - (len(source) - len(body))
     return ("# The serving image of this folder, written by `harness deploy` from the harness project's\n"
             "# docker/triton.Dockerfile: build context this folder (.dockerignore), the harness installed from its wheel\n"
-            f"# here ({WHEELS}: pip wheel --no-deps HARNESS_PROJECT -w .).\n" + body[:start] + _FROM_WHEEL + body[end:])
+            f"# here ({WHEELS}: pip wheel --no-deps HARNESS_PROJECT -w .).\n" + body[:start] + _FROM_WHEEL + body[end:]
+            + f"\n# The folder itself, which the Kubernetes engine-build Job copies into the repository volume.\n"
+              f"COPY . {IN_IMAGE}/\n")
 
 
 def engine_dockerfile(manifest) -> str:
@@ -76,7 +81,7 @@ def write_images(folder: Path, manifest) -> None:
                                   "harness project's docker/")
     (folder / DOCKERFILE).write_text(serving_dockerfile(SERVING_DOCKERFILE.read_text()))
     (folder / ENGINE_DOCKERFILE).write_text(engine_dockerfile(manifest))
-    (folder / DOCKERIGNORE).write_text(f"# The build context is this folder: only these go into an image.\n*\n!{WHEELS}\n"
-                                       f"!{BUILDER_FILE}\n!{MANIFEST_FILE}\n")
+    (folder / DOCKERIGNORE).write_text("# The build context is this folder: the wheel and the engine builder for the images, "
+                                       "the repository for the Kubernetes Job to copy.\n**/__pycache__\n")
     shutil.copyfile(BUILDER, folder / BUILDER_FILE)
     shutil.copyfile(MANIFEST_PATH, folder / MANIFEST_FILE)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import compose
 import pytest
+from kubernetes_validate import utils as k8s_schemas
 
 from harness.client import TaskModels
 from harness.deploy.standalone import SERVING_DOCKERFILE, engine_dockerfile, serving_dockerfile
@@ -198,3 +199,30 @@ def test_its_images_are_built_from_the_folder_with_the_projects_pins():
     assert pins and all(line in folder.splitlines() for line in pins)
     builder = engine_dockerfile(manifest)
     assert f"FROM {manifest.tensorrt.image}\n" in builder and "COPY build_engine.py versions.toml /opt/engine/" in builder
+
+
+@pytest.mark.parametrize("version", ["1.32", k8s_schemas.latest_version()])
+def test_its_kubernetes_manifest_is_valid_and_serves_the_folder_as_its_compose_file_does(two, version):
+    """kubernetes.json (one List) against the API's schemas (strict), the Kubernetes version of docs/kubernetes.md and
+    the newest: the Job fills the volume from the serving image and builds each engine with the folder's builder,
+    Triton runs compose's command, and no object names a path or an image of the checkout."""
+    text = (two / "kubernetes.json").read_text()
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in json.loads(text)["items"]}
+    for obj in objects.values():
+        k8s_schemas.validate(obj, version, strict=True)
+    # named after the folder (`repository`) once it holds several deployments, as its compose project is
+    job, deployment = objects[("Job", "repository-engine-build")]["spec"]["template"]["spec"], \
+        objects[("Deployment", "repository-triton")]["spec"]["template"]["spec"]
+    assert compose_config(two)["name"] == "repository"
+    built = [c["command"][c["command"].index("--model") + 1] for c in (*job["initContainers"], *job["containers"])
+             if "--model" in c["command"]]
+    assert built == ["lite_model", "other_model"] and job["initContainers"][0]["command"][-1] == \
+        "cp -R /opt/deployment/. /repository/"
+    images = {c["image"] for spec in (job, deployment) for c in (*spec["initContainers"], *spec["containers"])}
+    assert images == {"harness-triton:26.06", "harness-engine-builder:26.06"}
+    assert "/opt/project" not in text and "hostPath" not in text
+    compose = compose_config(two)["services"]["triton"]["command"]
+    [triton] = deployment["containers"]
+    same = [a for a in triton["command"] if "restricted" not in a]
+    assert same == [a for a in compose if "restricted" not in a] and "--load-model=other_preprocess_dali" in same
+    assert deployment["securityContext"]["runAsNonRoot"] and triton["securityContext"]["readOnlyRootFilesystem"]
