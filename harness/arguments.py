@@ -335,19 +335,27 @@ class RepositoryPaths:
     repository: Path
     spec: Path | None = None
     """None: the repository's own spec."""
+    deployment: str | None = None
+    """A deployment of the repository its user named (``harness deploy --name``); None: the repository's own models."""
 
 
 class RepositoryArgs(ArgGroup):
-    """``--repository`` and (``spec``) ``--spec``."""
+    """``--repository``, ``--deployment`` and (``spec``) ``--spec``."""
 
     title = "model repository"
 
-    def __init__(self, spec: bool = True):
+    def __init__(self, spec: bool = True, named: bool = False):
         self.spec = spec
+        self.named = named
+        """``--deployment``: the jobs that read one deployment of the repository take it."""
 
     def add_arguments(self, group) -> None:
         group.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, metavar="DIR",
                            help="the production model repository (default: %(default)s)")
+        if self.named:
+            group.add_argument("--deployment", default=None, metavar="NAME",
+                               help="the deployment of the repository named NAME by harness deploy --name: its models "
+                                    "and its spec (default: the repository's own models)")
         if self.spec:
             from harness.spec import SPEC_FILENAME
 
@@ -355,7 +363,7 @@ class RepositoryArgs(ArgGroup):
                                help=f"preprocessing spec (default: the repository's {SPEC_FILENAME})")
 
     def parse(self, args: argparse.Namespace) -> RepositoryPaths:
-        return RepositoryPaths(args.repository, getattr(args, "spec", None))
+        return RepositoryPaths(args.repository, getattr(args, "spec", None), getattr(args, "deployment", None))
 
 
 def add_class_names(group, alias_labels: bool, required: bool = False, help: str | None = None) -> None:
@@ -643,7 +651,7 @@ def make_session(repository: RepositoryPaths, server: Server | None = None, clas
 
     server = server or Server()
     return Session(repository.repository, repository.spec, server.url, server.protocol, server.timeout, class_names,
-                   task)
+                   task, repository.deployment)
 
 
 __all__ = ["ArgGroup", "ArgumentParser", "DeploymentArgs", "Deployments", "DeprecatedAlias", "FailRule", "Groups",

@@ -6,6 +6,7 @@ ensembles ``classify_<pipeline>``, the preprocessing taps, and the tensor names.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -74,9 +75,30 @@ class TaskModels:
     answer_suffix: str = ""
     """The twin of each pipeline's ensemble that also answers the task's stage taps when asked by
     name (``_taps``: ocr_dali_taps), so that the production model never makes them."""
+    ensembles: tuple[tuple[str, str], ...] = ()
+    """``(pipeline, ensemble)`` pairs naming an ensemble otherwise than ``<prefix>_<pipeline>`` (a
+    deployment named by its user: :meth:`named`)."""
 
     def ensemble(self, pipeline: str) -> str:
-        return f"{self.prefix}_{pipeline}"
+        return dict(self.ensembles).get(pipeline, f"{self.prefix}_{pipeline}")
+
+    def renamed(self, name: str, model: str) -> str:
+        """The one naming rule of a deployment named ``name`` (``harness deploy --name``): the DALI
+        ensemble clients call is ``name``, the model it ends in ``name_model``, every other model
+        ``name_<its name here>`` (``name_preprocess_dali``, ``name_validate_image``, ...)."""
+        if model == self.ensemble("dali"):
+            return name
+        return f"{name}_model" if model == self.model else f"{name}_{model}"
+
+    def named(self, name: str, models: Sequence[str]) -> "TaskModels":
+        """These models as a deployment named ``name`` writes ``models`` of them (:meth:`renamed`),
+        reading the spec ``name.toml``: what the harness reads of that deployment."""
+        kept = set(models)
+        return dataclasses.replace(
+            self, prefix=name, model=self.renamed(name, self.model), preprocess_prefix=f"{name}_", spec=f"{name}.toml",
+            ensembles=(("dali", name),), added=tuple(self.renamed(name, m) for m in models),
+            engines=tuple(self.renamed(name, m) for m in self.engines if m in kept),
+            shipped=tuple(dataclasses.replace(m, name=self.renamed(name, m.name)) for m in self.shipped if m.name in kept))
 
     def answer(self, pipeline: str) -> str:
         """The model whose answer (with the task's extras) the harness reads for ``pipeline``."""

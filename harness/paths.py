@@ -12,10 +12,10 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-PACKAGE_DATA = ("model_repository", "docker/build_engine.py", "deploy/versions.toml")
+PACKAGE_DATA = ("model_repository", "docker/build_engine.py", "docker/triton.Dockerfile", "deploy/versions.toml")
 """What a job reads at run time, relative to the checkout: what the wheel ships under ``harness/_data``
 (of the repository only its text files: :func:`package_data_files`)."""
-PACKAGE_DATA_SUFFIXES = (".pbtxt", ".toml", ".py", ".gitkeep")
+PACKAGE_DATA_SUFFIXES = (".pbtxt", ".toml", ".py", "engine_input.json", ".gitkeep")
 """The model repository's templates: configs, specs, Python-backend models and DALI graph
 definitions, empty version folders; never what ``harness model export`` writes into it."""
 

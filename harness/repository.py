@@ -14,7 +14,7 @@ import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import tomli_w
 from google.protobuf import text_format
@@ -26,7 +26,7 @@ from harness.errors import HarnessError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME
 from harness.paths import no_repository
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
-from harness.task import repository_models, shipped_files
+from harness.task import named_deployments, repository_models, shipped_files
 from harness.task_api.models import CpuReplacement, ShippedModel
 from harness.written import RECORD_FILENAME, replacing
 
@@ -165,34 +165,42 @@ def shipped_in(repo: Path) -> list[tuple[ShippedModel, ModelConfig | None]]:
     which ``repo`` has, each with its config: the default task's always (the repository's base: a
     missing one is refused by its check), another task's where its folder holds a config (a
     user's repository may have no embedder, no detector)."""
-    base = set(repository_models(None).added)
+    named = named_deployments(repo)
+    # A repository of deployments its users named holds none of this repository's own models.
+    base = set() if named else set(repository_models(None).added)
     found = []
-    for model in shipped_files():
+    for model in [*shipped_files(), *(m for d in named.values() for m in d.repository.shipped)]:
         config_path = repo / model.name / CONFIG_FILENAME
         if model.name in base or config_path.is_file():
             found.append((model, load_config(config_path) if config_path.is_file() else None))
     return found
 
 
-def check_models(repo: Path, spec: Spec) -> None:
-    """Every model's files in ``repo`` meet its contract (:attr:`ShippedModel.check`, the task's):
-    the classifier's ONNX and labels exist, meet the contract and fit the spec's crop; so do the
-    embedder's, and the detector's ONNX against its config, where the repository has them."""
+def check_models(repo: Path, specs: Mapping[str, Spec]) -> None:
+    """Every model's files in ``repo`` meet its contract (:attr:`ShippedModel.check`, the task's),
+    against the spec it reads (``specs``: by file name): the classifier's ONNX and labels exist,
+    meet the contract and fit the spec's crop; so do the embedder's, and the detector's ONNX
+    against its config, where the repository has them."""
     for model, config in shipped_in(repo):
         if model.check is not None:
-            model.check(repo / model.name, spec, config)
+            spec = config.parameters[SPEC_PARAMETER].string_value if config and SPEC_PARAMETER in config.parameters \
+                else SPEC_FILENAME
+            model.check(repo / model.name, specs[spec], config)
 
 
-def cpu_replacements() -> dict[str, CpuReplacement]:
+def cpu_replacements(repo: Path | None = None) -> dict[str, CpuReplacement]:
     """How the cpu profile serves each model that needs a GPU in production: the registered tasks'
-    (:attr:`ShippedModel.cpu`), by model name."""
-    return {model.name: model.cpu for model in shipped_files() if model.cpu is not None}
+    (:attr:`ShippedModel.cpu`), and those of the deployments named in ``repo``, by model name."""
+    named = named_deployments(repo) if repo is not None else {}
+    models = [*shipped_files(), *(m for d in named.values() for m in d.repository.shipped)]
+    return {model.name: model.cpu for model in models if model.cpu is not None}
 
 
 def spec_names(repo: Path) -> list[str]:
     """The spec files a repository's models read: ``preprocessing.toml`` and every other one a
     model's config names with a ``spec`` parameter (the detector's ``detection.toml``)."""
-    names = {SPEC_FILENAME}
+    # A repository of deployments its users named has their specs only.
+    names = set() if named_deployments(repo) and not (repo / SPEC_FILENAME).is_file() else {SPEC_FILENAME}
     for config in load_repository(repo).values():
         if SPEC_PARAMETER in config.parameters:
             names.add(config.parameters[SPEC_PARAMETER].string_value)
@@ -235,7 +243,7 @@ def profile_written(source: Path, out: Path, profile: str = "cpu", spec_path=Non
     if unknown:
         raise RepositoryError(f"{source}: no model reads {', '.join(unknown)} (its specs: {', '.join(names)})")
     specs = {name: load_spec(overrides.get(name, source / name)) for name in names}
-    check_models(source, specs[SPEC_FILENAME])
+    check_models(source, specs)
     with replacing(out, writer, {source: "the repository it is built from"}) as written:
         _write_profile(source, written.folder, profile, specs)
         yield written.folder
@@ -257,7 +265,7 @@ def _write_profile(source: Path, folder: Path, profile: str, specs: dict[str, Sp
         (folder / name).write_text(f"# Served by the {profile} profile; resolved from {spec.source}\n"
                                    + tomli_w.dumps(to_table(spec.preprocess, spec.postprocess, spec.recognition)))
     if profile == "cpu":
-        for name, replacement in cpu_replacements().items():
+        for name, replacement in cpu_replacements(source).items():
             if (folder / name).is_dir():  # a user's repository may have no embedder
                 _to_python_backend(folder / name, replacement, source_name=f"{source.name}/{name}")
         _queue_policies(folder, CPU_QUEUE_POLICY)
@@ -334,6 +342,7 @@ def build_cpu_profile(source: Path, out: Path, spec_path=None) -> Path:
 def _to_python_backend(model_dir: Path, replacement: CpuReplacement, source_name: str) -> None:
     config = load_config(model_dir / CONFIG_FILENAME)
     config.ClearField("platform")
+    config.ClearField("default_model_filename")  # a serialized DALI pipeline's (model.dali): the Python model is model.py
     config.backend = "python"
     spec = config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
     config.parameters.clear()

@@ -30,10 +30,11 @@ from harness.scores import score_kind
 from harness.server import TritonServer, free_port
 from harness.spec import load_spec
 from harness.stage import Stage
-from harness.task import TASKS, get_task, repository_models
+from harness.task import TASKS, get_task, named_deployment, repository_models
 from harness.validation import require_number, require_timeout
 
 if TYPE_CHECKING:
+    from harness.client import TaskModels
     from harness.deployment import Deployment
     from harness.reference import Recipe
     from harness.reference.model import ReferenceModel
@@ -142,6 +143,9 @@ class Session:
     """``--task``: which of the repository's specs is the default one (detection's
     ``detection.toml``, else ``preprocessing.toml``), and which one ``spec_file`` replaces in
     an embedded server."""
+    deployment_name: str | None = None
+    """``--deployment``: the deployment of the repository its user named (``harness deploy --name``):
+    its models and its spec are read instead of the task's own (None: this repository's own)."""
 
     def __post_init__(self):
         """Refuses (:class:`UsageError`, before any work) a ``url`` that is not ``host:port``,
@@ -152,9 +156,18 @@ class Session:
             raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         require_timeout(self.timeout)
 
+    def task_models(self, task: str | None = None) -> "TaskModels":
+        """The repository's models serving ``task`` (None: the default task's): the named deployment's
+        (:attr:`deployment_name`), else the task's own (:func:`harness.task.repository_models`)."""
+        if self.deployment_name is not None:
+            return named_deployment(self.repository, self.deployment_name).repository
+        return repository_models(task)
+
     @property
     def spec_name(self) -> str:
         """The repository's spec file of this session's task (:attr:`harness.task.Task.repository`)."""
+        if self.deployment_name is not None:
+            return self.task_models().spec
         models = get_task(self.task).repository
         return models.spec if models is not None else "preprocessing.toml"
 
@@ -170,16 +183,16 @@ class Session:
 
     @property
     def onnx_path(self) -> Path:
-        return self.repository / "classifier" / ONNX_FILENAME
+        return self.model_path()
 
     def model_path(self, task: str | None = None) -> Path:
         """The ONNX of this repository's model serving ``task`` (None: the default task's; the
         classifier, the embedder)."""
-        return self.repository / repository_models(task).model / ONNX_FILENAME
+        return self.repository / self.task_models(task).model / ONNX_FILENAME
 
     def classes(self) -> list[str]:
         """The classifier's class names, in output order."""
-        return read_labels(self.labels or self.repository / "classifier" / LABELS_FILENAME)
+        return read_labels(self.labels or self.repository / self.task_models(None).model / LABELS_FILENAME)
 
     def recipe(self, reference: str | None = None) -> "Recipe":
         """The training recipe: ``reference`` (built-in name or ``file.py:name``), default the spec's."""
@@ -213,7 +226,7 @@ class Session:
         None: classification for a pipeline, what discovery finds for a model). Raises
         :class:`~harness.deployment.DeploymentError` for a model the harness cannot use."""
         if model is None:
-            return TapsDeployment(pipeline, get_task(task), self.spec.preprocess)
+            return TapsDeployment(pipeline, get_task(task), self.spec.preprocess, self.task_models(task))
         if probe is None:
             raise UsageError(f"--model {model}: discovering a deployment needs an image to probe it with")
         # The model input's size: a detector's resize makes it (a letterbox's canvas; -1 where it
@@ -260,6 +273,9 @@ class Session:
         """A ready client to ``url``, or to an embedded server started for the block, serving
         ``models`` (what the job reads, :meth:`harness.target.Target.served_models`; None: every model)."""
         specs = {self.spec_name: self.spec_file} if self.spec_file else None
+        if self.deployment_name is not None and models is not None:  # what the target names, of this deployment
+            own, named = repository_models(self.task), self.task_models()
+            models = [m for m in (own.renamed(self.deployment_name, m) for m in models) if m in named.added]
         with connect(self.url, self.protocol, self.timeout, self.repository, specs, log, models) as client:
             yield client
 

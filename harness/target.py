@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from harness.deployment.discovery import ProbeRejected
 from harness.deployment.mapping import parse_overrides
 from harness.errors import UsageError
-from harness.task import BUILT_IN, TASKS, get_task, repository_models
+from harness.task import BUILT_IN, TASKS, get_task
 
 if TYPE_CHECKING:
     from harness.client import TritonClient
@@ -242,7 +242,7 @@ def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: s
     """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
     model ready on the server, else a one-line refusal naming the models the server has (give
     ``--model`` for one of those)."""
-    models = repository_models(task)
+    models = session.task_models(task)
     missing = [m for m in (models.ensemble(pipeline), models.taps(pipeline)) if not client.is_ready(m)]
     if missing:
         ready = client.ready_models()

@@ -74,7 +74,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     deployment = DeploymentArgs(("pipeline", "model", "client", "output", "postprocess", "task"), several=True,
                                 notes={"pipeline": "(default: both, unless --model is given)"})
     groups = Groups(accuracy, reference=ReferenceArgs(alias_labels=False), deployment=deployment,
-                    verdict=VerdictArgs(note=CLOSE_NOTE), server=ServerArgs(), repository=RepositoryArgs(),
+                    verdict=VerdictArgs(note=CLOSE_NOTE), server=ServerArgs(), repository=RepositoryArgs(named=True),
                     output=OutputArgs(DEFAULT_REPORT, ACCURACY_REPORTS))
     pipeline = next(a for a in accuracy._actions if "--pipeline" in a.option_strings)
     alias(accuracy, "--pipelines", pipeline, use="--pipeline NAME (repeated)", nargs="+", choices=tuple(PIPELINES),

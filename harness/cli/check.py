@@ -68,7 +68,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                             "is a skipped row, never read)")
     groups = Groups(check, deployment=DeploymentArgs(notes={"model": MODEL_NOTE, "client": CLIENT_NOTE}),
                     reference=ReferenceArgs(), verdict=VerdictArgs(), server=ServerArgs(),
-                    repository=RepositoryArgs(), output=OutputArgs(DEFAULT_REPORT, _reports("check")))
+                    repository=RepositoryArgs(named=True), output=OutputArgs(DEFAULT_REPORT, _reports("check")))
     check.set_defaults(run=lambda args: run_check_command(args, groups))
 
     compare = commands.add_parser(

@@ -42,7 +42,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--no-check", action="store_true", help="write and validate only: serve and check nothing")
     add_task(p, note="what the model is for: deploy writes classification deployments (default: classification)",
              default="classification")
-    p.add_argument("--name", default=None, help="the compose project's name (default: OUT's folder name)")
+    p.add_argument("--name", default=None,
+                   help="your deployment's name: its models' (NAME, NAME_model, NAME_preprocess_dali, ...), so that "
+                        "several deployments share OUT and one Triton, and the compose project's (default: this "
+                        "project's model names, the compose project OUT's folder name)")
+    p.add_argument("--triton-release", default=None, metavar="YY.MM",
+                   help="the Triton release it is for (default: deploy/versions.toml's; another is refused unless the "
+                        "manifest knows its DALI and TensorRT versions)")
     p.add_argument("--report", type=Path, default=DEFAULT_REPORT, metavar="DIR",
                    help="the check's report directory (default: %(default)s)")
     add_class_names(p.add_argument_group("class names"), alias_labels=False,
@@ -52,7 +58,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_deploy_command(args) -> int:
     options = DeployOptions(args.model, args.reference, args.out, None if args.no_check else args.images, args.report,
-                            args.task, args.class_names, args.name)
+                            args.task, args.class_names, triton_release=args.triton_release, name=args.name)
     result = run(options, log=say, progress=progress_bar)
     out(render(result))
     return result.exit_status()

@@ -52,7 +52,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "With --write-spec, both in one run")
     groups = Groups(p, deployment=DeploymentArgs(notes={"model": MODEL_NOTE, "client": CLIENT_NOTE}),
                     reference=ReferenceArgs(), verdict=VerdictArgs(fail_on=False), server=ServerArgs(),
-                    repository=RepositoryArgs(), output=OutputArgs(DEFAULT_REPORT, DIAGNOSIS_REPORTS))
+                    repository=RepositoryArgs(named=True), output=OutputArgs(DEFAULT_REPORT, DIAGNOSIS_REPORTS))
     p.set_defaults(run=lambda args: run_diagnose_command(args, groups))
 
 

@@ -1,64 +1,44 @@
-"""The deployment's ``docker-compose.yml``: its TensorRT engine built by the release's trtexec
-(``docker/build_engine.py``, as this project's own compose and Kubernetes Job build theirs), then
-Triton serving the folder in this project's serving image, locked down as the project's own
-(``docker-compose.yml``, docs/gpu.md): every path and flag below has its twin there."""
+"""The deployment's ``docker-compose.yml``: each TensorRT engine built by the release's trtexec
+(``build_engine.py``, as this project's own compose and Kubernetes Job build theirs), then Triton
+serving the folder, locked down as the project's own (``docker-compose.yml``, docs/gpu.md): every
+flag below has its twin there. Both images are built from the folder itself
+(:mod:`harness.deploy.standalone`): the file names no path outside it, so the folder can be moved."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
+from harness.deploy.standalone import BUILDER_FILE, DOCKERFILE, ENGINE_DIR, ENGINE_DOCKERFILE, MANIFEST_FILE
 from harness.manifest import load_manifest
-from harness.paths import PROJECT_ROOT, packaged
 
 ENGINE_VOLUME = "classifier-engine"
 
 
-def _relative(path: Path, start: Path) -> str:
-    """``path`` as the compose file beside ``start`` names it: relative where it can be."""
-    try:
-        return os.path.relpath(path.resolve(), start.resolve())
-    except ValueError:  # another drive
-        return str(path.resolve())
-
-
-def compose_file(out: Path, models: list[str], name: str) -> str:
-    """The compose file of the deployment in ``out`` serving ``models`` (the project is the build
-    context of the serving image and holds the engine builder)."""
+def compose_file(models: list[str], name: str, engines: list[str] = ("classifier",)) -> str:
+    """The compose file of a deployment's folder serving ``models``, ``engines`` of them TensorRT
+    engines it builds first (the folder is the build context of both images)."""
     manifest = load_manifest()
-    project = _relative(PROJECT_ROOT, out)
     restricted = "model-repository,logging,trace,shared-memory:admin-key=${TRITON_ADMIN_KEY:?set TRITON_ADMIN_KEY to a " \
                  "secret, e.g. openssl rand -hex 32}"
     loads = "".join(f"      - --load-model={m}\n" for m in models)
-    # the engine builder and what it imports, as this installation has them (a checkout's, or an installed wheel's)
-    sources = {"docker": packaged("docker"), "harness": Path(__file__).resolve().parents[1], "deploy": packaged("deploy")}
-    mounts = "".join(f"      - {{type: bind, source: {_relative(source, out)}, target: /opt/project/{part}, read_only: true}}\n"
-                     for part, source in sources.items())
     gpu = ("    deploy:\n      resources:\n        reservations:\n          devices:\n"
            "            - {driver: nvidia, count: 1, capabilities: [gpu]}\n")
+    builders = "".join(_builder(engine, manifest.release, gpu) for engine in engines)
+    engine_mounts = "".join(f"      - {{type: volume, source: {_volume(e)}, target: /models/{e}/1, read_only: true}}\n"
+                            for e in engines)
+    depends = "".join(f"      {_service(e)}:\n        condition: service_completed_successfully\n" for e in engines)
+    volumes = "".join(f"  {_volume(e)}:\n" for e in engines)
     return f"""# The production profile of the deployment `harness deploy` wrote in this folder:
-#   docker compose up -d     # builds the classifier's TensorRT engine, then serves this folder with Triton
+#   docker compose up -d     # builds the TensorRT engines ({', '.join(engines)}), then serves this folder with Triton
 #   harness check IMAGES --url 127.0.0.1:8001 --reference ...   # then check what it serves
-# The engine is built by the TensorRT of Triton {manifest.release} (an engine loads only in the TensorRT that
-# built it), with docker/build_engine.py of the harness project at {project}; the serving image
-# is that project's (DALI {manifest.dali.version}, its validate step and the DALI graph). Set TRITON_ADMIN_KEY (docs/gpu.md).
+# The engines are built by the TensorRT of Triton {manifest.release} (an engine loads only in the TensorRT that
+# built it; {ENGINE_DOCKERFILE}), the serving image is the project's (DALI {manifest.dali.version}; {DOCKERFILE}), both from
+# this folder: put the harness's wheel here first (pip wheel --no-deps HARNESS_PROJECT -w .). Set TRITON_ADMIN_KEY.
 name: {name}
 
 services:
-  engine-builder:
-    image: {manifest.tensorrt.image}
-    command: ["python3", "/opt/project/docker/build_engine.py", "--repository", "/models", "--out", "/engine"]
-    environment:
-      FP16: ${{FP16:-0}}
-      OPT_BATCH: ${{OPT_BATCH:-8}}
-    volumes:
-      - {{type: bind, source: ., target: /models, read_only: true}}
-{mounts}      - {{type: volume, source: {ENGINE_VOLUME}, target: /engine}}
-{gpu}
-  triton:
+{builders}  triton:
     build:
-      context: {project}
-      dockerfile: docker/triton.Dockerfile
+      context: .
+      dockerfile: {DOCKERFILE}
     image: harness-triton:{manifest.release}
     command:
       - tritonserver
@@ -75,8 +55,7 @@ services:
       - "${{TRITON_BIND:-127.0.0.1}}:8002:8002"
     volumes:
       - {{type: bind, source: ., target: /models, read_only: true}}
-      - {{type: volume, source: {ENGINE_VOLUME}, target: /models/classifier/1, read_only: true}}
-    shm_size: 1gb
+{engine_mounts}    shm_size: 1gb
     read_only: true
     tmpfs: [/tmp]
     cap_drop: [ALL]
@@ -91,9 +70,33 @@ services:
       retries: 3
       start_period: 5m
     depends_on:
-      engine-builder:
-        condition: service_completed_successfully
-{gpu}
+{depends}{gpu}
 volumes:
-  {ENGINE_VOLUME}:
+{volumes}"""
+
+
+def _service(engine: str) -> str:
+    """The service building ``engine`` (the project's own classifier's keeps its name, ``engine-builder``)."""
+    return "engine-builder" if engine == "classifier" else f"engine-builder-{engine}"
+
+
+def _volume(engine: str) -> str:
+    return ENGINE_VOLUME if engine == "classifier" else f"{engine}-engine"
+
+
+def _builder(engine: str, release: str, gpu: str) -> str:
+    return f"""  {_service(engine)}:
+    build:
+      context: .
+      dockerfile: {ENGINE_DOCKERFILE}
+    image: harness-engine-builder:{release}
+    command: ["python3", "{ENGINE_DIR}/{BUILDER_FILE}", "--manifest", "{ENGINE_DIR}/{MANIFEST_FILE}", "--repository", "/models",
+              "--model", "{engine}", "--out", "/engine"]
+    environment:
+      FP16: ${{FP16:-0}}
+      OPT_BATCH: ${{OPT_BATCH:-8}}
+    volumes:
+      - {{type: bind, source: ., target: /models, read_only: true}}
+      - {{type: volume, source: {_volume(engine)}, target: /engine}}
+{gpu}
 """

@@ -6,24 +6,36 @@ as far as a CPU can, then checked on photos against the same training definition
 What it writes is this repository's classification models (:func:`harness.repository.copy_models`
 of the task's production ensemble and its taps model), with the user's ONNX conformed to their
 contract (:func:`harness.model.conform_onnx`), the training definition read as the spec every one
-of them reads, the class count and the input size set in the configs, and a compose file
-building the engine and serving it (:mod:`harness.deploy.compose`). So every command reads it as
-it reads this repository (``--repository DIR``), and ``harness serve --repository DIR`` serves its
-cpu profile: the same DALI graph on DALI's CPU kernels, the ONNX in ONNX Runtime.
+of them reads, the class count and the input size set in the configs, and a compose file and a
+Kubernetes manifest building the engine and serving it (:mod:`harness.deploy.compose`,
+:mod:`harness.deploy.kubernetes`) from images built from the folder alone
+(:mod:`harness.deploy.standalone`), with its proof (:mod:`harness.deploy.readme`). So every command
+reads it as it reads this repository (``--repository DIR``), and ``harness serve --repository DIR``
+serves its cpu profile: the same DALI graph on DALI's CPU kernels, the ONNX in ONNX Runtime.
+``--name`` names its models after the user (:meth:`harness.client.TaskModels.renamed`), and several
+such deployments share one folder.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from harness.deploy.compose import compose_file
+from harness.deploy.kubernetes import KUBERNETES_FILE, kubernetes_manifest
+from harness.deploy.readme import README, UNNAMED, keep_proof, readme
+from harness.deploy.standalone import BUILDER_FILE, MANIFEST_FILE, write_images
 from harness.errors import EXIT_OK, UsageError
-from harness.paths import TEMPLATE_REPOSITORY, packaged
-from harness.spec import SPEC_FILENAME, load_spec, to_table
-from harness.written import replaceable, replacing
+from harness.manifest import load_manifest
+from harness.names import path_text
+from harness.paths import TEMPLATE_REPOSITORY
+from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, load_spec, to_table
+from harness.task import NamedDeployment, get_task, named_deployments
+from harness.written import RECORD_FILENAME, replaceable, replacing
 
 TASKS = ("classification",)
 """The tasks deploy writes (the others' repositories have more steps: not yet)."""
@@ -39,8 +51,12 @@ class DeployOptions:
     report: Path = Path("reports/deploy")
     task: str = "classification"
     class_names: Path | None = None
+    triton_release: str | None = None
+    """The Triton release it is written for (None: ``deploy/versions.toml``'s; another is refused unless the
+    manifest knows it)."""
     name: str | None = None
-    """The compose project's name (default: the folder's)."""
+    """The deployment's name: its models' (:meth:`harness.client.TaskModels.renamed`) and the compose
+    project's; None: this repository's own names (``classify_dali``, ...), the compose project the folder's."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,6 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     )
     from harness.reference.reading import is_framework_source, read_source, read_transform
     from harness.repository import copy_models, load_config, models_of, set_class_count, set_input_size
-    from harness.task import get_task  # here: loads numpy only when called
 
     started = time.perf_counter()
     if options.task not in TASKS:
@@ -103,7 +118,17 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         raise UsageError(f"{options.model}: no such model file (deploy takes an ONNX classifier)")
     if options.model.suffix.lower() != ".onnx":
         raise UsageError(f"{options.model}: deploy builds a TensorRT engine from an ONNX file: export the model to ONNX")
-    replaceable(options.out)  # refused before the rest is read (and again before it is replaced): nothing of the user's is lost
+    if options.name is not None and not NAME.fullmatch(options.name):
+        raise UsageError(f"--name {options.name!r}: a deployment's name is lowercase letters, digits, '_' and '-', "
+                         "starting with a letter or digit (its models' names and the compose project's)")
+    manifest = load_manifest()
+    if options.triton_release not in (None, manifest.release):
+        raise UsageError(f"--triton-release {options.triton_release}: deploy/versions.toml knows Triton {manifest.release} "
+                         f"only (DALI {manifest.dali.version}, TensorRT {manifest.tensorrt.version}); a deployment for "
+                         "another release needs that release's DALI and TensorRT versions in the manifest, read from "
+                         "its own release branches (docs/deploy.md)")
+    # Refused before the rest is read (and again before it is replaced): nothing of the user's is lost.
+    proven = replaceable(options.out)
     reading = _reading(options.reference, is_framework_source, read_source, read_transform)
     read = reading.require()  # what no spec operation holds: refused by name, never approximated
     preprocess = read.preprocess
@@ -120,6 +145,14 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
                          f"{size[0]}x{size[1]}: is it the model this preprocessing trained?")
     names = _class_names(options, taken.classes, read_labels)
     models = tuple(models_of(TEMPLATE_REPOSITORY, _roots(get_task(options.task))))
+    own = get_task(options.task).repository
+    deployed = models if options.name is None else tuple(sorted(own.renamed(options.name, m) for m in models))
+    if options.name is not None and proven.entries is not None:
+        _refuse_clash(options, proven.out, deployed)
+    elif proven.entries is not None and named_deployments(proven.out):
+        raise UsageError(f"{path_text(options.out)} holds the deployments {', '.join(named_deployments(proven.out))} "
+                         "(harness deploy --name), which a deployment without --name would replace with the folder: "
+                         "give --name to add it beside them, or another --out")
     source_size = tuple(load_spec(TEMPLATE_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
     table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
     header = (f"{WRITTEN_BY} from {options.reference}: {reading.framework}.\n"
@@ -127,7 +160,10 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
               f"# and `harness check --repository` replays it with the {read.recipe} recipe (see harness/spec.py).\n")
     # Written beside --out and put in its place only when whole and validated: a failure leaves the old one as it was.
     with replacing(options.out, "harness deploy") as written:
-        folder = written.folder
+        # A named deployment is written under this repository's names first, then renamed into the folder beside
+        # the deployments already there (kept as they were: the folder is replaced only when whole).
+        folder = written.folder if options.name is None else written.folder.parent / "unnamed"
+        folder.mkdir(exist_ok=True)
         copy_models(TEMPLATE_REPOSITORY, folder, models, table, header)
         classifier = folder / get_task(options.task).repository.model
         try:
@@ -138,22 +174,101 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         check_onnx(classifier / "model.onnx", size, labels=names)
         set_class_count(folder, len(names))
         set_input_size(folder, source_size, size)
-        (folder / "docker-compose.yml").write_text(_compose(written.out, models, options.name))
+        engine = own.model
+        if options.name is not None:
+            if proven.entries is not None:
+                _keep_deployments(written.out, written.folder)
+            _name_models(folder, written.folder, models, own, options.name)
+            NamedDeployment(options.name, options.task, deployed, manifest.release, options.reference).write(written.folder)
+            folder, classifier, engine = written.folder, written.folder / own.renamed(options.name, own.model), \
+                own.renamed(options.name, own.model)
+        _write_manifests(written.out, folder, options.name, manifest)
+        write_images(folder, manifest)
+        _write_readme(folder, options, manifest)
         validated = time.perf_counter()
-        validation = validate(folder, models)
+        validation = validate(folder, deployed, engine)
+        ship_serialized(folder, deployed)
         assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
     out = options.out
     seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
-    result = DeployResult(options, reading, models, validation, len(names), options.class_names is not None, model_input,
+    result = DeployResult(options, reading, deployed, validation, len(names), options.class_names is not None, model_input,
                           seconds=seconds, onnx=loaded)
     if options.images is None:
         return result
     checked = time.perf_counter()
     check = self_check(out, options, log, progress)
+    # Its proof into the folder: built beside it again and swapped in whole, as the deployment was.
+    with replacing(options.out, "harness deploy") as written:
+        _keep_deployments(written.out, written.folder)
+        keep_proof(written.folder, options.name, Path(check.paths.get("json", options.report / "report.json")).parent)
+        for kept in ("docker-compose.yml", KUBERNETES_FILE):
+            (written.folder / kept).write_text((written.out / kept).read_text())
+        _write_readme(written.folder, options, manifest)
     seconds["check"] = round(time.perf_counter() - checked, 2)
     seconds["total"] = round(time.perf_counter() - started, 2)
-    return DeployResult(options, reading, models, validation, len(names), options.class_names is not None, model_input,
+    return DeployResult(options, reading, deployed, validation, len(names), options.class_names is not None, model_input,
                         check, check.report.reference.reading, seconds, loaded)
+
+
+def _write_readme(folder: Path, options: DeployOptions, manifest) -> None:
+    """The folder's README: each deployment in it, the versions, its proof, the commands that check it again."""
+    own = get_task(options.task).repository
+    if options.name is None:
+        deployments = {UNNAMED: (own.ensemble("dali"), own.model, options.reference)}
+    else:
+        deployments = {name: (d.repository.ensemble("dali"), d.repository.model, d.reference)
+                       for name, d in named_deployments(folder).items()}
+    (folder / README).write_text(readme(folder, deployments, manifest))
+
+
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+"""A deployment's name (``--name``): a Triton model's and a compose project's name alike."""
+
+
+def _refuse_clash(options: DeployOptions, out: Path, deployed) -> None:
+    """A named deployment goes beside the deployments of ``out``, never over a model there: one line naming the clash."""
+    clash = sorted(m for m in deployed if (out / m).exists())
+    if options.name in named_deployments(out):
+        raise UsageError(f"--name {options.name}: {path_text(out)} holds a deployment of that name already, which "
+                         "deploy does not write over (a new version beside it is not written yet): give another "
+                         "--name or --out")
+    if clash:
+        raise UsageError(f"--name {options.name}: {path_text(out)} holds a model {clash[0]} already, which this "
+                         f"deployment would write over: give another --name")
+
+
+def _keep_deployments(out: Path, folder: Path) -> None:
+    """Everything of ``out`` (a folder deploy wrote, proven unchanged) into the new ``folder``, but its
+    record, its compose file and its README (written anew, for every deployment the folder holds)."""
+    for entry in out.iterdir():
+        if entry.name in (RECORD_FILENAME, "docker-compose.yml", KUBERNETES_FILE, README):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, folder / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, folder / entry.name, follow_symlinks=False)
+
+
+def _name_models(unnamed: Path, folder: Path, models, own, name: str) -> None:
+    """The models written under this repository's names in ``unnamed`` moved into ``folder`` under the
+    deployment's (:meth:`harness.client.TaskModels.renamed`), every one reading the spec ``name.toml``."""
+    from harness.repository import load_config, save_config
+
+    spec = own.named(name, models).spec
+    for model in models:
+        target = folder / own.renamed(name, model)
+        shutil.move(unnamed / model, target)
+        config_path = target / "config.pbtxt"
+        config, text = load_config(config_path), config_path.read_text()
+        said = f"# {target.name}: {model} of the deployment {name} (harness deploy --name), reading {spec}.\n"
+        header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+        config.name = target.name
+        for step in config.ensemble_scheduling.step:
+            step.model_name = own.renamed(name, step.model_name)
+        if config.platform != "ensemble":
+            config.parameters[SPEC_PARAMETER].string_value = spec
+        save_config(config, config_path, said + header)  # a TensorRT model's engine input file with it
+    shutil.move(unnamed / SPEC_FILENAME, folder / spec)
 
 
 WRITTEN_BY = "# Written by `harness deploy`"
@@ -197,15 +312,22 @@ def _resize_words(p) -> str:
     return f"{r.mode} {list(r.size)} {r.interpolation} ({how}), crop {list(p.crop.size)}"
 
 
-def _compose(out: Path, models, name: str | None) -> str:
-    import re
+def _write_manifests(out: Path, folder: Path, name: str | None, manifest) -> None:
+    """The compose file and the Kubernetes manifest serving every model of ``folder`` (one deployment, or
+    several named ones), building the engine of each TensorRT model there."""
+    from harness.repository import load_repository
+
+    configs = load_repository(folder)
+    engines = sorted(m for m, c in configs.items() if c.platform == "tensorrt_plan")
+    # The project (compose's, the Kubernetes objects' prefix): the deployment's name, the folder's once it holds several.
+    several = len(named_deployments(folder)) > 1
+    project = (name if not several else None) or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") \
+        or "deployment"
+    (folder / "docker-compose.yml").write_text(compose_file(sorted(configs), project, engines))
+    (folder / KUBERNETES_FILE).write_text(kubernetes_manifest(project, sorted(configs), engines, manifest.release))
 
 
-    project = name or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") or "deployment"
-    return compose_file(out, list(models), project)
-
-
-def validate(out: Path, models) -> Validation:
+def validate(out: Path, models, engine: str = "classifier") -> Validation:
     """The production profile as this repository's own is proven: every ``config.pbtxt`` through
     Triton's protobuf schema, every ``mixed`` DALI pipeline defined and serialized by the pinned DALI
     (each argument in its schema), the engine builder's trtexec command (its dry run)."""
@@ -227,15 +349,36 @@ def validate(out: Path, models) -> Validation:
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
-    builder = packaged("docker/build_engine.py")
-    command = "(docker/build_engine.py not in this installation: build the engine with it from the harness project)"
-    if builder.is_file():
-        run = subprocess.run([sys.executable, str(builder), "--repository", str(out), "--out", "/engine", "--dry-run"],
-                             capture_output=True, text=True, timeout=60)
-        if run.returncode != 0:
-            raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
-        command = run.stdout.strip().replace(str(out), "/models")
+    # The folder's own engine builder and manifest, as its engine.Dockerfile runs them.
+    run = subprocess.run([sys.executable, str(out / BUILDER_FILE), "--manifest", str(out / MANIFEST_FILE), "--repository",
+                          str(out), "--model", engine, "--out", "/engine", "--dry-run"],
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
+    command = run.stdout.strip().replace(str(out), "/models")
     return Validation(len(configs), dali.__version__, tuple(sorted(pipelines)), command)
+
+
+SERIALIZED = "model.dali"
+"""The DALI pipeline as the manifest's DALI serialized it, beside its ``dali.py`` (docs/deploy.md: why)."""
+
+
+def ship_serialized(folder: Path, models) -> list[str]:
+    """Each DALI model of ``models`` in ``folder`` gets its pipeline serialized by this DALI (the manifest's,
+    ``device_id=None``: no GPU needed) as ``1/model.dali``, named by its config's ``default_model_filename``: the
+    DALI backend loads it before it would autoserialize ``dali.py`` (the fallback), so the DALI step needs
+    nothing of the harness at load. Returns the models given one."""
+    from harness.preprocessing.dali_graph import production_pipelines  # here: loads DALI only when called
+
+    shipped = []
+    for name, pipe in production_pipelines(folder).items():
+        if name not in models:
+            continue
+        (folder / name / "1" / SERIALIZED).write_bytes(pipe.serialize())
+        config_path = folder / name / "config.pbtxt"  # its text kept, as every config deploy writes
+        config_path.write_text(config_path.read_text() + f'default_model_filename: "{SERIALIZED}"\n')
+        shipped.append(name)
+    return shipped
 
 
 def self_check(out: Path, options: DeployOptions, log, progress):
@@ -246,8 +389,8 @@ def self_check(out: Path, options: DeployOptions, log, progress):
     from harness.session import Session  # here: loads Pillow, simplejpeg only when called
     from harness.target import Target  # here: loads numpy only when called
 
-    session = Session(repository=out, labels=options.class_names)
+    session = Session(repository=out, labels=options.class_names, deployment_name=options.name)
     check_options = CheckOptions(options.images, options.report, Target(pipeline="dali", task=options.task),
-                                 reference=options.reference, reference_model=str(out / "classifier" / "model.onnx"),
+                                 reference=options.reference, reference_model=str(session.model_path(options.task)),
                                  formats=("json", "md", "csv"), log_reading=False)  # the summary says it
     return check(session, check_options, log=log, progress=progress or no_progress)

@@ -54,7 +54,7 @@ def summary_lines(result) -> list[str]:
         return lines
     report = result.check.report
     summary = report.summary
-    p = _deployed_spec(o.out)
+    p = _deployed_spec(o)
     lines += ["", f"checked on {summary.compared} of {summary.images} photos: the cpu profile (the same DALI graph on "
                   "DALI's CPU decoder and kernels, the model in ONNX Runtime) against the same reference",
               f"  {'stage':<7} {'verdict':<9} {'equal/close/diverged':<21} {'max |diff|':<11} {'alone adds':<11} operation"]
@@ -98,5 +98,9 @@ def what_is_left(report, p) -> list[str]:
     return [f"{head} ({verdict}):", *left, f"  {cost}"]
 
 
-def _deployed_spec(out):
-    return load_spec(out / SPEC_FILENAME).preprocess
+def _deployed_spec(options):
+    """The spec the deployment's models read: its own (``NAME.toml``) where it is named."""
+    from harness.task import repository_models  # here: the task registry only when a summary is written
+
+    spec = repository_models(options.task).named(options.name, ()).spec if options.name else SPEC_FILENAME
+    return load_spec(options.out / spec).preprocess

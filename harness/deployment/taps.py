@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from harness.client import IMAGE, PIPELINES, Pipeline, TritonClient
+from harness.client import IMAGE, PIPELINES, Pipeline, TaskModels, TritonClient
 from harness.deployed import stage_runner
 from harness.deployment.base import Deployment, ImageRequest
 from harness.deployment.discovery import TensorInfo
@@ -30,14 +30,15 @@ class TapsDeployment(Deployment):
     stages = TENSOR_STAGES
     isolates = {**ISOLATED_INPUT, Stage.OUTPUT: Stage.INPUT}
 
-    def __init__(self, pipeline: str, task: Task, preprocess: Preprocess | None = None):
+    def __init__(self, pipeline: str, task: Task, preprocess: Preprocess | None = None, models: TaskModels | None = None):
         """``task``: which of the repository's ensembles of this pipeline (its
-        :attr:`~harness.task_api.Task.repository`: classification's ``classify_<pipeline>``);
+        :attr:`~harness.task_api.Task.repository`: classification's ``classify_<pipeline>``;
+        ``models``, where given: a deployment's own names of them, :meth:`TaskModels.named`);
         ``preprocess``: the deployed spec, which the in-process isolation runners read (None:
         only the model can run alone)."""
         self.pipeline: Pipeline = PIPELINES[pipeline]
         self._task = task
-        self.models = task.repository
+        self.models = models or task.repository
         self.model, self.label, self.taps_model = self.models.ensemble(pipeline), pipeline, self.models.taps(pipeline)
         self.request = ImageRequest(self.model, TensorInfo(IMAGE, "TYPE_UINT8", (-1,)), batched=True)
         self.scores_output = self.models.ensemble_output

@@ -18,6 +18,9 @@ Where tasks come from, each registered like the others:
 from __future__ import annotations
 
 import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from harness.errors import UsageError
@@ -132,6 +135,57 @@ def repository_models(name: str | None):
     return task.repository
 
 
+DEPLOYMENT_RECORD = ".deployment.json"
+"""``<name>.deployment.json`` at a repository's root: what ``harness deploy --name NAME`` wrote there."""
+
+
+@dataclass(frozen=True)
+class NamedDeployment:
+    """A deployment its user named (``harness deploy --name``), as its record at the repository's root says."""
+
+    name: str
+    task: str
+    models: tuple[str, ...]
+    """Every model it wrote, by the one naming rule (:meth:`harness.client.TaskModels.renamed`)."""
+    release: str
+    """The Triton release it was written for (``deploy/versions.toml``'s, or one the manifest knows)."""
+    reference: str = ""
+    """The training definition it was deployed for (``--reference``)."""
+
+    @property
+    def repository(self):
+        """Its models as the harness reads them (:meth:`harness.client.TaskModels.named`)."""
+        own = repository_models(self.task)
+        return own.named(self.name, [m for m in own.added if own.renamed(self.name, m) in self.models])
+
+    def write(self, repository: Path) -> None:
+        record = {"deployment": self.name, "task": self.task, "release": self.release, "reference": self.reference,
+                  "models": list(self.models)}
+        (repository / f"{self.name}{DEPLOYMENT_RECORD}").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def named_deployments(repository: Path) -> dict[str, NamedDeployment]:
+    """The deployments named by their users in ``repository`` (by name; none in this project's own)."""
+    found = {}
+    for path in sorted(Path(repository).glob(f"*{DEPLOYMENT_RECORD}")):
+        try:
+            record = json.loads(path.read_text())
+            found[record["deployment"]] = NamedDeployment(record["deployment"], record["task"], tuple(record["models"]),
+                                                          record["release"], record.get("reference", ""))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}: not a deployment record harness deploy wrote ({exc})") from None
+    return found
+
+
+def named_deployment(repository: Path, name: str) -> NamedDeployment:
+    """The deployment ``name`` of ``repository``; :class:`UsageError` naming those it holds."""
+    found = named_deployments(repository)
+    if name not in found:
+        raise UsageError(f"--deployment {name}: {repository} holds no deployment of that name (it holds: "
+                         f"{', '.join(found) or 'none named'})")
+    return found[name]
+
+
 def shipped_models() -> list[str]:
     """Every model this repository ships: those of each registered task (:attr:`TaskModels.added`),
     in registration order, each once. Imports every task."""
@@ -171,6 +225,6 @@ def claimed_by(model) -> tuple[Task, str]:
     return claim(model, list(TASKS.values()))
 
 
-__all__ = ["ANSWER_RULES", "BUILT_IN", "TASKS", "Event", "Events", "OutputChoice", "Registry", "Section", "Task",
-           "answer_rule", "claimed_by", "get_task", "repository_models", "shipped_engines", "shipped_files", "shipped_models",
-           "task_name"]
+__all__ = ["ANSWER_RULES", "BUILT_IN", "DEPLOYMENT_RECORD", "TASKS", "Event", "Events", "NamedDeployment", "OutputChoice",
+           "Registry", "Section", "Task", "answer_rule", "claimed_by", "get_task", "named_deployment", "named_deployments",
+           "repository_models", "shipped_engines", "shipped_files", "shipped_models", "task_name"]

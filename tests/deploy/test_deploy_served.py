@@ -7,12 +7,14 @@ another shape (37 classes, a 256-pixel crop) deployed through to its served chec
 
 import contextlib
 import json
+import shutil
 
 import pytest
 
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
+from harness.written import verified
 from tests.commands import harness
 from tests.conftest import copy_photos
 from tests.deploy.classifiers import thirty_seven_classes
@@ -62,12 +64,18 @@ def test_deploy_writes_serves_and_checks_a_clip_compose(photos, tmp_path):
     assert {"decode", "resize", "crop", "input", "output"} <= set(stages)  # the replay, proven exact, gives each stage
     assert stages["resize"]["verdict"] == "close" and stages["resize"]["metrics"]["max_abs"]["worst"] <= 2
     assert "what it costs: top-1 changed on 0 of 4 photos" in printed
+    # The folder carries its proof: the check's report, linked from its README with its verdict, recorded as written.
+    assert json.loads((out / "deployment.check.json").read_text())["stages"] == \
+        json.loads((tmp_path / "report" / "report.json").read_text())["stages"]
+    assert "| deployment | `classify_dali` | `classifier` | [No stage diverged.](deployment.check.md) |" in \
+        (out / "README.md").read_text()
+    assert verified(out) is not None  # every file of it the harness's, unchanged: a deploy may replace it again
     different = harness("check", photos, "--repository", out, "--reference", VIT, "--report", tmp_path / "vit")
     assert different.returncode == 1, different.stdout  # another training definition: the stretch diverges
 
 
-@pytest.mark.parametrize("deployed, other", [(VIT, CLIP), (TIMM, PRESET), (PRESET, TIMM)],
-                         ids=["vit-config", "timm-config", "torchvision-preset"])
+# The torchvision preset deployed and checked: test_two_named_deployments_serve_side_by_side_from_a_folder_moved_away.
+@pytest.mark.parametrize("deployed, other", [(VIT, CLIP), (TIMM, PRESET)], ids=["vit-config", "timm-config"])
 def test_a_deployment_passes_its_own_definition_and_fails_another(photos, tmp_path, deployed, other):
     out = tmp_path / "deployment"
     written = harness("deploy", ONNX, "--reference", deployed, "--out", out, "--no-check")
@@ -94,3 +102,30 @@ def test_a_37_class_model_with_a_256_pixel_crop_deploys_serves_and_checks(photos
     assert "checked on 3 of 3 photos" in printed and "top-1 changed on 0 of 3 photos" in printed
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert {"decode", "resize", "crop", "input", "output"} <= {s["name"] for s in report["stages"]}
+
+
+def test_two_named_deployments_serve_side_by_side_from_a_folder_moved_away(photos, tmp_path):
+    """Issue 57's end: two deployments of their users' names in one folder, the folder copied elsewhere and
+    the original removed, the copy served by one server and each deployment checked there by its name (on
+    2 photos): each passes its own training definition, and `other` (a stretch) fails `lite`'s."""
+    written = tmp_path / "written"
+    for name, reference in (("lite", PRESET), ("other", VIT)):
+        result = harness("deploy", ONNX, "--reference", reference, "--out", written, "--no-check", "--name", name,
+                         "--class-names", LABELS)
+        assert result.returncode == 0, result.stdout + result.stderr
+    moved = tmp_path / "elsewhere" / "deployments"
+    shutil.copytree(written, moved, symlinks=True)
+    shutil.rmtree(written)
+    two = tmp_path / "two"
+    two.mkdir()
+    for photo in sorted(photos.iterdir())[:2]:
+        shutil.copy(photo, two / photo.name)
+    with served(moved, tmp_path) as server:
+        runs = {(name, reference): harness("check", two, "--repository", moved, "--deployment", name, "--url",
+                                           server.grpc_url, "--reference", reference, "--report",
+                                           tmp_path / f"{name}-{reference.rpartition('/')[2]}")
+                for name, reference in (("lite", PRESET), ("other", VIT), ("other", PRESET))}
+    for (name, reference), run in runs.items():
+        expected = 1 if (name, reference) == ("other", PRESET) else 0
+        assert run.returncode == expected, (name, reference, run.stdout + run.stderr)
+        assert "exactly on 2 of 2 photos" in " ".join(run.stdout.split())

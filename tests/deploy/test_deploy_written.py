@@ -88,7 +88,11 @@ def test_its_compose_file_is_valid_for_compose_and_the_spec_schema(vit):
     assert sorted(loaded) == MODELS and services["triton"]["depends_on"]["engine-builder"]["condition"] == \
         "service_completed_successfully"
     builder = {v["target"]: Path(v["source"]) for v in services["engine-builder"]["volumes"] if v["type"] == "bind"}
-    assert builder["/models"] == out.resolve() and (builder["/opt/project/docker"] / "build_engine.py").is_file()
+    assert builder == {"/models": out.resolve()}  # nothing of the checkout: both images are built from the folder
+    for service, dockerfile in (("engine-builder", "engine.Dockerfile"), ("triton", "Dockerfile")):
+        build = services[service]["build"]
+        assert (Path(build["context"]), build["dockerfile"]) == (out.resolve(), dockerfile)
+        assert (out / dockerfile).is_file()
     schema = subprocess.run([str(Path(sys.executable).parent / "check-jsonschema"), "--builtin-schema",
                              "vendor.compose-spec", str(out / "docker-compose.yml")], capture_output=True, text=True,
                             timeout=120)
@@ -298,3 +302,17 @@ def test_a_float16_model_is_fed_and_read_in_float32(tmp_path, photos_dir):
                                                                      {"input": pixels.transpose(2, 0, 1)[None]})
     assert logits.dtype == probabilities.dtype == np.float32 and logits.argmax() == expected.argmax()
     assert np.abs(logits - expected).max() < 0.05 and abs(probabilities.sum() - 1) < 1e-5
+
+
+def test_another_triton_release_is_refused_in_one_line_and_nothing_is_written(tmp_path):
+    """The manifest knows 26.06's DALI and TensorRT only: a deployment for 25.08 cannot be proven (or built) here."""
+    result = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out",
+                     tmp_path / "out", "--no-check", "--triton-release", "25.08")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: --triton-release 25.08: deploy/versions.toml knows Triton 26.06 only "
+                                    "(DALI 2.1.1, TensorRT 11.0.0)") and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+    same = harness("deploy", ONNX, "--reference", "torchvision:ResNet50_Weights.IMAGENET1K_V2", "--out",
+                   tmp_path / "out", "--no-check", "--triton-release", "26.06", "--name", "lite")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert json.loads((tmp_path / "out" / "lite.deployment.json").read_text())["release"] == "26.06"

@@ -1,0 +1,228 @@
+"""`harness deploy --name`, without a server: the user's names on every model, several deployments in
+one folder (each with its spec and its record, which the harness reads), a name that would write over
+a model refused in one line, and the cpu profile of such a folder."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import compose
+import pytest
+from kubernetes_validate import utils as k8s_schemas
+
+from harness.client import TaskModels
+from harness.deploy.standalone import SERVING_DOCKERFILE, engine_dockerfile, serving_dockerfile
+from harness.manifest import load_manifest
+from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
+from harness.repository import build_cpu_profile, load_config, load_repository
+from harness.session import Session
+from harness.spec import load_spec
+from harness.task import named_deployments, repository_models
+from tests.commands import harness
+
+ONNX = DEFAULT_REPOSITORY / "classifier" / "model.onnx"
+LABELS = DEFAULT_REPOSITORY / "classifier" / "labels.txt"
+PRESET, STRETCH = "torchvision:ResNet50_Weights.IMAGENET1K_V2", "torchvision:ViT_B_16_Weights.IMAGENET1K_V1"
+COMPOSE = Path(compose.__file__).parent / "docker-compose"
+ROLES = ["{}", "{}_model", "{}_preprocess_dali", "{}_preprocess_dali_stages", "{}_preprocess_dali_taps",
+         "{}_validate_image"]
+
+
+def deploy(out: Path, name: str, reference: str = PRESET):
+    return harness("deploy", ONNX, "--reference", reference, "--out", out, "--no-check", f"--name={name}",
+                   "--class-names", LABELS)
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    """Two deployments of their own names in one folder: `lite` (ResNet-50's preset) and `other`."""
+    out = tmp_path_factory.mktemp("named") / "repository"
+    for name in ("lite", "other"):
+        result = deploy(out, name)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_every_model_has_the_users_name_and_reads_the_deployments_spec(two):
+    models = sorted(role.format(name) for name in ("lite", "other") for role in ROLES)
+    configs = load_repository(two)
+    assert sorted(configs) == models
+    for name in ("lite", "other"):
+        steps = [s.model_name for s in configs[name].ensemble_scheduling.step]
+        assert steps == [f"{name}_validate_image", f"{name}_preprocess_dali", f"{name}_model"]
+        reads = {m: c.parameters["spec"].string_value for m, c in configs.items()
+                 if m.startswith(f"{name}_") and c.platform != "ensemble"}
+        assert set(reads.values()) == {f"{name}.toml"}, reads
+        assert load_spec(two / f"{name}.toml").preprocess.resize.size == (232,)
+        assert load_config(two / f"{name}_model" / "config.pbtxt").platform == "tensorrt_plan"
+    assert not (two / "preprocessing.toml").exists() and not (two / "classify_dali").exists()
+
+
+def test_the_records_say_what_each_deployment_is_and_the_harness_reads_them(two):
+    record = json.loads((two / "lite.deployment.json").read_text())
+    assert record == {"deployment": "lite", "task": "classification", "release": "26.06", "reference": PRESET,
+                      "models": sorted(role.format("lite") for role in ROLES)}
+    found = named_deployments(two)
+    assert sorted(found) == ["lite", "other"]
+    models: TaskModels = Session(repository=two, deployment_name="other").task_models()
+    assert (models.ensemble("dali"), models.taps("dali"), models.model, models.spec) == \
+        ("other", "other_preprocess_dali_taps", "other_model", "other.toml")
+    assert models.served(("dali",)) == ("other", "other_preprocess_dali_taps")
+    session = Session(repository=two, deployment_name="lite")
+    assert session.spec_path == two / "lite.toml" and session.model_path() == two / "lite_model" / "model.onnx"
+    assert len(session.classes()) == 1000
+
+
+def test_the_naming_rule_is_the_task_models_own():
+    own = repository_models(None)
+    assert [own.renamed("cats", m) for m in ("classify_dali", "classifier", "preprocess_dali_taps")] == \
+        ["cats", "cats_model", "cats_preprocess_dali_taps"]
+
+
+def compose_config(folder: Path) -> dict:
+    env = {"TRITON_ADMIN_KEY": "test-key", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([str(COMPOSE), "-f", str(folder / "docker-compose.yml"), "config", "--format", "json"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_its_compose_file_serves_both_and_builds_each_engine(two):
+    services = compose_config(two)["services"]
+    loaded = [a.split("=", 1)[1] for a in services["triton"]["command"] if a.startswith("--load-model=")]
+    assert sorted(loaded) == sorted(load_repository(two))
+    for engine in ("lite_model", "other_model"):
+        builder = services[f"engine-builder-{engine}"]
+        assert builder["command"][builder["command"].index("--model") + 1] == engine
+        assert services["triton"]["depends_on"][f"engine-builder-{engine}"]["condition"] == \
+            "service_completed_successfully"
+        assert f"/models/{engine}/1" in [v["target"] for v in services["triton"]["volumes"]]
+
+
+def test_its_cpu_profile_serves_each_deployment_on_the_cpu(two, tmp_path):
+    cpu = load_repository(build_cpu_profile(two, tmp_path / "cpu"))
+    for name in ("lite", "other"):
+        for model in (f"{name}_model", f"{name}_preprocess_dali", f"{name}_preprocess_dali_stages"):
+            assert cpu[model].backend == "python" and cpu[model].parameters["spec"].string_value == f"{name}.toml"
+            assert not cpu[model].default_model_filename  # the Python model is its model.py, not a model.dali
+
+
+def test_its_dali_steps_ship_serialized_by_the_manifests_dali(two):
+    """model.dali, what the DALI backend loads before it would autoserialize dali.py: the very pipelines deploy
+    validated, serialized by DALI 2.1.1 without a GPU."""
+    import nvidia.dali as dali
+
+    from harness.preprocessing.dali_graph import production_pipelines
+
+    assert dali.__version__ == load_manifest().dali.version
+    pipelines = production_pipelines(two)
+    assert sorted(pipelines) == sorted(f"{n}_preprocess_dali{s}" for n in ("lite", "other") for s in ("", "_stages"))
+    for name, pipe in pipelines.items():
+        assert (two / name / "1" / "model.dali").read_bytes() == pipe.serialize()
+        assert load_config(two / name / "config.pbtxt").default_model_filename == "model.dali"
+
+
+def test_the_same_name_again_is_refused_and_nothing_changes(two):
+    before = tree(two)
+    result = deploy(two, "lite", STRETCH)
+    assert result.returncode == 2 and "holds a deployment of that name already" in result.stderr, result.stderr
+    assert tree(two) == before
+
+
+def test_a_name_whose_models_would_write_over_another_is_refused(two):
+    before = tree(two)
+    result = deploy(two, "lite_model")  # its ensemble would be lite_model, the model of `lite`
+    assert result.returncode == 2 and "holds a model lite_model already" in result.stderr, result.stderr
+    assert tree(two) == before
+
+
+def test_a_deployment_without_a_name_does_not_replace_the_named_ones(two):
+    before = tree(two)
+    result = harness("deploy", ONNX, "--reference", PRESET, "--out", two, "--no-check")
+    assert result.returncode == 2 and "holds the deployments lite, other (harness deploy --name)" in result.stderr, \
+        result.stderr
+    assert tree(two) == before
+
+
+@pytest.mark.parametrize("name", ["My Model", "../up", "-x", ""])
+def test_a_name_no_model_can_have_is_refused_in_one_line(tmp_path, name):
+    result = deploy(tmp_path / "out", name)
+    assert result.returncode == 2 and "a deployment's name is lowercase letters" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_an_unknown_deployment_is_named_with_those_the_folder_holds(two):
+    with pytest.raises(Exception, match="holds no deployment of that name .it holds: lite, other"):
+        Session(repository=two, deployment_name="cats").task_models()
+    assert os.path.isdir(two)
+
+
+def test_its_readme_names_each_deployment_the_versions_and_the_commands_that_check_it_again(two):
+    text = (two / "README.md").read_text()
+    assert "Written for Triton 26.06 (server 2.70.0; its DALI 2.1.1, TensorRT 11.0.0, CUDA 13.3.0)" in text
+    for name in ("lite", "other"):
+        assert f"| {name} | `{name}` | `{name}_model` | not checked (deployed with --no-check) |" in text
+        assert f"harness check PHOTOS --repository . --deployment {name} --url HOST:8001 --reference '{PRESET}'" in text
+    assert "harness preflight --url HOST:8001 --repository ." in text and "docker compose up -d" in text
+
+
+def test_moved_elsewhere_its_compose_file_names_nothing_outside_the_folder(two, tmp_path):
+    moved = tmp_path / "shipped"
+    shutil.copytree(two, moved, symlinks=True)
+    services = compose_config(moved)["services"]
+    paths = [Path(v["source"]) for s in services.values() for v in s.get("volumes", []) if v["type"] == "bind"]
+    paths += [Path(s["build"]["context"]) for s in services.values() if "build" in s]
+    assert paths and all(p == moved.resolve() for p in paths), paths
+    assert str(PROJECT_ROOT) not in (moved / "docker-compose.yml").read_text()
+    # its engine builder runs from the folder, against the manifest beside it (the dry run prints the trtexec command)
+    run = subprocess.run([sys.executable, str(moved / "build_engine.py"), "--manifest", str(moved / "versions.toml"),
+                          "--repository", str(moved), "--model", "other_model", "--dry-run"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and f"--onnx={moved}/other_model/model.onnx" in run.stdout, run.stdout + run.stderr
+
+
+def test_its_images_are_built_from_the_folder_with_the_projects_pins():
+    """The serving image is docker/triton.Dockerfile with the harness from the folder's wheel; the builder is the
+    release's TensorRT image with the folder's build_engine.py and manifest."""
+    project, folder = SERVING_DOCKERFILE.read_text(), serving_dockerfile(SERVING_DOCKERFILE.read_text())
+    manifest = load_manifest()
+    assert f"FROM {manifest.server.image}\n" in folder and "COPY *.whl /tmp/wheels/\n" in folder
+    assert "/src/harness-project" not in folder and "COPY harness " not in folder
+    pins = [line for line in project.splitlines() if "==" in line or line.startswith(("ARG ", "ENV ", "USER "))]
+    assert pins and all(line in folder.splitlines() for line in pins)
+    builder = engine_dockerfile(manifest)
+    assert f"FROM {manifest.tensorrt.image}\n" in builder and "COPY build_engine.py versions.toml /opt/engine/" in builder
+
+
+@pytest.mark.parametrize("version", ["1.32", k8s_schemas.latest_version()])
+def test_its_kubernetes_manifest_is_valid_and_serves_the_folder_as_its_compose_file_does(two, version):
+    """kubernetes.json (one List) against the API's schemas (strict), the Kubernetes version of docs/kubernetes.md and
+    the newest: the Job fills the volume from the serving image and builds each engine with the folder's builder,
+    Triton runs compose's command, and no object names a path or an image of the checkout."""
+    text = (two / "kubernetes.json").read_text()
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in json.loads(text)["items"]}
+    for obj in objects.values():
+        k8s_schemas.validate(obj, version, strict=True)
+    # named after the folder (`repository`) once it holds several deployments, as its compose project is
+    job, deployment = objects[("Job", "repository-engine-build")]["spec"]["template"]["spec"], \
+        objects[("Deployment", "repository-triton")]["spec"]["template"]["spec"]
+    assert compose_config(two)["name"] == "repository"
+    built = [c["command"][c["command"].index("--model") + 1] for c in (*job["initContainers"], *job["containers"])
+             if "--model" in c["command"]]
+    assert built == ["lite_model", "other_model"] and job["initContainers"][0]["command"][-1] == \
+        "cp -R /opt/deployment/. /repository/"
+    images = {c["image"] for spec in (job, deployment) for c in (*spec["initContainers"], *spec["containers"])}
+    assert images == {"harness-triton:26.06", "harness-engine-builder:26.06"}
+    assert "/opt/project" not in text and "hostPath" not in text
+    compose = compose_config(two)["services"]["triton"]["command"]
+    [triton] = deployment["containers"]
+    same = [a for a in triton["command"] if "restricted" not in a]
+    assert same == [a for a in compose if "restricted" not in a] and "--load-model=other_preprocess_dali" in same
+    assert deployment["securityContext"]["runAsNonRoot"] and triton["securityContext"]["readOnlyRootFilesystem"]
