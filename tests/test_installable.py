@@ -123,19 +123,22 @@ def user_env(wheel, tmp_path_factory) -> Path:
 def test_the_installed_wheel_exports_serves_and_checks_from_the_users_folder(user_env, photos_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HARNESS_TRITON_HOME", "VIRTUAL_ENV")}
     env["PATH"] = f"{user_env / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    # where it is, where its defaults are, and the compose file of a deployment, which mounts the engine
-    # builder and what it imports from the installed wheel
+    # where it is, where its defaults are, and a deployment's images, written from what the wheel ships
+    # (its serving Dockerfile, engine builder and manifest), the compose file naming no path outside the folder
     where = run([user_env / "bin" / "python", "-c", "import harness, harness.paths as p; from pathlib import Path; "
-                 "from harness.deploy.compose import compose_file; print(harness.__file__, p.INSTALLED, p.DEFAULT_REPOSITORY, "
-                 "p.BUILD_DIR, p.packaged('deploy/versions.toml')); print(compose_file(Path('my-deployment'), [], 'mine'))"],
+                 "from harness.deploy.compose import compose_file; from harness.deploy.standalone import write_images; "
+                 "from harness.manifest import load_manifest; print(harness.__file__, p.INSTALLED, p.DEFAULT_REPOSITORY, "
+                 "p.BUILD_DIR, p.packaged('deploy/versions.toml')); Path('my-deployment').mkdir(); "
+                 "write_images(Path('my-deployment'), load_manifest()); print(compose_file([], 'mine'))"],
                 cwd=tmp_path, env=env)
+    assert where.returncode == 0, where.stderr
     package, installed, repository, build, manifest = where.stdout.splitlines()[0].split()
     assert Path(package).is_relative_to(user_env) and installed == "True"
     assert (repository, build) == ("model_repository", "build") and Path(manifest).is_relative_to(user_env)
-    mounts = {part: source for source, part in re.findall(r"source: (\S+), target: /opt/project/(\w+)", where.stdout)}
-    assert sorted(mounts) == ["deploy", "docker", "harness"], where.stdout + where.stderr
-    assert all((tmp_path / "my-deployment" / source).resolve().is_relative_to(user_env) for source in mounts.values())
-    assert ((tmp_path / "my-deployment" / mounts["docker"]).resolve() / "build_engine.py").is_file()
+    assert "source: /" not in where.stdout and "../" not in where.stdout, where.stdout
+    written = tmp_path / "my-deployment"
+    assert (written / "build_engine.py").read_bytes() == (PROJECT_ROOT / "docker" / "build_engine.py").read_bytes()
+    assert "FROM " in (written / "Dockerfile").read_text() and "/tmp/wheels/*.whl" in (written / "Dockerfile").read_text()
 
     # the segmenter's wheel, as `harness model export` would download it (no download in the suite)
     (tmp_path / WHEEL_DIR).mkdir(parents=True)
