@@ -13,7 +13,9 @@ import json
 import pytest
 
 from tests.commands import harness
+from tests.conftest import copy_photos
 from tests.own.seg_ocr import MATTE_ENSEMBLE, MATTE_MODEL, NCHW_MATTE_ENSEMBLE, PLANTED, SEGMENTATION_SPEC
+from tests.segmentation.conftest import PHOTOS
 
 pytestmark = pytest.mark.server
 
@@ -50,8 +52,9 @@ def test_a_matte_answered_nchw_with_a_batch_of_one_is_the_result_not_the_raw_map
                                                                                   tmp_path):
     """Issue 59: three steps without batching, the last answering the matte float32 [1, 1, H, W]
     (the map's layout kept): it was read as the raw map, so ``output`` diverged with every image
-    "with another shape" while the masks were the reference's (IoU 1); it is the matte alone."""
-    result, report = check(own_seg_ocr, segmentation_photos, tmp_path, NCHW_MATTE_ENSEMBLE)
+    "with another shape" while the masks were the reference's (IoU 1); it is the matte alone. Two photos."""
+    photos = copy_photos(segmentation_photos, PHOTOS, tmp_path / "photos")
+    result, report = check(own_seg_ocr, photos, tmp_path / "report", NCHW_MATTE_ENSEMBLE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "a matte alpha alone" in result.stdout and "u2netp.1959 (a batch of one) -> output" in result.stdout
     assert "rembg_post_nchw.alpha (a batch of one) -> postprocess" in result.stdout
