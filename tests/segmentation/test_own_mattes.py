@@ -1,10 +1,11 @@
 """Background removal deployed as users deploy rembg (tests/own/seg_ocr.py: none of this
 project's names), checked for real on real photos: an ensemble answering rembg's own answer,
 the alpha matte alone (uint8 at the photo's size), its steps' tensors NCHW with a batch of one;
-and one model answering a float matte at the model's 320x320. Aligned, each passes; with a hand
-port's preprocessing planted (OpenCV's linear resize, ``/ 255``), each fails at the first stage it
-shows: the ensemble at its model input, the single model at its matte (on the dimmed photo, whose
-brightest value 150 makes ``/ 255`` and rembg's division by the maximum differ)."""
+the same answering its matte float [1, 1, H, W] (issue 59); and one model answering a float
+matte at the model's 320x320. Aligned, each passes; with a hand port's preprocessing planted
+(OpenCV's linear resize, ``/ 255``), each fails at the first stage it shows: the ensemble at
+its model input, the single model at its matte (on the dimmed photo, whose brightest value 150
+makes ``/ 255`` and rembg's division by the maximum differ)."""
 
 from __future__ import annotations
 
