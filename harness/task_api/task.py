@@ -104,7 +104,7 @@ def without_leading_ones(shape, keep: int = 0) -> tuple[int, ...]:
     axes: what a model without batching adds to one image's tensor (its batch axis of one, and an
     NCHW map's channel axis of one: ``[1, 1, H, W]``). The one rule for a served tensor's leading ones."""
     shape = tuple(shape)
-    while len(shape) > keep and shape and shape[0] == 1:
+    while len(shape) > keep and shape[0] == 1:
         shape = shape[1:]
     return shape
 
