@@ -59,6 +59,7 @@ from harness.task_api import (
     Task,
     like,
     verdict_cells,
+    without_leading_ones,
 )
 from harness.task_api.models import DALI_ON_CPU, DALI_TAPS_ON_CPU, ONNX_ON_CPU, ShippedModel
 from harness.tolerance import Tolerance
@@ -575,10 +576,9 @@ def postprocess_hypotheses(reference: Mapping | None, deployed: Mapping | None =
 
 
 def _is_plane(tensor) -> bool:
-    """One plane, [H, W] or [1, H, W], of numbers (a matte or a mask; its sides not fixed tiny)."""
-    dims = list(tensor.dims)
-    if len(dims) == 3 and dims[0] == 1:
-        dims = dims[1:]
+    """One plane, [H, W] after leading axes of one ([1, H, W], an unbatched step's NCHW [1, 1, H, W]),
+    of numbers (a matte or a mask; its sides not fixed tiny)."""
+    dims = without_leading_ones(tensor.dims, keep=2)
     return (tensor.data_type in ("TYPE_FP32", "TYPE_FP16", "TYPE_UINT8") and len(dims) == 2
             and all(d == -1 or d >= 8 for d in dims))
 
@@ -586,8 +586,7 @@ def _is_plane(tensor) -> bool:
 def _plane(array, name: str) -> np.ndarray:
     """One image's answered plane without its leading axes of one ([H, W])."""
     array = np.asarray(array)
-    while array.ndim > 2 and array.shape[0] == 1:
-        array = array[0]
+    array = array.reshape(without_leading_ones(array.shape, keep=2))
     if array.ndim != 2:
         raise ValueError(f"{name} is {list(np.shape(array))}, not one plane [H, W]")
     return array

@@ -26,10 +26,12 @@ from harness.task_api.task import (
                                    claim,
                                    like,
                                    verdict_cells,
+                                   without_leading_ones,
 )
 from harness.tolerance import Tolerance
 from harness.verdict import Verdict
 
 __all__ = ["Answer", "AnswerRule", "Comparator", "Comparison", "Event", "Events", "Fold", "ImageResult", "Judgement",
            "KnownCheck", "KnownResults", "Observed", "OutputChoice", "PostprocessError", "ResultCulprit", "ScoreKind", "Section",
-           "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim", "like", "verdict_cells"]
+           "Stage", "StageResult", "Task", "Tolerance", "Verdict", "claim", "like", "verdict_cells",
+           "without_leading_ones"]

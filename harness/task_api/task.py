@@ -99,17 +99,21 @@ def verdict_cells(stats) -> tuple[str, str]:
     return (f"**{stats.verdict.value}**" if stats.verdict is Verdict.DIVERGED else stats.verdict.value), counts
 
 
+def without_leading_ones(shape, keep: int = 0) -> tuple[int, ...]:
+    """``shape`` (an array's, or a config's dims) without its leading axes of one, down to ``keep``
+    axes: what a model without batching adds to one image's tensor (its batch axis of one, and an
+    NCHW map's channel axis of one: ``[1, 1, H, W]``). The one rule for a served tensor's leading ones."""
+    shape = tuple(shape)
+    while len(shape) > keep and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 def like(array: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """``array`` reshaped to ``reference``'s shape where the two differ only by leading axes of one
     (a model without batching whose output keeps a batch axis of one); else as it is."""
-    def trimmed(shape):
-        shape = tuple(shape)
-        while shape and shape[0] == 1:
-            shape = shape[1:]
-        return shape
-
     array, reference = np.asarray(array), np.asarray(reference)
-    if array.shape != reference.shape and trimmed(array.shape) == trimmed(reference.shape):
+    if array.shape != reference.shape and without_leading_ones(array.shape) == without_leading_ones(reference.shape):
         return array.reshape(reference.shape)
     return array
 

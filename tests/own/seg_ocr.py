@@ -6,6 +6,9 @@ and planted, all in one repository served by one embedded tritonserver:
   -> ``tensor`` float32 [1, 3, 320, 320]), ``u2netp`` (U²-Net-p in ONNX Runtime under the file's
   names: ``input.1`` -> ``1959`` [1, 1, 320, 320]), ``rembg_post`` (the map and the photo's
   bytes -> ``alpha`` uint8 [H, W] at the photo's size: what rembg answers);
+- ``remove_background_nchw``: the same steps, its last (``rembg_post_nchw``) answering ``alpha``
+  float32 0 to 1 [1, 1, H, W]: the map's NCHW layout with the batch axis of one a step without
+  batching keeps (issue 59: it was read as the raw map, every image "with another shape");
 - ``matte_320``: one model answering ``matte`` float32 [320, 320] (0 to 1) at the model's size;
 - ``read_text``: rapidocr whole (``image_bytes`` -> ``boxes`` [-1, 4, 2], ``scores``, ``texts``);
 - ``read_words``: rapidocr whole answering ``regions`` [-1, 4] as x, y, width, height,
@@ -33,6 +36,7 @@ SEGMENTATION_SPEC = PROJECT_ROOT / "model_repository" / "segmentation.toml"
 OCR_SPEC = PROJECT_ROOT / "specs" / "ocr" / "small.toml"
 """rapidocr's detector and recognizer settings, the detector at the limit side the readers use."""
 MATTE_ENSEMBLE, MATTE_MODEL, TEXT_MODEL, WORDS_MODEL = "remove_background", "matte_320", "read_text", "read_words"
+NCHW_MATTE_ENSEMBLE = "remove_background_nchw"
 PLANTED = "_planted"
 
 _BYTES_IN = 'input [ { name: "image" data_type: TYPE_STRING dims: [ 1 ] } ]'
@@ -44,6 +48,9 @@ output [ { name: "1959" data_type: TYPE_FP32 dims: [ 1, 1, 320, 320 ] } ]'''),
     "rembg_post": (MATTING / "post.py", '''input [ { name: "pred" data_type: TYPE_FP32 dims: [ 1, 1, 320, 320 ] },
         { name: "image" data_type: TYPE_STRING dims: [ 1 ] } ]
 output [ { name: "alpha" data_type: TYPE_UINT8 dims: [ -1, -1 ] } ]'''),
+    "rembg_post_nchw": (MATTING / "post.py", '''input [ { name: "pred" data_type: TYPE_FP32 dims: [ 1, 1, 320, 320 ] },
+        { name: "image" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "alpha" data_type: TYPE_FP32 dims: [ 1, 1, -1, -1 ] } ]'''),
     MATTE_MODEL: (MATTING / "whole.py", f'''{_BYTES_IN}
 output [ {{ name: "matte" data_type: TYPE_FP32 dims: [ 320, 320 ] }} ]'''),
     TEXT_MODEL: (READING / "model.py", '''input [ { name: "image_bytes" data_type: TYPE_STRING dims: [ 1 ] } ]
@@ -64,10 +71,10 @@ ensemble_scheduling { step [
     output_map { key: "tensor" value: "normalized" } },
   { model_name: "u2netp" model_version: -1 input_map { key: "input.1" value: "normalized" }
     output_map { key: "1959" value: "saliency" } },
-  { model_name: "rembg_post" model_version: -1 input_map [ { key: "pred" value: "saliency" },
+  { model_name: "POST" model_version: -1 input_map [ { key: "pred" value: "saliency" },
     { key: "image" value: "image" } ] output_map { key: "alpha" value: "alpha" } } ] }
 '''
-SEGMENTATION_MODELS = [MATTE_ENSEMBLE, MATTE_ENSEMBLE + PLANTED, MATTE_MODEL, MATTE_MODEL + PLANTED]
+SEGMENTATION_MODELS = [MATTE_ENSEMBLE, MATTE_ENSEMBLE + PLANTED, NCHW_MATTE_ENSEMBLE, MATTE_MODEL, MATTE_MODEL + PLANTED]
 OCR_MODELS = [TEXT_MODEL, TEXT_MODEL + PLANTED, WORDS_MODEL, WORDS_MODEL + PLANTED]
 
 
@@ -89,11 +96,17 @@ def write_repository(out: Path, segmenter: Path) -> Path:
     reader = {"limit_side_len": "320", "limit_type": "max"}
     _model(out, "u2netp", "u2netp", onnx)
     _model(out, "rembg_post", "rembg_post", {})
+    _model(out, "rembg_post_nchw", "rembg_post_nchw", {"layout": "nchw"})
+    for name, prep, post in ((MATTE_ENSEMBLE, "matte_prep", "rembg_post"),
+                             (MATTE_ENSEMBLE + PLANTED, "matte_prep" + PLANTED, "rembg_post"),
+                             (NCHW_MATTE_ENSEMBLE, "matte_prep", "rembg_post_nchw")):
+        config = _ENSEMBLE.replace("PREP", prep).replace("POST", post)
+        if post == "rembg_post_nchw":
+            config = config.replace("TYPE_UINT8 dims: [ -1, -1 ]", "TYPE_FP32 dims: [ 1, 1, -1, -1 ]")
+        (out / name / "1").mkdir(parents=True)
+        (out / name / "config.pbtxt").write_text(f'name: "{name}"\n' + config)
     for suffix, mode in (("", "aligned"), (PLANTED, "planted")):
         _model(out, "matte_prep" + suffix, "matte_prep", {"mode": mode})
-        (out / (MATTE_ENSEMBLE + suffix) / "1").mkdir(parents=True)
-        (out / (MATTE_ENSEMBLE + suffix) / "config.pbtxt").write_text(
-            f'name: "{MATTE_ENSEMBLE + suffix}"\n' + _ENSEMBLE.replace("PREP", "matte_prep" + suffix))
         _model(out, MATTE_MODEL + suffix, MATTE_MODEL, {"mode": mode, **onnx})
         _model(out, TEXT_MODEL + suffix, TEXT_MODEL, {"mode": mode, "boxes": "quads", **reader})
         _model(out, WORDS_MODEL + suffix, WORDS_MODEL, {"mode": mode, "boxes": "xywh", **reader})

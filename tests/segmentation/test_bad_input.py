@@ -173,6 +173,10 @@ def test_a_matte_alone_is_the_result_its_mask_the_specs_threshold_at_the_source_
     assert task.result_outputs(model(("matte", "TYPE_FP32", (320, 320)))) == ResultOutputs("matte", None)
     assert task.result_outputs(model(("out", "TYPE_FP32", (320, 320)))) is None  # a float plane unnamed: the raw map
     assert task.result_outputs(model(("mask", "TYPE_UINT8", (-1, -1)))) is None  # a mask alone: not a matte
+    # Issue 59: a step without batching keeping the map's NCHW layout answers [1, 1, H, W]: a plane all the same
+    assert task.result_outputs(model(("alpha", "TYPE_FP32", (1, 1, -1, -1)))) == ResultOutputs("alpha", None)
+    assert task.result_outputs(model(("out", "TYPE_UINT8", (1, 1, -1, -1)))) == ResultOutputs("out", None)
+    assert task.result_outputs(model(("alpha", "TYPE_FP32", (1, 2, -1, -1)))) is None  # two planes: not one matte
     p = SaliencyParams()
     rng = np.random.default_rng(0)
     raw = np.clip(np.cumsum(rng.normal(size=(1, 320, 320)), axis=2) / 40 + 0.5, 0, 1).astype(np.float32)
@@ -184,6 +188,8 @@ def test_a_matte_alone_is_the_result_its_mask_the_specs_threshold_at_the_source_
     assert from_matte(np.zeros((50, 50)), (200, 300), (320, 320), p).shape == (2, 50, 50)
     levels = task.read_answer({"alpha": np.ones((4, 4), np.uint8)}, ResultOutputs("alpha", None))[Stage.POSTPROCESS]
     assert levels.shape == (1, 4, 4) and levels.max() == pytest.approx(1 / 255)
+    nchw = task.read_answer({"alpha": np.full((1, 1, 4, 4), 0.25, np.float32)}, ResultOutputs("alpha", None))
+    assert nchw[Stage.POSTPROCESS].shape == (1, 4, 4) and nchw[Stage.POSTPROCESS].max() == 0.25
 
 
 def test_the_output_ceiling_a_pipelines_first_step_checks_is_the_postprocessings_own():

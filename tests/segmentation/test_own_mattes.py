@@ -1,10 +1,11 @@
 """Background removal deployed as users deploy rembg (tests/own/seg_ocr.py: none of this
 project's names), checked for real on real photos: an ensemble answering rembg's own answer,
 the alpha matte alone (uint8 at the photo's size), its steps' tensors NCHW with a batch of one;
-and one model answering a float matte at the model's 320x320. Aligned, each passes; with a hand
-port's preprocessing planted (OpenCV's linear resize, ``/ 255``), each fails at the first stage it
-shows: the ensemble at its model input, the single model at its matte (on the dimmed photo, whose
-brightest value 150 makes ``/ 255`` and rembg's division by the maximum differ)."""
+the same answering its matte float [1, 1, H, W] (issue 59); and one model answering a float
+matte at the model's 320x320. Aligned, each passes; with a hand port's preprocessing planted
+(OpenCV's linear resize, ``/ 255``), each fails at the first stage it shows: the ensemble at
+its model input, the single model at its matte (on the dimmed photo, whose brightest value 150
+makes ``/ 255`` and rembg's division by the maximum differ)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import json
 import pytest
 
 from tests.commands import harness
-from tests.own.seg_ocr import MATTE_ENSEMBLE, MATTE_MODEL, PLANTED, SEGMENTATION_SPEC
+from tests.conftest import copy_photos
+from tests.own.seg_ocr import MATTE_ENSEMBLE, MATTE_MODEL, NCHW_MATTE_ENSEMBLE, PLANTED, SEGMENTATION_SPEC
+from tests.segmentation.conftest import PHOTOS
 
 pytestmark = pytest.mark.server
 
@@ -44,6 +47,22 @@ def test_an_ensemble_answering_rembgs_matte_alone_is_read_step_by_step_and_passe
     assert by_name["postprocess"]["isolated_verdict"] in ("equal", "close")
     f = report["task_figures"]
     assert f["images"] == 3 and f["mean_iou"] == 1.0 and f["flipped"] == 0
+
+
+def test_a_matte_answered_nchw_with_a_batch_of_one_is_the_result_not_the_raw_map(own_seg_ocr, segmentation_photos,
+                                                                                  tmp_path):
+    """Issue 59: three steps without batching, the last answering the matte float32 [1, 1, H, W]
+    (the map's layout kept): it was read as the raw map, so ``output`` diverged with every image
+    "with another shape" while the masks were the reference's (IoU 1); it is the matte alone. Two photos."""
+    photos = copy_photos(segmentation_photos, PHOTOS, tmp_path / "photos")
+    result, report = check(own_seg_ocr, photos, tmp_path / "report", NCHW_MATTE_ENSEMBLE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "a matte alpha alone" in result.stdout and "u2netp.1959 (a batch of one) -> output" in result.stdout
+    assert "rembg_post_nchw.alpha (a batch of one) -> postprocess" in result.stdout
+    by_name = stages(report)
+    assert list(by_name) == ["input", "output", "postprocess"]
+    assert by_name["output"]["verdict"] in ("equal", "close") and "shape_mismatch" not in by_name["output"]["metrics"]
+    assert report["task_figures"]["mean_iou"] == 1.0 and report["task_figures"]["flipped"] == 0
 
 
 def test_the_ensemble_with_a_hand_ports_preprocessing_fails_at_its_model_input(own_seg_ocr, segmentation_photos,
