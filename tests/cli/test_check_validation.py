@@ -108,7 +108,7 @@ OPTION_CASES = [
     (("--protocol", "ftp"), "argument --protocol: invalid choice"),
     (("--fail-on", "never"), "argument --fail-on: invalid choice"),
     (("--reference", "/nonexistent/mine.py:fn"), "not found"),
-    (("--repository", "/nonexistent"), "not found"),
+    (("--repository", "/nonexistent"), "/nonexistent: no such model repository"),
 ]
 
 
