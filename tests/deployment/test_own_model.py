@@ -84,3 +84,16 @@ def test_with_the_users_model_the_same_deployment_is_checked(users, images, tmp_
     result = harness("check", images, "--url", server.grpc_url, "--model", "classify_dali", "--reference-model",
                      network, "--report", tmp_path, "--no-isolate")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_server_without_the_stage_taps_is_refused_naming_the_check_hosts_switch(users, images, tmp_path):
+    """Issue 58: this server loads what production loads of classification (the ensembles and their
+    steps), no preprocess_dali_taps: a check of the DALI pipeline says in one line which models are
+    missing and how a check host loads them (compose's override file, the Kubernetes overlay)."""
+    server, _ = users
+    result = harness("check", images, "--url", server.grpc_url, "--pipeline", "dali", "--report", tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "stage taps" in line]
+    assert line.startswith(f"error: no preprocess_dali_taps on {server.grpc_url}: it serves classify_dali without")
+    assert "docker-compose.check.yml" in line and "deploy/kubernetes/overlays/check-host" in line
+    assert "Traceback" not in result.stderr and not (tmp_path / "report.json").exists()
