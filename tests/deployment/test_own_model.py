@@ -97,3 +97,19 @@ def test_a_server_without_the_stage_taps_is_refused_naming_the_check_hosts_switc
     assert line.startswith(f"error: no preprocess_dali_taps on {server.grpc_url}: it serves classify_dali without")
     assert "docker-compose.check.yml" in line and "deploy/kubernetes/overlays/check-host" in line
     assert "Traceback" not in result.stderr and not (tmp_path / "report.json").exists()
+
+
+def test_preflight_against_it_names_the_missing_stage_taps_and_the_switch(users):
+    """preflight reads the classifier's stage taps (its known answers are every stage): against a
+    server without them its "models ready" row fails naming them and the check host's switch."""
+    from harness.client import TritonClient
+    from harness.manifest import load_manifest
+    from harness.preflight import FAIL, server_rows
+
+    server, _ = users
+    with TritonClient(server.grpc_url, "grpc") as client:
+        ready = {r.check: r for r in server_rows(client, load_manifest(), "cpu", repository=DEFAULT_REPOSITORY)}
+    row = ready["models ready"]
+    assert row.status == FAIL and row.found.startswith("not ready: preprocess_dali_stages, preprocess_dali_taps (")
+    assert "stage taps; load them with the check host's switch: docker compose -f docker-compose.yml -f " \
+           "docker-compose.check.yml" in row.found
