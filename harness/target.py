@@ -239,10 +239,17 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
 
 def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str,
                          task: str | None = None) -> "Deployment":
-    """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and the
-    models answering its stage taps ready on the server, else a one-line refusal: without the
-    ensemble, naming the models the server has (give ``--model`` for one of those); with the
-    ensemble but not its taps (a production server: docs/gpu.md), naming the check host's switch."""
+    """This repository's ``pipeline`` for ``task`` (None: classification), once
+    :func:`require_pipeline` found it served."""
+    require_pipeline(session, client, pipeline, task)
+    return session.deployment(client, pipeline, task=task)
+
+
+def require_pipeline(session: "Session", client: "TritonClient", pipeline: str, task: str | None = None) -> None:
+    """This repository's ``pipeline`` for ``task``: its ensemble and the models answering its stage
+    taps ready on the server, else a one-line refusal: without the ensemble, naming the models the
+    server has (give ``--model`` for one of those); with the ensemble but not its taps (a production
+    server: docs/gpu.md), naming the check host's switch."""
     models = session.task_models(task)
     if not client.is_ready(models.ensemble(pipeline)):
         ready = client.ready_models()
@@ -255,7 +262,6 @@ def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: s
 
         raise UsageError(f"no {', '.join(taps)} on {client.url}: it serves {models.ensemble(pipeline)} without the stage "
                          f"taps a check reads (a production server loads none); {CHECK_HOST}")
-    return session.deployment(client, pipeline, task=task)
 
 
 def _reference_stages(reference: Callable[[bytes], dict] | None, model, probe: bytes) -> dict | None:

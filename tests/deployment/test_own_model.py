@@ -113,3 +113,13 @@ def test_preflight_against_it_names_the_missing_stage_taps_and_the_switch(users)
     assert row.status == FAIL and row.found.startswith("not ready: preprocess_dali_stages, preprocess_dali_taps (")
     assert "stage taps; load them with the check host's switch: docker compose -f docker-compose.yml -f " \
            "docker-compose.check.yml" in row.found
+
+
+def test_repeat_against_it_names_the_check_hosts_switch(users, images, tmp_path):
+    """harness repeat probes the taps model too: refused before any request, in the same one line
+    (it was Triton's "unknown model: 'preprocess_dali_taps'")."""
+    server, _ = users
+    result = harness("repeat", images, "--url", server.grpc_url, "--repeats", 1, "--report", tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "error: no preprocess_dali_taps on" in result.stderr and "docker-compose.check.yml" in result.stderr
+    assert "unknown model" not in result.stderr and not (tmp_path / "repeat.json").exists()
