@@ -34,6 +34,7 @@ from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
 from harness.compare.comparators import ARRAYS
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
+from harness.paths import DEFAULT_REPOSITORY
 from harness.preflight import known_answers
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
@@ -248,7 +249,7 @@ def _not_ready(models: list[str], repository: Path | None) -> str:
     reads the classifier's), how a check host loads them."""
     from harness.repository import CHECK_HOST, stage_taps  # here: the repository's configs only for this detail
 
-    taps = [m for m in models if m in stage_taps(Path(repository or "model_repository"))]
+    taps = [m for m in models if m in stage_taps(repository or DEFAULT_REPOSITORY)]
     return f"not ready: {', '.join(models)}" + (f" ({', '.join(taps)}: stage taps; {CHECK_HOST})" if taps else "")
 
 
