@@ -20,13 +20,14 @@ import tomli_w
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from harness.client import PIPELINES
 from harness.engine_input import FILENAME as ENGINE_INPUT_FILENAME
 from harness.engine_input import EngineInput, config_digest
 from harness.errors import HarnessError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME
 from harness.paths import no_repository
 from harness.spec import SPEC_FILENAME, SPEC_PARAMETER, Spec, load_spec, to_table
-from harness.task import named_deployments, repository_models, shipped_files
+from harness.task import TASKS, named_deployments, repository_models, shipped_files, shipped_models
 from harness.task_api.models import CpuReplacement, ShippedModel
 from harness.written import RECORD_FILENAME, replacing
 
@@ -110,6 +111,27 @@ def with_called_models(repo: Path, models: Sequence[str]) -> list[str]:
                 wanted[name] = None
                 queue.append(name)
     return list(wanted)
+
+
+CHECK_HOST = ("load them with the check host's switch: docker compose -f docker-compose.yml -f docker-compose.check.yml "
+              "up -d, or kubectl apply -k deploy/kubernetes/overlays/check-host (docs/gpu.md)")
+"""How a server gets the stage taps (:func:`stage_taps`), in the words every refusal uses."""
+
+
+def production_models(repo: Path) -> list[str]:
+    """Of the shipped models (:func:`harness.task.shipped_models`), those a production server loads:
+    every task's ensemble of each pipeline and what it runs or calls (:func:`with_called_models`:
+    ``ocr_dali`` decodes with ``detect_preprocess_dali_taps``). Clients call those ensembles."""
+    entry = [task.repository.ensemble(p) for task in TASKS.values() if task.repository for p in PIPELINES]
+    needed = set(with_called_models(repo, entry))
+    return [m for m in shipped_models() if m in needed]
+
+
+def stage_taps(repo: Path) -> list[str]:
+    """The shipped models only a check reads (the stage taps: every stage's tensors, answered to any
+    client, docs/gpu.md): loaded on a check host only, never by production's default."""
+    production = set(production_models(repo))
+    return [m for m in shipped_models() if m not in production]
 
 
 def save_config(config: ModelConfig, path: Path, header: str = "") -> None:

@@ -239,17 +239,29 @@ def open_deployment(session: "Session", client: "TritonClient", target: Target, 
 
 def _repository_pipeline(session: "Session", client: "TritonClient", pipeline: str,
                          task: str | None = None) -> "Deployment":
-    """This repository's ``pipeline`` for ``task`` (None: classification), its ensemble and taps
-    model ready on the server, else a one-line refusal naming the models the server has (give
-    ``--model`` for one of those)."""
-    models = session.task_models(task)
-    missing = [m for m in (models.ensemble(pipeline), models.taps(pipeline)) if not client.is_ready(m)]
-    if missing:
-        ready = client.ready_models()
-        raise UsageError(f"no {missing[0]} on {client.url}: this is not a server of this repository's models; give "
-                         "--model NAME for one of yours (models on the server: "
-                         f"{', '.join(ready) if ready else 'none ready'})")
+    """This repository's ``pipeline`` for ``task`` (None: classification), once
+    :func:`require_pipeline` found it served."""
+    require_pipeline(session, client, pipeline, task)
     return session.deployment(client, pipeline, task=task)
+
+
+def require_pipeline(session: "Session", client: "TritonClient", pipeline: str, task: str | None = None) -> None:
+    """This repository's ``pipeline`` for ``task``: its ensemble and the models answering its stage
+    taps ready on the server, else a one-line refusal: without the ensemble, naming the models the
+    server has (give ``--model`` for one of those); with the ensemble but not its taps (a production
+    server: docs/gpu.md), naming the check host's switch."""
+    models = session.task_models(task)
+    if not client.is_ready(models.ensemble(pipeline)):
+        ready = client.ready_models()
+        raise UsageError(f"no {models.ensemble(pipeline)} on {client.url}: this is not a server of this repository's "
+                         "models; give --model NAME for one of yours (models on the server: "
+                         f"{', '.join(ready) if ready else 'none ready'})")
+    taps = [m for m in models.served((pipeline,)) if not client.is_ready(m)]
+    if taps:
+        from harness.repository import CHECK_HOST  # here: protobuf and Triton's config schema only for this refusal
+
+        raise UsageError(f"no {', '.join(taps)} on {client.url}: it serves {models.ensemble(pipeline)} without the stage "
+                         f"taps a check reads (a production server loads none); {CHECK_HOST}")
 
 
 def _reference_stages(reference: Callable[[bytes], dict] | None, model, probe: bytes) -> dict | None:

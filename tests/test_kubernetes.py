@@ -7,6 +7,7 @@ embedded Triton exports. No cluster here: nothing is applied."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -20,15 +21,15 @@ import yaml
 from kubernetes_validate import utils as k8s_schemas
 
 from harness.manifest import load_manifest
-from harness.repository import load_config
-from harness.task import shipped_engines
+from harness.repository import load_config, production_models, stage_taps
+from harness.task import shipped_engines, shipped_models
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.32"
 """The Kubernetes version the manifests target (docs/kubernetes.md names it: the kubectl and
 Kustomize here); they are also checked against the newest schemas the package ships."""
-KUSTOMIZATIONS = ("base", "check", "merge", "overlays/production")
+KUSTOMIZATIONS = ("base", "check", "merge", "overlays/production", "overlays/check-host")
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 """Kinds of a CRD (the Prometheus Operator's), which have no schema in kubernetes-validate:
 checked below for what they refer to."""
@@ -172,6 +173,29 @@ def test_triton_runs_composes_command_on_a_gpu_with_health_probes(production):
     assert pod(triton)["terminationGracePeriodSeconds"] >= pre_stop + exit_timeout
     assert server["resources"]["requests"]["cpu"] and server["resources"]["requests"]["memory"]
     assert "replicas" not in triton["spec"]  # the autoscaler's to set, not every `kubectl apply`'s
+
+
+def loaded_models(command: list[str]) -> list[str]:
+    return [arg.split("=", 1)[1] for arg in command if arg.startswith("--load-model=")]
+
+
+def test_production_loads_no_stage_taps_and_a_check_host_those_of_every_task(production, rendered):
+    """Issue 58: the base (and the production overlay) load every task's ensembles and what they
+    run or call, no stage taps; overlays/check-host (components/check-host) adds the taps of every
+    task, as docker-compose.check.yml does, and changes nothing else."""
+    repository = ROOT / "model_repository"
+    served = container(production["Deployment", "triton"], "triton")["command"]
+    assert sorted(loaded_models(served)) == sorted(production_models(repository))
+    assert not set(loaded_models(served)) & set(stage_taps(repository))
+    check_host = {(o["kind"], o["metadata"]["name"]): o for o in rendered["overlays/check-host"]}
+    checked = container(check_host["Deployment", "triton"], "triton")["command"]
+    assert sorted(loaded_models(checked)) == sorted(shipped_models())
+    compose_check = yaml.safe_load((ROOT / "docker-compose.check.yml").read_text())["services"]["triton"]["command"]
+    assert sorted(same_key(checked)) == sorted(same_key(compose_check))  # flags in any order: Triton's meaning
+    # nothing else differs from the production overlay
+    production_overlay = {(o["kind"], o["metadata"]["name"]): copy.deepcopy(o) for o in rendered["overlays/production"]}
+    container(production_overlay["Deployment", "triton"], "triton")["command"] = checked
+    assert check_host == production_overlay
 
 
 def test_the_engine_is_built_where_triton_waits_for_it_on_the_same_gpus(production):

@@ -19,7 +19,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from harness.server import TritonServer, free_port
-from tests.test_compose import COMPOSE_BINARY, COMPOSE_FILE, ROOT
+from tests.test_compose import CHECK_FILE, COMPOSE_BINARY, COMPOSE_FILE, ROOT
 
 KEY = "a-test-key-4b1d"
 HEADER = "admin-key"
@@ -55,10 +55,12 @@ class TritonPythonModel:
 """
 
 
-def compose_triton_command() -> list[str]:
-    """The triton service's command as the real Compose binary renders it (interpolated)."""
+def compose_triton_command(*overrides) -> list[str]:
+    """The triton service's command as the real Compose binary renders it (interpolated), of
+    docker-compose.yml and the ``overrides`` files."""
     env = {"PATH": "/usr/bin:/bin", "TRITON_ADMIN_KEY": KEY, "HOME": str(ROOT)}
-    run = subprocess.run([str(COMPOSE_BINARY), "-f", str(COMPOSE_FILE), "config", "--format", "json"],
+    files = [arg for file in (COMPOSE_FILE, *overrides) for arg in ("-f", str(file))]
+    run = subprocess.run([str(COMPOSE_BINARY), *files, "config", "--format", "json"],
                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)["services"]["triton"]["command"]
@@ -115,6 +117,19 @@ def test_compose_restricts_the_control_apis_on_both_protocols_with_a_key_from_th
                                        env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT),
                                             "TRITON_ADMIN_KEY": KEY}).stdout)
     assert {p["host_ip"] for p in config["services"]["triton"]["ports"]} == {"127.0.0.1"}
+
+
+def test_a_check_host_is_locked_down_as_production(flags):
+    """docker-compose.check.yml replaces Triton's command (to load the stage taps too): the
+    restriction flags and their key are the same, and it too refuses to start without a key."""
+    check = compose_triton_command(CHECK_FILE)
+    assert [f for f in check if f.startswith(tuple(RESTRICT.values()))] == \
+        [f for f in flags if f.startswith(tuple(RESTRICT.values()))] != []
+    assert "--model-control-mode=explicit" in check
+    run = subprocess.run([str(COMPOSE_BINARY), "-f", str(COMPOSE_FILE), "-f", str(CHECK_FILE), "config", "-q"],
+                         capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT)},
+                         cwd=ROOT)
+    assert run.returncode != 0 and "TRITON_ADMIN_KEY" in run.stderr
 
 
 @pytest.fixture

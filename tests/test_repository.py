@@ -416,3 +416,31 @@ def test_repo_build_replaces_only_a_profile_it_wrote(repository, tmp_path):
         assert result.returncode == 2 and f"inside {repository if 'own' in words else profile}, {words}" in result.stderr
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "profile"]  # nothing left beside them
+
+
+def test_the_stage_taps_are_what_production_leaves_out_and_each_is_reached_through_the_guard(gpu, repository):
+    """Issue 58: production loads every task's ensembles and what they run or call; the rest of the
+    shipped models are the stage taps, which only a check host loads (docs/gpu.md). Each taps model
+    a client calls runs the image guard first (an ensemble's first step, or the OCR BLS model's own
+    first step), and each ``_stages`` DALI model is a step of such an ensemble, so what they answer
+    is bounded by the guard's header limits."""
+    from harness.repository import production_models, stage_taps
+
+    production, taps = production_models(repository), stage_taps(repository)
+    assert not set(production) & set(taps) and sorted(production + taps) == sorted(shipped_models())
+    assert {f"{prefix}preprocess_dali_{kind}" for prefix in ("", "segment_") for kind in ("taps", "stages")} | \
+        {"ocr_dali_taps", "ocr_opencv_taps"} == set(taps)
+    # kept: ocr_dali decodes with the detector's taps model (its decode_model, a BLS call)
+    assert gpu["ocr_dali"].parameters["decode_model"].string_value == "detect_preprocess_dali_taps"
+    assert {"detect_preprocess_dali_taps", "detect_preprocess_dali_stages"} <= set(production)
+    guarded_ensembles = set()
+    for name in taps:
+        config, code = gpu[name], repository / name / "1" / "model.py"
+        if config.platform == "ensemble":
+            first = config.ensemble_scheduling.step[0].model_name
+            assert "harness.serving.validate_image" in (repository / first / "1" / "model.py").read_text(), name
+            guarded_ensembles.add(name)
+        elif config.backend == "python":
+            assert "harness.serving.ocr" in code.read_text(), name  # validate() before any model runs
+    for name in (n for n in taps if gpu[n].backend == "dali"):
+        assert any(step.model_name == name for e in guarded_ensembles for step in gpu[e].ensemble_scheduling.step), name

@@ -36,7 +36,7 @@ from harness.paths import DEFAULT_PHOTOS
 from harness.precision import FP16_FILENAME, compare_precision, export_fp16
 from harness.report.formats import JobReports, require_formats
 from harness.stage import Stage
-from harness.target import Target, open_deployment
+from harness.target import Target, open_deployment, require_pipeline
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -176,6 +176,7 @@ def run_repeat(session, options: RepeatOptions, log: Callable[[str], None] = lam
                                     list_images(options.images), log, recipe)
             probes = deployment_probes(found, recipe)
         else:
+            require_pipeline(session, client, options.pipeline, options.task)
             probes = repository_probes(options.pipeline, recipe, options.task)
         result = check_repeatability(session.client_factory(client), probes, images,
                                      lambda stage: drift[Stage.OUTPUT if stage == "classifier" else Stage(stage)],

@@ -34,6 +34,7 @@ from harness.client import CLASSIFIER, PIPELINES, InferenceError, TritonClient
 from harness.compare.comparators import ARRAYS
 from harness.compare.tolerance import tolerances_for
 from harness.manifest import Manifest, decode_stack_versions, same_version, tensorrt_library_version
+from harness.paths import DEFAULT_REPOSITORY
 from harness.preflight import known_answers
 from harness.preflight.bad_images import bad_images
 from harness.preflight.known_answers import KnownAnswers
@@ -226,20 +227,30 @@ def dali_schema_rows(repository: Path | None, known: KnownAnswers | None) -> lis
     return rows
 
 
-def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: str | None = None) -> list[Row]:
+def server_rows(client: TritonClient, manifest: Manifest, profile: str, task: str | None = None,
+                repository: Path | None = None) -> list[Row]:
     expected = manifest.server.version if profile == "gpu" else manifest.embedded.version
     found = client.server_metadata().get("version")
     rows = [_version_row("server version", expected, found, "the server does not report its version")]
     models = _served(task, "added")
     not_ready = [m for m in models if not client.is_ready(m)]
     rows.append(Row("models ready", FAIL if not_ready else PASS, f"{len(models)} models",
-                    f"not ready: {', '.join(not_ready)}" if not_ready else "all ready"))
+                    _not_ready(not_ready, repository) if not_ready else "all ready"))
     want = "tensorrt_plan" if profile == "gpu" else "python"
     for model in _served(task, "engines"):
         config = client.model_config(model)
         platform = config.get("platform") or config.get("backend")
         rows.append(Row(f"{model} platform", PASS if platform == want else FAIL, want, platform or "?"))
     return rows
+
+
+def _not_ready(models: list[str], repository: Path | None) -> str:
+    """The models not ready, and when they are stage taps (a production server loads none: preflight
+    reads the classifier's), how a check host loads them."""
+    from harness.repository import CHECK_HOST, stage_taps  # here: the repository's configs only for this detail
+
+    taps = [m for m in models if m in stage_taps(repository or DEFAULT_REPOSITORY)]
+    return f"not ready: {', '.join(models)}" + (f" ({', '.join(taps)}: stage taps; {CHECK_HOST})" if taps else "")
 
 
 def _served(task: str | None, kind: str) -> tuple[str, ...]:
@@ -442,7 +453,7 @@ def run_checks(client: TritonClient, client_factory, manifest: Manifest, known: 
     known answers are checked whatever the task."""
     profile = profile_of(client)
     rows = [Row("profile", PASS, "", profile)]
-    rows += server_rows(client, manifest, profile, task)
+    rows += server_rows(client, manifest, profile, task, repository)
     if in_server_env:
         rows += environment_rows(manifest, profile, repository, known, task)
     else:

@@ -84,3 +84,42 @@ def test_with_the_users_model_the_same_deployment_is_checked(users, images, tmp_
     result = harness("check", images, "--url", server.grpc_url, "--model", "classify_dali", "--reference-model",
                      network, "--report", tmp_path, "--no-isolate")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_server_without_the_stage_taps_is_refused_naming_the_check_hosts_switch(users, images, tmp_path):
+    """Issue 58: this server loads what production loads of classification (the ensembles and their
+    steps), no preprocess_dali_taps: a check of the DALI pipeline says in one line which models are
+    missing and how a check host loads them (compose's override file, the Kubernetes overlay)."""
+    server, _ = users
+    result = harness("check", images, "--url", server.grpc_url, "--pipeline", "dali", "--report", tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "stage taps" in line]
+    assert line.startswith(f"error: no preprocess_dali_taps on {server.grpc_url}: it serves classify_dali without")
+    assert "docker-compose.check.yml" in line and "deploy/kubernetes/overlays/check-host" in line
+    assert "Traceback" not in result.stderr and not (tmp_path / "report.json").exists()
+
+
+def test_preflight_against_it_names_the_missing_stage_taps_and_the_switch(users):
+    """preflight reads the classifier's stage taps (its known answers are every stage): against a
+    server without them its "models ready" row fails naming them and the check host's switch."""
+    from harness.client import TritonClient
+    from harness.manifest import load_manifest
+    from harness.preflight import FAIL, server_rows
+
+    server, _ = users
+    with TritonClient(server.grpc_url, "grpc") as client:
+        ready = {r.check: r for r in server_rows(client, load_manifest(), "cpu", repository=DEFAULT_REPOSITORY)}
+    row = ready["models ready"]
+    assert row.status == FAIL and row.found.startswith("not ready: preprocess_dali_stages, preprocess_dali_taps (")
+    assert "stage taps; load them with the check host's switch: docker compose -f docker-compose.yml -f " \
+           "docker-compose.check.yml" in row.found
+
+
+def test_repeat_against_it_names_the_check_hosts_switch(users, images, tmp_path):
+    """harness repeat probes the taps model too: refused before any request, in the same one line
+    (it was Triton's "unknown model: 'preprocess_dali_taps'")."""
+    server, _ = users
+    result = harness("repeat", images, "--url", server.grpc_url, "--repeats", 1, "--report", tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "error: no preprocess_dali_taps on" in result.stderr and "docker-compose.check.yml" in result.stderr
+    assert "unknown model" not in result.stderr and not (tmp_path / "repeat.json").exists()
