@@ -66,6 +66,7 @@ def another_version(folder: Path) -> Path:
         if initializer.name in head.input[1:]:
             rolled = numpy_helper.to_array(initializer)
             initializer.CopyFrom(numpy_helper.from_array(rolled[list(range(1, len(rolled))) + [0]], initializer.name))
+    del model.metadata_props[:]  # no longer `harness model export`'s EfficientNet-Lite0, whose tag says PyTorch is its twin
     folder.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(folder / "model.onnx"))
     return folder / "model.onnx"
