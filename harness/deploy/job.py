@@ -13,7 +13,8 @@ Kubernetes manifest building the engine and serving it (:mod:`harness.deploy.com
 reads it as it reads this repository (``--repository DIR``), and ``harness serve --repository DIR``
 serves its cpu profile: the same DALI graph on DALI's CPU kernels, the ONNX in ONNX Runtime.
 ``--name`` names its models after the user (:meth:`harness.client.TaskModels.renamed`), and several
-such deployments share one folder.
+such deployments share one folder; the same name again, with the same preprocessing, adds its model's
+next version beside the others (:func:`harness.engine_input.version_file`).
 """
 
 from __future__ import annotations
