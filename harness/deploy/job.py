@@ -30,7 +30,7 @@ from typing import Callable
 
 from harness.deploy.compose import compose_file
 from harness.deploy.kubernetes import KUBERNETES_FILE, kubernetes_manifest
-from harness.deploy.readme import README, UNNAMED, keep_proof, readme
+from harness.deploy.readme import README, UNNAMED, keep_proof, readme, set_aside_proof
 from harness.deploy.standalone import BUILDER_FILE, MANIFEST_FILE, write_images
 from harness.engine_input import version_file
 from harness.errors import EXIT_OK, UsageError
@@ -171,6 +171,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     with replacing(options.out, "harness deploy") as written:
         if earlier is not None:
             _keep_deployments(written.out, written.folder)
+            set_aside_proof(written.folder, options.name, max(earlier.versions))  # it checked the version before
             folder, classifier = written.folder, written.folder / earlier.repository.model
             model_input, versions = _add_version(classifier, earlier, options, size, loaded.model, names), \
                 named_deployments(folder)[options.name].versions

@@ -23,6 +23,14 @@ def keep_proof(folder: Path, name: str | None, report: Path) -> None:
             shutil.copyfile(report / file, folder / kept.format(name or UNNAMED))
 
 
+def set_aside_proof(folder: Path, name: str, version: int) -> None:
+    """``name``'s check (of its model's ``version``) renamed ``NAME.vN.check.md`` and ``.json`` in ``folder``: a new
+    version is what the ensemble calls now, and the README's verdict must be that version's (or "not checked")."""
+    for kept in PROOF.values():
+        if (folder / kept.format(name)).is_file():
+            (folder / kept.format(name)).rename(folder / kept.format(f"{name}.v{version}"))
+
+
 def readme(folder: Path, deployments: dict[str, tuple[str, str, str, tuple[int, ...]]], manifest) -> str:
     """The README of ``folder``: ``deployments`` is name (:data:`UNNAMED`: this project's names) -> (the
     ensemble clients call, the model, the training definition it was deployed for, the model's versions)."""
@@ -35,8 +43,11 @@ def readme(folder: Path, deployments: dict[str, tuple[str, str, str, tuple[int, 
         proof = folder / PROOF["report.md"].format(name)
         found = _verdict(proof) if proof.is_file() else "not checked (deployed with --no-check)"
         link = f"[{found}]({proof.name})" if proof.is_file() else found
+        earlier = [f"[version {v}]({PROOF['report.md'].format(f'{name}.v{v}')})" for v in versions
+                   if (folder / PROOF["report.md"].format(f"{name}.v{v}")).is_file()]
         served = "" if len(versions) == 1 else (f" versions {', '.join(map(str, versions))}, each in its version folder "
-                                                f"(the ensemble calls the latest, {max(versions)})")
+                                                f"(the ensemble calls the latest, {max(versions)}, whose check is beside"
+                                                + (f"; earlier checks: {', '.join(earlier)}" if earlier else "") + ")")
         lines.append(f"| {name} | `{ensemble}` | `{model}`{served} | {link} |")
     lines += ["", "## Serve it and check it again", "",
               "On a GPU host, from this folder (set `TRITON_ADMIN_KEY`, see the harness's docs/gpu.md). Both images "

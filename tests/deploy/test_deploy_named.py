@@ -16,6 +16,7 @@ import pytest
 from kubernetes_validate import utils as k8s_schemas
 
 from harness.client import TaskModels
+from harness.deploy.readme import readme, set_aside_proof
 from harness.deploy.standalone import SERVING_DOCKERFILE, engine_dockerfile, serving_dockerfile
 from harness.engine_input import read_engine_input
 from harness.manifest import load_manifest
@@ -186,8 +187,20 @@ def test_the_same_name_and_preprocessing_again_writes_the_next_version_beside_th
     assert json.loads((out / "lite.deployment.json").read_text())["versions"] == [1, 2]
     assert {n: d.versions for n, d in named_deployments(out).items()} == {"lite": (1, 2), "other": (1,)}
     assert Session(repository=out, deployment_name="lite").model_path() == out / "lite_model" / "2" / "model.onnx"
-    assert "`lite_model` versions 1, 2, each in its version folder (the ensemble calls the latest, 2)" in \
-        (out / "README.md").read_text()
+    assert "`lite_model` versions 1, 2, each in its version folder (the ensemble calls the latest, 2, whose check is " \
+        "beside) | not checked (deployed with --no-check) |" in (out / "README.md").read_text()
+
+
+def test_a_new_versions_readme_gives_its_own_verdict_and_keeps_the_earlier_check(tmp_path):
+    """The check of version 1 set aside as lite.v1.check.md: the README's verdict is the served version's (here
+    not checked yet), never the version before's, whose check stays linked."""
+    (tmp_path / "lite.check.md").write_text("# Consistency report: lite\n\n**No stage diverged.**\n")
+    (tmp_path / "lite.check.json").write_text("{}\n")
+    set_aside_proof(tmp_path, "lite", 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lite.v1.check.json", "lite.v1.check.md"]
+    text = readme(tmp_path, {"lite": ("lite", "lite_model", PRESET, (1, 2))}, load_manifest())
+    assert "(the ensemble calls the latest, 2, whose check is beside; earlier checks: [version 1](lite.v1.check.md)) " \
+        "| not checked (deployed with --no-check) |" in text
 
 
 def test_the_engine_builder_plans_each_versions_engine(versioned):
