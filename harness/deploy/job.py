@@ -209,7 +209,6 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
             ship_serialized(folder, deployed)
         assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
     out = options.out
-    out = options.out
     seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
     result = DeployResult(options, reading, deployed, validation, len(names), options.class_names is not None, model_input,
                           seconds=seconds, onnx=loaded)
@@ -294,17 +293,18 @@ def _same_classes(options: DeployOptions, labels: Path, classes: int | None, rea
     return names
 
 
-def _add_version(model_dir: Path, earlier: NamedDeployment, options: DeployOptions, size, model, names) -> object:
+def _add_version(model_dir: Path, earlier: NamedDeployment, options: DeployOptions, size, model, names):
     """``options.model`` written as the next version of ``model_dir`` (``2/model.onnx`` beside version 1's, never over a
     version there), its config serving every version (``version_policy: all``; the ensemble calls the latest) and its
-    deployment's record listing the versions. Returns the model input conformed."""
+    deployment's record listing the versions. Returns the model input conformed (:class:`harness.model.ModelInput`)."""
     from harness.model import ONNX_FILENAME, ModelError, check_onnx, conform_onnx
     from harness.repository import load_config, save_config
 
     version = max(earlier.versions) + 1
     onnx = version_file(model_dir, version, ONNX_FILENAME)
     if onnx.parent.exists():  # the record lists every version deploy wrote; the folder was proven unchanged
-        raise UsageError(f"{onnx.parent}: a version folder the record of {earlier.name} does not list: move it away")
+        raise UsageError(f"{model_dir.name}/{version}: a version folder the record of {earlier.name} does not list: "
+                         "deploy does not write over it")
     onnx.parent.mkdir()
     try:
         model_input = conform_onnx(options.model, onnx, size, model)
