@@ -337,3 +337,15 @@ def test_its_kubernetes_manifest_is_valid_and_serves_the_folder_as_its_compose_f
     same = [a for a in triton["command"] if "restricted" not in a]
     assert same == [a for a in compose if "restricted" not in a] and "--load-model=other_preprocess_dali" in same
     assert deployment["securityContext"]["runAsNonRoot"] and triton["securityContext"]["readOnlyRootFilesystem"]
+
+
+@pytest.mark.parametrize("versions", [["2"], [0, 1], [], [1.5], "12"])
+def test_a_record_whose_versions_are_not_tritons_is_refused_in_one_line(tmp_path, versions):
+    record = {"deployment": "lite", "task": "classification", "release": "26.06", "models": ["lite"],
+              "versions": versions}
+    (tmp_path / "lite.deployment.json").write_text(json.dumps(record))
+    with pytest.raises(Exception, match=r"lite.deployment.json: not a deployment record harness deploy wrote \(versions"):
+        named_deployments(tmp_path)
+    del record["versions"]  # a record written before versions: its model's one version
+    (tmp_path / "lite.deployment.json").write_text(json.dumps(record))
+    assert named_deployments(tmp_path)["lite"].versions == (1,)
