@@ -39,6 +39,9 @@ Environment (docker-compose.yml sets them):
 
 The build is skipped when ``<out>/model.plan`` was built from the same ONNX with the same
 settings by the same TensorRT on the same GPU (a stamp file beside it records them).
+A model deployed again under the same name has versions (Triton's version folders): ``--version 2``
+builds ``2/model.onnx`` (harness.engine_input.version_file) into ``--out`` (mounted at the model's ``2/``).
+
 ``--dry-run`` prints the trtexec command and builds nothing (tests/test_compose.py checks its
 flags against TensorRT 11's trtexec). Standard library only (the
 TensorRT image has no project packages: it imports harness.manifest from the checkout).
@@ -58,7 +61,7 @@ from pathlib import Path
 # The project's root: in the TensorRT image docker-compose.yml mounts docker/, harness/ and
 # deploy/ under /opt/project as in this checkout. harness.manifest is standard library only.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness.engine_input import EngineInputError, read_engine_input  # noqa: E402
+from harness.engine_input import EngineInputError, read_engine_input, version_file  # noqa: E402
 from harness.manifest import MANIFEST_PATH, load_manifest, same_version, tensorrt_library_version  # noqa: E402
 
 ENGINE = "model.plan"
@@ -187,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="classifier",
                         help="the model folder whose engine to build: each task's engine (classifier, embedder, "
                              "detector, recognizer, segmenter) (default: %(default)s)")
+    parser.add_argument("--version", type=int, default=1,
+                        help="the model's version whose engine to build: version 1's ONNX sits beside its config, a later "
+                             "one's in its version folder (2/model.onnx) (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("/engine"),
                         help="directory for model.plan (default: %(default)s)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH,
@@ -198,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     tensorrt, major = manifest.tensorrt.version, manifest.tensorrt_major
     fp16 = os.environ.get("FP16", "0").strip().lower() in ("1", "true", "yes", "on")
     model_dir = args.repository / args.model
-    onnx = model_dir / (FP16_ONNX if fp16 and major >= 11 else "model.onnx")
+    try:
+        onnx = version_file(model_dir, args.version, FP16_ONNX if fp16 and major >= 11 else "model.onnx")
+    except EngineInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not onnx.is_file():
         how = "harness model export --fp16" if onnx.name == FP16_ONNX else "`make setup` or `harness model export`"
         if onnx.name == FP16_ONNX and args.model != "classifier":

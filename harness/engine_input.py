@@ -52,6 +52,15 @@ def config_digest(config: Path) -> str:
     return hashlib.sha256(config.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
 
+def version_file(model_dir: Path, version: int, filename: str) -> Path:
+    """Where version ``version`` of the model in ``model_dir`` keeps ``filename`` (its ONNX): version 1 beside
+    its config, where this repository's models and every deployment keep it; a later version (``harness deploy
+    --name`` again) in its own version folder, ``2/model.onnx``, which its engine ``2/model.plan`` is built from."""
+    if version < 1:
+        raise EngineInputError(f"{model_dir}: version {version}: Triton's versions are whole numbers from 1")
+    return model_dir / filename if version == 1 else model_dir / str(version) / filename
+
+
 def read_engine_input(model_dir: Path) -> EngineInput:
     """The :class:`EngineInput` of ``model_dir``, or :class:`EngineInputError` naming why not."""
     path = model_dir / FILENAME

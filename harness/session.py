@@ -22,6 +22,7 @@ from harness.client import PROTOCOLS, TritonClient
 from harness.compare.ties import default_tie_margin
 from harness.compare.tolerance import tolerances_for
 from harness.deployment import TapsDeployment, discover
+from harness.engine_input import version_file
 from harness.errors import UsageError
 from harness.model import LABELS_FILENAME, ONNX_FILENAME, read_labels
 from harness.paths import BUILD_DIR, DEFAULT_REPOSITORY, no_repository
@@ -187,7 +188,10 @@ class Session:
 
     def model_path(self, task: str | None = None) -> Path:
         """The ONNX of this repository's model serving ``task`` (None: the default task's; the
-        classifier, the embedder)."""
+        classifier, the embedder); of a named deployment, its latest version's, which its ensemble calls."""
+        if self.deployment_name is not None:
+            latest = max(named_deployment(self.repository, self.deployment_name).versions)
+            return version_file(self.repository / self.task_models(task).model, latest, ONNX_FILENAME)
         return self.repository / self.task_models(task).model / ONNX_FILENAME
 
     def classes(self) -> list[str]:

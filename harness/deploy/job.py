@@ -13,22 +13,26 @@ Kubernetes manifest building the engine and serving it (:mod:`harness.deploy.com
 reads it as it reads this repository (``--repository DIR``), and ``harness serve --repository DIR``
 serves its cpu profile: the same DALI graph on DALI's CPU kernels, the ONNX in ONNX Runtime.
 ``--name`` names its models after the user (:meth:`harness.client.TaskModels.renamed`), and several
-such deployments share one folder.
+such deployments share one folder; the same name again, with the same preprocessing, adds its model's
+next version beside the others (:func:`harness.engine_input.version_file`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from harness.deploy.compose import compose_file
 from harness.deploy.kubernetes import KUBERNETES_FILE, kubernetes_manifest
-from harness.deploy.readme import README, UNNAMED, keep_proof, readme
+from harness.deploy.readme import README, UNNAMED, keep_proof, readme, set_aside_proof
 from harness.deploy.standalone import BUILDER_FILE, MANIFEST_FILE, write_images
+from harness.engine_input import version_file
 from harness.errors import EXIT_OK, UsageError
 from harness.manifest import load_manifest
 from harness.names import path_text
@@ -68,8 +72,8 @@ class Validation:
     dali: str
     """The DALI version whose schema every argument of the ``mixed`` pipelines is in."""
     pipelines: tuple[str, ...]
-    engine_command: str
-    """The engine builder's trtexec command (its dry run)."""
+    engine_commands: tuple[str, ...]
+    """The engine builder's trtexec command of each version of the model, oldest first (its dry run)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     validate its production profile, and check its cpu profile on ``options.images``."""
     from harness.model import (
         LABELS_FILENAME,
+        ONNX_FILENAME,
         ModelError,
         check_onnx,
         conform_onnx,
@@ -143,51 +148,65 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     if taken.size is not None and tuple(taken.size) != size:
         raise UsageError(f"{options.model} takes {taken.size[0]}x{taken.size[1]} images; {options.reference} makes "
                          f"{size[0]}x{size[1]}: is it the model this preprocessing trained?")
-    names = _class_names(options, taken.classes, read_labels)
     models = tuple(models_of(TEMPLATE_REPOSITORY, _roots(get_task(options.task))))
     own = get_task(options.task).repository
     deployed = models if options.name is None else tuple(sorted(own.renamed(options.name, m) for m in models))
+    table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
+    earlier = None  # the deployment of this name already in --out, which this one adds a version to
     if options.name is not None and proven.entries is not None:
-        _refuse_clash(options, proven.out, deployed)
+        earlier = _refuse_clash(options, proven.out, deployed, table)
     elif proven.entries is not None and named_deployments(proven.out):
         raise UsageError(f"{path_text(options.out)} holds the deployments {', '.join(named_deployments(proven.out))} "
                          "(harness deploy --name), which a deployment without --name would replace with the folder: "
                          "give --name to add it beside them, or another --out")
+    if earlier is None:
+        names = _class_names(options, taken.classes, read_labels)
+    else:
+        names = _same_classes(options, proven.out / earlier.repository.model / LABELS_FILENAME, taken.classes, read_labels)
     source_size = tuple(load_spec(TEMPLATE_REPOSITORY / SPEC_FILENAME).preprocess.crop.size)
-    table = {**to_table(preprocess), "reference": {"recipe": read.recipe}}
     header = (f"{WRITTEN_BY} from {options.reference}: {reading.framework}.\n"
               f"# Every model here reads it: the DALI pipeline (GPU decode, {_resize_words(preprocess)}),\n"
               f"# and `harness check --repository` replays it with the {read.recipe} recipe (see harness/spec.py).\n")
     # Written beside --out and put in its place only when whole and validated: a failure leaves the old one as it was.
     with replacing(options.out, "harness deploy") as written:
-        # A named deployment is written under this repository's names first, then renamed into the folder beside
-        # the deployments already there (kept as they were: the folder is replaced only when whole).
-        folder = written.folder if options.name is None else written.folder.parent / "unnamed"
-        folder.mkdir(exist_ok=True)
-        copy_models(TEMPLATE_REPOSITORY, folder, models, table, header)
-        classifier = folder / get_task(options.task).repository.model
-        try:
-            model_input = conform_onnx(options.model, classifier / "model.onnx", size, loaded.model)
-        except ModelError as exc:
-            raise UsageError(str(exc)) from None
-        write_labels(classifier / LABELS_FILENAME, names)
-        check_onnx(classifier / "model.onnx", size, labels=names)
-        set_class_count(folder, len(names))
-        set_input_size(folder, source_size, size)
-        engine = own.model
-        if options.name is not None:
-            if proven.entries is not None:
-                _keep_deployments(written.out, written.folder)
-            _name_models(folder, written.folder, models, own, options.name)
-            NamedDeployment(options.name, options.task, deployed, manifest.release, options.reference).write(written.folder)
-            folder, classifier, engine = written.folder, written.folder / own.renamed(options.name, own.model), \
-                own.renamed(options.name, own.model)
+        if earlier is not None:
+            _keep_deployments(written.out, written.folder)
+            set_aside_proof(written.folder, options.name, max(earlier.versions))  # it checked the version before
+            folder, classifier = written.folder, written.folder / earlier.repository.model
+            model_input, versions = _add_version(classifier, earlier, options, size, loaded.model, names), \
+                named_deployments(folder)[options.name].versions
+            engine = classifier.name
+        else:
+            # A named deployment is written under this repository's names first, then renamed into the folder beside
+            # the deployments already there (kept as they were: the folder is replaced only when whole).
+            folder = written.folder if options.name is None else written.folder.parent / "unnamed"
+            folder.mkdir(exist_ok=True)
+            copy_models(TEMPLATE_REPOSITORY, folder, models, table, header)
+            classifier = folder / own.model
+            try:
+                model_input = conform_onnx(options.model, classifier / ONNX_FILENAME, size, loaded.model)
+            except ModelError as exc:
+                raise UsageError(str(exc)) from None
+            write_labels(classifier / LABELS_FILENAME, names)
+            check_onnx(classifier / ONNX_FILENAME, size, labels=names)
+            set_class_count(folder, len(names))
+            set_input_size(folder, source_size, size)
+            engine, versions = own.model, (1,)
+            if options.name is not None:
+                if proven.entries is not None:
+                    _keep_deployments(written.out, written.folder)
+                _name_models(folder, written.folder, models, own, options.name)
+                NamedDeployment(options.name, options.task, deployed, manifest.release, options.reference).write(
+                    written.folder)
+                engine = own.renamed(options.name, own.model)
+                folder, classifier = written.folder, written.folder / engine
         _write_manifests(written.out, folder, options.name, manifest)
         write_images(folder, manifest)
         _write_readme(folder, options, manifest)
         validated = time.perf_counter()
-        validation = validate(folder, deployed, engine)
-        ship_serialized(folder, deployed)
+        validation = validate(folder, deployed, engine, versions)
+        if earlier is None:  # a new version's DALI steps are the deployment's, shipped with its first
+            ship_serialized(folder, deployed)
         assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
     out = options.out
     seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
@@ -214,9 +233,9 @@ def _write_readme(folder: Path, options: DeployOptions, manifest) -> None:
     """The folder's README: each deployment in it, the versions, its proof, the commands that check it again."""
     own = get_task(options.task).repository
     if options.name is None:
-        deployments = {UNNAMED: (own.ensemble("dali"), own.model, options.reference)}
+        deployments = {UNNAMED: (own.ensemble("dali"), own.model, options.reference, (1,))}
     else:
-        deployments = {name: (d.repository.ensemble("dali"), d.repository.model, d.reference)
+        deployments = {name: (d.repository.ensemble("dali"), d.repository.model, d.reference, d.versions)
                        for name, d in named_deployments(folder).items()}
     (folder / README).write_text(readme(folder, deployments, manifest))
 
@@ -225,16 +244,82 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 """A deployment's name (``--name``): a Triton model's and a compose project's name alike."""
 
 
-def _refuse_clash(options: DeployOptions, out: Path, deployed) -> None:
-    """A named deployment goes beside the deployments of ``out``, never over a model there: one line naming the clash."""
+def _refuse_clash(options: DeployOptions, out: Path, deployed, table: dict) -> NamedDeployment | None:
+    """A named deployment goes beside the deployments of ``out``, never over a model there: one line naming the clash.
+    The name of a deployment there already takes a new version of its model, when the preprocessing is the same
+    (``table``, the spec to write, equal to its spec's): returns that deployment (None: a new one)."""
+    earlier = named_deployments(out).get(options.name)
+    if earlier is not None:
+        import tomli_w
+
+        spec = out / earlier.repository.spec
+        with spec.open("rb") as file:
+            written = tomllib.load(file)
+        given = tomllib.loads(tomli_w.dumps(table))  # as it would be read back
+        if written != given:
+            raise UsageError(f"--name {options.name}: {options.reference} preprocesses otherwise than {spec.name} "
+                             f"({_first_difference(written, given)}), and a new version of {earlier.repository.model} "
+                             f"cannot change what the ensemble's preprocessing step does: deploy it under another --name")
+        return earlier
     clash = sorted(m for m in deployed if (out / m).exists())
-    if options.name in named_deployments(out):
-        raise UsageError(f"--name {options.name}: {path_text(out)} holds a deployment of that name already, which "
-                         "deploy does not write over (a new version beside it is not written yet): give another "
-                         "--name or --out")
     if clash:
         raise UsageError(f"--name {options.name}: {path_text(out)} holds a model {clash[0]} already, which this "
                          f"deployment would write over: give another --name")
+    return None
+
+
+def _first_difference(written: dict, given: dict, where: str = "") -> str:
+    """The first key whose value differs between two spec tables, with both values (``resize.size [232], given [224]``)."""
+    for key in sorted(written.keys() | given.keys()):
+        a, b = written.get(key), given.get(key)
+        if isinstance(a, dict) and isinstance(b, dict) and a != b:
+            return _first_difference(a, b, f"{where}{key}.")
+        if a != b:
+            return f"{where}{key} {'none' if a is None else a}, given {'none' if b is None else b}"
+    return "the same"
+
+
+def _same_classes(options: DeployOptions, labels: Path, classes: int | None, read_labels) -> list[str]:
+    """A new version's class names: its deployment's (``labels``: one config and its labels serve every version),
+    which ``--class-names``, if given, and the model's class count must match."""
+    names = read_labels(labels)
+    if options.class_names is not None and read_labels(options.class_names) != names:
+        raise UsageError(f"--class-names {options.class_names}: not the classes of {labels.parent.name} "
+                         f"({labels.parent.name}/{labels.name}), which its every version answers (one config): deploy "
+                         "it under another --name")
+    if classes not in (None, len(names)):
+        raise UsageError(f"{options.model} gives {classes} scores, {labels.parent.name} answers {len(names)} classes in "
+                         "its every version (one config): deploy it under another --name")
+    return names
+
+
+def _add_version(model_dir: Path, earlier: NamedDeployment, options: DeployOptions, size, model, names):
+    """``options.model`` written as the next version of ``model_dir`` (``2/model.onnx`` beside version 1's, never over a
+    version there), its config serving every version (``version_policy: all``; the ensemble calls the latest) and its
+    deployment's record listing the versions. Returns the model input conformed (:class:`harness.model.ModelInput`)."""
+    from harness.model import ONNX_FILENAME, ModelError, check_onnx, conform_onnx
+    from harness.repository import load_config, save_config
+
+    version = max(earlier.versions) + 1
+    onnx = version_file(model_dir, version, ONNX_FILENAME)
+    if onnx.parent.exists():  # the record lists every version deploy wrote; the folder was proven unchanged
+        raise UsageError(f"{model_dir.name}/{version}: a version folder the record of {earlier.name} does not list: "
+                         "deploy does not write over it")
+    onnx.parent.mkdir()
+    try:
+        model_input = conform_onnx(options.model, onnx, size, model)
+    except ModelError as exc:
+        raise UsageError(str(exc)) from None
+    check_onnx(onnx, size, labels=names)
+    config_path = model_dir / "config.pbtxt"
+    config, text = load_config(config_path), config_path.read_text()
+    if not config.version_policy.HasField("all"):
+        config.version_policy.all.SetInParent()
+        header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+        save_config(config, config_path, header + "# Every version folder is served (version_policy all); the ensemble "
+                                                  "calls the latest.\n")  # its engine input file with it
+    dataclasses.replace(earlier, versions=(*earlier.versions, version)).write(model_dir.parent)
+    return model_input
 
 
 def _keep_deployments(out: Path, folder: Path) -> None:
@@ -320,14 +405,17 @@ def _write_manifests(out: Path, folder: Path, name: str | None, manifest) -> Non
     configs = load_repository(folder)
     engines = sorted(m for m, c in configs.items() if c.platform == "tensorrt_plan")
     # The project (compose's, the Kubernetes objects' prefix): the deployment's name, the folder's once it holds several.
-    several = len(named_deployments(folder)) > 1
+    named = named_deployments(folder)
+    versions = {d.repository.model: d.versions for d in named.values()}  # each version's engine is built
+    several = len(named) > 1
     project = (name if not several else None) or re.sub(r"[^a-z0-9_-]", "-", out.resolve().name.lower()).strip("-_") \
         or "deployment"
-    (folder / "docker-compose.yml").write_text(compose_file(sorted(configs), project, engines))
-    (folder / KUBERNETES_FILE).write_text(kubernetes_manifest(project, sorted(configs), engines, manifest.release))
+    (folder / "docker-compose.yml").write_text(compose_file(sorted(configs), project, engines, versions))
+    (folder / KUBERNETES_FILE).write_text(kubernetes_manifest(project, sorted(configs), engines, manifest.release,
+                                                              versions))
 
 
-def validate(out: Path, models, engine: str = "classifier") -> Validation:
+def validate(out: Path, models, engine: str = "classifier", versions: tuple[int, ...] = (1,)) -> Validation:
     """The production profile as this repository's own is proven: every ``config.pbtxt`` through
     Triton's protobuf schema, every ``mixed`` DALI pipeline defined and serialized by the pinned DALI
     (each argument in its schema), the engine builder's trtexec command (its dry run)."""
@@ -349,14 +437,16 @@ def validate(out: Path, models, engine: str = "classifier") -> Validation:
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
-    # The folder's own engine builder and manifest, as its engine.Dockerfile runs them.
-    run = subprocess.run([sys.executable, str(out / BUILDER_FILE), "--manifest", str(out / MANIFEST_FILE), "--repository",
-                          str(out), "--model", engine, "--out", "/engine", "--dry-run"],
-                         capture_output=True, text=True, timeout=60)
-    if run.returncode != 0:
-        raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
-    command = run.stdout.strip().replace(str(out), "/models")
-    return Validation(len(configs), dali.__version__, tuple(sorted(pipelines)), command)
+    # The folder's own engine builder and manifest, as its engine.Dockerfile runs them: each version's engine.
+    commands = []
+    for version in versions:
+        run = subprocess.run([sys.executable, str(out / BUILDER_FILE), "--manifest", str(out / MANIFEST_FILE),
+                              "--repository", str(out), "--model", engine, "--version", str(version), "--out",
+                              f"/models/{engine}/{version}", "--dry-run"], capture_output=True, text=True, timeout=60)
+        if run.returncode != 0:
+            raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
+        commands.append(run.stdout.strip().replace(str(out), "/models"))
+    return Validation(len(configs), dali.__version__, tuple(sorted(pipelines)), tuple(commands))
 
 
 SERIALIZED = "model.dali"

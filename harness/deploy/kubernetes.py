@@ -8,6 +8,7 @@ image. A file, not a kustomize folder: Triton takes every folder of a repository
 from __future__ import annotations
 
 import json
+from typing import Mapping, Sequence
 
 from harness.deploy.standalone import BUILDER_FILE, ENGINE_DIR, IN_IMAGE, MANIFEST_FILE
 
@@ -21,9 +22,11 @@ _GPU_NODES = {"nodeSelector": {"nvidia.com/gpu.present": "true"},
 _RESTRICTED_APIS = "model-repository,logging,trace,shared-memory:admin-key=$(TRITON_ADMIN_KEY)"
 
 
-def kubernetes_manifest(name: str, models: list[str], engines: list[str], release: str) -> str:
-    """The manifest of a folder serving ``models`` (``engines`` of them built first, one at least), its objects
-    named ``name-*`` (``_`` becomes ``-``: Kubernetes names are DNS labels)."""
+def kubernetes_manifest(name: str, models: list[str], engines: list[str], release: str,
+                        versions: Mapping[str, Sequence[int]] | None = None) -> str:
+    """The manifest of a folder serving ``models`` (``engines`` of them built first, one at least, each of its
+    ``versions`` into its version folder: version 1 alone by default), its objects named ``name-*`` (``_`` becomes
+    ``-``: Kubernetes names are DNS labels)."""
     assert engines, "a deployment's model is an engine"
     name = name.replace("_", "-")
     serving, builder = f"harness-triton:{release}", f"harness-engine-builder:{release}"
@@ -31,10 +34,15 @@ def kubernetes_manifest(name: str, models: list[str], engines: list[str], releas
     volume = f"{name}-models"
     mounts = [{"name": "tmp", "mountPath": "/tmp"}, {"name": "model-repository", "mountPath": "/repository"}]
 
-    def build(engine: str) -> dict:
-        return {"name": f"build-{engine.replace('_', '-')}"[:63], "image": builder,
+    built = [(e, v) for e in engines for v in (versions or {}).get(e, (1,))]
+
+    def build(engine: str, version: int) -> dict:
+        which = [] if version == 1 else ["--version", str(version)]
+        suffix = "" if version == 1 else f"-v{version}"
+        return {"name": f"build-{engine.replace('_', '-')}"[:63 - len(suffix)] + suffix, "image": builder,
                 "command": ["python3", f"{ENGINE_DIR}/{BUILDER_FILE}", "--manifest", f"{ENGINE_DIR}/{MANIFEST_FILE}",
-                            "--repository", "/repository", "--model", engine, "--out", f"/repository/{engine}/1"],
+                            "--repository", "/repository", "--model", engine, *which,
+                            "--out", f"/repository/{engine}/{version}"],
                 "env": [{"name": "FP16", "value": "0"}, {"name": "OPT_BATCH", "value": "8"}],
                 "resources": {"requests": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": 1},
                               "limits": {"memory": "16Gi", "nvidia.com/gpu": 1}},
@@ -44,7 +52,7 @@ def kubernetes_manifest(name: str, models: list[str], engines: list[str], releas
             "command": ["sh", "-c", f"cp -R {IN_IMAGE}/. /repository/"],
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
             "securityContext": _RESTRICTED, "volumeMounts": mounts}
-    builds = [build(e) for e in engines]
+    builds = [build(e, v) for e, v in built]
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-engine-build", "labels": labels},
            "spec": {"backoffLimit": 2, "ttlSecondsAfterFinished": 86400, "template": {
                "metadata": {"labels": {**labels, "app.kubernetes.io/name": f"{name}-engine-build"}},
@@ -52,7 +60,7 @@ def kubernetes_manifest(name: str, models: list[str], engines: list[str], releas
                         "initContainers": [copy, *builds[:-1]], "containers": builds[-1:],
                         "volumes": [{"name": "tmp", "emptyDir": {}},
                                     {"name": "model-repository", "persistentVolumeClaim": {"claimName": volume}}]}}}}
-    stamps = " && ".join(f"[ -f /models/{e}/1/model.plan.stamp.json ]" for e in engines)
+    stamps = " && ".join(f"[ -f /models/{e}/{v}/model.plan.stamp.json ]" for e, v in built)
     selector = {"app.kubernetes.io/name": f"{name}-triton"}
     triton = {"name": "triton", "image": serving,
               "command": ["tritonserver", "--model-repository=/models", "--model-control-mode=explicit",

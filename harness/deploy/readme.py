@@ -23,19 +23,32 @@ def keep_proof(folder: Path, name: str | None, report: Path) -> None:
             shutil.copyfile(report / file, folder / kept.format(name or UNNAMED))
 
 
-def readme(folder: Path, deployments: dict[str, tuple[str, str, str]], manifest) -> str:
+def set_aside_proof(folder: Path, name: str, version: int) -> None:
+    """``name``'s check (of its model's ``version``) renamed ``NAME.vN.check.md`` and ``.json`` in ``folder``: a new
+    version is what the ensemble calls now, and the README's verdict must be that version's (or "not checked")."""
+    for kept in PROOF.values():
+        if (folder / kept.format(name)).is_file():
+            (folder / kept.format(name)).rename(folder / kept.format(f"{name}.v{version}"))
+
+
+def readme(folder: Path, deployments: dict[str, tuple[str, str, str, tuple[int, ...]]], manifest) -> str:
     """The README of ``folder``: ``deployments`` is name (:data:`UNNAMED`: this project's names) -> (the
-    ensemble clients call, the model, the training definition it was deployed for)."""
+    ensemble clients call, the model, the training definition it was deployed for, the model's versions)."""
     lines = ["# A Triton deployment written by `harness deploy`", "",
              f"Written for Triton {manifest.release} (server {manifest.server.version}; its DALI {manifest.dali.version}, "
              f"TensorRT {manifest.tensorrt.version}, CUDA {manifest.cuda.version}): `{manifest.server.image}`, the engine "
              f"built in `{manifest.tensorrt.image}` (an engine loads only in the TensorRT that built it).", "",
              "| deployment | clients call | model | its check on the deploy run |", "|---|---|---|---|"]
-    for name, (ensemble, model, _) in sorted(deployments.items()):
+    for name, (ensemble, model, _, versions) in sorted(deployments.items()):
         proof = folder / PROOF["report.md"].format(name)
         found = _verdict(proof) if proof.is_file() else "not checked (deployed with --no-check)"
         link = f"[{found}]({proof.name})" if proof.is_file() else found
-        lines.append(f"| {name} | `{ensemble}` | `{model}` | {link} |")
+        earlier = [f"[version {v}]({PROOF['report.md'].format(f'{name}.v{v}')})" for v in versions
+                   if (folder / PROOF["report.md"].format(f"{name}.v{v}")).is_file()]
+        served = "" if len(versions) == 1 else (f" versions {', '.join(map(str, versions))}, each in its version folder "
+                                                f"(the ensemble calls the latest, {max(versions)}, whose check is beside"
+                                                + (f"; earlier checks: {', '.join(earlier)}" if earlier else "") + ")")
+        lines.append(f"| {name} | `{ensemble}` | `{model}`{served} | {link} |")
     lines += ["", "## Serve it and check it again", "",
               "On a GPU host, from this folder (set `TRITON_ADMIN_KEY`, see the harness's docs/gpu.md). Both images "
               "are built from this folder alone: put the harness's wheel here first.", "", "```sh",
@@ -44,7 +57,7 @@ def readme(folder: Path, deployments: dict[str, tuple[str, str, str]], manifest)
               "# or on Kubernetes, the two images pushed to your registry (harness-triton, harness-engine-builder):",
               "#   kubectl create secret generic triton-admin-key --from-literal=key=$(openssl rand -hex 32)",
               "#   kubectl apply -f kubernetes.json   # the volume, the engine-build Job, Triton, its Service and policy"]
-    for name, (_, _, reference) in sorted(deployments.items()):
+    for name, (_, _, reference, _) in sorted(deployments.items()):
         named = "" if name == UNNAMED else f" --deployment {name}"
         lines.append(f"harness check PHOTOS --repository .{named} --url HOST:8001 --reference '{reference}'")
     lines += ["harness preflight --url HOST:8001 --repository .",

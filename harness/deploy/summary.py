@@ -45,7 +45,8 @@ def summary_lines(result) -> list[str]:
               f"  the DALI pipelines ({', '.join(v.pipelines)}): GPU decode, every operator argument in DALI {v.dali}'s "
               "schema",
               *onnx_line(result.onnx),
-              f"  the engine: {v.engine_command}",
+              *([f"  the engine: {v.engine_commands[0]}"] if len(v.engine_commands) == 1 else
+                [f"  the engine of version {k}: {command}" for k, command in enumerate(v.engine_commands, 1)]),
               f"  serve it: docker compose -f {o.out / 'docker-compose.yml'} up -d (TRITON_ADMIN_KEY set: docs/gpu.md)",
               f"  cpu profile: harness serve --repository {o.out}"]
     if result.check is None:

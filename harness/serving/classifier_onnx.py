@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from harness.engine_input import version_file
 from harness.model import ONNX_FILENAME, onnx_run_options, onnx_session
 from harness.serving.preprocess import invalid_argument
 from harness.spec import load_spec, spec_name_of
@@ -44,7 +45,9 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         params = config.get("parameters", {})
         threads = int(params.get("intra_op_threads", {}).get("string_value", "0"))
-        self.session = onnx_session(Path(args["model_repository"]) / ONNX_FILENAME, threads)
+        # Each version Triton loads (the config's version_policy) runs its own ONNX.
+        onnx = version_file(Path(args["model_repository"]), int(args["model_version"]), ONNX_FILENAME)
+        self.session = onnx_session(onnx, threads)
         self.run_options = onnx_run_options()  # one large input does not hold the server's memory for good
         self.input_name = config["input"][0]["name"]
         self.outputs = [o["name"] for o in config["output"]]

@@ -151,6 +151,9 @@ class NamedDeployment:
     """The Triton release it was written for (``deploy/versions.toml``'s, or one the manifest knows)."""
     reference: str = ""
     """The training definition it was deployed for (``--reference``)."""
+    versions: tuple[int, ...] = (1,)
+    """The versions of its model, oldest first: each deploy of the same name with the same preprocessing adds the
+    next one beside the others (Triton's version folders; the ensemble calls the latest)."""
 
     @property
     def repository(self):
@@ -160,7 +163,7 @@ class NamedDeployment:
 
     def write(self, repository: Path) -> None:
         record = {"deployment": self.name, "task": self.task, "release": self.release, "reference": self.reference,
-                  "models": list(self.models)}
+                  "models": list(self.models), "versions": list(self.versions)}
         (repository / f"{self.name}{DEPLOYMENT_RECORD}").write_text(json.dumps(record, indent=1) + "\n")
 
 
@@ -170,8 +173,11 @@ def named_deployments(repository: Path) -> dict[str, NamedDeployment]:
     for path in sorted(Path(repository).glob(f"*{DEPLOYMENT_RECORD}")):
         try:
             record = json.loads(path.read_text())
+            versions = tuple(record.get("versions", [1]))  # a record written before versions: its one
+            if not versions or not all(type(v) is int and v >= 1 for v in versions):
+                raise ValueError(f"versions {list(versions)} are not Triton's (whole numbers from 1)")
             found[record["deployment"]] = NamedDeployment(record["deployment"], record["task"], tuple(record["models"]),
-                                                          record["release"], record.get("reference", ""))
+                                                          record["release"], record.get("reference", ""), versions)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{path}: not a deployment record harness deploy wrote ({exc})") from None
     return found

@@ -54,3 +54,19 @@ def thirty_seven_classes(folder: Path, ir_version: int | None = None, opset: int
     names = read_labels(LABELS)
     write_labels(folder / "classes.txt", [names[k] for k in CLASSES])
     return folder / "model.onnx", folder / "classes.txt"
+
+
+def another_version(folder: Path) -> Path:
+    """The project's classifier as its next version: the same graph, the same 1000 classes, its head's rows rolled
+    by one (each class scored by its neighbour's row), so that its answers differ from the first version's on every
+    photo. Written into ``folder`` as ``model.onnx``."""
+    model = onnx.load(str(ONNX))
+    head = next(node for node in model.graph.node if node.op_type == "Gemm")
+    for initializer in model.graph.initializer:
+        if initializer.name in head.input[1:]:
+            rolled = numpy_helper.to_array(initializer)
+            initializer.CopyFrom(numpy_helper.from_array(rolled[list(range(1, len(rolled))) + [0]], initializer.name))
+    del model.metadata_props[:]  # no longer `harness model export`'s EfficientNet-Lite0, whose tag says PyTorch is its twin
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(folder / "model.onnx"))
+    return folder / "model.onnx"

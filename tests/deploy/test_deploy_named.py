@@ -1,6 +1,8 @@
 """`harness deploy --name`, without a server: the user's names on every model, several deployments in
 one folder (each with its spec and its record, which the harness reads), a name that would write over
-a model refused in one line, and the cpu profile of such a folder."""
+a model refused in one line, and the cpu profile of such a folder; the same name again with the same
+preprocessing writes the model's next version beside the first (Triton's version folders), with other
+preprocessing or other classes it is refused."""
 
 import json
 import os
@@ -14,7 +16,9 @@ import pytest
 from kubernetes_validate import utils as k8s_schemas
 
 from harness.client import TaskModels
+from harness.deploy.readme import readme, set_aside_proof
 from harness.deploy.standalone import SERVING_DOCKERFILE, engine_dockerfile, serving_dockerfile
+from harness.engine_input import read_engine_input
 from harness.manifest import load_manifest
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import build_cpu_profile, load_config, load_repository
@@ -22,6 +26,7 @@ from harness.session import Session
 from harness.spec import load_spec
 from harness.task import named_deployments, repository_models
 from tests.commands import harness
+from tests.deploy.classifiers import another_version
 
 ONNX = DEFAULT_REPOSITORY / "classifier" / "model.onnx"
 LABELS = DEFAULT_REPOSITORY / "classifier" / "labels.txt"
@@ -68,7 +73,7 @@ def test_every_model_has_the_users_name_and_reads_the_deployments_spec(two):
 def test_the_records_say_what_each_deployment_is_and_the_harness_reads_them(two):
     record = json.loads((two / "lite.deployment.json").read_text())
     assert record == {"deployment": "lite", "task": "classification", "release": "26.06", "reference": PRESET,
-                      "models": sorted(role.format("lite") for role in ROLES)}
+                      "models": sorted(role.format("lite") for role in ROLES), "versions": [1]}
     found = named_deployments(two)
     assert sorted(found) == ["lite", "other"]
     models: TaskModels = Session(repository=two, deployment_name="other").task_models()
@@ -132,8 +137,114 @@ def test_its_dali_steps_ship_serialized_by_the_manifests_dali(two):
 def test_the_same_name_again_is_refused_and_nothing_changes(two):
     before = tree(two)
     result = deploy(two, "lite", STRETCH)
-    assert result.returncode == 2 and "holds a deployment of that name already" in result.stderr, result.stderr
-    assert tree(two) == before
+    assert result.returncode == 2 and "preprocesses otherwise than lite.toml (resize.size [232], given [256]), and a new " \
+        "version of lite_model cannot change what the ensemble's preprocessing step does" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and tree(two) == before
+
+
+def test_a_new_version_with_other_classes_is_refused_and_nothing_changes(two, tmp_path):
+    before = tree(two)
+    renamed = LABELS.read_text().splitlines()
+    renamed[0] = "my first class"
+    (tmp_path / "classes.txt").write_text("\n".join(renamed) + "\n")
+    result = harness("deploy", ONNX, "--reference", PRESET, "--out", two, "--no-check", "--name=lite", "--class-names",
+                     tmp_path / "classes.txt")
+    assert result.returncode == 2 and "not the classes of lite_model (lite_model/labels.txt), which its every version " \
+        "answers" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and tree(two) == before
+
+
+@pytest.fixture(scope="module")
+def versioned(two, tmp_path_factory):
+    """(a copy of `two` with `lite` deployed again: the same preprocessing, another model (its version 2), and no
+    --class-names (its deployment's), the copy's files before it, what deploy printed)."""
+    out = tmp_path_factory.mktemp("versioned") / "repository"
+    shutil.copytree(two, out, symlinks=True)
+    before = tree(out)
+    result = harness("deploy", another_version(tmp_path_factory.mktemp("v2")), "--reference", PRESET, "--out", out,
+                     "--no-check", "--name=lite")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out, before, " ".join(result.stdout.split())
+
+
+REWRITTEN = {"lite_model/config.pbtxt", "lite_model/engine_input.json", "lite.deployment.json", "docker-compose.yml",
+             "kubernetes.json", "README.md", ".harness-written.json"}
+"""What a new version of `lite` rewrites: its model's config (which serves every version), its record, what serves
+the folder."""
+
+
+def test_the_same_name_and_preprocessing_again_writes_the_next_version_beside_the_first(versioned):
+    out, before, _ = versioned
+    after = tree(out)
+    assert sorted(set(after) - set(before)) == ["lite_model/2/model.onnx"]
+    assert {f for f in before if after[f] != before[f]} <= REWRITTEN  # version 1's ONNX, `other`, the specs: as they were
+    assert after["lite_model/2/model.onnx"] != after["lite_model/model.onnx"]
+    configs = load_repository(out)
+    assert configs["lite_model"].version_policy.WhichOneof("policy_choice") == "all"  # both served
+    assert configs["other_model"].version_policy.WhichOneof("policy_choice") is None  # Triton's default: the latest
+    assert [s.model_version for s in configs["lite"].ensemble_scheduling.step] == [-1, -1, -1]  # the latest: 2
+    assert read_engine_input(out / "lite_model").dims == (3, 224, 224)  # rewritten with the config it reads
+    assert json.loads((out / "lite.deployment.json").read_text())["versions"] == [1, 2]
+    assert {n: d.versions for n, d in named_deployments(out).items()} == {"lite": (1, 2), "other": (1,)}
+    assert Session(repository=out, deployment_name="lite").model_path() == out / "lite_model" / "2" / "model.onnx"
+    assert "`lite_model` versions 1, 2, each in its version folder (the ensemble calls the latest, 2, whose check is " \
+        "beside) | not checked (deployed with --no-check) |" in (out / "README.md").read_text()
+
+
+def test_a_new_versions_readme_gives_its_own_verdict_and_keeps_the_earlier_check(tmp_path):
+    """The check of version 1 set aside as lite.v1.check.md: the README's verdict is the served version's (here
+    not checked yet), never the version before's, whose check stays linked."""
+    (tmp_path / "lite.check.md").write_text("# Consistency report: lite\n\n**No stage diverged.**\n")
+    (tmp_path / "lite.check.json").write_text("{}\n")
+    set_aside_proof(tmp_path, "lite", 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lite.v1.check.json", "lite.v1.check.md"]
+    text = readme(tmp_path, {"lite": ("lite", "lite_model", PRESET, (1, 2))}, load_manifest())
+    assert "(the ensemble calls the latest, 2, whose check is beside; earlier checks: [version 1](lite.v1.check.md)) " \
+        "| not checked (deployed with --no-check) |" in text
+
+
+def test_the_engine_builder_plans_each_versions_engine(versioned):
+    out, _, printed = versioned
+    assert "the engine of version 1: trtexec --onnx=/models/lite_model/model.onnx " \
+           "--saveEngine=/models/lite_model/1/model.plan.partial" in printed
+    assert "the engine of version 2: trtexec --onnx=/models/lite_model/2/model.onnx " \
+           "--saveEngine=/models/lite_model/2/model.plan.partial" in printed
+
+    def plan(version: str):
+        return subprocess.run([sys.executable, str(out / "build_engine.py"), "--manifest", str(out / "versions.toml"),
+                               "--repository", str(out), "--model", "lite_model", "--version", version, "--dry-run"],
+                              capture_output=True, text=True, timeout=60)
+
+    assert f"--onnx={out}/lite_model/2/model.onnx" in plan("2").stdout
+    for missing in ("3", "0"):
+        run = plan(missing)
+        assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_compose_and_kubernetes_build_each_version_into_its_folder(versioned):
+    out, _, _ = versioned
+    services = compose_config(out)["services"]
+    builder = services["engine-builder-lite_model-v2"]
+    assert builder["command"][builder["command"].index("--version") + 1] == "2"
+    mounts = {v["target"]: v["source"] for v in services["triton"]["volumes"] if v["type"] == "volume"}
+    assert mounts["/models/lite_model/1"] != mounts["/models/lite_model/2"] == builder["volumes"][1]["source"]
+    assert services["triton"]["depends_on"]["engine-builder-lite_model-v2"]["condition"] == "service_completed_successfully"
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in json.loads((out / "kubernetes.json").read_text())["items"]}
+    for obj in objects.values():
+        k8s_schemas.validate(obj, k8s_schemas.latest_version(), strict=True)
+    job = objects[("Job", "repository-engine-build")]["spec"]["template"]["spec"]
+    built = [c["command"][c["command"].index("--out") + 1] for c in (*job["initContainers"], *job["containers"])
+             if "--out" in c["command"]]
+    assert built == ["/repository/lite_model/1", "/repository/lite_model/2", "/repository/other_model/1"]
+
+
+def test_its_cpu_profile_runs_each_versions_own_onnx(versioned, tmp_path):
+    out, _, _ = versioned
+    cpu = build_cpu_profile(out, tmp_path / "cpu")
+    assert load_repository(cpu)["lite_model"].version_policy.WhichOneof("policy_choice") == "all"
+    for version, onnx in (("1", out / "lite_model" / "model.onnx"), ("2", out / "lite_model" / "2" / "model.onnx")):
+        assert "harness.serving.classifier_onnx" in (cpu / "lite_model" / version / "model.py").read_text()
+    assert (cpu / "lite_model" / "2" / "model.onnx").resolve() == onnx.resolve()
 
 
 def test_a_name_whose_models_would_write_over_another_is_refused(two):
@@ -226,3 +337,15 @@ def test_its_kubernetes_manifest_is_valid_and_serves_the_folder_as_its_compose_f
     same = [a for a in triton["command"] if "restricted" not in a]
     assert same == [a for a in compose if "restricted" not in a] and "--load-model=other_preprocess_dali" in same
     assert deployment["securityContext"]["runAsNonRoot"] and triton["securityContext"]["readOnlyRootFilesystem"]
+
+
+@pytest.mark.parametrize("versions", [["2"], [0, 1], [], [1.5], "12"])
+def test_a_record_whose_versions_are_not_tritons_is_refused_in_one_line(tmp_path, versions):
+    record = {"deployment": "lite", "task": "classification", "release": "26.06", "models": ["lite"],
+              "versions": versions}
+    (tmp_path / "lite.deployment.json").write_text(json.dumps(record))
+    with pytest.raises(Exception, match=r"lite.deployment.json: not a deployment record harness deploy wrote \(versions"):
+        named_deployments(tmp_path)
+    del record["versions"]  # a record written before versions: its model's one version
+    (tmp_path / "lite.deployment.json").write_text(json.dumps(record))
+    assert named_deployments(tmp_path)["lite"].versions == (1,)

@@ -9,15 +9,17 @@ import contextlib
 import json
 import shutil
 
+import numpy as np
 import pytest
 
+from harness.model import onnx_session
 from harness.paths import DEFAULT_REPOSITORY, PROJECT_ROOT
 from harness.repository import build_cpu_profile
 from harness.server import TritonServer, free_port
 from harness.written import verified
 from tests.commands import harness
 from tests.conftest import copy_photos
-from tests.deploy.classifiers import thirty_seven_classes
+from tests.deploy.classifiers import another_version, thirty_seven_classes
 
 pytestmark = pytest.mark.server  # each deployment is served by a server of its own
 
@@ -105,12 +107,15 @@ def test_a_37_class_model_with_a_256_pixel_crop_deploys_serves_and_checks(photos
 
 
 def test_two_named_deployments_serve_side_by_side_from_a_folder_moved_away(photos, tmp_path):
-    """Issue 57's end: two deployments of their users' names in one folder, the folder copied elsewhere and
-    the original removed, the copy served by one server and each deployment checked there by its name (on
-    2 photos): each passes its own training definition, and `other` (a stretch) fails `lite`'s."""
+    """Issue 57's end: two deployments of their users' names in one folder, `lite` with a second version of its
+    model (deployed again, the same preprocessing), the folder copied elsewhere and the original removed, the copy
+    served by one server and each deployment checked there by its name (on 2 photos): each passes its own training
+    definition (`lite` checked against its version 2, which its ensemble calls), and `other` (a stretch) fails
+    `lite`'s; both versions of `lite_model` answer, each its own ONNX's scores."""
     written = tmp_path / "written"
-    for name, reference in (("lite", PRESET), ("other", VIT)):
-        result = harness("deploy", ONNX, "--reference", reference, "--out", written, "--no-check", "--name", name,
+    for name, reference, model in (("lite", PRESET, ONNX), ("other", VIT, ONNX),
+                                   ("lite", PRESET, another_version(tmp_path / "v2"))):
+        result = harness("deploy", model, "--reference", reference, "--out", written, "--no-check", "--name", name,
                          "--class-names", LABELS)
         assert result.returncode == 0, result.stdout + result.stderr
     moved = tmp_path / "elsewhere" / "deployments"
@@ -125,7 +130,24 @@ def test_two_named_deployments_serve_side_by_side_from_a_folder_moved_away(photo
                                            server.grpc_url, "--reference", reference, "--report",
                                            tmp_path / f"{name}-{reference.rpartition('/')[2]}")
                 for name, reference in (("lite", PRESET), ("other", VIT), ("other", PRESET))}
+        versions = {v: _answer(server, "lite_model", v) for v in ("1", "2")}
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    for version, onnx in (("1", moved / "lite_model" / "model.onnx"), ("2", moved / "lite_model" / "2" / "model.onnx")):
+        expected = onnx_session(onnx, 1).run(["logits"], {"input": x})[0]
+        assert np.abs(versions[version] - expected).max() < 1e-4, version
+    assert versions["1"].argmax() != versions["2"].argmax()
     for (name, reference), run in runs.items():
         expected = 1 if (name, reference) == ("other", PRESET) else 0
         assert run.returncode == expected, (name, reference, run.stdout + run.stderr)
         assert "exactly on 2 of 2 photos" in " ".join(run.stdout.split())
+
+
+def _answer(server, model: str, version: str) -> np.ndarray:
+    """``model``'s logits for a seeded random input, from its ``version`` (Triton's version, asked by number)."""
+    import tritonclient.grpc as grpcclient
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    tensor = grpcclient.InferInput("input", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        return client.infer(model, [tensor], model_version=version).as_numpy("logits")
