@@ -40,7 +40,7 @@ SAMPLE = PROJECT_ROOT.parent / "shared" / "datasets" / "imagenet-sample" / "imag
 PHOTOS = ("n01530575_brambling.JPEG", "n01955084_chiton.JPEG", "n02328150_Angora.JPEG", "n03447447_gondola.JPEG",
           "n04070727_refrigerator.JPEG", "n02791270_barbershop.JPEG")
 MODELS = ["ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps", "detect_dali", "detect_opencv",
-          "detect_preprocess_dali_taps", "ocr_preprocess_dali",
+          "ocr_decode_dali", "ocr_preprocess_dali",
           "recognizer"]
 
 

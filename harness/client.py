@@ -112,7 +112,7 @@ class TaskModels:
         """What a job reads of ``pipelines``: each one's ensemble (which loads its steps: the image
         guard, the preprocessing, the model, the postprocessing), the twin answering its stage taps
         and its taps model. A server started for a job loads only these (Triton's explicit model
-        control: about 6 s to ready, where the whole repository's 35 models take 15-25 s)."""
+        control: about 6 s to ready, where the whole repository's 36 models take 15-25 s)."""
         return tuple(dict.fromkeys(name for pipeline in pipelines
                                    for name in (self.ensemble(pipeline), self.answer(pipeline), self.taps(pipeline))))
 

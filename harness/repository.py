@@ -121,7 +121,7 @@ CHECK_HOST = ("load them with the check host's switch: docker compose -f docker-
 def production_models(repo: Path) -> list[str]:
     """Of the shipped models (:func:`harness.task.shipped_models`), those a production server loads:
     every task's ensemble of each pipeline and what it runs or calls (:func:`with_called_models`:
-    ``ocr_dali`` decodes with ``detect_preprocess_dali_taps``). Clients call those ensembles."""
+    ``ocr_dali`` decodes with ``ocr_decode_dali``). Clients call those ensembles."""
     entry = [task.repository.ensemble(p) for task in TASKS.values() if task.repository for p in PIPELINES]
     needed = set(with_called_models(repo, entry))
     return [m for m in shipped_models() if m in needed]

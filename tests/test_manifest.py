@@ -184,17 +184,20 @@ def test_a_missing_manifest_is_a_clear_error(tmp_path):
 def test_the_mixed_pipelines_use_only_arguments_the_production_dali_has(repository):
     pipes = production_pipelines(repository)
     assert set(pipes) == {"preprocess_dali", "preprocess_dali_stages", "detect_preprocess_dali",
-                          "detect_preprocess_dali_stages", "ocr_preprocess_dali", "segment_preprocess_dali",
-                          "segment_preprocess_dali_stages"}
+                          "detect_preprocess_dali_stages", "ocr_decode_dali", "ocr_preprocess_dali",
+                          "segment_preprocess_dali", "segment_preprocess_dali_stages"}
     for name, pipe in pipes.items():
         serialized = pipe.serialize()  # an unknown argument would already raise here
         arguments = pipeline_arguments(pipe)
-        if name == "ocr_preprocess_dali":  # no decode: each word's region of the image the detector's taps decoded
+        if name == "ocr_preprocess_dali":  # no decode: each word's region of the image ocr_decode_dali decoded
             assert b"gpu" in serialized and "experimental__decoders__Image" not in arguments
         else:
             assert b"mixed" in serialized
             assert "adjust_orientation" in arguments["experimental__decoders__Image"]
         assert missing_arguments(arguments) == []
+    # the page ocr_dali cuts its words from: the detector's decode, with its arguments, and nothing after it
+    decoder = pipeline_arguments(pipes["detect_preprocess_dali_stages"])["experimental__decoders__Image"]
+    assert pipeline_arguments(pipes["ocr_decode_dali"]) == {"ExternalSource": [], "experimental__decoders__Image": decoder}
 
 
 def test_a_spec_that_turns_the_hardware_jpeg_engine_off_serializes_with_the_production_dali(repository, tmp_path):

@@ -428,11 +428,12 @@ def test_the_stage_taps_are_what_production_leaves_out_and_each_is_reached_throu
 
     production, taps = production_models(repository), stage_taps(repository)
     assert not set(production) & set(taps) and sorted(production + taps) == sorted(shipped_models())
-    assert {f"{prefix}preprocess_dali_{kind}" for prefix in ("", "segment_") for kind in ("taps", "stages")} | \
+    assert {f"{prefix}preprocess_dali_{kind}" for prefix in ("", "detect_", "segment_") for kind in ("taps", "stages")} | \
         {"ocr_dali_taps", "ocr_opencv_taps"} == set(taps)
-    # kept: ocr_dali decodes with the detector's taps model (its decode_model, a BLS call)
-    assert gpu["ocr_dali"].parameters["decode_model"].string_value == "detect_preprocess_dali_taps"
-    assert {"detect_preprocess_dali_taps", "detect_preprocess_dali_stages"} <= set(production)
+    # ocr_dali decodes with ocr_decode_dali (its decode_model, a BLS call), which answers the decoded page alone
+    decode_model = gpu["ocr_dali"].parameters["decode_model"].string_value
+    assert decode_model == "ocr_decode_dali" and decode_model in production
+    assert [o.name for o in gpu[decode_model].output] == ["DECODED"]
     guarded_ensembles = set()
     for name in taps:
         config, code = gpu[name], repository / name / "1" / "model.py"

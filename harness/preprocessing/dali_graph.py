@@ -101,10 +101,13 @@ def steps(decoder_device: str) -> dict[Stage, Step]:
     }
 
 
-def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False, geometry: bool | None = None):
+def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = False, geometry: bool | None = None,
+                     decode_only: bool = False):
     """The whole graph from the ``IMAGE`` input: the model input, or every stage if ``taps``;
     a detector's graph also answers its ``GEOMETRY`` last (:data:`harness.stage.GEOMETRY_TENSOR`),
     and so does any graph with ``geometry`` (a segmenter's: the source size its masks go back to).
+    With ``decode_only``, the decode step alone: the decoded image (``ocr_decode_dali``, which
+    ``ocr_dali`` cuts its words from, answers no other stage).
 
     Tap order matches the taps model's outputs (:data:`harness.stage.TAP_TENSORS`). The
     image taps after the decode are sent as float32 whatever ``resize.dtype`` is (lossless),
@@ -112,6 +115,8 @@ def preprocess_graph(p: Preprocess, decoder_device: str = "mixed", taps: bool = 
     """
     check_supported(p)
     encoded = fn.external_source(name=INPUT_NAME, device="cpu", dtype=types.UINT8, ndim=1)
+    if decode_only:
+        return steps(decoder_device)[Stage.DECODE](encoded, p)
     nodes = dict(run_steps(steps(decoder_device), encoded, p))
     answer_geometry = p.resize.for_detector if geometry is None else geometry
     extra = (geometry_of(nodes[Stage.DECODE], nodes[Stage.RESIZE], p),) if answer_geometry else ()
@@ -147,17 +152,18 @@ class CpuPipelineRunner:
     """The decoder device of the graph: ``cpu``, or ``mixed`` (nvJPEG) in a GPU subclass."""
 
     def __init__(self, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
-                 isolate_failures: bool = True, device_id: int | None = None, geometry: bool | None = None):
+                 isolate_failures: bool = True, device_id: int | None = None, geometry: bool | None = None,
+                 decode_only: bool = False):
         self.max_batch_size = max_batch_size
         self.isolate_failures = isolate_failures
         self.resize = p.resize
         self.device_id = device_id
-        self._pipe = self.define(p, max_batch_size, num_threads, taps, device_id, geometry)
+        self._pipe = self.define(p, max_batch_size, num_threads, taps, device_id, geometry, decode_only)
         self._pipe.build()
 
     @classmethod
     def define(cls, p: Preprocess, max_batch_size: int, num_threads: int = 1, taps: bool = False,
-               device_id: int | None = None, geometry: bool | None = None):
+               device_id: int | None = None, geometry: bool | None = None, decode_only: bool = False):
         """The runner's pipeline, defined but not built: ``serialize()`` works without a GPU
         even for the ``mixed`` decoder (``device_id=None``); building it needs one."""
         if cls.decoder == "cpu" and (reason := decode_operation.cpu_refusal(p)) is not None:
@@ -165,7 +171,7 @@ class CpuPipelineRunner:
 
         @pipeline_def(batch_size=max_batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1)
         def pipeline():
-            return preprocess_graph(p, decoder_device=cls.decoder, taps=taps, geometry=geometry)
+            return preprocess_graph(p, decoder_device=cls.decoder, taps=taps, geometry=geometry, decode_only=decode_only)
 
         return pipeline()
 
@@ -213,7 +219,7 @@ def _dali_reason(exc: Exception) -> str:
     return lines[0].rstrip(" :") if lines else "DALI decoder error"
 
 
-def production_pipeline(model_file: str, taps: bool, geometry: bool | None = None):
+def production_pipeline(model_file: str, taps: bool, geometry: bool | None = None, decode_only: bool = False):
     """The ``pipeline_def`` a model repository's ``dali.py`` hands to ``@autoserialize``.
 
     Reads the model's spec at the repository root (two levels above ``<model>/1/dali.py``:
@@ -230,7 +236,7 @@ def production_pipeline(model_file: str, taps: bool, geometry: bool | None = Non
 
     @pipeline_def(batch_size=1, num_threads=1, device_id=0)
     def preprocess():
-        return preprocess_graph(spec, decoder_device="mixed", taps=taps, geometry=geometry)
+        return preprocess_graph(spec, decoder_device="mixed", taps=taps, geometry=geometry, decode_only=decode_only)
 
     return preprocess
 

@@ -7,8 +7,8 @@ before any model runs), asks the detection ensemble its config names (``detectio
 detect_opencv) for the boxes, the raw map and the geometry; reads at most ``max_words`` of the
 boxes (``[recognition]``: the highest detector scores, :func:`harness.ocr.recognition.words_read`;
 the others are left out of the answer and counted in ``WORDS_UNREAD``); decodes the image once
-for all its words, either by the DALI model its config names (``decode_model``: the detector's
-taps model, whose ``DECODED`` is DALI's decode of the detector's spec) and cuts each box out
+for all its words, either by the DALI model its config names (``decode_model``: ocr_decode_dali,
+whose ``DECODED``, DALI's decode of the detector's spec, is all it answers) and cuts each box out
 with the DALI model its config names (``recognition_preprocess``: ocr_preprocess_dali, one word
 a request, each given only its region of the decoded image,
 :func:`harness.ocr.dali_recognition.word_samples`), or, without one, with OpenCV

@@ -17,12 +17,15 @@ class TritonPythonModel(PreprocessModel):
         self.names = list(self.output_dtypes)
         # The stages model answers the taps before the input; a detector's production model
         # answers INPUT and GEOMETRY, without taps.
-        taps = any(name in self.names for name in TAP_TENSORS.values() if name != TAP_TENSORS[Stage.INPUT])
+        # ocr_decode_dali answers the decoded image alone: the decode step, no other stage made.
+        decode_only = self.names == [TAP_TENSORS[Stage.DECODE]]
+        taps = not decode_only and any(name in self.names for name in TAP_TENSORS.values()
+                                       if name != TAP_TENSORS[Stage.INPUT])
         # A decoding error fails the whole dynamic batch, as in the DALI backend.
         # A segmenter's preprocessing answers GEOMETRY too (its config lists it): the source size.
         geometry = True if GEOMETRY_TENSOR in self.names else None
         self.runner = CpuPipelineRunner(spec, self.config["max_batch_size"], threads, taps=taps, isolate_failures=False,
-                                        geometry=geometry)
+                                        geometry=geometry, decode_only=decode_only)
 
     def preprocess(self, images, outputs):
         return [

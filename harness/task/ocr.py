@@ -120,8 +120,8 @@ class Ocr(Detection):
     repository = TaskModels("ocr", "detector", "x", "fetch_name_0", "PROBABILITY", spec="ocr.toml",
                             preprocess_prefix="detect_", results=("BOXES", "SCORES"),
                             postprocess_model="detect_postprocess",
-                            added=(*Detection.repository.added, "recognizer", "ocr_preprocess_dali", "ocr_dali", "ocr_opencv",
-                                   "ocr_dali_taps", "ocr_opencv_taps"),
+                            added=(*Detection.repository.added, "recognizer", "ocr_decode_dali", "ocr_preprocess_dali",
+                                   "ocr_dali", "ocr_opencv", "ocr_dali_taps", "ocr_opencv_taps"),
                             engines=("detector", "recognizer"), answer_suffix="_taps",
                             # the recognizer's ONNX in ONNX Runtime, as the detector's; its DALI
                             # preprocessing with the CPU decoder
@@ -129,6 +129,10 @@ class Ocr(Detection):
                                      ShippedModel("recognizer", ONNX_ON_CPU, install_recognizer,
                                                   "installed PP-OCRv6's text recognizer (the OCR task's model) as {path}, "
                                                   "with its licence notice and its dictionary (dictionary.txt)"),
+                                     # the page ocr_dali cuts its words from: one instance, as the
+                                     # detector's taps model it replaces (issue 58)
+                                     ShippedModel("ocr_decode_dali", CpuReplacement(
+                                         "harness.serving.preprocess_dali_cpu", {"num_threads": "1"})),
                                      ShippedModel("ocr_preprocess_dali", CpuReplacement(
                                          "harness.serving.ocr_preprocess_dali_cpu", {"num_threads": "1"}))))
     noun = "words"

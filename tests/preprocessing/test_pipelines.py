@@ -57,6 +57,22 @@ def test_runner_isolates_bad_images_in_a_batch(spec, photo, squirrel_image):
     assert np.array_equal(results[0].outputs[0], results[2].outputs[0])
 
 
+def test_the_decode_only_graph_answers_the_taps_decoded_image_and_nothing_else(repository, photo):
+    """ocr_decode_dali's graph (issue 58: ocr_dali's page without a taps model): the detector's spec,
+    its decode step alone, bit-identical to the DECODED its stage taps answered; the guard refuses first."""
+    from harness.spec import load_spec
+
+    p = load_spec(repository / "detection.toml").preprocess
+    data = [np.frombuffer(photo(name), np.uint8) for name in ("fruits.jpg", "baboon.jpg")]
+    data.append(np.frombuffer(b"not an image", np.uint8))
+    decoded = CpuPipelineRunner(p, 4, decode_only=True).run(data)
+    taps = CpuPipelineRunner(p, 4, taps=True).run(data[:2])
+    for page, tapped in zip(decoded, taps):
+        assert len(page.outputs) == 1 and page.outputs[0].dtype == np.uint8
+        assert np.array_equal(page.outputs[0], tapped.outputs[0])
+    assert decoded[2].outputs is None and "unrecognized file signature" in str(decoded[2].error)
+
+
 def test_opencv_refuses_what_it_cannot_do(spec):
     with pytest.raises(SpecError, match="cannot antialias"):
         opencv.check_supported(with_overrides(spec.preprocess, resize={"antialias": True}))

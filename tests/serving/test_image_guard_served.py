@@ -82,7 +82,7 @@ def test_every_ensemble_refuses_the_third_rounds_files_by_name(server, third, ph
 def test_every_model_taking_an_image_refuses_a_bomb_when_called_directly(client, photo):
     models = image_models(client)
     assert {"validate_image", "preprocess_opencv", "preprocess_dali", "detect_preprocess_opencv",
-            "segment_preprocess_dali", "segment_validate_image"} <= set(models)
+            "segment_preprocess_dali", "segment_validate_image", "ocr_decode_dali"} <= set(models)
     for model, output in models.items():
         for name in ("WebP (lossless)", "JPEG (arithmetic)", "BMP (RLE8)", "TIFF (CCITT G4)", "JPEG 2000 (JP2)"):
             assert re.search(WHY[name], refusal(client, model, output, BOMBS[name](SIDE))), (model, name)
