@@ -184,7 +184,7 @@ def test_spec_values_and_options_never_raise(server, photos_dir, tmp_path):
     from tests.fuzz_files import random_options, random_spec
     from tests.robust import counts_add_up, strict_json
 
-    rng, deadline, statuses, spec_statuses = random.Random(SEED), time.monotonic() + 60, {}, {}
+    rng, deadline, statuses, spec_statuses = random.Random(SEED), time.monotonic() + 40, {}, {}
     images = copy_photos(photos_dir, ["baboon.jpg"], tmp_path / "images")
     (tmp_path / "images" / "bad.jpg").write_bytes(b"not an image")
     (tmp_path / "self.toml").write_text('extends = "self.toml"\n')
