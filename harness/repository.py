@@ -142,6 +142,12 @@ def save_config(config: ModelConfig, path: Path, header: str = "") -> None:
         write_engine_input(path.parent)
 
 
+def config_comments(path: Path) -> str:
+    """The comment lines of the config at ``path``, which protobuf's text form drops: what
+    :func:`save_config` is given back as its header when a config is rewritten."""
+    return "".join(line + "\n" for line in path.read_text().splitlines() if line.startswith("#"))
+
+
 def engine_input(model_dir: Path) -> EngineInput:
     """What the engine builder needs of ``model_dir``'s config (:mod:`harness.engine_input`), read
     with Triton's protobuf: its batch limit, its first input's name and dims, its spec file."""
@@ -176,7 +182,7 @@ def set_class_count(repo: Path, classes: int) -> list[str]:
             continue
         for output in outputs:
             output.dims[:] = [classes]
-        header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
+        header = config_comments(config_path)
         save_config(config, config_path, header)
         changed.append(config_path.parent.name)
     return changed
@@ -303,7 +309,7 @@ def _queue_policies(repo: Path, policy: QueuePolicy) -> None:
         if not config.HasField("dynamic_batching"):
             continue
         policy.apply(config)
-        header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
+        header = config_comments(config_path)
         save_config(config, config_path, header)
 
 
@@ -353,7 +359,7 @@ def set_input_size(repo: Path, old: tuple[int, int], new: tuple[int, int]) -> li
                     tensor.dims[:] = after
                     edited = True
         if edited:
-            header = "".join(line + "\n" for line in config_path.read_text().splitlines() if line.startswith("#"))
+            header = config_comments(config_path)
             save_config(config, config_path, header)
             changed.append(config_path.parent.name)
     return changed

@@ -298,7 +298,7 @@ def _add_version(model_dir: Path, earlier: NamedDeployment, options: DeployOptio
     version there), its config serving every version (``version_policy: all``; the ensemble calls the latest) and its
     deployment's record listing the versions. Returns the model input conformed (:class:`harness.model.ModelInput`)."""
     from harness.model import ONNX_FILENAME, ModelError, check_onnx, conform_onnx
-    from harness.repository import load_config, save_config
+    from harness.repository import config_comments, load_config, save_config
 
     version = max(earlier.versions) + 1
     onnx = version_file(model_dir, version, ONNX_FILENAME)
@@ -312,10 +312,10 @@ def _add_version(model_dir: Path, earlier: NamedDeployment, options: DeployOptio
         raise UsageError(str(exc)) from None
     check_onnx(onnx, size, labels=names)
     config_path = model_dir / "config.pbtxt"
-    config, text = load_config(config_path), config_path.read_text()
+    config = load_config(config_path)
     if not config.version_policy.HasField("all"):
         config.version_policy.all.SetInParent()
-        header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+        header = config_comments(config_path)
         save_config(config, config_path, header + "# Every version folder is served (version_policy all); the ensemble "
                                                   "calls the latest.\n")  # its engine input file with it
     dataclasses.replace(earlier, versions=(*earlier.versions, version)).write(model_dir.parent)
@@ -337,16 +337,16 @@ def _keep_deployments(out: Path, folder: Path) -> None:
 def _name_models(unnamed: Path, folder: Path, models, own, name: str) -> None:
     """The models written under this repository's names in ``unnamed`` moved into ``folder`` under the
     deployment's (:meth:`harness.client.TaskModels.renamed`), every one reading the spec ``name.toml``."""
-    from harness.repository import load_config, save_config
+    from harness.repository import config_comments, load_config, save_config
 
     spec = own.named(name, models).spec
     for model in models:
         target = folder / own.renamed(name, model)
         shutil.move(unnamed / model, target)
         config_path = target / "config.pbtxt"
-        config, text = load_config(config_path), config_path.read_text()
+        config = load_config(config_path)
         said = f"# {target.name}: {model} of the deployment {name} (harness deploy --name), reading {spec}.\n"
-        header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+        header = config_comments(config_path)
         config.name = target.name
         for step in config.ensemble_scheduling.step:
             step.model_name = own.renamed(name, step.model_name)
