@@ -142,6 +142,11 @@ def save_config(config: ModelConfig, path: Path, header: str = "") -> None:
         write_engine_input(path.parent)
 
 
+def spec_parameter(config: ModelConfig) -> str | None:
+    """The spec file a model's config names with its ``spec`` parameter (None: it names none)."""
+    return config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
+
+
 def config_comments(path: Path) -> str:
     """The comment lines of the config at ``path``, which protobuf's text form drops: what
     :func:`save_config` is given back as its header when a config is rewritten."""
@@ -155,7 +160,7 @@ def engine_input(model_dir: Path) -> EngineInput:
     config = load_config(config_path)
     if config.platform != TENSORRT_PLATFORM or not config.input:
         raise RepositoryError(f"{config_path}: not a TensorRT model with an input (platform {config.platform!r})")
-    spec = config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
+    spec = spec_parameter(config)
     first = config.input[0]
     return EngineInput(config.max_batch_size, first.name, tuple(first.dims), spec, config_digest(config_path))
 
@@ -211,8 +216,7 @@ def check_models(repo: Path, specs: Mapping[str, Spec]) -> None:
     against its config, where the repository has them."""
     for model, config in shipped_in(repo):
         if model.check is not None:
-            spec = config.parameters[SPEC_PARAMETER].string_value if config and SPEC_PARAMETER in config.parameters \
-                else SPEC_FILENAME
+            spec = (spec_parameter(config) if config else None) or SPEC_FILENAME
             model.check(repo / model.name, specs[spec], config)
 
 
@@ -375,7 +379,7 @@ def _to_python_backend(model_dir: Path, replacement: CpuReplacement, source_name
     config.ClearField("platform")
     config.ClearField("default_model_filename")  # a serialized DALI pipeline's (model.dali): the Python model is model.py
     config.backend = "python"
-    spec = config.parameters[SPEC_PARAMETER].string_value if SPEC_PARAMETER in config.parameters else None
+    spec = spec_parameter(config)
     config.parameters.clear()
     if spec:  # which spec the model reads is the model's, in every profile
         config.parameters[SPEC_PARAMETER].string_value = spec
