@@ -238,12 +238,12 @@ class ModelInput:
     """The scores': ``float32`` or ``float16`` (served as float32 through a ``Cast``)."""
 
 
-def read_classifier(onnx_path: Path) -> ModelInput:
+def read_classifier(onnx_path: Path, model=None) -> ModelInput:
     """The input name, layout and size and the scores output of a classifier ONNX, or
     :class:`ModelError` naming what this contract cannot serve: one float32 or float16 image input
     with a dynamic batch, [batch, 3, H, W] or [batch, H, W, 3]; one float32 or float16 [batch, classes]
-    output (of several, the one named ``logits``)."""
-    inputs, outputs = onnx_signature(onnx_path)
+    output (of several, the one named ``logits``). ``model``: as :func:`onnx_signature` takes it."""
+    inputs, outputs = onnx_signature(onnx_path, model)
     if len(inputs) != 1:
         raise ModelError(f"{onnx_path}: {len(inputs)} inputs {[i.name for i in inputs]}: a classifier here takes one "
                          "image tensor")
@@ -339,11 +339,11 @@ def conform_onnx(onnx_path: Path, out: Path, input_size: tuple[int, int], model=
     import onnx
     from onnx import TensorProto, helper
 
-    found = read_classifier(onnx_path)
+    model = model if model is not None else read_onnx(onnx_path)
+    found = read_classifier(onnx_path, model)
     if found.size is not None and tuple(found.size) != tuple(input_size):
         raise ModelError(f"{onnx_path}: the model takes {found.size[0]}x{found.size[1]} images ({found.layout}), the "
                          f"preprocessing makes {input_size[0]}x{input_size[1]}")
-    model = model if model is not None else read_onnx(onnx_path)
     graph = model.graph
     names = {n for node in graph.node for n in (*node.input, *node.output)} | {i.name for i in graph.input} | {
         o.name for o in graph.output}
@@ -421,10 +421,10 @@ def import_onnx(onnx_path: Path, labels_path: Path, model_dir: Path, input_size:
     its input named ``input`` in NCHW, its scores ``logits``, ``probabilities`` appended) and what the
     production TensorRT parses (:func:`load_for_tensorrt`)."""
     out = model_dir / ONNX_FILENAME
-    read_labels(labels_path)  # first: a folder or a device (copied without end from /dev/zero) is refused
+    labels = read_labels(labels_path)  # first: a folder or a device (copied without end from /dev/zero) is refused
     conform_onnx(onnx_path, out, input_size, load_for_tensorrt(onnx_path).model)
     shutil.copyfile(labels_path, model_dir / LABELS_FILENAME)
-    check_onnx(out, input_size, labels=read_labels(model_dir / LABELS_FILENAME))
+    check_onnx(out, input_size, labels=labels)
     return out
 
 
@@ -469,11 +469,12 @@ def _external_tensors(model):
     return [t for t in _get_all_tensors(model) if uses_external_data(t)]
 
 
-def onnx_signature(onnx_path: Path) -> tuple[list[TensorSignature], list[TensorSignature]]:
-    """(inputs, outputs) of an ONNX model; symbolic dimensions are given by name."""
+def onnx_signature(onnx_path: Path, model=None) -> tuple[list[TensorSignature], list[TensorSignature]]:
+    """(inputs, outputs) of an ONNX model; symbolic dimensions are given by name. ``model``: the
+    ``onnx.ModelProto`` of ``onnx_path`` already loaded (default: read from ``onnx_path``)."""
     import onnx
 
-    model = read_onnx(onnx_path, external_data=False)
+    model = model if model is not None else read_onnx(onnx_path, external_data=False)
     initializers = {i.name for i in model.graph.initializer}
 
     def sig(value):
