@@ -26,7 +26,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from harness.deploy.compose import compose_file
 from harness.deploy.kubernetes import KUBERNETES_FILE, kubernetes_manifest
@@ -74,6 +74,8 @@ class Validation:
     pipelines: tuple[str, ...]
     engine_commands: tuple[str, ...]
     """The engine builder's trtexec command of each version of the model, oldest first (its dry run)."""
+    serialized: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    """Each DALI model's pipeline as the proof serialized it (:func:`ship_serialized` writes these bytes)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
     # the production TensorRT's parser.
     try:
         loaded = load_for_tensorrt(options.model)
-        taken = read_classifier(options.model)
+        taken = read_classifier(options.model, loaded.model)
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     if taken.size is not None and tuple(taken.size) != size:
@@ -206,7 +208,7 @@ def run(options: DeployOptions, log: Callable[[str], None] = lambda line: None, 
         validated = time.perf_counter()
         validation = validate(folder, deployed, engine, versions)
         if earlier is None:  # a new version's DALI steps are the deployment's, shipped with its first
-            ship_serialized(folder, deployed)
+            ship_serialized(folder, deployed, validation.serialized)
         assert load_config(classifier / "config.pbtxt").platform == "tensorrt_plan"
     out = options.out
     seconds = {"write": round(validated - started, 2), "validate": round(time.perf_counter() - validated, 2)}
@@ -432,8 +434,9 @@ def validate(out: Path, models, engine: str = "classifier", versions: tuple[int,
     if missing:
         raise RepositoryError(f"{out}: {', '.join(sorted(missing))} not written")
     pipelines = production_pipelines(out)
+    serialized = {}
     for name, pipe in pipelines.items():
-        pipe.serialize()
+        serialized[name] = pipe.serialize()
         unknown = missing_arguments(pipeline_arguments(pipe))
         if unknown:
             raise RepositoryError(f"{out}/{name}: DALI {dali.__version__} has no {', '.join(unknown)}")
@@ -446,27 +449,30 @@ def validate(out: Path, models, engine: str = "classifier", versions: tuple[int,
         if run.returncode != 0:
             raise RepositoryError(f"the engine builder refuses {out}: {run.stderr.strip()}")
         commands.append(run.stdout.strip().replace(str(out), "/models"))
-    return Validation(len(configs), dali.__version__, tuple(sorted(pipelines)), tuple(commands))
+    return Validation(len(configs), dali.__version__, tuple(sorted(pipelines)), tuple(commands), serialized)
 
 
 SERIALIZED = "model.dali"
 """The DALI pipeline as the manifest's DALI serialized it, beside its ``dali.py`` (docs/deploy.md: why)."""
 
 
-def ship_serialized(folder: Path, models) -> list[str]:
+def ship_serialized(folder: Path, models, serialized: Mapping[str, bytes]) -> list[str]:
     """Each DALI model of ``models`` in ``folder`` gets its pipeline serialized by this DALI (the manifest's,
-    ``device_id=None``: no GPU needed) as ``1/model.dali``, named by its config's ``default_model_filename``: the
-    DALI backend loads it before it would autoserialize ``dali.py`` (the fallback), so the DALI step needs
-    nothing of the harness at load. Returns the models given one."""
-    from harness.preprocessing.dali_graph import production_pipelines  # here: loads DALI only when called
+    ``device_id=None``: no GPU needed; ``serialized``, :attr:`Validation.serialized`, the very bytes proven) as
+    ``1/model.dali``, named by its config's ``default_model_filename``: the DALI backend loads it before it would
+    autoserialize ``dali.py`` (the fallback), so the DALI step needs nothing of the harness at load. Returns the
+    models given one."""
+    from harness.repository import config_comments, load_config, save_config
 
     shipped = []
-    for name, pipe in production_pipelines(folder).items():
+    for name, pipeline in serialized.items():
         if name not in models:
             continue
-        (folder / name / "1" / SERIALIZED).write_bytes(pipe.serialize())
-        config_path = folder / name / "config.pbtxt"  # its text kept, as every config deploy writes
-        config_path.write_text(config_path.read_text() + f'default_model_filename: "{SERIALIZED}"\n')
+        (folder / name / "1" / SERIALIZED).write_bytes(pipeline)
+        config_path = folder / name / "config.pbtxt"
+        config = load_config(config_path)
+        config.default_model_filename = SERIALIZED
+        save_config(config, config_path, config_comments(config_path))
         shipped.append(name)
     return shipped
 
