@@ -147,7 +147,8 @@ class Diagnoser:
         did not diverge: every hypothesis would be rejected there."""
         last = STAGES.index(stage)
         diverged = [i for i in self.indices if base.outcomes[i].first_divergent_index <= last]
-        return (diverged + [i for i in self.indices if i not in set(diverged)])[:SCREEN_IMAGES]
+        others = [i for i in self.indices if base.outcomes[i].first_divergent_index > last]
+        return (diverged + others)[:SCREEN_IMAGES]
 
     def screen(self, applied: Sequence[Hypothesis], h: Hypothesis, base: Evaluation, stage: str,
                model: bool) -> Evaluation:

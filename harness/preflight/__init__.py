@@ -249,7 +249,8 @@ def _not_ready(models: list[str], repository: Path | None) -> str:
     reads the classifier's), how a check host loads them."""
     from harness.repository import CHECK_HOST, stage_taps  # here: the repository's configs only for this detail
 
-    taps = [m for m in models if m in stage_taps(repository or DEFAULT_REPOSITORY)]
+    known = set(stage_taps(repository or DEFAULT_REPOSITORY))  # once: it reads every config of the repository
+    taps = [m for m in models if m in known]
     return f"not ready: {', '.join(models)}" + (f" ({', '.join(taps)}: stage taps; {CHECK_HOST})" if taps else "")
 
 

@@ -194,12 +194,12 @@ def _hf(source: str, rest: str) -> Reading:
     except ImportError:
         missing = f"transformers is not installed ({INSTALL})"
     else:
-        _require_known_class(config, processor_class(config), source)  # no class named: transformers says what it lacks
+        _require_known_class(processor_class(config), source)  # no class named: transformers says what it lacks
         own = _hf_processor(config, backend, source)
     return Reading(source, f"Hugging Face {name}, {how}", "the processor", read, refused, own, missing)
 
 
-def _require_known_class(config: dict, name: str, source: str) -> None:
+def _require_known_class(name: str, source: str) -> None:
     """A processor class neither transformers nor the reader knows, said in one line (transformers' own
     message lists its 200 model types and names the folder it was given, a temporary one for a file).
     (A config with ``auto_map`` never gets here: refused before transformers is imported.)"""
