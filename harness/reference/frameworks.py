@@ -307,7 +307,7 @@ def read_timm(cfg: Mapping[str, Any], where: str) -> Read:
         if height != width:
             raise NotReadable(f"{where}: crop_mode center with a non-square input_size {[height, width]}: timm's "
                               "ResizeKeepRatio holds no spec operation")
-        resize.update(mode="shorter_side", size=scale[0], size_rounding="floor")
+        resize.update(_shortest_edge(scale[0]))
     else:
         what = "ResizeKeepRatio and CenterCropOrPad (padding)" if mode == "border" else "mode"
         raise NotReadable(f"{where}: crop_mode {mode!r}: timm's {what} holds no spec operation (center and squash are read)")
@@ -382,10 +382,16 @@ def _hf_size(size: Any, square: bool, key: str, where: str) -> dict:
     return {side: _whole(where, f"{key}.{side}", value) for side, value in size.items()}
 
 
+def _shortest_edge(edge: int) -> dict:
+    """The ``[resize]`` keys of the frameworks' shortest-edge resize: the shorter side to ``edge``, the
+    other floored (``int()``, as transformers and timm compute it)."""
+    return {**resize_mode.scale([edge]), "size_rounding": "floor"}
+
+
 def _plain_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
     """The backends' own resize: the shortest edge to ``shortest_edge``, or a warp to ``height`` x ``width``."""
     if set(size) == {"shortest_edge"}:
-        return {"mode": "shorter_side", "size": int(size["shortest_edge"]), "size_rounding": "floor"}, None
+        return _shortest_edge(size["shortest_edge"]), None
     if set(size) == {"height", "width"}:
         return resize_mode.stretch([int(size["height"]), int(size["width"])]), None
     raise NotReadable(f"{where}: size {size}: {', '.join(sorted(set(size) - {'height', 'width', 'shortest_edge'}))} "
@@ -402,14 +408,14 @@ def _convnext_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict
         if c.get("crop_pct") is None:
             raise NotReadable(f"{where}: ConvNext's shortest_edge {edge} (below 384) needs a crop_pct, got none")
         crop_pct = _number(where, "crop_pct", c["crop_pct"], MIN_CROP_PCT, 1.0)
-        return {"mode": "shorter_side", "size": int(edge / crop_pct), "size_rounding": "floor"}, [edge, edge]
+        return _shortest_edge(int(edge / crop_pct)), [edge, edge]
     return resize_mode.stretch([edge, edge]), None
 
 
 def _levit_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[dict, list[int] | None]:
     """LeViT's: the shortest edge to ``int((256 / 224) * shortest_edge)``; height and width as they are."""
     if set(size) == {"shortest_edge"}:
-        return {"mode": "shorter_side", "size": int((256 / 224) * size["shortest_edge"]), "size_rounding": "floor"}, None
+        return _shortest_edge(int((256 / 224) * size["shortest_edge"])), None
     return _plain_resize(size, c, where)
 
 
@@ -424,7 +430,7 @@ def _poolformer_resize(size: dict, c: Mapping[str, Any], where: str) -> tuple[di
     edge = size.get("shortest_edge") or size.get("height")
     if edge is None or set(size) - {"shortest_edge", "height", "width"}:
         return _plain_resize(size, c, where)  # refused there, naming the key
-    return {"mode": "shorter_side", "size": int(edge / crop_pct), "size_rounding": "floor"}, None
+    return _shortest_edge(int(edge / crop_pct)), None
 
 
 HF_RESIZES = {"ConvNextImageProcessor": _convnext_resize, "LevitImageProcessor": _levit_resize,
